@@ -1,0 +1,194 @@
+//! Atomic write batches with optional preconditions.
+
+use crate::{Result, StoreError};
+use std::collections::HashSet;
+
+/// One write of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mutation {
+    /// Set `key` to `value`.
+    Set {
+        /// The key.
+        key: Vec<u8>,
+        /// The new value.
+        value: Vec<u8>,
+    },
+    /// Delete `key` (deleting an absent key is not an error).
+    Delete {
+        /// The key.
+        key: Vec<u8>,
+    },
+}
+
+impl Mutation {
+    /// The key this mutation writes.
+    pub fn key(&self) -> &[u8] {
+        match self {
+            Mutation::Set { key, .. } | Mutation::Delete { key } => key,
+        }
+    }
+
+    /// Bytes this mutation costs against a byte budget: key + value for a set, key for a
+    /// delete.
+    pub fn size(&self) -> usize {
+        match self {
+            Mutation::Set { key, value } => key.len() + value.len(),
+            Mutation::Delete { key } => key.len(),
+        }
+    }
+}
+
+/// A condition that must hold, when the batch is applied, for any of it to be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Precondition {
+    /// `key` holds exactly `value`.
+    Equals {
+        /// The key.
+        key: Vec<u8>,
+        /// The value it must hold.
+        value: Vec<u8>,
+    },
+    /// `key` is absent.
+    Absent {
+        /// The key.
+        key: Vec<u8>,
+    },
+}
+
+impl Precondition {
+    /// The key this precondition reads.
+    pub fn key(&self) -> &[u8] {
+        match self {
+            Precondition::Equals { key, .. } | Precondition::Absent { key } => key,
+        }
+    }
+
+    /// Checks the precondition against the current value of its key.
+    pub fn check(&self, current: Option<&[u8]>) -> Result<()> {
+        let reason = match (self, current) {
+            (Precondition::Absent { .. }, None) => return Ok(()),
+            (Precondition::Absent { .. }, Some(_)) => crate::ConflictReason::Present,
+            (Precondition::Equals { .. }, None) => crate::ConflictReason::Missing,
+            (Precondition::Equals { value, .. }, Some(cur)) if cur == value.as_slice() => {
+                return Ok(())
+            }
+            (Precondition::Equals { .. }, Some(_)) => crate::ConflictReason::Changed,
+        };
+        Err(StoreError::Conflict {
+            key: self.key().to_vec(),
+            reason,
+        })
+    }
+}
+
+/// An atomic group of writes: either every mutation is applied or none is.
+///
+/// Built with chained calls:
+///
+/// ```
+/// use strata_store::Batch;
+/// let batch = Batch::new()
+///     .require_absent(b"k".to_vec())
+///     .set(b"k".to_vec(), b"v".to_vec())
+///     .delete(b"old".to_vec());
+/// assert_eq!(batch.mutations().len(), 2);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Batch {
+    mutations: Vec<Mutation>,
+    preconditions: Vec<Precondition>,
+}
+
+impl Batch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a set.
+    pub fn set(mut self, key: Vec<u8>, value: Vec<u8>) -> Self {
+        self.push(Mutation::Set { key, value });
+        self
+    }
+
+    /// Adds a delete.
+    pub fn delete(mut self, key: Vec<u8>) -> Self {
+        self.push(Mutation::Delete { key });
+        self
+    }
+
+    /// Requires `key` to hold exactly `value`.
+    pub fn require_eq(mut self, key: Vec<u8>, value: Vec<u8>) -> Self {
+        self.preconditions.push(Precondition::Equals { key, value });
+        self
+    }
+
+    /// Requires `key` to be absent.
+    pub fn require_absent(mut self, key: Vec<u8>) -> Self {
+        self.preconditions.push(Precondition::Absent { key });
+        self
+    }
+
+    /// Requires `key` to hold `value` (`Some`) or to be absent (`None`).
+    pub fn require(self, key: Vec<u8>, value: Option<Vec<u8>>) -> Self {
+        match value {
+            Some(v) => self.require_eq(key, v),
+            None => self.require_absent(key),
+        }
+    }
+
+    /// Adds a mutation in place.
+    pub fn push(&mut self, m: Mutation) {
+        self.mutations.push(m);
+    }
+
+    /// Adds a precondition in place.
+    pub fn push_precondition(&mut self, p: Precondition) {
+        self.preconditions.push(p);
+    }
+
+    /// Appends all mutations and preconditions of `other`.
+    pub fn extend(&mut self, other: Batch) {
+        self.mutations.extend(other.mutations);
+        self.preconditions.extend(other.preconditions);
+    }
+
+    /// The mutations in order.
+    pub fn mutations(&self) -> &[Mutation] {
+        &self.mutations
+    }
+
+    /// The preconditions.
+    pub fn preconditions(&self) -> &[Precondition] {
+        &self.preconditions
+    }
+
+    /// Splits the batch into its parts.
+    pub fn into_parts(self) -> (Vec<Mutation>, Vec<Precondition>) {
+        (self.mutations, self.preconditions)
+    }
+
+    /// True when the batch has no mutations and no preconditions.
+    pub fn is_empty(&self) -> bool {
+        self.mutations.is_empty() && self.preconditions.is_empty()
+    }
+
+    /// Bytes the mutations cost against a byte budget.
+    pub fn size(&self) -> usize {
+        self.mutations.iter().map(Mutation::size).sum()
+    }
+
+    /// Rejects a batch that writes the same key twice (set twice, set and deleted, deleted
+    /// twice): its meaning would depend on order. Every backend calls this before applying.
+    pub fn validate(&self) -> Result<()> {
+        let mut seen = HashSet::with_capacity(self.mutations.len());
+        for m in &self.mutations {
+            if !seen.insert(m.key()) {
+                return Err(StoreError::DuplicateKey {
+                    key: m.key().to_vec(),
+                });
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,97 @@
+//! The store layer's one error type.
+
+use crate::escape::escape_key;
+use std::path::PathBuf;
+
+/// Why a batch precondition failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConflictReason {
+    /// The key was expected to be absent but holds a value.
+    Present,
+    /// The key was expected to hold a value but is absent.
+    Missing,
+    /// The key holds a different value than expected.
+    Changed,
+}
+
+impl std::fmt::Display for ConflictReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ConflictReason::Present => "expected absent, but it holds a value",
+            ConflictReason::Missing => "expected a value, but it is absent",
+            ConflictReason::Changed => "it holds a different value than expected",
+        })
+    }
+}
+
+/// Errors of the store layer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// A precondition of a batch did not hold; nothing of the batch was written.
+    #[error("write conflict on key `{}`: {reason}; nothing was written, re-read and retry", escape_key(.key))]
+    Conflict {
+        /// The key whose precondition failed.
+        key: Vec<u8>,
+        /// How it failed.
+        reason: ConflictReason,
+    },
+    /// A single record is larger than the scan's byte budget.
+    #[error("record `{}` is {size} bytes (key + value), larger than the byte budget of {limit} bytes; raise the budget", escape_key(.key))]
+    RecordTooLarge {
+        /// The record's key (rendered escaped).
+        key: Vec<u8>,
+        /// Key length plus value length.
+        size: usize,
+        /// The budget it exceeded.
+        limit: usize,
+    },
+    /// The datastore is locked by another process.
+    #[error("datastore `{}` is in use by another process; stop it or point --db elsewhere", .path.display())]
+    InUse {
+        /// The datastore path.
+        path: PathBuf,
+    },
+    /// The datastore does not exist and the caller asked not to create it.
+    #[error("datastore `{}` does not exist; check the path (it is not created when opening for reading)", .path.display())]
+    NotFound {
+        /// The datastore path.
+        path: PathBuf,
+    },
+    /// A caller passed an invalid argument (for example a zero limit).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// A batch names the same key twice (set/delete conflicts in one batch).
+    #[error("batch touches key `{}` more than once; each key may be set or deleted at most once per batch", escape_key(.key))]
+    DuplicateKey {
+        /// The duplicated key.
+        key: Vec<u8>,
+    },
+    /// An error of the underlying backend.
+    #[error("{backend} backend error")]
+    Backend {
+        /// Which backend (`sled`, `postgres`, ...).
+        backend: &'static str,
+        /// The backend's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+}
+
+impl StoreError {
+    /// Wraps a backend error.
+    pub fn backend(
+        backend: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        StoreError::Backend {
+            backend,
+            source: source.into(),
+        }
+    }
+
+    /// True for a failed precondition (the caller may re-read and retry).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, StoreError::Conflict { .. })
+    }
+}

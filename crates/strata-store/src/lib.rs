@@ -1,0 +1,58 @@
+//! The ordered key-value store at the bottom of strata.
+//!
+//! Everything strata does — schema headers, resumable migrations, typed collections,
+//! sweeps and cutovers — is built on four primitives that every backend provides:
+//!
+//! * [`KvRead::get`] — one key;
+//! * [`KvRead::scan`] — a bounded prefix scan that resumes after a key cursor and stops at
+//!   a record limit **and** a byte budget (a single record larger than the budget is an
+//!   error raised before its value is copied);
+//! * [`KvRead::prefix_exists`];
+//! * [`KvWrite::apply`] — an atomic [`Batch`] of sets and deletes that may carry
+//!   [`Precondition`]s ("key K holds exactly V" / "key K is absent"). A failed precondition
+//!   fails the whole batch with [`StoreError::Conflict`] and writes nothing. This one
+//!   primitive gives compare-and-swap, optimistic locking, update-only writes and lease
+//!   claims.
+//!
+//! Backends implement [`KvRead`] + [`KvWrite`] (together: [`Backend`]); applications and
+//! the engine use the cloneable [`Store`] handle, which adds the **in-process write lease**:
+//! ordinary writes share a gate and run concurrently, while [`Store::lease`] takes the gate
+//! exclusively for a whole session (a migration). Reads never block; the holder writes
+//! through its [`WriteLease`].
+//!
+//! This crate holds no backend with external dependencies: the sled backend lives in
+//! `strata-sled`. It does hold [`MemoryStore`], and (feature `conformance`) the one test
+//! suite every backend must pass.
+//!
+//! ```
+//! use strata_store::{Batch, KvRead, KvWrite, MemoryStore, ScanLimits, Store};
+//!
+//! # fn main() -> Result<(), strata_store::StoreError> {
+//! let store = Store::new(MemoryStore::new());
+//! store.apply(Batch::new().set(b"t/a".to_vec(), b"1".to_vec()).set(b"t/b".to_vec(), b"2".to_vec()))?;
+//! let page = store.scan(b"t/", None, ScanLimits::new(1, 1024)?)?;
+//! assert_eq!(page.records.len(), 1);
+//! let rest = store.scan(b"t/", page.cursor(), ScanLimits::new(10, 1024)?)?;
+//! assert_eq!(rest.records[0].key, b"t/b");
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs)]
+
+mod backend;
+mod batch;
+mod error;
+mod escape;
+mod lease;
+mod memory;
+pub(crate) mod scan;
+
+pub use backend::{Backend, KvRead, KvWrite};
+pub use batch::{Batch, Mutation, Precondition};
+pub use error::{ConflictReason, StoreError};
+pub use escape::escape_key;
+pub use lease::{Store, WriteLease};
+pub use memory::MemoryStore;
+pub use scan::{Offer, PageBuilder, Record, ScanLimits, ScanPage};
+
+/// Result alias for store operations.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
