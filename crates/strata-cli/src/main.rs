@@ -1,1 +1,2 @@
+//! The `strata` command.
 fn main() {}
