@@ -1,1 +1,4 @@
-//! placeholder
+//! strata: safe, resumable evolution of data kept in an ordered key-value store.
+#![deny(missing_docs)]
+
+pub mod numax;
