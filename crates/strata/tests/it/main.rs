@@ -1,0 +1,4 @@
+//! Integration tests of the strata engine, one module per capability.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod validation;
