@@ -13,6 +13,9 @@ struct GateState {
     /// Lease requests waiting (new shared writers yield to them, so a lease is not
     /// starved by a steady stream of writes).
     waiting: usize,
+    /// Ordinary writes parked at the gate (waiting for a lease to be released or for a
+    /// waiting lease request to be served). Observability only.
+    parked: usize,
 }
 
 /// A readers-writer gate for writes: ordinary writes share it, a lease holds it alone.
@@ -38,16 +41,25 @@ impl Gate {
     fn enter_shared(&self) -> bool {
         let me = thread::current().id();
         let mut g = self.lock();
-        loop {
+        let mut parked = false;
+        let counted = loop {
             if g.holder == Some(me) {
-                return false;
+                break false;
             }
             if g.holder.is_none() && g.waiting == 0 {
                 g.shared += 1;
-                return true;
+                break true;
+            }
+            if !parked {
+                parked = true;
+                g.parked += 1;
             }
             g = self.wait(g);
+        };
+        if parked {
+            g.parked -= 1;
         }
+        counted
     }
 
     fn leave_shared(&self) {
@@ -75,6 +87,10 @@ impl Gate {
             }
             g = self.wait(g);
         }
+    }
+
+    fn parked(&self) -> usize {
+        self.lock().parked
     }
 
     fn release(&self) {
@@ -116,6 +132,9 @@ impl Store {
 
     /// Takes the exclusive write lease, waiting for in-flight writes to finish. Held until
     /// the returned guard is dropped.
+    ///
+    /// The lease is not re-entrant: calling this from the thread that already holds the
+    /// lease waits forever (use [`Store::try_lease`] when unsure).
     pub fn lease(&self) -> WriteLease {
         self.gate.acquire(true);
         WriteLease {
@@ -134,6 +153,39 @@ impl Store {
     pub fn is_leased(&self) -> bool {
         self.gate.lock().holder.is_some()
     }
+
+    /// How many ordinary writes ([`KvWrite::apply`] through some clone) are currently
+    /// parked at the write gate, waiting for a lease to be released (or for a queued lease
+    /// request to be served).
+    ///
+    /// For observability and for tests that must wait deterministically until a writer is
+    /// blocked (poll it with [`std::thread::yield_now`]); it is a snapshot and may change
+    /// as soon as it is read.
+    pub fn waiting_writers(&self) -> usize {
+        self.gate.parked()
+    }
+
+    /// The backend under this handle, **without** the write gate: writes through it ignore
+    /// any lease. Meant for wrappers (fault injection, instrumentation) that build a new
+    /// [`Store`] around it with [`Store::from_arc`]; ordinary code uses the handle itself.
+    pub fn unguarded_backend(&self) -> Arc<dyn Backend> {
+        Arc::clone(&self.backend)
+    }
+}
+
+/// Leaves the shared side of the gate when dropped, so a panicking backend cannot leave a
+/// write counted forever (which would block every later lease).
+struct SharedEntry<'a> {
+    gate: &'a Gate,
+    counted: bool,
+}
+
+impl Drop for SharedEntry<'_> {
+    fn drop(&mut self) {
+        if self.counted {
+            self.gate.leave_shared();
+        }
+    }
 }
 
 impl KvRead for Store {
@@ -150,12 +202,11 @@ impl KvRead for Store {
 
 impl KvWrite for Store {
     fn apply(&self, batch: Batch) -> Result<()> {
-        let counted = self.gate.enter_shared();
-        let result = self.backend.apply(batch);
-        if counted {
-            self.gate.leave_shared();
-        }
-        result
+        let _entry = SharedEntry {
+            gate: &self.gate,
+            counted: self.gate.enter_shared(),
+        };
+        self.backend.apply(batch)
     }
     fn flush(&self) -> Result<()> {
         self.backend.flush()

@@ -40,6 +40,8 @@
 
 mod backend;
 mod batch;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod error;
 mod escape;
 mod lease;
