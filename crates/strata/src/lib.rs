@@ -19,6 +19,7 @@
 #![deny(missing_docs)]
 
 pub mod catalog;
+pub mod clock;
 pub mod header;
 pub mod numax;
 pub mod validate;
