@@ -1,1 +1,486 @@
-//! placeholder
+//! The sled 0.34 backend of strata's store trait: the embedded default.
+//!
+//! [`SledStore`] keeps every table in sled's one default tree, tables being key prefixes,
+//! so a scan is a plain ordered range scan and a batch spanning tables is one atomic sled
+//! batch. Batches without preconditions go through `sled::Batch`; batches with
+//! preconditions run in a sled transaction that checks every precondition and then applies
+//! the mutations, or aborts with the typed [`StoreError::Conflict`].
+//!
+//! What this crate is not: it adds no layout of its own (the engine above decides the key
+//! encoding), and it never exposes `sled` types: sled errors become
+//! [`StoreError::Backend`] (or [`StoreError::InUse`] when another process holds the
+//! datastore's lock).
+//!
+//! Memory: sled's own default page cache is 1 GiB and does not bound memory by itself;
+//! [`SledOptions`] defaults to [`SledOptions::DEFAULT_CACHE_CAPACITY`] (64 MiB).
+//!
+//! ```
+//! use strata_sled::SledStore;
+//! use strata_store::{Batch, KvRead, KvWrite, ScanLimits};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let store = SledStore::open_store(dir.path().join("db"))?;
+//! store.apply(Batch::new().set(b"t/a".to_vec(), b"1".to_vec()))?;
+//! store.flush()?;
+//! let page = store.scan(b"t/", None, ScanLimits::new(10, 1024)?)?;
+//! assert_eq!(page.records[0].value, b"1");
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs)]
+
+use sled::transaction::{abort, TransactionError};
+use std::fmt;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use strata_store::{
+    Backend, Batch, KvRead, KvWrite, Mutation, Offer, PageBuilder, Result, ScanLimits, ScanPage,
+    Store, StoreError,
+};
+
+/// The backend name used in messages and [`StoreError::Backend`].
+const NAME: &str = "sled";
+
+/// How to open a sled datastore.
+///
+/// ```
+/// use strata_sled::SledOptions;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// let store = SledOptions::new().cache_capacity(8 << 20).open(dir.path())?;
+/// assert_eq!(store.path(), dir.path());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SledOptions {
+    cache_capacity: u64,
+    lock_wait: Duration,
+}
+
+impl Default for SledOptions {
+    fn default() -> Self {
+        SledOptions {
+            cache_capacity: Self::DEFAULT_CACHE_CAPACITY,
+            lock_wait: Self::DEFAULT_LOCK_WAIT,
+        }
+    }
+}
+
+impl SledOptions {
+    /// The default page-cache capacity: 64 MiB. sled's own default (1 GiB) is far more
+    /// than a bounded migration needs and is not a hard memory bound either.
+    pub const DEFAULT_CACHE_CAPACITY: u64 = 64 * 1024 * 1024;
+
+    /// How long opening keeps retrying while the datastore's lock is taken: 1 second.
+    ///
+    /// sled 0.34 releases its file lock from a background thread shortly *after* the last
+    /// handle is dropped, so closing a datastore and reopening it at once (in this process
+    /// or another) can briefly find it locked; a short wait bridges that. A datastore that
+    /// stays locked for longer is [`StoreError::InUse`].
+    pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(1);
+
+    /// Options with the defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets sled's page-cache capacity in bytes (how much of the datastore sled keeps in
+    /// memory; sled's estimate, not a strict bound on the process's memory).
+    pub fn cache_capacity(mut self, bytes: u64) -> Self {
+        self.cache_capacity = bytes;
+        self
+    }
+
+    /// Sets how long opening retries while the datastore is locked before reporting
+    /// [`StoreError::InUse`] (`Duration::ZERO`: try once).
+    pub fn lock_wait(mut self, wait: Duration) -> Self {
+        self.lock_wait = wait;
+        self
+    }
+
+    /// The configured page-cache capacity in bytes.
+    pub fn cache_capacity_bytes(&self) -> u64 {
+        self.cache_capacity
+    }
+
+    /// Opens the datastore at `path`, creating it (and missing parent directories) if it
+    /// does not exist.
+    pub fn open(&self, path: impl AsRef<Path>) -> Result<SledStore> {
+        self.open_at(path.as_ref())
+    }
+
+    /// Opens an existing datastore at `path` (for readers and inspection): a missing path,
+    /// or a directory that holds no sled datastore, is [`StoreError::NotFound`] and nothing
+    /// is created.
+    pub fn open_existing(&self, path: impl AsRef<Path>) -> Result<SledStore> {
+        let path = path.as_ref();
+        // sled keeps its data in the file `db` inside the datastore directory.
+        if !path.join("db").is_file() {
+            return Err(StoreError::NotFound {
+                path: path.to_path_buf(),
+            });
+        }
+        self.open_at(path)
+    }
+
+    fn open_at(&self, path: &Path) -> Result<SledStore> {
+        tracing::debug!(
+            path = %path.display(),
+            cache_capacity = self.cache_capacity,
+            "opening sled datastore"
+        );
+        let config = sled::Config::new()
+            .path(path)
+            .cache_capacity(self.cache_capacity);
+        let db = retry_while_locked(|| config.open(), self.lock_wait, std::thread::sleep)
+            .map_err(|e| open_error(path, e))?;
+        Ok(SledStore {
+            db,
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+/// A strata store in one sled datastore (one directory, one process at a time).
+///
+/// Clones of the [`Store`] made from it share one open datastore. sled locks the
+/// datastore for the whole process: a second process opening it gets
+/// [`StoreError::InUse`].
+#[derive(Clone)]
+pub struct SledStore {
+    db: sled::Db,
+    path: PathBuf,
+}
+
+impl fmt::Debug for SledStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SledStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SledStore {
+    /// Opens (creating if needed) the datastore at `path` with default [`SledOptions`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        SledOptions::new().open(path)
+    }
+
+    /// Opens an existing datastore at `path` with default [`SledOptions`]; never creates
+    /// one (a missing datastore is [`StoreError::NotFound`]).
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Self> {
+        SledOptions::new().open_existing(path)
+    }
+
+    /// Opens (creating if needed) the datastore at `path` and wraps it in a [`Store`]
+    /// handle.
+    pub fn open_store(path: impl AsRef<Path>) -> Result<Store> {
+        Self::open(path).map(Self::into_store)
+    }
+
+    /// Wraps this backend in a [`Store`] handle (which adds the write lease).
+    pub fn into_store(self) -> Store {
+        Store::new(self)
+    }
+
+    /// The datastore directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes the datastore occupies on disk (sled's own accounting).
+    pub fn size_on_disk(&self) -> Result<u64> {
+        self.db.size_on_disk().map_err(|e| self.error(e))
+    }
+
+    fn error(&self, e: sled::Error) -> StoreError {
+        backend_error(&self.path, e)
+    }
+
+    fn apply_plain(&self, mutations: Vec<Mutation>) -> Result<()> {
+        let mut batch = sled::Batch::default();
+        for m in mutations {
+            match m {
+                Mutation::Set { key, value } => batch.insert(key, value),
+                Mutation::Delete { key } => batch.remove(key),
+            }
+        }
+        self.db.apply_batch(batch).map_err(|e| self.error(e))
+    }
+
+    fn apply_conditional(&self, batch: &Batch) -> Result<()> {
+        let outcome = self.db.transaction(|tx| {
+            for p in batch.preconditions() {
+                let current = tx.get(p.key())?;
+                if let Err(conflict) = p.check(current.as_deref()) {
+                    return abort(conflict);
+                }
+            }
+            for m in batch.mutations() {
+                match m {
+                    Mutation::Set { key, value } => {
+                        tx.insert(key.as_slice(), value.as_slice())?;
+                    }
+                    Mutation::Delete { key } => {
+                        tx.remove(key.as_slice())?;
+                    }
+                }
+            }
+            Ok(())
+        });
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(TransactionError::Abort(conflict)) => Err(conflict),
+            Err(TransactionError::Storage(e)) => Err(self.error(e)),
+        }
+    }
+}
+
+impl KvRead for SledStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.db
+            .get(key)
+            .map(|v| v.map(|v| v.to_vec()))
+            .map_err(|e| self.error(e))
+    }
+
+    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
+        let start = match after {
+            Some(a) if a >= prefix => Bound::Excluded(a),
+            _ => Bound::Included(prefix),
+        };
+        let mut page = PageBuilder::new(limits);
+        for item in self.db.range::<&[u8], _>((start, Bound::Unbounded)) {
+            let (key, value) = item.map_err(|e| self.error(e))?;
+            if !key.starts_with(prefix) {
+                break;
+            }
+            // Decide on the length first: an oversize value is never copied.
+            match page.offer(&key, value.len())? {
+                Offer::Take => page.push(key.to_vec(), value.to_vec()),
+                Offer::Stop => break,
+            }
+        }
+        Ok(page.finish())
+    }
+
+    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
+        match self.db.scan_prefix(prefix).keys().next() {
+            None => Ok(false),
+            Some(Ok(_)) => Ok(true),
+            Some(Err(e)) => Err(self.error(e)),
+        }
+    }
+}
+
+impl KvWrite for SledStore {
+    fn apply(&self, batch: Batch) -> Result<()> {
+        batch.validate()?;
+        if batch.preconditions().is_empty() {
+            let (mutations, _) = batch.into_parts();
+            if mutations.is_empty() {
+                return Ok(());
+            }
+            self.apply_plain(mutations)
+        } else {
+            self.apply_conditional(&batch)
+        }
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.db.flush().map(drop).map_err(|e| self.error(e))
+    }
+}
+
+impl Backend for SledStore {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+}
+
+/// sled 0.34 reports a datastore locked by another process as an `Io` error of kind
+/// `Other` whose message starts with "could not acquire lock on" (see `Config::try_lock`
+/// in sled's `config.rs`); `WouldBlock` is accepted too in case a platform reports the
+/// lock failure directly.
+fn is_lock_error(e: &sled::Error) -> bool {
+    match e {
+        sled::Error::Io(io) => {
+            io.kind() == std::io::ErrorKind::WouldBlock
+                || (io.kind() == std::io::ErrorKind::Other
+                    && io.to_string().contains("could not acquire lock"))
+        }
+        _ => false,
+    }
+}
+
+/// Calls `open` until it succeeds, fails with something other than a lock error, or the
+/// time slept (through `sleep`, injectable for tests) would exceed `wait`. Backs off from
+/// 5 ms, doubling, capped at 100 ms.
+fn retry_while_locked<T>(
+    mut open: impl FnMut() -> sled::Result<T>,
+    wait: Duration,
+    sleep: impl Fn(Duration),
+) -> sled::Result<T> {
+    let mut slept = Duration::ZERO;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        match open() {
+            Err(e) if is_lock_error(&e) && slept < wait => {
+                let step = pause.min(wait - slept);
+                tracing::debug!(?step, "sled datastore is locked; retrying");
+                sleep(step);
+                slept += step;
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn open_error(path: &Path, e: sled::Error) -> StoreError {
+    if is_lock_error(&e) {
+        tracing::debug!(path = %path.display(), error = %e, "sled datastore is locked");
+        StoreError::InUse {
+            path: path.to_path_buf(),
+        }
+    } else {
+        backend_error(path, e)
+    }
+}
+
+fn backend_error(path: &Path, e: sled::Error) -> StoreError {
+    StoreError::backend(
+        NAME,
+        SledError {
+            path: path.to_path_buf(),
+            source: e,
+        },
+    )
+}
+
+/// The boxed source of [`StoreError::Backend`] for sled: names the datastore, carries
+/// sled's error as its own source. Private: sled's types are not part of the API.
+#[derive(Debug, thiserror::Error)]
+#[error("sled datastore `{}` failed; check the disk and the path, then retry", .path.display())]
+struct SledError {
+    path: PathBuf,
+    #[source]
+    source: sled::Error,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    #[test]
+    fn lock_error_is_recognised() {
+        let locked = sled::Error::Io(io::Error::other(
+            "could not acquire lock on \"/x/db\": Os { code: 11 }",
+        ));
+        assert!(is_lock_error(&locked));
+        assert!(matches!(
+            open_error(Path::new("/x"), locked),
+            StoreError::InUse { path } if path == Path::new("/x")
+        ));
+        let other = sled::Error::Io(io::Error::new(io::ErrorKind::PermissionDenied, "no"));
+        assert!(!is_lock_error(&other));
+        let err = open_error(Path::new("/x"), other);
+        assert!(matches!(
+            err,
+            StoreError::Backend {
+                backend: "sled",
+                ..
+            }
+        ));
+        assert!(err.to_string().contains("sled"));
+        let source = std::error::Error::source(&err).map(ToString::to_string);
+        assert_eq!(
+            source.as_deref(),
+            Some("sled datastore `/x` failed; check the disk and the path, then retry")
+        );
+    }
+
+    fn locked() -> sled::Error {
+        sled::Error::Io(io::Error::other("could not acquire lock on \"/x/db\""))
+    }
+
+    #[test]
+    fn open_retries_a_lock_error_until_it_clears() {
+        let attempts = std::cell::Cell::new(0);
+        let slept = std::cell::RefCell::new(Vec::new());
+        let result = retry_while_locked(
+            || {
+                attempts.set(attempts.get() + 1);
+                if attempts.get() < 4 {
+                    Err(locked())
+                } else {
+                    Ok(7)
+                }
+            },
+            Duration::from_secs(1),
+            |d| slept.borrow_mut().push(d),
+        );
+        assert_eq!(result.unwrap(), 7);
+        assert_eq!(attempts.get(), 4);
+        assert_eq!(
+            *slept.borrow(),
+            [5, 10, 20].map(Duration::from_millis).to_vec()
+        );
+    }
+
+    #[test]
+    fn open_gives_up_after_the_lock_wait() {
+        let slept = std::cell::RefCell::new(Vec::new());
+        let result: sled::Result<()> = retry_while_locked(
+            || Err(locked()),
+            Duration::from_millis(300),
+            |d| slept.borrow_mut().push(d),
+        );
+        assert!(is_lock_error(&result.unwrap_err()));
+        let total: Duration = slept.borrow().iter().sum();
+        assert_eq!(total, Duration::from_millis(300));
+        assert!(slept
+            .borrow()
+            .iter()
+            .all(|d| *d <= Duration::from_millis(100)));
+        // Zero wait: one attempt, no sleep.
+        let attempts = std::cell::Cell::new(0);
+        let result: sled::Result<()> = retry_while_locked(
+            || {
+                attempts.set(attempts.get() + 1);
+                Err(locked())
+            },
+            Duration::ZERO,
+            |_| panic!("must not sleep"),
+        );
+        assert!(result.is_err());
+        assert_eq!(attempts.get(), 1);
+    }
+
+    #[test]
+    fn open_does_not_retry_other_errors() {
+        let attempts = std::cell::Cell::new(0);
+        let result: sled::Result<()> = retry_while_locked(
+            || {
+                attempts.set(attempts.get() + 1);
+                Err(sled::Error::Unsupported("nope".into()))
+            },
+            Duration::from_secs(1),
+            |_| panic!("must not sleep"),
+        );
+        assert!(result.is_err());
+        assert_eq!(attempts.get(), 1);
+    }
+
+    #[test]
+    fn default_cache_capacity_is_64_mib() {
+        assert_eq!(SledOptions::new().cache_capacity_bytes(), 64 << 20);
+        assert_eq!(
+            SledOptions::new().cache_capacity(5).cache_capacity_bytes(),
+            5
+        );
+    }
+}
