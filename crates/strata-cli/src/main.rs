@@ -1,2 +1,59 @@
-//! The `strata` command.
-fn main() {}
+//! The `strata` command: inspect, migrate and verify strata datastores.
+//!
+//! Thin by design: each subcommand parses its arguments, calls the library and renders the
+//! result. Results go to stdout, errors to stderr prefixed `strata: `, progress to stderr
+//! only when it is a terminal. Exit codes: 0 success, 1 error, 2 usage, 3 migration
+//! required, 4 future or corrupt metadata, 6 non-additive schema change.
+
+mod cmd;
+mod db;
+mod exit;
+#[allow(dead_code)] // used by `migrate` (in progress)
+mod size;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// strata — safe, resumable evolution of data in a key-value store.
+#[derive(Debug, Parser)]
+#[command(name = "strata", version, about, long_about = None)]
+pub struct Cli {
+    /// The datastore: a sled directory.
+    #[arg(
+        long,
+        global = true,
+        default_value = "./strata-data",
+        value_name = "PATH"
+    )]
+    db: std::path::PathBuf,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show the schema state of every managed table (read-only).
+    Status(cmd::status::Args),
+    /// Run the explicit, resumable migration of every table that needs one.
+    Migrate(cmd::migrate::Args),
+    /// Certify every record of every managed table (read-only).
+    Verify(cmd::verify::Args),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Status(args) => cmd::status::run(&cli.db, args),
+        Command::Migrate(args) => cmd::migrate::run(&cli.db, args),
+        Command::Verify(args) => cmd::verify::run(&cli.db, args),
+    };
+    exit::finish(result)
+}

@@ -1,0 +1,5 @@
+//! One module per subcommand. Each exposes `Args` (clap) and `run(db, args) -> CmdResult`.
+
+pub mod migrate;
+pub mod status;
+pub mod verify;

@@ -1,0 +1,106 @@
+//! `strata status`: the schema state of every managed table. Read-only: it does not even
+//! initialize missing headers.
+
+use crate::db;
+use crate::exit::{CmdResult, MIGRATION_REQUIRED, OK, UNSUPPORTED};
+use serde::Serialize;
+use std::io::Write;
+use std::path::Path;
+use strata::validate::{inspect, TableState, TableStatus};
+
+/// Arguments of `strata status`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The `--json` document (format 1).
+#[derive(Debug, Serialize)]
+struct StatusDoc<'a> {
+    format: u32,
+    db: String,
+    verdict: &'static str,
+    tables: &'a [TableStatus],
+}
+
+/// Exit code for a set of statuses: 4 beats 3 beats 0.
+pub fn verdict(tables: &[TableStatus]) -> (u8, &'static str) {
+    let bad = |pred: fn(&TableState) -> bool| tables.iter().any(|t| pred(&t.state));
+    if bad(|s| matches!(s, TableState::Future | TableState::Corrupt { .. })) {
+        (UNSUPPORTED, "unsupported")
+    } else if bad(|s| matches!(s, TableState::Legacy | TableState::Older)) {
+        (MIGRATION_REQUIRED, "migration_required")
+    } else {
+        (OK, "ok")
+    }
+}
+
+/// Runs the command.
+pub fn run(db_path: &Path, args: Args) -> CmdResult {
+    let store = db::open_existing(db_path)?;
+    let catalog = db::catalog(&store)?;
+    let tables = inspect(&store, &catalog)?;
+    let (code, word) = verdict(&tables);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let doc = StatusDoc {
+            format: 1,
+            db: db_path.display().to_string(),
+            verdict: word,
+            tables: &tables,
+        };
+        serde_json::to_writer_pretty(&mut out, &doc)?;
+        writeln!(out)?;
+    } else {
+        write_table(&mut out, &tables)?;
+        let summary = match code {
+            OK => "every table is current or empty".to_string(),
+            MIGRATION_REQUIRED => {
+                "a migration is required: run `strata migrate` (it is resumable and safe to interrupt)".to_string()
+            }
+            _ => "this build cannot open the store: future or corrupt schema metadata".to_string(),
+        };
+        writeln!(out, "\n{summary}")?;
+    }
+    Ok(code)
+}
+
+fn write_table(out: &mut impl Write, tables: &[TableStatus]) -> std::io::Result<()> {
+    let name_w = tables
+        .iter()
+        .map(|t| t.table.len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    writeln!(
+        out,
+        "{:<name_w$}  {:>3}  {:>5}  {:>7}  {:<7}  NOTE",
+        "TABLE", "ID", "FOUND", "CURRENT", "STATE"
+    )?;
+    for t in tables {
+        let found = t
+            .found_version
+            .map_or_else(|| "-".to_string(), |v| v.to_string());
+        let note = match &t.state {
+            TableState::Empty => "header will be initialized on open".to_string(),
+            TableState::Current => String::new(),
+            TableState::Legacy => "data without a header".to_string(),
+            TableState::Older => "migration required".to_string(),
+            TableState::Future => "written by a newer build".to_string(),
+            TableState::Corrupt { reason } => reason.clone(),
+        };
+        let line = format!(
+            "{:<name_w$}  {:>3}  {:>5}  {:>7}  {:<7}  {}",
+            t.table,
+            t.table_id,
+            found,
+            t.current_version,
+            t.state.label(),
+            note
+        );
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! `strata status`: exit codes, JSON shape, read-only behaviour.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+use strata::header::header_key;
+use strata::SchemaHeader;
+use strata_store::{Batch, KvRead, KvWrite, Store};
+
+fn strata(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn status(db: &Path, json: bool) -> Output {
+    let db = db.to_str().unwrap();
+    if json {
+        strata(&["--db", db, "status", "--json"])
+    } else {
+        strata(&["--db", db, "status"])
+    }
+}
+
+fn with_store(db: &Path, f: impl FnOnce(&Store)) {
+    let store = strata_sled::SledStore::open_store(db).unwrap();
+    f(&store);
+    store.flush().unwrap();
+}
+
+fn put(store: &Store, key: &[u8], value: &[u8]) {
+    store
+        .apply(Batch::new().set(key.to_vec(), value.to_vec()))
+        .unwrap();
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn missing_path_is_an_error_and_is_not_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("nope");
+    let out = status(&db, false);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("strata: "), "{err}");
+    assert!(err.contains("does not exist"), "{err}");
+    assert!(!db.exists());
+}
+
+#[test]
+fn empty_store_is_ok_and_status_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    with_store(&db, |_| {});
+    let out = status(&db, true);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let doc = json(&out);
+    assert_eq!(doc["format"], 1);
+    assert_eq!(doc["verdict"], "ok");
+    let tables = doc["tables"].as_array().unwrap();
+    assert_eq!(tables.len(), 14);
+    for t in tables {
+        assert_eq!(t["state"], "empty");
+        assert!(t["found_version"].is_null());
+        assert_eq!(t["current_version"], 1);
+        assert!(t["table_id"].as_u64().unwrap() >= 1);
+        assert_eq!(t["has_data"], false);
+    }
+    // read-only: no header was initialized
+    with_store(&db, |s| {
+        assert_eq!(s.get(&header_key("op-log")).unwrap(), None);
+        assert!(!s.prefix_exists(b"__nx/schema/").unwrap());
+    });
+}
+
+#[test]
+fn current_store_exits_zero_with_a_readable_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    with_store(&db, |s| {
+        strata::validate::validate_and_init(s, &strata::numax::catalog()).unwrap();
+    });
+    let out = status(&db, false);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("TABLE"), "{text}");
+    assert!(text.contains("op-log"));
+    assert_eq!(
+        text.lines().filter(|l| l.ends_with("  current")).count(),
+        14,
+        "{text}"
+    );
+}
+
+#[test]
+fn numax_store_without_headers_reports_legacy_and_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    with_store(&db, |s| {
+        put(s, b"__nx/crdt/gcounter/visits", &12u64.to_le_bytes());
+        put(
+            s,
+            b"__nx/crdt/state/gcounter/visits",
+            br#"{"counts":{"a":12}}"#,
+        );
+        put(s, b"__nx/crdt/seen-op/op-1", &7u64.to_be_bytes());
+        put(s, b"app/user/1", b"app data is not ours");
+    });
+    let out = status(&db, true);
+    assert_eq!(out.status.code(), Some(3));
+    let doc = json(&out);
+    assert_eq!(doc["verdict"], "migration_required");
+    let state = |name: &str| {
+        doc["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["table"] == name)
+            .unwrap()["state"]
+            .clone()
+    };
+    assert_eq!(state("gcounter-materialized"), "legacy");
+    assert_eq!(state("gcounter-state"), "legacy");
+    assert_eq!(state("seen-ops"), "legacy");
+    assert_eq!(state("op-log"), "empty");
+    // the human form says what to do
+    let text = String::from_utf8(status(&db, false).stdout).unwrap();
+    assert!(text.contains("strata migrate"), "{text}");
+}
+
+#[test]
+fn explicit_v0_header_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    with_store(&db, |s| {
+        put(s, &header_key("op-log"), &SchemaHeader::new(0, 14).encode())
+    });
+    let out = status(&db, true);
+    assert_eq!(out.status.code(), Some(3));
+    let doc = json(&out);
+    let op_log = doc["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["table"] == "op-log")
+        .unwrap()
+        .clone();
+    assert_eq!(op_log["state"], "older");
+    assert_eq!(op_log["found_version"], 0);
+}
+
+#[test]
+fn future_and_corrupt_exit_4() {
+    for (value, state) in [
+        (SchemaHeader::new(2, 14).encode().to_vec(), "future"),
+        (b"BAD!\0\x01\0\x0e".to_vec(), "corrupt"),
+        (SchemaHeader::new(1, 13).encode().to_vec(), "corrupt"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        with_store(&db, |s| {
+            put(s, &header_key("op-log"), &value);
+            // a legacy table too: 4 beats 3
+            put(s, b"__nx/crdt/gcounter/visits", &1u64.to_le_bytes());
+        });
+        let out = status(&db, true);
+        assert_eq!(out.status.code(), Some(4), "{state}");
+        let doc = json(&out);
+        assert_eq!(doc["verdict"], "unsupported");
+        let row = doc["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["table"] == "op-log")
+            .unwrap()
+            .clone();
+        assert_eq!(row["state"], state);
+        if state == "corrupt" {
+            assert!(row["reason"].as_str().unwrap().len() > 5);
+        }
+    }
+}
+
+#[test]
+fn store_in_use_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let _held = strata_sled::SledStore::open_store(&db).unwrap();
+    let out = status(&db, false);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("in use by another process"), "{err}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let out = strata(&["status", "--bogus"]);
+    assert_eq!(out.status.code(), Some(2));
+}
