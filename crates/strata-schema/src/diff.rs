@@ -1,0 +1,175 @@
+//! `diff`: validation of the two documents, the engine run, and the seed summary.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::canonical::schema_hash;
+use crate::delta::{ChangeKind, Compatibility, DeltaKind, DiffOptions, FieldChange, SchemaDelta};
+use crate::engine::{child_path, Engine};
+use crate::error::{printable, SchemaError, Side};
+use crate::view::{deref, first_bad_ref, Resolved};
+
+/// Diffs two schemas of `collection` with the default [`DiffOptions`].
+///
+/// `old` is the persisted baseline, `new` the freshly derived schema. Both must be object
+/// schemas at the root (a root `$ref` is followed) and every `$ref` must be a local
+/// reference that resolves (`#/$defs/…`, `#/definitions/…`, `#`).
+pub fn diff(collection: &str, old: &Value, new: &Value) -> Result<SchemaDelta, SchemaError> {
+    diff_with(collection, old, new, &DiffOptions::default())
+}
+
+/// [`diff`] with explicit options.
+pub fn diff_with(
+    collection: &str,
+    old: &Value,
+    new: &Value,
+    options: &DiffOptions,
+) -> Result<SchemaDelta, SchemaError> {
+    let old_props = check_document(collection, Side::Old, old)?;
+    let new_props = check_document(collection, Side::New, new)?;
+
+    let mut engine = Engine::new(old, new, *options);
+    engine.compare("/", old, new);
+
+    let added: Vec<String> = new_props.difference(&old_props).cloned().collect();
+    let removed: Vec<String> = old_props.difference(&new_props).cloned().collect();
+    let changed: Vec<FieldChange> = old_props
+        .intersection(&new_props)
+        .filter_map(|field| {
+            let own_path = child_path("/", field);
+            let mut required_changed = false;
+            let mut shape_changed = false;
+            for c in engine
+                .changes
+                .iter()
+                .filter(|c| c.field.as_deref() == Some(field.as_str()))
+            {
+                let flip = matches!(
+                    c.change,
+                    ChangeKind::RequiredAdded | ChangeKind::RequiredRemoved
+                );
+                if flip && c.path == own_path {
+                    required_changed = true;
+                } else {
+                    shape_changed = true;
+                }
+            }
+            (required_changed || shape_changed).then(|| FieldChange {
+                field: field.clone(),
+                required_changed,
+                shape_changed,
+            })
+        })
+        .collect();
+
+    let paths = engine.changes;
+    let kind = if paths.is_empty() {
+        DeltaKind::None
+    } else if paths.iter().all(|c| {
+        matches!(c.change, ChangeKind::PropertyAdded { required: false })
+            && c.field
+                .as_deref()
+                .is_some_and(|f| c.path == child_path("/", f) && added.iter().any(|a| a == f))
+    }) {
+        DeltaKind::Additive
+    } else {
+        DeltaKind::NonAdditive
+    };
+
+    let mut reasons = Vec::new();
+    for c in &paths {
+        if !c.backward {
+            reasons.push(format!("not backward compatible: {}: {}", c.path, c.change));
+        }
+        if !c.forward {
+            reasons.push(format!("not forward compatible: {}: {}", c.path, c.change));
+        }
+    }
+    for r in &engine.renames {
+        reasons.push(format!(
+            "possible rename at {}: `{}` -> `{}` (identical shape); records keep their data \
+             under `{}`: add an upcast step that moves it, or confirm the removal",
+            r.path, r.from, r.to, r.from
+        ));
+    }
+    for a in &engine.ambiguous {
+        reasons.push(format!(
+            "ambiguous rename at {}: removed [{}] and added [{}] share one shape; \
+             add upcast steps that move the data explicitly",
+            a.path,
+            a.removed.join(", "),
+            a.added.join(", ")
+        ));
+    }
+    let no_renames = engine.renames.is_empty() && engine.ambiguous.is_empty();
+    let backward = no_renames && paths.iter().all(|c| c.backward);
+    let forward = no_renames && paths.iter().all(|c| c.forward);
+
+    Ok(SchemaDelta {
+        collection: collection.to_string(),
+        kind,
+        added,
+        removed,
+        changed,
+        paths,
+        renames: engine.renames,
+        ambiguous_renames: engine.ambiguous,
+        compatibility: Compatibility {
+            backward,
+            forward,
+            level: Compatibility::level_of(backward, forward),
+            reasons,
+        },
+        old_hash: schema_hash(old),
+        new_hash: schema_hash(new),
+    })
+}
+
+/// Checks references and the root shape; returns the root's property names.
+fn check_document(
+    collection: &str,
+    side: Side,
+    doc: &Value,
+) -> Result<BTreeSet<String>, SchemaError> {
+    if let Some((path, reference, local)) = first_bad_ref(doc) {
+        let collection = printable(collection);
+        return Err(if local {
+            SchemaError::DanglingRef {
+                collection,
+                side,
+                path,
+                reference,
+            }
+        } else {
+            SchemaError::UnsupportedRef {
+                collection,
+                side,
+                path,
+                reference,
+            }
+        });
+    }
+    let not_object = || SchemaError::NotObjectSchema {
+        collection: printable(collection),
+        side,
+        path: "/".into(),
+    };
+    let mut refs = Vec::new();
+    let Resolved::Map(map) = deref(doc, doc, &mut refs) else {
+        return Err(not_object());
+    };
+    let typed_object = match map.get("type") {
+        Some(Value::String(t)) => t == "object",
+        Some(Value::Array(list)) => list.iter().any(|t| t == "object"),
+        _ => false,
+    };
+    let properties = map.get("properties");
+    if !(typed_object || properties.is_some_and(Value::is_object)) {
+        return Err(not_object());
+    }
+    Ok(properties
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default())
+}
