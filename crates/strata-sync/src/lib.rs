@@ -1,1 +1,47 @@
-//! placeholder
+//! A Numax-compatible CRDT sync store on strata.
+//!
+//! Six CRDT families — grow-only counter, PN counter, LWW register, LWW map, OR-set, RGA
+//! sequence — each kept as a durable state record (the Numax state JSON) and a
+//! materialized view (what an application reads), plus the seen-ops table and the durable
+//! op log, all in the 14 tables of DESIGN.md §2.
+//!
+//! * [`SyncManager::open`] validates every managed table first (initializing the headers
+//!   of an empty store atomically) and refuses a legacy, older, future or corrupt store
+//!   with [`SyncError::Schema`]; it never migrates. Then it hydrates with bounded scans.
+//! * [`SyncManager::apply`] writes state + materialized view + seen-op + op-log record of
+//!   an op in ONE atomic batch; an op whose id was seen is a no-op.
+//! * [`Runtime::new`] opens a sled datastore by path and builds the manager.
+//! * [`legacy::write_legacy_fixture`] writes v0 (header-less) data for fixtures and demos.
+//!
+//! This crate is not a network layer: ops come from the caller (local or remote alike).
+//!
+//! ```
+//! use strata_store::{MemoryStore, Store};
+//! use strata_sync::SyncManager;
+//! use strata::numax::wire::{Op, OpKind};
+//!
+//! # fn main() -> Result<(), strata_sync::SyncError> {
+//! let sync = SyncManager::open(Store::new(MemoryStore::new()))?;
+//! let op = Op::new("op-1", "node-a", OpKind::PNCounterDecrement { key: "stock".into(), decrement: 3 });
+//! sync.apply(&op)?;
+//! sync.apply(&op)?; // seen: no-op
+//! assert_eq!(sync.pncounter("stock")?, Some(-3));
+//! assert_eq!(sync.seen_op_sequence("op-1")?, Some(0));
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs)]
+
+mod crdt;
+mod error;
+pub mod legacy;
+mod manager;
+mod runtime;
+
+pub use crdt::{rga_order, Crdt, CrdtState, Family};
+pub use error::SyncError;
+pub use manager::{Applied, OpLogReader, SyncManager, SyncOptions, VerifyReport};
+pub use runtime::Runtime;
+pub use strata::numax::wire::{
+    GCounterState, LwwMapEntry, LwwMapState, LwwRegisterState, ORSetState, Op, OpKind, OpLogEntry,
+    PNCounterState, RgaElement, RgaState,
+};

@@ -1,0 +1,147 @@
+//! Shared helpers.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use strata_store::{
+    Backend, Batch, KvRead, KvWrite, MemoryStore, Record, ScanLimits, ScanPage, Store, StoreError,
+};
+use strata_sync::{Op, OpKind, SyncManager};
+
+pub fn memory() -> Store {
+    Store::new(MemoryStore::new())
+}
+
+pub fn manager() -> SyncManager {
+    SyncManager::open(memory()).unwrap()
+}
+
+/// Every record of the store (bounded pages).
+pub fn dump(store: &impl KvRead) -> Vec<Record> {
+    let mut out = Vec::new();
+    let mut cursor: Option<Vec<u8>> = None;
+    loop {
+        let page = store
+            .scan(
+                b"",
+                cursor.as_deref(),
+                ScanLimits::new(1000, 64 << 20).unwrap(),
+            )
+            .unwrap();
+        out.extend(page.records.iter().cloned());
+        if !page.more {
+            return out;
+        }
+        cursor = page.cursor().map(<[u8]>::to_vec);
+    }
+}
+
+/// A deterministic op for index `i`, cycling through every kind over a few keys.
+pub fn op_for(i: u64) -> Op {
+    let key = format!("k{}", i % 3);
+    let node = format!("node-{}", i % 4);
+    let s = |v: String| v;
+    let kind = match i % 10 {
+        0 => OpKind::GCounterIncrement {
+            key,
+            increment: i % 7 + 1,
+        },
+        1 => OpKind::PNCounterIncrement {
+            key,
+            increment: i % 5 + 1,
+        },
+        2 => OpKind::PNCounterDecrement {
+            key,
+            decrement: i % 3 + 1,
+        },
+        3 => OpKind::LwwRegisterSet {
+            key,
+            value: i.to_le_bytes().to_vec(),
+            timestamp_ms: i / 3,
+        },
+        4 => OpKind::LwwMapSet {
+            key,
+            field: format!("f{}", i % 5),
+            value: vec![(i % 251) as u8],
+            timestamp_ms: i / 2,
+        },
+        5 => OpKind::LwwMapRemove {
+            key,
+            field: format!("f{}", (i / 10) % 5),
+            timestamp_ms: i / 2,
+        },
+        6 => OpKind::ORSetAdd {
+            key,
+            element: format!("e{}", i % 6),
+            tag: format!("t{i}"),
+        },
+        7 => OpKind::ORSetRemove {
+            key,
+            element: format!("e{}", (i / 10) % 6),
+            observed_tags: vec![format!("t{}", i.saturating_sub(1))],
+        },
+        8 => OpKind::RgaInsert {
+            key,
+            id: format!("el-{i:08}"),
+            parent: i.checked_sub(10).map(|p| format!("el-{p:08}")),
+            value: vec![(i % 256) as u8],
+        },
+        _ => OpKind::RgaDelete {
+            key,
+            id: format!("el-{:08}", i.saturating_sub(21)),
+        },
+    };
+    Op::new(s(format!("op-{i:08}")), node, kind)
+}
+
+/// A memory backend whose writes fail while the flag is set.
+#[derive(Debug)]
+pub struct FailingStore {
+    inner: MemoryStore,
+    fail: Arc<AtomicBool>,
+}
+
+impl KvRead for FailingStore {
+    fn get(&self, key: &[u8]) -> strata_store::Result<Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+    fn scan(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+    ) -> strata_store::Result<ScanPage> {
+        self.inner.scan(prefix, after, limits)
+    }
+    fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
+        self.inner.prefix_exists(prefix)
+    }
+}
+
+impl KvWrite for FailingStore {
+    fn apply(&self, batch: Batch) -> strata_store::Result<()> {
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(StoreError::backend("memory", "injected write failure"));
+        }
+        self.inner.apply(batch)
+    }
+    fn flush(&self) -> strata_store::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl Backend for FailingStore {
+    fn name(&self) -> &'static str {
+        "failing"
+    }
+}
+
+pub fn failing() -> (Store, Arc<AtomicBool>) {
+    let fail = Arc::new(AtomicBool::new(false));
+    (
+        Store::new(FailingStore {
+            inner: MemoryStore::new(),
+            fail: fail.clone(),
+        }),
+        fail,
+    )
+}

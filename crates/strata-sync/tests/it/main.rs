@@ -1,0 +1,8 @@
+//! Integration tests of strata-sync: one module per capability.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+mod crash;
+mod manager;
+mod props;
+mod runtime;
