@@ -21,9 +21,13 @@
 pub mod catalog;
 pub mod clock;
 pub mod header;
+pub mod migrate;
 pub mod numax;
+pub mod pass;
 pub mod validate;
 
 pub use catalog::{Catalog, CatalogError, TableDef};
 pub use header::{SchemaHeader, HEADER_LEN};
+pub use migrate::{MigrateError, MigrationReport, Migrator, Registry, Step, TableMigrations};
+pub use pass::{Pass, PassError, PassLimits, PassReport};
 pub use validate::{TableState, TableStatus, ValidationError, ValidationReport};

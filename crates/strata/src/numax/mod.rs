@@ -31,7 +31,15 @@ pub fn tables() -> Vec<TableDef> {
     NUMAX_TABLES
         .iter()
         .map(|&(id, name, prefix)| {
-            TableDef::new(name, id, prefix.as_bytes().to_vec(), NUMAX_CURRENT_VERSION)
+            let t = TableDef::new(name, id, prefix.as_bytes().to_vec(), NUMAX_CURRENT_VERSION);
+            match decode::decoder_for_id(id) {
+                Some(d) => {
+                    t.with_decoder(std::sync::Arc::new(move |suffix: &[u8], value: &[u8]| {
+                        d(suffix, value).map_err(|e| e.reason())
+                    }))
+                }
+                None => t,
+            }
         })
         .collect()
 }

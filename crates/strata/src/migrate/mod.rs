@@ -1,0 +1,564 @@
+//! Explicit, resumable, memory-bounded migrations (the "Migration boundary", "Migration
+//! registry" and "Legacy migration" parts of the Numax seed).
+//!
+//! * Every table owns a [`TableMigrations`] registry of `N → N+1` [`Step`]s, validated
+//!   before anything runs ([`Registry::validate`]).
+//! * A [`Migrator`] takes the store's exclusive write lease for its whole session, then
+//!   walks every table independently: it reads the header (no header, or an explicit v0
+//!   header, means version 0), pre-checks the `NXMG` checkpoint, and runs each pending
+//!   step as one [`crate::pass`] whose final batch writes the step's header and deletes the
+//!   checkpoint atomically. A chain `0 → 1 → 2` writes the intermediate header before the
+//!   next step starts from a fresh checkpoint.
+//! * The legacy step ([`Step::certify`]) validates every record with the table decoder and
+//!   never rewrites a payload.
+//! * [`verify`] is the read-only full certification scan behind `strata verify`.
+//!
+//! Opening a store never migrates; migration is this explicit call.
+//!
+//! ```
+//! use strata::migrate::{Migrator, Registry};
+//! use strata_store::{Batch, KvRead, KvWrite, MemoryStore, Store};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = Store::new(MemoryStore::new());
+//! // A legacy (v0, header-less) gcounter value: u64 little-endian.
+//! store.apply(Batch::new().set(b"__nx/crdt/gcounter/visits".to_vec(), 12u64.to_le_bytes().to_vec()))?;
+//! let report = Migrator::new(Registry::numax())?.run(&store)?;
+//! assert_eq!(report.tables.len(), 14);
+//! assert_eq!(store.get(b"__nx/schema/gcounter-materialized")?, Some(b"NXDB\x00\x01\x00\x01".to_vec()));
+//! # Ok(()) }
+//! ```
+
+mod checkpoint;
+mod error;
+mod registry;
+
+pub use checkpoint::{
+    CheckpointDecodeError, MigrationCheckpoint, MigrationCheckpointCodec, CHECKPOINT_FIXED_LEN,
+    CHECKPOINT_FORMAT, CHECKPOINT_MAGIC,
+};
+pub use error::MigrateError;
+pub use registry::{RecordStepFn, Registry, Step, TableMigrations};
+
+use crate::catalog::{Catalog, TableDef};
+use crate::header::{checkpoint_key, header_key, SchemaHeader};
+use crate::pass::{Pass, PassError, PassLimits, Progress, RecordRef};
+use serde::Serialize;
+use std::time::Instant;
+use strata_store::{Batch, KvRead, KvWrite, Mutation, ScanLimits, Store, StoreError};
+
+/// What happened to one table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TableOutcome {
+    /// Already at the current version; nothing done.
+    Current,
+    /// Empty without a header: the current header was written.
+    Initialized,
+    /// One or more steps ran.
+    Migrated,
+    /// A dry run validated the pending steps; nothing was written.
+    Validated,
+}
+
+/// Per-table summary of a migration (this is also the `--json` shape of `strata migrate`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TableReport {
+    /// The table.
+    pub table: String,
+    /// The version found (0 for no header).
+    pub from: u16,
+    /// The version reached.
+    pub to: u16,
+    /// Records processed (over all steps of this run).
+    pub records: u64,
+    /// Batches committed.
+    pub batches: u64,
+    /// Bytes scanned.
+    pub bytes: u64,
+    /// Wall time.
+    pub seconds: f64,
+    /// What happened.
+    pub outcome: TableOutcome,
+}
+
+/// Summary of a migration session.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MigrationReport {
+    /// One entry per registered table, in registration order.
+    pub tables: Vec<TableReport>,
+    /// True when nothing was written.
+    pub dry_run: bool,
+    /// Wall time of the session.
+    pub seconds: f64,
+}
+
+/// Events a migration reports while it runs.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum MigrationEvent<'a> {
+    /// A step starts (or resumes) on a table.
+    StepStarted {
+        /// The table.
+        table: &'a str,
+        /// From version.
+        from: u16,
+        /// To version.
+        to: u16,
+        /// The cursor it resumes after, if a checkpoint was found.
+        resumed_after: Option<&'a [u8]>,
+    },
+    /// A batch of a step was committed.
+    Progress {
+        /// From version.
+        from: u16,
+        /// To version.
+        to: u16,
+        /// The pass's progress (table, records, bytes, batches, elapsed).
+        progress: &'a Progress<'a>,
+    },
+    /// A table is finished (including tables that were already current).
+    TableFinished {
+        /// Its summary.
+        report: &'a TableReport,
+    },
+}
+
+type AbortFn<'a> = Box<dyn FnMut() -> bool + 'a>;
+type EventFn<'a> = Box<dyn FnMut(&MigrationEvent<'_>) + 'a>;
+
+/// Runs a validated [`Registry`] against a store.
+pub struct Migrator<'a> {
+    registry: Registry,
+    limits: PassLimits,
+    dry_run: bool,
+    abort: Option<AbortFn<'a>>,
+    events: Option<EventFn<'a>>,
+}
+
+impl std::fmt::Debug for Migrator<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Migrator")
+            .field("registry", &self.registry)
+            .field("limits", &self.limits)
+            .field("dry_run", &self.dry_run)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Migrator<'a> {
+    /// Validates `registry` (every table, before anything runs) and returns a migrator with
+    /// default limits (512 records, 4 MiB).
+    pub fn new(registry: Registry) -> Result<Self, MigrateError> {
+        registry.validate()?;
+        Ok(Migrator {
+            registry,
+            limits: PassLimits::default(),
+            dry_run: false,
+            abort: None,
+            events: None,
+        })
+    }
+
+    /// Sets the batch limits.
+    pub fn limits(mut self, limits: PassLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// A dry run validates every record of every pending step and writes nothing. Steps
+    /// after one that would rewrite records are not run (they would see unmigrated data).
+    pub fn dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+
+    /// An abort check polled at every batch boundary.
+    pub fn abort_when(mut self, check: impl FnMut() -> bool + 'a) -> Self {
+        self.abort = Some(Box::new(check));
+        self
+    }
+
+    /// Receives [`MigrationEvent`]s.
+    pub fn on_event(mut self, f: impl FnMut(&MigrationEvent<'_>) + 'a) -> Self {
+        self.events = Some(Box::new(f));
+        self
+    }
+
+    /// Migrates `store` under its exclusive write lease (held for the whole session: other
+    /// handles keep reading, their writes wait until this returns), then flushes. A dry
+    /// run takes no lease.
+    ///
+    /// The lease is not re-entrant: do not call this from a thread that already holds it
+    /// (use [`Migrator::run_on`] with that lease instead).
+    pub fn run(&mut self, store: &Store) -> Result<MigrationReport, MigrateError> {
+        if self.dry_run {
+            return self.run_on(store);
+        }
+        let lease = store.lease();
+        let result = self.run_on(&lease);
+        let flushed = lease.flush().map_err(|source| MigrateError::Store {
+            table: "(flush)".into(),
+            source,
+        });
+        let report = result?;
+        flushed?;
+        Ok(report)
+    }
+
+    /// Migrates through any reader/writer — typically a [`strata_store::WriteLease`] the
+    /// caller already holds. Does not flush.
+    pub fn run_on<S: KvRead + KvWrite + ?Sized>(
+        &mut self,
+        store: &S,
+    ) -> Result<MigrationReport, MigrateError> {
+        let started = Instant::now();
+        let mut tables = Vec::with_capacity(self.registry.tables().len());
+        let registry = self.registry.clone();
+        for tm in registry.tables() {
+            let report = self.migrate_table(store, tm)?;
+            self.emit(&MigrationEvent::TableFinished { report: &report });
+            tables.push(report);
+        }
+        Ok(MigrationReport {
+            tables,
+            dry_run: self.dry_run,
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    fn emit(&mut self, e: &MigrationEvent<'_>) {
+        if let Some(f) = self.events.as_mut() {
+            f(e);
+        }
+    }
+
+    fn migrate_table<S: KvRead + KvWrite + ?Sized>(
+        &mut self,
+        store: &S,
+        tm: &TableMigrations,
+    ) -> Result<TableReport, MigrateError> {
+        let t = tm.table();
+        let name = t.name().to_string();
+        let store_err = |source: StoreError| MigrateError::Store {
+            table: name.clone(),
+            source,
+        };
+        let started = Instant::now();
+        let hkey = header_key(t.name());
+        let ckey = checkpoint_key(t.name());
+        let current = t.current_version();
+        let mut header_bytes = store.get(&hkey).map_err(store_err)?;
+        let found = match &header_bytes {
+            None => None,
+            Some(b) => Some(read_header(t, b)?),
+        };
+        let mut report = TableReport {
+            table: name.clone(),
+            from: found.unwrap_or(0),
+            to: found.unwrap_or(0),
+            records: 0,
+            batches: 0,
+            bytes: 0,
+            seconds: 0.0,
+            outcome: TableOutcome::Current,
+        };
+        let mut version = match found {
+            Some(v) if v > current => {
+                return Err(MigrateError::FutureVersion {
+                    table: name,
+                    found: v,
+                    current,
+                })
+            }
+            Some(v) => v,
+            None => {
+                let has_data = store.prefix_exists(t.prefix()).map_err(store_err)?;
+                let has_checkpoint = store.get(&ckey).map_err(store_err)?.is_some();
+                if !has_data && !has_checkpoint {
+                    // An empty table: initialize it at the current version, as startup
+                    // validation would.
+                    if !self.dry_run {
+                        let h = SchemaHeader::new(current, t.id()).encode().to_vec();
+                        store
+                            .apply(Batch::new().require_absent(hkey.clone()).set(hkey, h))
+                            .map_err(store_err)?;
+                    }
+                    report.to = current;
+                    report.outcome = if self.dry_run {
+                        TableOutcome::Validated
+                    } else {
+                        TableOutcome::Initialized
+                    };
+                    return Ok(report);
+                }
+                0
+            }
+        };
+        if version < tm.oldest() {
+            return Err(MigrateError::TooOld {
+                table: name,
+                found: version,
+                oldest: tm.oldest(),
+            });
+        }
+        loop {
+            let stored_ck = store.get(&ckey).map_err(store_err)?;
+            if version == current {
+                if let Some(bytes) = stored_ck {
+                    return Err(MigrateError::StaleCheckpoint {
+                        table: name,
+                        version,
+                        step: MigrationCheckpoint::decode(&bytes)
+                            .ok()
+                            .map(|c| (c.from, c.to)),
+                    });
+                }
+                break;
+            }
+            // The registry was validated: every version from `oldest` to `current` has a step.
+            let Some(step) = tm.step_from(version) else {
+                return Err(MigrateError::RegistryGap {
+                    table: name,
+                    missing: version,
+                });
+            };
+            let resumed = match &stored_ck {
+                Some(bytes) => precheck_checkpoint(t, step, &ckey, bytes)?,
+                None => None,
+            };
+            self.emit(&MigrationEvent::StepStarted {
+                table: t.name(),
+                from: step.from(),
+                to: step.to(),
+                resumed_after: resumed.as_deref(),
+            });
+            let (from, to) = (step.from(), step.to());
+            let new_header = SchemaHeader::new(to, t.id()).encode().to_vec();
+            let old_header = header_bytes.clone();
+            let codec = MigrationCheckpointCodec::new(t.name(), t.id(), from, to);
+            let events = &mut self.events;
+            let abort = &mut self.abort;
+            let hkey_c = hkey.clone();
+            let pass_report = Pass::new(t.name(), t.prefix().to_vec(), codec)
+                .limits(self.limits)
+                .dry_run(self.dry_run)
+                .abort_when(move || abort.as_mut().is_some_and(|f| f()))
+                .on_progress(move |p| {
+                    if let Some(f) = events.as_mut() {
+                        f(&MigrationEvent::Progress {
+                            from,
+                            to,
+                            progress: p,
+                        });
+                    }
+                })
+                .on_complete(move |batch| {
+                    batch.push_precondition(match &old_header {
+                        Some(v) => strata_store::Precondition::Equals {
+                            key: hkey_c.clone(),
+                            value: v.clone(),
+                        },
+                        None => strata_store::Precondition::Absent {
+                            key: hkey_c.clone(),
+                        },
+                    });
+                    batch.push(Mutation::Set {
+                        key: hkey_c.clone(),
+                        value: new_header.clone(),
+                    });
+                    Ok(())
+                })
+                .run(store, |r: &RecordRef<'_>, out: &mut Vec<Mutation>| {
+                    step.apply(t, r, out)
+                })?;
+            report.records += pass_report.records;
+            report.batches += pass_report.batches;
+            report.bytes += pass_report.bytes;
+            report.to = to;
+            tracing::info!(table = %name, from, to, records = pass_report.records, batches = pass_report.batches, dry_run = self.dry_run, "migration step finished");
+            if self.dry_run {
+                report.outcome = TableOutcome::Validated;
+                if pass_report.mutations > 0 {
+                    break;
+                }
+            } else {
+                report.outcome = TableOutcome::Migrated;
+                header_bytes = Some(SchemaHeader::new(to, t.id()).encode().to_vec());
+            }
+            version = to;
+        }
+        report.seconds = started.elapsed().as_secs_f64();
+        Ok(report)
+    }
+}
+
+/// Decodes a header and checks its table id.
+fn read_header(t: &TableDef, bytes: &[u8]) -> Result<u16, MigrateError> {
+    let h = SchemaHeader::decode(bytes).map_err(|e| MigrateError::CorruptHeader {
+        table: t.name().to_string(),
+        reason: e.to_string(),
+    })?;
+    if h.table_id != t.id() {
+        return Err(MigrateError::CorruptHeader {
+            table: t.name().to_string(),
+            reason: format!(
+                "header table id {} does not match table id {}",
+                h.table_id,
+                t.id()
+            ),
+        });
+    }
+    Ok(h.version)
+}
+
+/// The checks run before every step on an existing checkpoint: it decodes, names this
+/// table, names this step, and its cursor lies inside the table prefix. Returns the cursor.
+fn precheck_checkpoint(
+    t: &TableDef,
+    step: &Step,
+    key: &[u8],
+    bytes: &[u8],
+) -> Result<Option<Vec<u8>>, MigrateError> {
+    let corrupt = |reason: String| MigrateError::CorruptCheckpoint {
+        table: t.name().to_string(),
+        key: key.to_vec(),
+        reason,
+    };
+    let c = MigrationCheckpoint::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
+    if c.table_id != t.id() {
+        return Err(corrupt(format!(
+            "checkpoint table id {} does not match table id {}",
+            c.table_id,
+            t.id()
+        )));
+    }
+    if (c.from, c.to) != (step.from(), step.to()) {
+        return Err(MigrateError::CheckpointMismatch {
+            table: t.name().to_string(),
+            found_from: c.from,
+            found_to: c.to,
+            expected_from: step.from(),
+            expected_to: step.to(),
+        });
+    }
+    if c.cursor.is_empty() {
+        return Ok(None);
+    }
+    if !c.cursor.starts_with(t.prefix()) {
+        return Err(MigrateError::CheckpointOutOfPrefix {
+            table: t.name().to_string(),
+            cursor: c.cursor,
+            prefix: t.prefix().to_vec(),
+        });
+    }
+    Ok(Some(c.cursor))
+}
+
+/// Per-table result of [`verify`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VerifiedTable {
+    /// The table.
+    pub table: String,
+    /// Records that decoded.
+    pub records: u64,
+    /// Bytes scanned.
+    pub bytes: u64,
+}
+
+/// The result of a successful [`verify`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VerifyReport {
+    /// Every table of the catalog, in order.
+    pub tables: Vec<VerifiedTable>,
+    /// Wall time.
+    pub seconds: f64,
+}
+
+/// The error [`verify`] returns for the first record that does not decode.
+fn verify_failure(t: &TableDef, key: Vec<u8>, reason: String) -> MigrateError {
+    MigrateError::Pass(PassError::InvalidRecord {
+        table: t.name().to_string(),
+        key,
+        reason,
+        checkpoint: None,
+    })
+}
+
+/// The read-only full certification scan (`strata verify`): decodes every record of every
+/// table of `catalog` (current tables too) in pages bounded by `limits`, and stops at the
+/// first record that does not decode with [`MigrateError::Pass`]
+/// ([`PassError::InvalidRecord`] naming table and key). Writes nothing, takes no lease.
+/// A record larger than the page budget is read on its own (verification never refuses
+/// a record for its size).
+pub fn verify<S: KvRead + ?Sized>(
+    store: &S,
+    catalog: &Catalog,
+    limits: PassLimits,
+    mut on_progress: impl FnMut(&Progress<'_>),
+) -> Result<VerifyReport, MigrateError> {
+    let started = Instant::now();
+    let scan_limits = ScanLimits::new(limits.max_records(), limits.max_bytes()).map_err(|e| {
+        MigrateError::Pass(PassError::InvalidLimits {
+            reason: e.to_string(),
+        })
+    })?;
+    let mut out = Vec::with_capacity(catalog.tables().len());
+    for t in catalog.tables() {
+        let table_started = Instant::now();
+        let store_err = |source| MigrateError::Store {
+            table: t.name().to_string(),
+            source,
+        };
+        let (mut records, mut bytes, mut pages) = (0u64, 0u64, 0u64);
+        let mut cursor: Option<Vec<u8>> = None;
+        loop {
+            let page = match store.scan(t.prefix(), cursor.as_deref(), scan_limits) {
+                Ok(p) => p,
+                Err(StoreError::RecordTooLarge { key, .. }) => {
+                    let value = store.get(&key).map_err(store_err)?.unwrap_or_default();
+                    if let Err(reason) = t.decode(&key, &value) {
+                        return Err(verify_failure(t, key, reason));
+                    }
+                    records += 1;
+                    bytes += (key.len() + value.len()) as u64;
+                    cursor = Some(key);
+                    continue;
+                }
+                Err(e) => return Err(store_err(e)),
+            };
+            for r in &page.records {
+                if let Err(reason) = t.decode(&r.key, &r.value) {
+                    return Err(verify_failure(t, r.key.clone(), reason));
+                }
+                records += 1;
+                bytes += r.size() as u64;
+            }
+            pages += 1;
+            if let Some(c) = page.cursor() {
+                cursor = Some(c.to_vec());
+            }
+            on_progress(&Progress {
+                table: t.name(),
+                records,
+                bytes,
+                batches: pages,
+                elapsed: table_started.elapsed(),
+                cursor: cursor.as_deref(),
+                done: !page.more,
+            });
+            if !page.more {
+                break;
+            }
+        }
+        out.push(VerifiedTable {
+            table: t.name().to_string(),
+            records,
+            bytes,
+        });
+    }
+    Ok(VerifyReport {
+        tables: out,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}

@@ -1,0 +1,714 @@
+//! The bulk pass: the one batched, checkpointed, resumable scan-and-rewrite engine.
+//!
+//! Certification (v0→v1), N→N+1 record steps, coordinated cutover transforms and eager
+//! payload sweeps are the same loop, written once here:
+//!
+//! 1. read the caller's checkpoint (its key and encoding are the caller's
+//!    [`CheckpointCodec`]) and resume after its cursor;
+//! 2. scan the table prefix in batches bounded by [`PassLimits`]: at most `max_records`
+//!    records and ONE shared byte budget of `max_bytes` that covers the scanned keys and
+//!    values **and** every generated mutation (set: key + value, delete: key);
+//! 3. hand every record to the caller's [`Processor`], which emits mutations; the pass
+//!    enforces the mutation rules (see [`MutationRule`]);
+//! 4. commit the mutations and the advanced checkpoint in ONE atomic batch (guarded by a
+//!    precondition that the checkpoint still holds what this pass last wrote), after the
+//!    caller's per-batch hook had its chance to add preconditions and mutations;
+//! 5. when the scan is exhausted, the last batch deletes the checkpoint (or writes the
+//!    codec's "finished" value) and carries the completion hook's mutations (a migration
+//!    writes the new schema header there).
+//!
+//! The abort check is polled at every batch boundary and progress is reported after every
+//! batch. A batch that fails for any reason applies nothing; errors carry the last durable
+//! cursor. Memory is bounded by the batch limits: one page of records, the mutations of
+//! one batch and the set of keys they touch — never by the table size.
+//!
+//! ```
+//! use strata::pass::{Pass, PassLimits, RecordRef, RecordError, RawCheckpoint};
+//! use strata_store::{Batch, KvRead, KvWrite, MemoryStore, Mutation, Store};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = Store::new(MemoryStore::new());
+//! store.apply(Batch::new().set(b"__nx/t/a".to_vec(), b"1".to_vec()).set(b"__nx/t/b".to_vec(), b"2".to_vec()))?;
+//! let checkpoint = RawCheckpoint::new(b"__nx/sweep/t".to_vec());
+//! let report = Pass::new("t", b"__nx/t/".to_vec(), &checkpoint)
+//!     .limits(PassLimits::new(1, 1024)?)
+//!     .run(&store, |r: &RecordRef<'_>, out: &mut Vec<Mutation>| -> Result<(), RecordError> {
+//!         // Copy every record into another namespace.
+//!         let mut key = b"__nx/copy/".to_vec();
+//!         key.extend_from_slice(r.key);
+//!         out.push(Mutation::Set { key, value: r.value.to_vec() });
+//!         Ok(())
+//!     })?;
+//! assert_eq!(report.records, 2);
+//! assert_eq!(report.batches, 2);
+//! assert_eq!(store.get(b"__nx/copy/__nx/t/b")?, Some(b"2".to_vec()));
+//! assert_eq!(store.get(b"__nx/sweep/t")?, None); // checkpoint removed at the end
+//! # Ok(()) }
+//! ```
+
+mod error;
+pub mod testing;
+
+pub use error::{HookError, MutationRule, PassError, RecordError};
+
+use crate::header::{MIGRATION_PREFIX, SCHEMA_PREFIX};
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+use strata_store::{Batch, KvRead, KvWrite, Mutation, ScanLimits, StoreError};
+
+/// Default record limit of one batch.
+pub const DEFAULT_MAX_RECORDS: usize = 512;
+/// Default byte budget of one batch (4 MiB).
+pub const DEFAULT_MAX_BYTES: usize = 4 * 1024 * 1024;
+
+/// The two bounds of one batch: a record count and one shared byte budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PassLimits {
+    max_records: usize,
+    max_bytes: usize,
+}
+
+impl Default for PassLimits {
+    /// 512 records and 4 MiB.
+    fn default() -> Self {
+        PassLimits {
+            max_records: DEFAULT_MAX_RECORDS,
+            max_bytes: DEFAULT_MAX_BYTES,
+        }
+    }
+}
+
+impl PassLimits {
+    /// Both limits must be at least 1.
+    pub fn new(max_records: usize, max_bytes: usize) -> Result<Self, PassError> {
+        if max_records == 0 {
+            return Err(PassError::InvalidLimits {
+                reason: "the record limit must be at least 1".into(),
+            });
+        }
+        if max_bytes == 0 {
+            return Err(PassError::InvalidLimits {
+                reason: "the byte budget must be at least 1 byte".into(),
+            });
+        }
+        Ok(PassLimits {
+            max_records,
+            max_bytes,
+        })
+    }
+
+    /// The record limit of one batch.
+    pub fn max_records(&self) -> usize {
+        self.max_records
+    }
+
+    /// The byte budget of one batch (scanned keys + values + generated mutations).
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+}
+
+/// Where a pass keeps its cursor and how it encodes it. Migrations use the `NXMG` record
+/// at `__nx/migration/<table>` ([`crate::migrate::MigrationCheckpointCodec`]); sweeps and
+/// cutovers bring their own.
+pub trait CheckpointCodec {
+    /// The key the checkpoint is stored at. Processors may never touch it.
+    fn key(&self) -> &[u8];
+
+    /// The stored value for `cursor` (the last processed full key).
+    fn encode(&self, cursor: &[u8]) -> Vec<u8>;
+
+    /// The cursor stored in `value` (empty: no record processed yet), or a lowercase reason
+    /// why the value is not a valid checkpoint of this pass.
+    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String>;
+
+    /// What the checkpoint key holds once the scan is complete: `None` (the default)
+    /// deletes it; `Some(value)` writes `value` (for example a "done" marker).
+    fn finished(&self) -> Option<Vec<u8>> {
+        None
+    }
+}
+
+impl<T: CheckpointCodec + ?Sized> CheckpointCodec for &T {
+    fn key(&self) -> &[u8] {
+        (**self).key()
+    }
+    fn encode(&self, cursor: &[u8]) -> Vec<u8> {
+        (**self).encode(cursor)
+    }
+    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String> {
+        (**self).decode(value)
+    }
+    fn finished(&self) -> Option<Vec<u8>> {
+        (**self).finished()
+    }
+}
+
+/// The simplest checkpoint: the value is the raw cursor bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawCheckpoint {
+    key: Vec<u8>,
+}
+
+impl RawCheckpoint {
+    /// A raw checkpoint stored at `key`.
+    pub fn new(key: Vec<u8>) -> Self {
+        RawCheckpoint { key }
+    }
+}
+
+impl CheckpointCodec for RawCheckpoint {
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+    fn encode(&self, cursor: &[u8]) -> Vec<u8> {
+        cursor.to_vec()
+    }
+    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String> {
+        Ok(value.to_vec())
+    }
+}
+
+/// One scanned record as a processor sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordRef<'a> {
+    /// The table being scanned.
+    pub table: &'a str,
+    /// The record's full key (table prefix included).
+    pub key: &'a [u8],
+    /// The record's value.
+    pub value: &'a [u8],
+}
+
+impl RecordRef<'_> {
+    /// Replaces this record's value (the key stays).
+    pub fn replace(&self, value: Vec<u8>) -> Mutation {
+        Mutation::Set {
+            key: self.key.to_vec(),
+            value,
+        }
+    }
+
+    /// Deletes this record.
+    pub fn delete(&self) -> Mutation {
+        Mutation::Delete {
+            key: self.key.to_vec(),
+        }
+    }
+
+    /// Moves this record to `key` (which must lie in another namespace) with `value`:
+    /// deletes the source key and sets the new one.
+    pub fn move_to(&self, key: Vec<u8>, value: Vec<u8>) -> [Mutation; 2] {
+        [self.delete(), Mutation::Set { key, value }]
+    }
+
+    /// Creates (or overwrites) `key` — which must lie in another namespace — with `value`.
+    pub fn create(key: Vec<u8>, value: Vec<u8>) -> Mutation {
+        Mutation::Set { key, value }
+    }
+}
+
+/// Per-record logic of a pass: inspects one record and pushes the mutations it needs onto
+/// `out` (nothing, for a pure validation). Any closure
+/// `FnMut(&RecordRef<'_>, &mut Vec<Mutation>) -> Result<(), RecordError>` is a processor.
+pub trait Processor {
+    /// Processes one record. An error stops the pass; nothing of the current batch is
+    /// written.
+    fn process(
+        &mut self,
+        record: &RecordRef<'_>,
+        out: &mut Vec<Mutation>,
+    ) -> Result<(), RecordError>;
+}
+
+impl<F> Processor for F
+where
+    F: FnMut(&RecordRef<'_>, &mut Vec<Mutation>) -> Result<(), RecordError>,
+{
+    fn process(
+        &mut self,
+        record: &RecordRef<'_>,
+        out: &mut Vec<Mutation>,
+    ) -> Result<(), RecordError> {
+        self(record, out)
+    }
+}
+
+/// A progress event, emitted after every committed batch (cumulative for this run).
+#[derive(Debug, Clone, Copy)]
+pub struct Progress<'a> {
+    /// The table being scanned.
+    pub table: &'a str,
+    /// Records processed so far in this run.
+    pub records: u64,
+    /// Bytes scanned so far (keys + values).
+    pub bytes: u64,
+    /// Batches committed so far (or, in a dry run, that would have been).
+    pub batches: u64,
+    /// Time since the pass started.
+    pub elapsed: Duration,
+    /// The cursor after the batch (the last processed key).
+    pub cursor: Option<&'a [u8]>,
+    /// True for the final batch (the scan is complete).
+    pub done: bool,
+}
+
+/// What the per-batch hook learns about the batch it may extend.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchInfo<'a> {
+    /// The table being scanned.
+    pub table: &'a str,
+    /// Records in this batch.
+    pub records: usize,
+    /// Bytes this batch used from the budget (records + mutations).
+    pub bytes: usize,
+    /// The cursor the batch commits (`None` only for an empty final batch of a pass that
+    /// never processed a record).
+    pub cursor: Option<&'a [u8]>,
+    /// True for the final batch (the one that completes the pass).
+    pub done: bool,
+}
+
+/// What a completed pass did (in this run; a resumed pass counts only what it did after
+/// resuming).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassReport {
+    /// The table scanned.
+    pub table: String,
+    /// Records processed.
+    pub records: u64,
+    /// Bytes scanned (keys + values).
+    pub bytes: u64,
+    /// Mutations generated.
+    pub mutations: u64,
+    /// Batches committed (in a dry run: that would have been committed).
+    pub batches: u64,
+    /// Wall time.
+    pub elapsed: Duration,
+    /// The cursor the pass resumed after, if it found a checkpoint.
+    pub resumed_from: Option<Vec<u8>>,
+    /// True when nothing was written.
+    pub dry_run: bool,
+}
+
+type AbortFn<'a> = Box<dyn FnMut() -> bool + 'a>;
+type ProgressFn<'a> = Box<dyn FnMut(&Progress<'_>) + 'a>;
+type BatchHookFn<'a> = Box<dyn FnMut(&mut Batch, &BatchInfo<'_>) -> Result<(), HookError> + 'a>;
+type CompleteHookFn<'a> = Box<dyn FnMut(&mut Batch) -> Result<(), HookError> + 'a>;
+
+/// A configured bulk pass over one table (see the [module docs](self)).
+pub struct Pass<'a> {
+    table: String,
+    prefix: Vec<u8>,
+    checkpoint: Box<dyn CheckpointCodec + 'a>,
+    limits: PassLimits,
+    dry_run: bool,
+    abort: Option<AbortFn<'a>>,
+    progress: Option<ProgressFn<'a>>,
+    on_batch: Option<BatchHookFn<'a>>,
+    on_complete: Option<CompleteHookFn<'a>>,
+}
+
+impl std::fmt::Debug for Pass<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pass")
+            .field("table", &self.table)
+            .field("prefix", &strata_store::escape_key(&self.prefix))
+            .field(
+                "checkpoint",
+                &strata_store::escape_key(self.checkpoint.key()),
+            )
+            .field("limits", &self.limits)
+            .field("dry_run", &self.dry_run)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Pass<'a> {
+    /// A pass over the records under `prefix` of `table`, keeping its cursor with
+    /// `checkpoint`. Default limits, not a dry run, no hooks.
+    pub fn new(
+        table: impl Into<String>,
+        prefix: Vec<u8>,
+        checkpoint: impl CheckpointCodec + 'a,
+    ) -> Self {
+        Pass {
+            table: table.into(),
+            prefix,
+            checkpoint: Box::new(checkpoint),
+            limits: PassLimits::default(),
+            dry_run: false,
+            abort: None,
+            progress: None,
+            on_batch: None,
+            on_complete: None,
+        }
+    }
+
+    /// Sets the batch limits.
+    pub fn limits(mut self, limits: PassLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// In a dry run every record is processed and every rule and budget checked, but
+    /// nothing is written (no mutation, no checkpoint, no hook mutation).
+    pub fn dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+
+    /// An abort check polled at every batch boundary; when it returns true the pass stops
+    /// with [`PassError::Aborted`].
+    pub fn abort_when(mut self, check: impl FnMut() -> bool + 'a) -> Self {
+        self.abort = Some(Box::new(check));
+        self
+    }
+
+    /// Receives a [`Progress`] event after every batch.
+    pub fn on_progress(mut self, f: impl FnMut(&Progress<'_>) + 'a) -> Self {
+        self.progress = Some(Box::new(f));
+        self
+    }
+
+    /// Called with every batch just before it is committed (the final one included): may
+    /// add preconditions (a lease compare-and-swap) and mutations (they are not subject to
+    /// the processor rules, but a key may still appear only once per batch). An error
+    /// stops the pass with [`PassError::Hook`] and the batch is not written. Not called in
+    /// a dry run.
+    pub fn on_batch(
+        mut self,
+        f: impl FnMut(&mut Batch, &BatchInfo<'_>) -> Result<(), HookError> + 'a,
+    ) -> Self {
+        self.on_batch = Some(Box::new(f));
+        self
+    }
+
+    /// Called once with the final batch (the scan is complete) before the per-batch hook:
+    /// adds what completes the pass, for example a new schema header. Not called in a dry
+    /// run.
+    pub fn on_complete(mut self, f: impl FnMut(&mut Batch) -> Result<(), HookError> + 'a) -> Self {
+        self.on_complete = Some(Box::new(f));
+        self
+    }
+
+    /// Runs the pass to completion over `store` (a [`strata_store::Store`], a
+    /// [`strata_store::WriteLease`], or any `KvRead + KvWrite`).
+    pub fn run<S, P>(mut self, store: &S, mut processor: P) -> Result<PassReport, PassError>
+    where
+        S: KvRead + KvWrite + ?Sized,
+        P: Processor,
+    {
+        let started = Instant::now();
+        let ck_key = self.checkpoint.key().to_vec();
+        let stored = store.get(&ck_key).map_err(|source| PassError::Store {
+            table: self.table.clone(),
+            checkpoint: None,
+            source,
+        })?;
+        let mut cursor = match &stored {
+            None => None,
+            Some(value) => {
+                let c = self.checkpoint.decode(value).map_err(|reason| {
+                    PassError::CorruptCheckpoint {
+                        table: self.table.clone(),
+                        key: ck_key.clone(),
+                        reason,
+                    }
+                })?;
+                if c.is_empty() {
+                    None
+                } else if !c.starts_with(&self.prefix) {
+                    return Err(PassError::CheckpointOutOfPrefix {
+                        table: self.table.clone(),
+                        cursor: c,
+                        prefix: self.prefix.clone(),
+                    });
+                } else {
+                    Some(c)
+                }
+            }
+        };
+        let resumed_from = cursor.clone();
+        if let Some(c) = &resumed_from {
+            tracing::info!(table = %self.table, cursor = %strata_store::escape_key(c), "resuming pass after checkpoint");
+        }
+        let mut st = RunState {
+            durable_value: stored,
+            durable_cursor: cursor.clone(),
+            cursor: cursor.clone(),
+            records: 0,
+            bytes: 0,
+            mutations: 0,
+            batches: 0,
+            started,
+        };
+        let scan_limits =
+            ScanLimits::new(self.limits.max_records, self.limits.max_bytes).map_err(|e| {
+                PassError::InvalidLimits {
+                    reason: e.to_string(),
+                }
+            })?;
+        let mut acc = Acc::default();
+        let mut scratch: Vec<Mutation> = Vec::new();
+        loop {
+            self.poll_abort(&st)?;
+            let page = match store.scan(&self.prefix, cursor.as_deref(), scan_limits) {
+                Ok(p) => p,
+                Err(StoreError::RecordTooLarge { key, size, limit }) => {
+                    return Err(PassError::RecordTooLarge {
+                        table: self.table.clone(),
+                        key,
+                        size,
+                        limit,
+                        checkpoint: st.durable_cursor.clone(),
+                    })
+                }
+                Err(source) => return Err(self.store_err(&st, source)),
+            };
+            let last_page = !page.more;
+            for rec in page.records {
+                scratch.clear();
+                let view = RecordRef {
+                    table: &self.table,
+                    key: &rec.key,
+                    value: &rec.value,
+                };
+                if let Err(e) = processor.process(&view, &mut scratch) {
+                    return Err(PassError::InvalidRecord {
+                        table: self.table.clone(),
+                        key: rec.key,
+                        reason: e.reason().to_string(),
+                        checkpoint: st.durable_cursor.clone(),
+                    });
+                }
+                let mut cost = rec.key.len() + rec.value.len();
+                for (i, m) in scratch.iter().enumerate() {
+                    let rule = self.rule_violation(m.key(), &rec.key, &ck_key).or_else(|| {
+                        scratch[..i]
+                            .iter()
+                            .any(|o| o.key() == m.key())
+                            .then_some(MutationRule::Duplicate)
+                    });
+                    if let Some(rule) = rule {
+                        return Err(self.forbidden(&st, &rec.key, m.key(), rule));
+                    }
+                    cost = cost.saturating_add(m.size());
+                }
+                if cost > self.limits.max_bytes {
+                    return Err(PassError::BatchTooLarge {
+                        table: self.table.clone(),
+                        key: rec.key,
+                        size: cost,
+                        limit: self.limits.max_bytes,
+                        checkpoint: st.durable_cursor.clone(),
+                    });
+                }
+                if acc.records > 0 && acc.bytes.saturating_add(cost) > self.limits.max_bytes {
+                    // Commit what the batch holds; this record starts the next one.
+                    self.commit(store, &mut acc, &mut st, false)?;
+                    self.poll_abort(&st)?;
+                }
+                for m in &scratch {
+                    if acc.keys.contains(m.key()) {
+                        return Err(self.forbidden(
+                            &st,
+                            &rec.key,
+                            m.key(),
+                            MutationRule::Duplicate,
+                        ));
+                    }
+                }
+                for m in scratch.drain(..) {
+                    acc.keys.insert(m.key().to_vec());
+                    acc.mutations.push(m);
+                }
+                acc.records += 1;
+                acc.bytes += cost;
+                st.records += 1;
+                st.bytes += (rec.key.len() + rec.value.len()) as u64;
+                acc.last_key = Some(rec.key);
+            }
+            self.commit(store, &mut acc, &mut st, last_page)?;
+            cursor.clone_from(&st.cursor);
+            if last_page {
+                break;
+            }
+        }
+        Ok(PassReport {
+            table: self.table,
+            records: st.records,
+            bytes: st.bytes,
+            mutations: st.mutations,
+            batches: st.batches,
+            elapsed: started.elapsed(),
+            resumed_from,
+            dry_run: self.dry_run,
+        })
+    }
+
+    fn poll_abort(&mut self, st: &RunState) -> Result<(), PassError> {
+        if let Some(abort) = self.abort.as_mut() {
+            if abort() {
+                tracing::warn!(table = %self.table, "pass aborted at a batch boundary");
+                return Err(PassError::Aborted {
+                    table: self.table.clone(),
+                    checkpoint: st.durable_cursor.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn rule_violation(&self, target: &[u8], source: &[u8], ck_key: &[u8]) -> Option<MutationRule> {
+        if target.starts_with(SCHEMA_PREFIX)
+            || target.starts_with(MIGRATION_PREFIX)
+            || target == ck_key
+        {
+            Some(MutationRule::EngineMetadata)
+        } else if target.starts_with(&self.prefix) && target != source {
+            Some(MutationRule::SiblingKey)
+        } else {
+            None
+        }
+    }
+
+    fn forbidden(&self, st: &RunState, key: &[u8], target: &[u8], rule: MutationRule) -> PassError {
+        PassError::ForbiddenMutation {
+            table: self.table.clone(),
+            key: key.to_vec(),
+            target: target.to_vec(),
+            rule,
+            checkpoint: st.durable_cursor.clone(),
+        }
+    }
+
+    fn store_err(&self, st: &RunState, source: StoreError) -> PassError {
+        PassError::Store {
+            table: self.table.clone(),
+            checkpoint: st.durable_cursor.clone(),
+            source,
+        }
+    }
+
+    /// Commits the accumulated batch (plus checkpoint, plus hooks) and resets `acc`.
+    fn commit<S>(
+        &mut self,
+        store: &S,
+        acc: &mut Acc,
+        st: &mut RunState,
+        done: bool,
+    ) -> Result<(), PassError>
+    where
+        S: KvRead + KvWrite + ?Sized,
+    {
+        let new_cursor = acc.last_key.take().or_else(|| st.cursor.clone());
+        let ck_key = self.checkpoint.key().to_vec();
+        let mut batch = Batch::new();
+        let n_mutations = acc.mutations.len() as u64;
+        for m in acc.mutations.drain(..) {
+            batch.push(m);
+        }
+        let new_value = if done {
+            self.checkpoint.finished()
+        } else {
+            Some(
+                self.checkpoint
+                    .encode(new_cursor.as_deref().unwrap_or_default()),
+            )
+        };
+        let info_records = acc.records;
+        let info_bytes = acc.bytes;
+        acc.records = 0;
+        acc.bytes = 0;
+        acc.keys.clear();
+        if !self.dry_run {
+            batch.push_precondition(match &st.durable_value {
+                Some(v) => strata_store::Precondition::Equals {
+                    key: ck_key.clone(),
+                    value: v.clone(),
+                },
+                None => strata_store::Precondition::Absent {
+                    key: ck_key.clone(),
+                },
+            });
+            match &new_value {
+                Some(v) => batch.push(Mutation::Set {
+                    key: ck_key.clone(),
+                    value: v.clone(),
+                }),
+                None => batch.push(Mutation::Delete {
+                    key: ck_key.clone(),
+                }),
+            }
+            let hook_err = |source: HookError| PassError::Hook {
+                table: self.table.clone(),
+                checkpoint: st.durable_cursor.clone(),
+                source,
+            };
+            if done {
+                if let Some(f) = self.on_complete.as_mut() {
+                    f(&mut batch).map_err(hook_err)?;
+                }
+            }
+            if let Some(f) = self.on_batch.as_mut() {
+                let info = BatchInfo {
+                    table: &self.table,
+                    records: info_records,
+                    bytes: info_bytes,
+                    cursor: new_cursor.as_deref(),
+                    done,
+                };
+                f(&mut batch, &info).map_err(|source| PassError::Hook {
+                    table: self.table.clone(),
+                    checkpoint: st.durable_cursor.clone(),
+                    source,
+                })?;
+            }
+            if let Err(source) = store.apply(batch) {
+                return Err(self.store_err(st, source));
+            }
+            st.durable_value = new_value;
+            st.durable_cursor = new_cursor.clone();
+        }
+        st.cursor = new_cursor.clone();
+        st.batches += 1;
+        st.mutations += n_mutations;
+        tracing::debug!(table = %self.table, records = info_records, bytes = info_bytes, done, "pass batch committed");
+        if let Some(f) = self.progress.as_mut() {
+            f(&Progress {
+                table: &self.table,
+                records: st.records,
+                bytes: st.bytes,
+                batches: st.batches,
+                elapsed: st.started.elapsed(),
+                cursor: new_cursor.as_deref(),
+                done,
+            });
+        }
+        Ok(())
+    }
+}
+
+struct RunState {
+    /// What the checkpoint key holds in the store (the precondition of the next batch).
+    durable_value: Option<Vec<u8>>,
+    /// The cursor of the last committed batch.
+    durable_cursor: Option<Vec<u8>>,
+    /// The cursor after the last processed batch (equals `durable_cursor` unless dry).
+    cursor: Option<Vec<u8>>,
+    records: u64,
+    bytes: u64,
+    mutations: u64,
+    batches: u64,
+    started: Instant,
+}
+
+#[derive(Default)]
+struct Acc {
+    mutations: Vec<Mutation>,
+    keys: HashSet<Vec<u8>>,
+    records: usize,
+    bytes: usize,
+    last_key: Option<Vec<u8>>,
+}
