@@ -8,7 +8,7 @@
 mod cmd;
 mod db;
 mod exit;
-#[allow(dead_code)] // used by `migrate` (in progress)
+
 mod size;
 
 use clap::{Parser, Subcommand};
@@ -39,6 +39,8 @@ enum Command {
     Migrate(cmd::migrate::Args),
     /// Certify every record of every managed table (read-only).
     Verify(cmd::verify::Args),
+    /// Print the first records of one managed table (read-only).
+    Inspect(cmd::inspect::Args),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +56,7 @@ fn main() -> ExitCode {
         Command::Status(args) => cmd::status::run(&cli.db, args),
         Command::Migrate(args) => cmd::migrate::run(&cli.db, args),
         Command::Verify(args) => cmd::verify::run(&cli.db, args),
+        Command::Inspect(args) => cmd::inspect::run(&cli.db, args),
     };
     exit::finish(result)
 }

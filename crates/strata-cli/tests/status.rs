@@ -201,3 +201,38 @@ fn usage_errors_exit_2() {
     let out = strata(&["status", "--bogus"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn inspect_prints_records_of_a_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    with_store(&db, |s| {
+        put(s, b"__nx/crdt/gcounter/a", &1u64.to_le_bytes());
+        put(s, b"__nx/crdt/gcounter/b", &2u64.to_le_bytes());
+        put(s, b"__nx/crdt/gcounter/c", &3u64.to_le_bytes());
+    });
+    let dbs = db.to_str().unwrap();
+    let out = strata(&[
+        "--db",
+        dbs,
+        "inspect",
+        "gcounter-materialized",
+        "--limit",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["key"], "__nx/crdt/gcounter/a");
+    assert_eq!(lines[1]["value_hex"], "0200000000000000");
+    let out = strata(&["--db", dbs, "inspect", "no-such-table"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("op-log"));
+    let out = strata(&["--db", dbs, "inspect", "op-log", "--limit", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+}
