@@ -19,14 +19,19 @@
 #![deny(missing_docs)]
 
 pub mod catalog;
+pub mod collection;
 pub mod clock;
+pub mod database;
 pub mod header;
 pub mod migrate;
 pub mod numax;
 pub mod pass;
+pub mod payload;
 pub mod validate;
 
 pub use catalog::{Catalog, CatalogError, TableDef};
+pub use collection::{Collection, CollectionError, CollectionOptions, Document, WriteGuard};
+pub use database::Database;
 pub use header::{SchemaHeader, HEADER_LEN};
 pub use migrate::{MigrateError, MigrationReport, Migrator, Registry, Step, TableMigrations};
 pub use pass::{Pass, PassError, PassLimits, PassReport};

@@ -1,0 +1,272 @@
+//! The one error type of the collections and payload layer.
+
+use crate::payload::chain::StepError;
+use crate::validate::ValidationError;
+use std::fmt;
+use strata_store::{escape_key, StoreError};
+
+/// The boxed error a [`WriteGuard`](crate::collection::WriteGuard) returns to refuse a write.
+pub type GuardError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What a conditional write expected to find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Expect {
+    /// No condition: last writer wins (the ahead guard still applies).
+    Any,
+    /// The document must not exist.
+    Absent,
+    /// The document must exist with exactly this lock version.
+    Lock(u64),
+}
+
+impl fmt::Display for Expect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Expect::Any => f.write_str("any"),
+            Expect::Absent => f.write_str("absent"),
+            Expect::Lock(v) => write!(f, "lock version {v}"),
+        }
+    }
+}
+
+pub(crate) struct FoundLock(pub(crate) Option<u64>);
+
+impl fmt::Display for FoundLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(v) => write!(f, "lock version {v}"),
+            None => f.write_str("no document"),
+        }
+    }
+}
+
+pub(crate) fn esc(key: &str) -> String {
+    escape_key(key.as_bytes())
+}
+
+/// Errors of collections, the payload read path, the ahead guard and the sweep.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CollectionError {
+    /// A collection name that cannot be used.
+    #[error("invalid collection name `{}`: {reason}; use 1-200 characters from `A-Z a-z 0-9 _ - .`", esc(.collection))]
+    InvalidName {
+        /// The name.
+        collection: String,
+        /// Why.
+        reason: String,
+    },
+    /// A document key that cannot be used.
+    #[error("invalid document key `{}` in collection `{collection}`: {reason}", esc(.key))]
+    InvalidKey {
+        /// The collection.
+        collection: String,
+        /// The key.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+    /// The upcast chain skips a version.
+    #[error("upcast chain of collection `{collection}` has a gap: expected a step from v{expected}, found one from v{found}; declare every step from 1 up without holes")]
+    ChainGap {
+        /// The collection.
+        collection: String,
+        /// The `from` version the chain needed next.
+        expected: i32,
+        /// The `from` version found instead.
+        found: i32,
+    },
+    /// Two steps upcast from the same version.
+    #[error("upcast chain of collection `{collection}` declares two steps from v{from}; declare each step once")]
+    ChainDuplicate {
+        /// The collection.
+        collection: String,
+        /// The duplicated `from` version.
+        from: i32,
+    },
+    /// A step from below the initial payload version 1.
+    #[error("upcast chain of collection `{collection}` declares a step from v{from}, below the initial payload version 1; steps start at 1")]
+    ChainBelowInitial {
+        /// The collection.
+        collection: String,
+        /// The offending `from` version.
+        from: i32,
+    },
+    /// The collection's catalog record or sequence counter is unreadable.
+    #[error("corrupted catalog record `{}` of collection `{collection}`: {reason}; restore it from a backup", escape_key(.key))]
+    CorruptCatalog {
+        /// The collection (empty for the sequence counter).
+        collection: String,
+        /// The record's key.
+        key: Vec<u8>,
+        /// What is wrong.
+        reason: String,
+    },
+    /// No table id is left for a new collection.
+    #[error("cannot create collection `{collection}`: every collection table id (1024-65535) is taken; drop unused collections")]
+    IdsExhausted {
+        /// The collection.
+        collection: String,
+    },
+    /// The collection's table header did not pass startup validation.
+    #[error("collection `{collection}` failed schema validation")]
+    Validation {
+        /// The collection.
+        collection: String,
+        /// The validation error.
+        #[source]
+        source: ValidationError,
+    },
+    /// An optimistic-lock condition did not hold; nothing was written.
+    #[error("write conflict on `{}` in collection `{collection}`: expected {expected}, found {}; re-read the document and retry", esc(.key), FoundLock(*.found))]
+    Conflict {
+        /// The collection.
+        collection: String,
+        /// The document key.
+        key: String,
+        /// What the write expected.
+        expected: Expect,
+        /// The lock version found (`None`: no document).
+        found: Option<u64>,
+    },
+    /// A write would replace a document written by a newer build.
+    #[error("refusing to overwrite `{}` in collection `{collection}`: it was written at payload v{stored}, newer than this build's v{current}; upgrade this instance (the stored document is unchanged and stays readable)", esc(.key))]
+    AheadOfBuild {
+        /// The collection.
+        collection: String,
+        /// The document key.
+        key: String,
+        /// The payload version stored.
+        stored: i32,
+        /// This build's current payload version.
+        current: i32,
+    },
+    /// A stored payload version below 1.
+    #[error("document `{}` in collection `{collection}` carries payload version {found}, below the initial version 1; it names no known shape and is refused rather than guessed, rewrite it with a valid version", esc(.key))]
+    InvalidPayloadVersion {
+        /// The collection.
+        collection: String,
+        /// The document key.
+        key: String,
+        /// The version found.
+        found: i32,
+    },
+    /// A stored value or record is not what the layout requires.
+    #[error("corrupted document `{}` in collection `{collection}`: {reason}; restore it from a backup or delete it", esc(.key))]
+    Corrupted {
+        /// The collection.
+        collection: String,
+        /// The document key (escaped when not UTF-8).
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An upcast step failed; the stored document is unchanged.
+    #[error("upcast of `{}` in collection `{collection}` from v{stored} failed in step v{from}->v{to}; the stored document is unchanged, fix the step and read again", esc(.key))]
+    Upcast {
+        /// The collection.
+        collection: String,
+        /// The document key.
+        key: String,
+        /// The payload version stored.
+        stored: i32,
+        /// The failing step's `from` version.
+        from: i32,
+        /// Its `to` version.
+        to: i32,
+        /// The step's error.
+        #[source]
+        source: StepError,
+    },
+    /// The (upcast) JSON does not bind to the Rust type.
+    #[error("document `{}` in collection `{collection}` at payload v{stored} (read as v{version}) does not bind to the collection's type; the stored document is unchanged, add or fix an upcast step", esc(.key))]
+    Bind {
+        /// The collection.
+        collection: String,
+        /// The document key.
+        key: String,
+        /// The payload version stored.
+        stored: i32,
+        /// The payload version the tree had when binding.
+        version: i32,
+        /// The serde error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A value could not be serialized to a JSON object.
+    #[error("cannot store `{}` in collection `{collection}`: {reason}; documents must serialize to a JSON object", esc(.key))]
+    Encode {
+        /// The collection.
+        collection: String,
+        /// The document key.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+    /// A write guard (policy, fence) refused the write; nothing was written.
+    #[error("write to collection `{collection}` refused")]
+    Guard {
+        /// The collection.
+        collection: String,
+        /// The guard's error.
+        #[source]
+        source: GuardError,
+    },
+    /// The sweep marker is unreadable.
+    #[error("corrupted sweep marker `__nx/sweep/{collection}`: {reason}; delete it to make the next sweep rescan the collection")]
+    CorruptMarker {
+        /// The collection.
+        collection: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The sweep's bulk pass failed.
+    #[error("sweep of collection `{collection}` stopped: {reason}; rerun the sweep to resume")]
+    Sweep {
+        /// The collection.
+        collection: String,
+        /// Why.
+        reason: String,
+        /// The underlying error, if any.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    },
+    /// The store failed.
+    #[error("store error in collection `{collection}`")]
+    Store {
+        /// The collection (empty when none applies).
+        collection: String,
+        /// The store error.
+        #[source]
+        source: StoreError,
+    },
+}
+
+impl CollectionError {
+    /// True for an optimistic-lock conflict (re-read and retry).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, CollectionError::Conflict { .. })
+    }
+
+    /// True when a newer build wrote the document this write would replace.
+    pub fn is_ahead(&self) -> bool {
+        matches!(self, CollectionError::AheadOfBuild { .. })
+    }
+
+    /// True for an invalid upcast chain declaration.
+    pub fn is_chain_error(&self) -> bool {
+        matches!(
+            self,
+            CollectionError::ChainGap { .. }
+                | CollectionError::ChainDuplicate { .. }
+                | CollectionError::ChainBelowInitial { .. }
+        )
+    }
+
+    pub(crate) fn store(collection: &str, source: StoreError) -> Self {
+        CollectionError::Store {
+            collection: collection.to_string(),
+            source,
+        }
+    }
+}

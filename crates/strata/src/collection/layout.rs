@@ -1,0 +1,200 @@
+//! Keys and fixed records of the collections layer (see `docs/format.md`, "Collections and
+//! payload").
+//!
+//! ```text
+//! __nx/catalog/<collection>  b"NXCL" | format u8 (=1) | table id u16 BE        (7 bytes)
+//! __nx/catalog-seq           last allocated collection table id, u16 BE        (2 bytes)
+//! __nx/schema/<collection>   the 8-byte NXDB header (version 1, the table id)
+//! __nx/doc/<collection>/<id> the document envelope (see payload::envelope)
+//! __nx/sweep/<collection>    the sweep marker (JSON, see payload::sweep)
+//! ```
+
+use crate::catalog::{RecordDecoder, TableDef};
+use crate::collection::CollectionError;
+use crate::payload::envelope;
+use std::sync::Arc;
+
+/// Prefix of collection registrations: `__nx/catalog/<collection>`.
+pub const CATALOG_PREFIX: &[u8] = b"__nx/catalog/";
+/// The table-id allocation counter (compare-and-swap).
+pub const CATALOG_SEQ_KEY: &[u8] = b"__nx/catalog-seq";
+/// Prefix of all documents: `__nx/doc/<collection>/<id>`.
+pub const DOC_PREFIX: &[u8] = b"__nx/doc/";
+/// Prefix of sweep markers: `__nx/sweep/<collection>`.
+pub const SWEEP_PREFIX: &[u8] = b"__nx/sweep/";
+/// Magic of a catalog record.
+pub const CATALOG_MAGIC: [u8; 4] = *b"NXCL";
+/// Format byte of a catalog record.
+pub const CATALOG_FORMAT: u8 = 1;
+/// Length of a catalog record.
+pub const CATALOG_RECORD_LEN: usize = 7;
+/// The first table id given to a collection; ids below are reserved for built-in tables.
+pub const FIRST_COLLECTION_ID: u16 = 1024;
+/// The schema (container) version of every collection table: documents in envelope
+/// format 1.
+pub const COLLECTION_TABLE_VERSION: u16 = 1;
+/// The longest collection name, in bytes.
+pub const MAX_NAME_LEN: usize = 200;
+
+/// The catalog key of a collection.
+pub fn catalog_key(collection: &str) -> Vec<u8> {
+    [CATALOG_PREFIX, collection.as_bytes()].concat()
+}
+
+/// The document prefix of a collection: `__nx/doc/<collection>/`.
+pub fn doc_prefix(collection: &str) -> Vec<u8> {
+    [DOC_PREFIX, collection.as_bytes(), b"/"].concat()
+}
+
+/// The key of one document.
+pub fn doc_key(collection: &str, id: &str) -> Vec<u8> {
+    [DOC_PREFIX, collection.as_bytes(), b"/", id.as_bytes()].concat()
+}
+
+/// The sweep marker key of a collection.
+pub fn sweep_key(collection: &str) -> Vec<u8> {
+    [SWEEP_PREFIX, collection.as_bytes()].concat()
+}
+
+/// Encodes a catalog record.
+///
+/// ```
+/// assert_eq!(strata::collection::layout::encode_catalog_record(1024), *b"NXCL\x01\x04\x00");
+/// ```
+pub fn encode_catalog_record(table_id: u16) -> [u8; CATALOG_RECORD_LEN] {
+    let mut out = [0u8; CATALOG_RECORD_LEN];
+    out[..4].copy_from_slice(&CATALOG_MAGIC);
+    out[4] = CATALOG_FORMAT;
+    out[5..7].copy_from_slice(&table_id.to_be_bytes());
+    out
+}
+
+/// Decodes a catalog record into the table id.
+pub fn decode_catalog_record(collection: &str, bytes: &[u8]) -> Result<u16, CollectionError> {
+    let corrupt = |reason: String| CollectionError::CorruptCatalog {
+        collection: collection.to_string(),
+        key: catalog_key(collection),
+        reason,
+    };
+    let b: &[u8; CATALOG_RECORD_LEN] = bytes
+        .try_into()
+        .map_err(|_| corrupt(format!("length {} (expected 7 bytes)", bytes.len())))?;
+    if b[..4] != CATALOG_MAGIC {
+        return Err(corrupt("magic is not `NXCL`".into()));
+    }
+    if b[4] != CATALOG_FORMAT {
+        return Err(corrupt(format!("unknown format {}", b[4])));
+    }
+    let id = u16::from_be_bytes([b[5], b[6]]);
+    if id < FIRST_COLLECTION_ID {
+        return Err(corrupt(format!(
+            "table id {id} is below the collection range (1024-65535)"
+        )));
+    }
+    Ok(id)
+}
+
+/// Decodes the sequence counter.
+pub fn decode_seq(bytes: &[u8]) -> Result<u16, CollectionError> {
+    let b: [u8; 2] = bytes
+        .try_into()
+        .map_err(|_| CollectionError::CorruptCatalog {
+            collection: String::new(),
+            key: CATALOG_SEQ_KEY.to_vec(),
+            reason: format!("length {} (expected 2 bytes)", bytes.len()),
+        })?;
+    Ok(u16::from_be_bytes(b))
+}
+
+/// Checks a collection name: 1-200 bytes of `A-Z a-z 0-9 _ - .`, not `.` or `..`.
+pub fn check_name(name: &str) -> Result<(), CollectionError> {
+    let invalid = |reason: &str| CollectionError::InvalidName {
+        collection: name.to_string(),
+        reason: reason.to_string(),
+    };
+    if name.is_empty() || name.len() > MAX_NAME_LEN {
+        return Err(invalid("the length must be 1-200 bytes"));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    {
+        return Err(invalid(
+            "it contains a character outside `A-Z a-z 0-9 _ - .`",
+        ));
+    }
+    if name == "." || name == ".." {
+        return Err(invalid("`.` and `..` are reserved"));
+    }
+    if crate::numax::catalog().get(name).is_some() {
+        return Err(invalid("it is the name of a built-in table"));
+    }
+    Ok(())
+}
+
+/// The managed-table definition of a collection: its name, id, document prefix, table
+/// version 1, and a decoder that certifies document envelopes.
+pub fn table_def(collection: &str, table_id: u16) -> TableDef {
+    let decoder: RecordDecoder = Arc::new(|suffix, value| {
+        if suffix.is_empty() {
+            return Err("empty document key".into());
+        }
+        std::str::from_utf8(suffix).map_err(|_| "document key is not UTF-8".to_string())?;
+        let (env, json) = envelope::decode(value).map_err(|e| e.to_string())?;
+        if env.payload_version < crate::payload::INITIAL_PAYLOAD_VERSION {
+            return Err(format!(
+                "payload version {} is below 1",
+                env.payload_version
+            ));
+        }
+        serde_json::from_slice::<serde::de::IgnoredAny>(json)
+            .map_err(|e| format!("document JSON is invalid: {e}"))?;
+        Ok(())
+    });
+    TableDef::new(
+        collection,
+        table_id,
+        doc_prefix(collection),
+        COLLECTION_TABLE_VERSION,
+    )
+    .with_decoder(decoder)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(check_name("accounts.v2-x_1").is_ok());
+        for bad in ["", "a/b", "op-log", "..", "é", &"x".repeat(201)] {
+            assert!(matches!(
+                check_name(bad),
+                Err(CollectionError::InvalidName { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn catalog_record_round_trip_and_corruption() {
+        assert_eq!(
+            decode_catalog_record("c", &encode_catalog_record(2000)).unwrap(),
+            2000
+        );
+        assert!(decode_catalog_record("c", b"NXCL\x01\x00\x05").is_err());
+        assert!(decode_catalog_record("c", b"NXCL\x02\x04\x00").is_err());
+        assert!(decode_catalog_record("c", b"NXCL\x01\x04").is_err());
+    }
+
+    #[test]
+    fn decoder_certifies_envelopes() {
+        let t = table_def("c", 1024);
+        let ok = envelope::encode(envelope::Envelope::new(1, 1), b"{}");
+        assert!(t.decode(b"__nx/doc/c/a", &ok).is_ok());
+        let zero = envelope::encode(envelope::Envelope::new(0, 1), b"{}");
+        assert!(t.decode(b"__nx/doc/c/a", &zero).is_err());
+        let bad_json = envelope::encode(envelope::Envelope::new(1, 1), b"{");
+        assert!(t.decode(b"__nx/doc/c/a", &bad_json).is_err());
+        assert!(t.decode(b"__nx/doc/c/a", b"{}").is_err());
+    }
+}

@@ -1,0 +1,663 @@
+//! Typed JSON document collections over the store.
+//!
+//! A [`Collection<T>`] keeps serde values of one type under a name. It is a managed table
+//! (schema header at `__nx/schema/<name>`, a stable table id recorded at
+//! `__nx/catalog/<name>`, documents under `__nx/doc/<name>/`), and every document value is
+//! an [envelope](crate::payload::envelope): payload version + lock version + JSON.
+//!
+//! Every path that returns documents goes through the payload read path: a document at the
+//! current payload version binds straight from its bytes; an older one is upcast by the
+//! collection's chain first. Every write checks the write guards, the optimistic lock
+//! (when asked) and the ahead guard.
+
+mod error;
+pub mod layout;
+mod options;
+
+pub use error::{CollectionError, Expect, GuardError};
+pub use options::{CollectionOptions, WriteGuard};
+
+use crate::payload::chain::{JsonObject, UpcastChain, UpcastFailure, Upcaster};
+use crate::payload::envelope::{self, Envelope};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::collections::HashSet;
+use std::collections::VecDeque;
+use std::marker::PhantomData;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use strata_store::{Batch, KvRead, KvWrite, Record, ScanLimits, Store};
+
+/// How many times a write re-reads and retries after losing a compare-and-swap race.
+const MAX_WRITE_ATTEMPTS: usize = 64;
+/// Records per page of an iteration.
+const ITER_PAGE_RECORDS: usize = 256;
+/// Byte budget per page of an iteration.
+const ITER_PAGE_BYTES: usize = 64 << 20;
+
+/// One document as read: the key, the bound value and its envelope data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document<T> {
+    /// The document key (inside the collection).
+    pub key: String,
+    /// The value, at this build's current payload version.
+    pub value: T,
+    /// The optimistic-lock version (pass it to [`Collection::update`]).
+    pub lock_version: u64,
+    /// The payload version stored (may be below the current version when upcast on read,
+    /// or above it when a newer build wrote the document).
+    pub stored_version: i32,
+    /// True when upcast steps ran for this read.
+    pub upcast: bool,
+}
+
+pub(crate) struct CollectionInner {
+    pub(crate) name: String,
+    pub(crate) table_id: u16,
+    pub(crate) prefix: Vec<u8>,
+    pub(crate) store: Store,
+    pub(crate) upcaster: Upcaster,
+    pub(crate) read_repair: bool,
+    pub(crate) guards: Vec<Arc<dyn WriteGuard>>,
+    pub(crate) ahead_warned: AtomicBool,
+    pub(crate) sweeping: Arc<Mutex<HashSet<String>>>,
+}
+
+/// A typed collection handle. Cheap to clone; clones share the declaration.
+pub struct Collection<T> {
+    pub(crate) inner: Arc<CollectionInner>,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Collection<T> {
+    fn clone(&self) -> Self {
+        Collection {
+            inner: Arc::clone(&self.inner),
+            _type: PhantomData,
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Collection<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collection")
+            .field("name", &self.inner.name)
+            .field("table_id", &self.inner.table_id)
+            .field("current_version", &self.current_version())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> Collection<T> {
+    pub(crate) fn from_inner(inner: CollectionInner) -> Self {
+        Collection {
+            inner: Arc::new(inner),
+            _type: PhantomData,
+        }
+    }
+
+    /// The collection name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The stable table id recorded for this collection.
+    pub fn table_id(&self) -> u16 {
+        self.inner.table_id
+    }
+
+    /// The store under this collection.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The payload version this build writes (1 + the number of steps).
+    pub fn current_version(&self) -> i32 {
+        self.inner.upcaster.chain().current_version()
+    }
+
+    /// True when the collection declares at least one upcast step.
+    pub fn has_chain(&self) -> bool {
+        self.inner.upcaster.chain().has_chain()
+    }
+
+    /// The version an eager sweep brings documents to (`None`: no eager step).
+    pub fn eager_target_version(&self) -> Option<i32> {
+        self.inner.upcaster.chain().eager_target_version()
+    }
+
+    /// An immutable snapshot of the upcast chain.
+    pub fn chain(&self) -> UpcastChain {
+        self.inner.upcaster.chain().clone()
+    }
+
+    /// The upcaster (chain + protected fields) of this collection.
+    pub fn upcaster(&self) -> &Upcaster {
+        &self.inner.upcaster
+    }
+
+    /// The full store key of a document.
+    pub fn key_of(&self, key: &str) -> Vec<u8> {
+        layout::doc_key(&self.inner.name, key)
+    }
+
+    /// The envelope of a stored document — payload and lock version — read without
+    /// parsing its JSON.
+    pub fn envelope(&self, key: &str) -> Result<Option<Envelope>, CollectionError> {
+        self.check_key(key)?;
+        let Some(bytes) = self.get_raw(&self.key_of(key))? else {
+            return Ok(None);
+        };
+        let (env, _) = envelope::decode(&bytes).map_err(|e| self.corrupted(key, e.to_string()))?;
+        Ok(Some(env))
+    }
+
+    pub(crate) fn check_key(&self, key: &str) -> Result<(), CollectionError> {
+        if key.is_empty() {
+            return Err(CollectionError::InvalidKey {
+                collection: self.inner.name.clone(),
+                key: key.to_string(),
+                reason: "a document key must not be empty".into(),
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_guards(&self) -> Result<(), CollectionError> {
+        for g in &self.inner.guards {
+            g.check_write(&self.inner.name)
+                .map_err(|source| CollectionError::Guard {
+                    collection: self.inner.name.clone(),
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn get_raw(&self, full_key: &[u8]) -> Result<Option<Vec<u8>>, CollectionError> {
+        self.inner
+            .store
+            .get(full_key)
+            .map_err(|e| CollectionError::store(&self.inner.name, e))
+    }
+
+    pub(crate) fn corrupted(&self, key: &str, reason: String) -> CollectionError {
+        CollectionError::Corrupted {
+            collection: self.inner.name.clone(),
+            key: key.to_string(),
+            reason,
+        }
+    }
+
+    pub(crate) fn warn_ahead(&self, key: &str, stored: i32) {
+        if !self.inner.ahead_warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                collection = %self.inner.name,
+                key = %strata_store::escape_key(key.as_bytes()),
+                stored,
+                current = self.current_version(),
+                "refusing to overwrite a document written by a newer build; this instance is read-only for such documents until it is upgraded (logged once per collection)"
+            );
+        }
+    }
+
+    /// Runs the chain on the JSON of a stale document. Returns the upcast object and the
+    /// version reached. Errors name collection, key, versions and cause.
+    pub(crate) fn upcast_json(
+        &self,
+        key: &str,
+        stored: i32,
+        json: &[u8],
+    ) -> Result<(JsonObject, i32), CollectionError> {
+        let mut obj: JsonObject =
+            serde_json::from_slice(json).map_err(|e| CollectionError::Bind {
+                collection: self.inner.name.clone(),
+                key: key.to_string(),
+                stored,
+                version: stored,
+                source: e,
+            })?;
+        match self.inner.upcaster.upcast(&mut obj, stored) {
+            Ok(v) => Ok((obj, v)),
+            Err(UpcastFailure::InvalidVersion { found }) => {
+                Err(CollectionError::InvalidPayloadVersion {
+                    collection: self.inner.name.clone(),
+                    key: key.to_string(),
+                    found,
+                })
+            }
+            Err(UpcastFailure::Step { from, source }) => Err(CollectionError::Upcast {
+                collection: self.inner.name.clone(),
+                key: key.to_string(),
+                stored,
+                from,
+                to: from.saturating_add(1),
+                source,
+            }),
+        }
+    }
+}
+
+/// What decoding one stored row produced, before binding (shared with the sweep).
+pub(crate) enum Decoded {
+    /// At or above the current version: bind from the JSON bytes directly.
+    Direct(Envelope),
+    /// Behind: the upcast tree, its version and the re-encoded value.
+    Upcast {
+        env: Envelope,
+        obj: JsonObject,
+        version: i32,
+    },
+}
+
+impl<T: Serialize + DeserializeOwned> Collection<T> {
+    /// Classifies and (when stale) upcasts a stored row.
+    pub(crate) fn decode_stored(
+        &self,
+        key: &str,
+        bytes: &[u8],
+    ) -> Result<Decoded, CollectionError> {
+        let (env, json) =
+            envelope::decode(bytes).map_err(|e| self.corrupted(key, e.to_string()))?;
+        if env.payload_version < crate::payload::INITIAL_PAYLOAD_VERSION {
+            return Err(CollectionError::InvalidPayloadVersion {
+                collection: self.inner.name.clone(),
+                key: key.to_string(),
+                found: env.payload_version,
+            });
+        }
+        if !self.inner.upcaster.is_behind(env.payload_version) {
+            return Ok(Decoded::Direct(env));
+        }
+        let (obj, version) = self.upcast_json(key, env.payload_version, json)?;
+        Ok(Decoded::Upcast { env, obj, version })
+    }
+
+    /// Binds an upcast tree to `T`.
+    pub(crate) fn bind_tree(
+        &self,
+        key: &str,
+        stored: i32,
+        version: i32,
+        obj: JsonObject,
+    ) -> Result<T, CollectionError> {
+        serde_json::from_value(serde_json::Value::Object(obj)).map_err(|e| CollectionError::Bind {
+            collection: self.inner.name.clone(),
+            key: key.to_string(),
+            stored,
+            version,
+            source: e,
+        })
+    }
+
+    /// The read path: every method returning documents goes through here.
+    fn read_row(
+        &self,
+        key: &str,
+        full_key: &[u8],
+        bytes: &[u8],
+    ) -> Result<Document<T>, CollectionError> {
+        match self.decode_stored(key, bytes)? {
+            Decoded::Direct(env) => {
+                let json = &bytes[envelope::ENVELOPE_HEADER_LEN..];
+                let value =
+                    serde_json::from_slice::<T>(json).map_err(|e| CollectionError::Bind {
+                        collection: self.inner.name.clone(),
+                        key: key.to_string(),
+                        stored: env.payload_version,
+                        version: env.payload_version,
+                        source: e,
+                    })?;
+                Ok(Document {
+                    key: key.to_string(),
+                    value,
+                    lock_version: env.lock_version,
+                    stored_version: env.payload_version,
+                    upcast: false,
+                })
+            }
+            Decoded::Upcast { env, obj, version } => {
+                let repaired = if self.inner.read_repair {
+                    serde_json::to_vec(&obj).ok()
+                } else {
+                    None
+                };
+                let value = self.bind_tree(key, env.payload_version, version, obj)?;
+                if let Some(json) = repaired {
+                    self.repair(
+                        key,
+                        full_key,
+                        bytes,
+                        Envelope::new(version, env.lock_version),
+                        &json,
+                    );
+                }
+                Ok(Document {
+                    key: key.to_string(),
+                    value,
+                    lock_version: env.lock_version,
+                    stored_version: env.payload_version,
+                    upcast: true,
+                })
+            }
+        }
+    }
+
+    /// Read-repair: compare-and-swap the upcast form over exactly the bytes that were
+    /// read. Never fails the read.
+    fn repair(&self, key: &str, full_key: &[u8], old: &[u8], env: Envelope, json: &[u8]) {
+        if let Err(e) = self.check_guards() {
+            tracing::debug!(collection = %self.inner.name, error = %e, "read-repair skipped: write guard refused");
+            return;
+        }
+        let batch = Batch::new()
+            .require_eq(full_key.to_vec(), old.to_vec())
+            .set(full_key.to_vec(), envelope::encode(env, json));
+        match self.inner.store.apply(batch) {
+            Ok(()) => {}
+            Err(e) if e.is_conflict() => {
+                tracing::debug!(collection = %self.inner.name, key = %strata_store::escape_key(key.as_bytes()), "read-repair lost a race; left to the concurrent write");
+            }
+            Err(e) => {
+                tracing::warn!(collection = %self.inner.name, key = %strata_store::escape_key(key.as_bytes()), error = %e, "read-repair failed; the document stays at its stored version");
+            }
+        }
+    }
+
+    /// Reads one document's value.
+    pub fn get(&self, key: &str) -> Result<Option<T>, CollectionError> {
+        Ok(self.get_document(key)?.map(|d| d.value))
+    }
+
+    /// Reads one document with its lock and stored payload version.
+    pub fn get_document(&self, key: &str) -> Result<Option<Document<T>>, CollectionError> {
+        self.check_key(key)?;
+        let full = self.key_of(key);
+        match self.get_raw(&full)? {
+            Some(bytes) => self.read_row(key, &full, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads several documents; each read succeeds or fails on its own.
+    pub fn get_many<'k, I>(&self, keys: I) -> Vec<Result<Option<Document<T>>, CollectionError>>
+    where
+        I: IntoIterator<Item = &'k str>,
+    {
+        keys.into_iter().map(|k| self.get_document(k)).collect()
+    }
+
+    /// Iterates every document in key order.
+    pub fn iter(&self) -> Iter<'_, T> {
+        self.range(Bound::Unbounded, Bound::Unbounded)
+    }
+
+    /// Iterates the documents whose key lies within the bounds, in key order.
+    pub fn range(&self, start: Bound<&str>, end: Bound<&str>) -> Iter<'_, T> {
+        let prefix = self.inner.prefix.clone();
+        let (after, first) = match start {
+            Bound::Unbounded => (None, None),
+            Bound::Excluded(s) => (Some(self.key_of(s)), None),
+            Bound::Included(s) => (Some(self.key_of(s)), Some(self.key_of(s))),
+        };
+        let end = match end {
+            Bound::Unbounded => Bound::Unbounded,
+            Bound::Included(e) => Bound::Included(self.key_of(e)),
+            Bound::Excluded(e) => Bound::Excluded(self.key_of(e)),
+        };
+        Iter {
+            coll: self,
+            scan_prefix: prefix,
+            after,
+            first,
+            end,
+            buf: VecDeque::new(),
+            done: false,
+        }
+    }
+
+    /// Iterates the documents whose key starts with `key_prefix`, in key order.
+    pub fn scan_prefix(&self, key_prefix: &str) -> Iter<'_, T> {
+        Iter {
+            coll: self,
+            scan_prefix: self.key_of(key_prefix),
+            after: None,
+            first: None,
+            end: Bound::Unbounded,
+            buf: VecDeque::new(),
+            done: false,
+        }
+    }
+
+    /// Writes a document unconditionally (last writer wins); returns its new lock
+    /// version. Refused when the stored document was written by a newer build.
+    pub fn put(&self, key: &str, value: &T) -> Result<u64, CollectionError> {
+        self.write(key, Some(value), Expect::Any)
+            .map(|v| v.unwrap_or(0))
+    }
+
+    /// Creates a document that must not exist yet; returns its lock version (1).
+    pub fn insert(&self, key: &str, value: &T) -> Result<u64, CollectionError> {
+        self.write(key, Some(value), Expect::Absent)
+            .map(|v| v.unwrap_or(0))
+    }
+
+    /// Replaces a document only if it still has `expected_lock`; otherwise fails with
+    /// [`CollectionError::Conflict`] and writes nothing. Returns the new lock version.
+    pub fn update(&self, key: &str, value: &T, expected_lock: u64) -> Result<u64, CollectionError> {
+        self.write(key, Some(value), Expect::Lock(expected_lock))
+            .map(|v| v.unwrap_or(0))
+    }
+
+    /// Deletes a document; returns whether it existed.
+    pub fn delete(&self, key: &str) -> Result<bool, CollectionError> {
+        self.write(key, None, Expect::Any).map(|v| v.is_some())
+    }
+
+    /// Deletes a document only if it still has `expected_lock`.
+    pub fn delete_if(&self, key: &str, expected_lock: u64) -> Result<(), CollectionError> {
+        self.write(key, None, Expect::Lock(expected_lock))
+            .map(|_| ())
+    }
+
+    /// The one write path. Returns the new lock version of a set, or (for a delete) the
+    /// lock version the deleted document had (`None`: nothing to delete).
+    fn write(
+        &self,
+        key: &str,
+        value: Option<&T>,
+        expect: Expect,
+    ) -> Result<Option<u64>, CollectionError> {
+        self.check_key(key)?;
+        self.check_guards()?;
+        let json = match value {
+            Some(v) => Some(self.encode_json(key, v)?),
+            None => None,
+        };
+        let full = self.key_of(key);
+        let mut found = None;
+        for _ in 0..MAX_WRITE_ATTEMPTS {
+            let old = self.get_raw(&full)?;
+            let old_env = match &old {
+                Some(b) if json.is_some() => Some(
+                    envelope::decode(b)
+                        .map_err(|e| self.corrupted(key, e.to_string()))?
+                        .0,
+                ),
+                Some(b) => envelope::decode(b).ok().map(|(e, _)| e),
+                None => None,
+            };
+            found = old_env.map(|e| e.lock_version);
+            let conflict = match expect {
+                Expect::Any => false,
+                Expect::Absent => old.is_some(),
+                Expect::Lock(n) => found != Some(n),
+            };
+            if conflict {
+                return Err(CollectionError::Conflict {
+                    collection: self.inner.name.clone(),
+                    key: key.to_string(),
+                    expected: expect,
+                    found,
+                });
+            }
+            let (batch, result) = match &json {
+                Some(j) => {
+                    if let Some(e) = old_env {
+                        if self.inner.upcaster.is_ahead(e.payload_version) {
+                            self.warn_ahead(key, e.payload_version);
+                            return Err(CollectionError::AheadOfBuild {
+                                collection: self.inner.name.clone(),
+                                key: key.to_string(),
+                                stored: e.payload_version,
+                                current: self.current_version(),
+                            });
+                        }
+                    }
+                    let lock = found.map_or(1, |l| l.saturating_add(1));
+                    let bytes = envelope::encode(Envelope::new(self.current_version(), lock), j);
+                    (
+                        Batch::new()
+                            .require(full.clone(), old)
+                            .set(full.clone(), bytes),
+                        Some(lock),
+                    )
+                }
+                None => {
+                    let Some(old) = old else {
+                        return Ok(None);
+                    };
+                    (
+                        Batch::new()
+                            .require_eq(full.clone(), old)
+                            .delete(full.clone()),
+                        Some(found.unwrap_or(0)),
+                    )
+                }
+            };
+            match self.inner.store.apply(batch) {
+                Ok(()) => return Ok(result),
+                Err(e) if e.is_conflict() => continue,
+                Err(e) => return Err(CollectionError::store(&self.inner.name, e)),
+            }
+        }
+        Err(CollectionError::Conflict {
+            collection: self.inner.name.clone(),
+            key: key.to_string(),
+            expected: expect,
+            found,
+        })
+    }
+
+    fn encode_json(&self, key: &str, value: &T) -> Result<Vec<u8>, CollectionError> {
+        let json = serde_json::to_vec(value).map_err(|e| CollectionError::Encode {
+            collection: self.inner.name.clone(),
+            key: key.to_string(),
+            reason: e.to_string(),
+        })?;
+        if json.first() != Some(&b'{') {
+            return Err(CollectionError::Encode {
+                collection: self.inner.name.clone(),
+                key: key.to_string(),
+                reason: "the value does not serialize to a JSON object".into(),
+            });
+        }
+        Ok(json)
+    }
+
+    fn suffix_of(&self, full_key: &[u8]) -> Result<String, CollectionError> {
+        let suffix = full_key
+            .strip_prefix(self.inner.prefix.as_slice())
+            .unwrap_or(full_key);
+        String::from_utf8(suffix.to_vec()).map_err(|_| {
+            self.corrupted(
+                &strata_store::escape_key(suffix),
+                "the document key is not UTF-8".into(),
+            )
+        })
+    }
+}
+
+/// An iterator over documents in key order, reading the store page by page. Every item
+/// goes through the payload read path; a document that fails to read yields an `Err`
+/// item and iteration continues with the next one.
+pub struct Iter<'a, T> {
+    coll: &'a Collection<T>,
+    scan_prefix: Vec<u8>,
+    after: Option<Vec<u8>>,
+    first: Option<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+    buf: VecDeque<Record>,
+    done: bool,
+}
+
+impl<T> std::fmt::Debug for Iter<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Iter")
+            .field("collection", &self.coll.inner.name)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Serialize + DeserializeOwned> Iter<'_, T> {
+    fn fill(&mut self) -> Result<(), CollectionError> {
+        let name = &self.coll.inner.name;
+        if let Some(first) = self.first.take() {
+            if let Some(value) = self.coll.get_raw(&first)? {
+                self.buf.push_back(Record { key: first, value });
+                return Ok(());
+            }
+        }
+        let limits = ScanLimits::new(ITER_PAGE_RECORDS, ITER_PAGE_BYTES)
+            .map_err(|e| CollectionError::store(name, e))?;
+        let page = self
+            .coll
+            .inner
+            .store
+            .scan(&self.scan_prefix, self.after.as_deref(), limits)
+            .map_err(|e| CollectionError::store(name, e))?;
+        if !page.more {
+            self.done = true;
+        }
+        if let Some(c) = page.cursor() {
+            self.after = Some(c.to_vec());
+        }
+        self.buf.extend(page.records);
+        Ok(())
+    }
+}
+
+impl<T: Serialize + DeserializeOwned> Iterator for Iter<'_, T> {
+    type Item = Result<Document<T>, CollectionError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(rec) = self.buf.pop_front() {
+                let past_end = match &self.end {
+                    Bound::Unbounded => false,
+                    Bound::Included(e) => rec.key > *e,
+                    Bound::Excluded(e) => rec.key >= *e,
+                };
+                if past_end {
+                    self.done = true;
+                    self.buf.clear();
+                    return None;
+                }
+                let key = match self.coll.suffix_of(&rec.key) {
+                    Ok(k) => k,
+                    Err(e) => return Some(Err(e)),
+                };
+                return Some(self.coll.read_row(&key, &rec.key, &rec.value));
+            }
+            if self.done {
+                return None;
+            }
+            if let Err(e) = self.fill() {
+                self.done = true;
+                return Some(Err(e));
+            }
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! How a collection is declared: protected fields, the upcast chain, read-repair, guards.
+
+use crate::collection::GuardError;
+use crate::payload::chain::{JsonObject, Mode, Step, StepError};
+use std::fmt::Debug;
+use std::sync::Arc;
+
+/// A pre-write check run before every write of a collection (`put`, `insert`, `update`,
+/// `delete`, read-repair and sweep rewrites). The policy layer implements it (strategy
+/// rejection, write fence, stale generation); returning an error refuses the write with
+/// [`CollectionError::Guard`](crate::collection::CollectionError::Guard) and nothing is
+/// written.
+pub trait WriteGuard: Send + Sync + Debug {
+    /// Checks one write to `collection`.
+    fn check_write(&self, collection: &str) -> Result<(), GuardError>;
+}
+
+/// The declaration of a collection, built with chained calls and passed to
+/// [`Database::collection`](crate::database::Database::collection). The upcast chain lives
+/// here, with the collection — there is no global registry.
+///
+/// ```
+/// use serde_json::json;
+/// use strata::collection::CollectionOptions;
+/// use strata::payload::{Mode, StepError};
+///
+/// let options = CollectionOptions::new()
+///     .identity_fields(["id"])
+///     .upcast(1, Mode::Lazy, |obj| {
+///         // v1 stored `balance` in dollars; v2 stores `balance_cents`.
+///         let dollars = obj.remove("balance").and_then(|v| v.as_i64()).unwrap_or(0);
+///         obj.insert("balance_cents".into(), json!(dollars * 100));
+///         Ok::<(), StepError>(())
+///     });
+/// assert_eq!(options.steps().len(), 1);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct CollectionOptions {
+    identity: Vec<String>,
+    lock_field: Option<String>,
+    version_field: Option<String>,
+    steps: Vec<Step>,
+    read_repair: bool,
+    guards: Vec<Arc<dyn WriteGuard>>,
+}
+
+impl CollectionOptions {
+    /// Defaults: no protected fields, no steps (current version 1), no read-repair.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The identity fields of the JSON object: snapshotted before every upcast step and
+    /// restored after it, so a step cannot re-key a document.
+    pub fn identity_fields<I, S>(mut self, fields: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.identity.extend(fields.into_iter().map(Into::into));
+        self
+    }
+
+    /// The name of an optimistic-lock field inside the user's JSON, if the type carries
+    /// one; it is protected like an identity field. (The engine's own lock version lives in
+    /// the envelope and is never visible to steps.)
+    pub fn lock_field(mut self, field: impl Into<String>) -> Self {
+        self.lock_field = Some(field.into());
+        self
+    }
+
+    /// A field of the JSON object into which the engine stamps the payload version while
+    /// upcasting: before each step (a step always sees its `from` version) and after the
+    /// last. A step cannot change it.
+    pub fn version_field(mut self, field: impl Into<String>) -> Self {
+        self.version_field = Some(field.into());
+        self
+    }
+
+    /// Declares the step `from → from + 1`, a pure function over the raw JSON object.
+    /// The chain is validated when the collection is opened.
+    pub fn upcast<F>(mut self, from: i32, mode: Mode, step: F) -> Self
+    where
+        F: Fn(&mut JsonObject) -> Result<(), StepError> + Send + Sync + 'static,
+    {
+        self.steps.push(Step::new(from, mode, step));
+        self
+    }
+
+    /// Adds an already built step.
+    pub fn step(mut self, step: Step) -> Self {
+        self.steps.push(step);
+        self
+    }
+
+    /// When true, a read that upcast a document writes the upcast form back with a
+    /// compare-and-swap against the bytes it read (never resurrecting a deleted document
+    /// nor overwriting a concurrent write). Off by default.
+    pub fn read_repair(mut self, on: bool) -> Self {
+        self.read_repair = on;
+        self
+    }
+
+    /// Adds a write guard for this collection (in addition to the database's guards).
+    pub fn write_guard(mut self, guard: Arc<dyn WriteGuard>) -> Self {
+        self.guards.push(guard);
+        self
+    }
+
+    /// The declared steps, in declaration order.
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    pub(crate) fn into_parts(self) -> OptionParts {
+        let mut protected = self.identity;
+        if let Some(l) = self.lock_field {
+            if !protected.contains(&l) {
+                protected.push(l);
+            }
+        }
+        OptionParts {
+            protected,
+            version_field: self.version_field,
+            steps: self.steps,
+            read_repair: self.read_repair,
+            guards: self.guards,
+        }
+    }
+}
+
+pub(crate) struct OptionParts {
+    pub(crate) protected: Vec<String>,
+    pub(crate) version_field: Option<String>,
+    pub(crate) steps: Vec<Step>,
+    pub(crate) read_repair: bool,
+    pub(crate) guards: Vec<Arc<dyn WriteGuard>>,
+}

@@ -1,0 +1,272 @@
+//! [`Database`]: a store plus the catalog of its collections.
+//!
+//! ```
+//! use serde::{Deserialize, Serialize};
+//! use strata::collection::CollectionOptions;
+//! use strata::database::Database;
+//! use strata_store::{MemoryStore, Store};
+//!
+//! #[derive(Debug, Serialize, Deserialize, PartialEq)]
+//! struct Account { id: String, balance_cents: i64 }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let db = Database::open(Store::new(MemoryStore::new()))?;
+//! let accounts = db.collection::<Account>("accounts", CollectionOptions::new().identity_fields(["id"]))?;
+//! let lock = accounts.insert("a1", &Account { id: "a1".into(), balance_cents: 500 })?;
+//! assert_eq!(lock, 1);
+//! assert_eq!(accounts.get("a1")?.map(|a| a.balance_cents), Some(500));
+//! assert!(accounts.update("a1", &Account { id: "a1".into(), balance_cents: 0 }, 7).is_err());
+//! # Ok(()) }
+//! ```
+
+use crate::catalog::{Catalog, TableDef};
+use crate::collection::layout::{self, CATALOG_PREFIX, CATALOG_SEQ_KEY, FIRST_COLLECTION_ID};
+use crate::collection::{
+    Collection, CollectionError, CollectionInner, CollectionOptions, WriteGuard,
+};
+use crate::payload::chain::{UpcastChain, Upcaster};
+use crate::validate::{validate_and_init, ValidationError};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::collections::HashSet;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, MutexGuard};
+use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
+
+/// How many times collection registration retries after losing a race.
+const MAX_REGISTER_ATTEMPTS: usize = 32;
+
+/// One recorded collection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CollectionInfo {
+    /// The name.
+    pub name: String,
+    /// The stable table id.
+    pub table_id: u16,
+}
+
+#[derive(Debug)]
+struct DbInner {
+    store: Store,
+    guards: Vec<Arc<dyn WriteGuard>>,
+    catalog: Mutex<Catalog>,
+    sweeping: Arc<Mutex<HashSet<String>>>,
+}
+
+/// A store plus the catalog of its collections (read from `__nx/catalog/`). Cheap to
+/// clone; clones share the catalog and the in-process sweep registry.
+#[derive(Debug, Clone)]
+pub struct Database {
+    inner: Arc<DbInner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn validation(e: ValidationError) -> CollectionError {
+    match e {
+        ValidationError::Store(source) => CollectionError::Store {
+            collection: String::new(),
+            source,
+        },
+        other => {
+            let collection = match &other {
+                ValidationError::Legacy { table }
+                | ValidationError::MigrationRequired { table, .. }
+                | ValidationError::Unsupported { table, .. }
+                | ValidationError::Corrupted { table, .. } => table.clone(),
+                _ => String::new(),
+            };
+            CollectionError::Validation {
+                collection,
+                source: other,
+            }
+        }
+    }
+}
+
+impl Database {
+    /// Opens a database over `store`: reads every collection recorded under
+    /// `__nx/catalog/` and validates each one's schema header with
+    /// [`validate_and_init`](crate::validate::validate_and_init) (nothing is written
+    /// unless all pass).
+    pub fn open(store: Store) -> Result<Self, CollectionError> {
+        Self::open_with_guards(store, Vec::new())
+    }
+
+    /// Like [`Database::open`], with write guards applied to every collection.
+    pub fn open_with_guards(
+        store: Store,
+        guards: Vec<Arc<dyn WriteGuard>>,
+    ) -> Result<Self, CollectionError> {
+        let catalog = read_catalog(&store)?;
+        validate_and_init(&store, &catalog).map_err(validation)?;
+        Ok(Database {
+            inner: Arc::new(DbInner {
+                store,
+                guards,
+                catalog: Mutex::new(catalog),
+                sweeping: Arc::new(Mutex::new(HashSet::new())),
+            }),
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The managed-table catalog of the collections known to this handle.
+    pub fn catalog(&self) -> Catalog {
+        lock(&self.inner.catalog).clone()
+    }
+
+    /// The collections recorded in the store (re-read), in name order.
+    pub fn collections(&self) -> Result<Vec<CollectionInfo>, CollectionError> {
+        let catalog = read_catalog(&self.inner.store)?;
+        Ok(catalog
+            .tables()
+            .iter()
+            .map(|t| CollectionInfo {
+                name: t.name().to_string(),
+                table_id: t.id(),
+            })
+            .collect())
+    }
+
+    /// True while a sweep of `collection` runs through this database (any clone) in this
+    /// process. Says nothing about other processes or other databases; the sweep's lease
+    /// covers those.
+    pub fn is_sweeping(&self, collection: &str) -> bool {
+        lock(&self.inner.sweeping).contains(collection)
+    }
+
+    /// Opens the collection `name` with `options`, creating and recording it (stable table
+    /// id, schema header) the first time. Validates the upcast chain (gap, duplicate,
+    /// step from below 1) and the collection's header.
+    pub fn collection<T: Serialize + DeserializeOwned>(
+        &self,
+        name: &str,
+        options: CollectionOptions,
+    ) -> Result<Collection<T>, CollectionError> {
+        layout::check_name(name)?;
+        let parts = options.into_parts();
+        let chain = UpcastChain::new(name, parts.steps)?;
+        let table_id = self.register(name)?;
+        let def = layout::table_def(name, table_id);
+        let single =
+            Catalog::new()
+                .with(def.clone())
+                .map_err(|e| CollectionError::InvalidName {
+                    collection: name.to_string(),
+                    reason: e.to_string(),
+                })?;
+        validate_and_init(&self.inner.store, &single).map_err(validation)?;
+        {
+            let mut catalog = lock(&self.inner.catalog);
+            if catalog.get(name).is_none() {
+                catalog.add(def).map_err(|e| CollectionError::InvalidName {
+                    collection: name.to_string(),
+                    reason: e.to_string(),
+                })?;
+            }
+        }
+        let mut guards = self.inner.guards.clone();
+        guards.extend(parts.guards);
+        Ok(Collection::from_inner(CollectionInner {
+            name: name.to_string(),
+            table_id,
+            prefix: layout::doc_prefix(name),
+            store: self.inner.store.clone(),
+            upcaster: Upcaster::new(chain, parts.protected, parts.version_field),
+            read_repair: parts.read_repair,
+            guards,
+            ahead_warned: AtomicBool::new(false),
+            sweeping: Arc::clone(&self.inner.sweeping),
+        }))
+    }
+
+    /// Reads the collection's table id, allocating and recording one the first time (the
+    /// first creator wins by `require_absent`; ids come from a compare-and-swap counter).
+    fn register(&self, name: &str) -> Result<u16, CollectionError> {
+        let store = &self.inner.store;
+        let key = layout::catalog_key(name);
+        let st = |e| CollectionError::store(name, e);
+        for _ in 0..MAX_REGISTER_ATTEMPTS {
+            if let Some(bytes) = store.get(&key).map_err(st)? {
+                return layout::decode_catalog_record(name, &bytes);
+            }
+            let seq = store.get(CATALOG_SEQ_KEY).map_err(st)?;
+            let next = match &seq {
+                None => FIRST_COLLECTION_ID,
+                Some(b) => layout::decode_seq(b)?
+                    .max(FIRST_COLLECTION_ID - 1)
+                    .checked_add(1)
+                    .ok_or_else(|| CollectionError::IdsExhausted {
+                        collection: name.to_string(),
+                    })?,
+            };
+            let batch = Batch::new()
+                .require(CATALOG_SEQ_KEY.to_vec(), seq)
+                .set(CATALOG_SEQ_KEY.to_vec(), next.to_be_bytes().to_vec())
+                .require_absent(key.clone())
+                .set(key.clone(), layout::encode_catalog_record(next).to_vec());
+            match store.apply(batch) {
+                Ok(()) => {
+                    tracing::info!(
+                        collection = name,
+                        table_id = next,
+                        "recorded new collection"
+                    );
+                    return Ok(next);
+                }
+                Err(e) if e.is_conflict() => continue,
+                Err(e) => return Err(st(e)),
+            }
+        }
+        Err(CollectionError::Store {
+            collection: name.to_string(),
+            source: strata_store::StoreError::InvalidArgument(
+                "collection registration kept losing races".into(),
+            ),
+        })
+    }
+}
+
+/// Reads every collection recorded under `__nx/catalog/` into a catalog of managed
+/// tables (what `strata status` and `strata verify` walk).
+pub fn read_catalog(store: &impl KvRead) -> Result<Catalog, CollectionError> {
+    let st = |e| CollectionError::store("", e);
+    let limits = ScanLimits::new(1024, 1 << 20).map_err(st)?;
+    let mut catalog = Catalog::new();
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let page = store
+            .scan(CATALOG_PREFIX, after.as_deref(), limits)
+            .map_err(st)?;
+        for rec in &page.records {
+            let name_bytes = &rec.key[CATALOG_PREFIX.len()..];
+            let name =
+                std::str::from_utf8(name_bytes).map_err(|_| CollectionError::CorruptCatalog {
+                    collection: strata_store::escape_key(name_bytes),
+                    key: rec.key.clone(),
+                    reason: "the collection name is not UTF-8".into(),
+                })?;
+            let id = layout::decode_catalog_record(name, &rec.value)?;
+            let def: TableDef = layout::table_def(name, id);
+            catalog
+                .add(def)
+                .map_err(|e| CollectionError::CorruptCatalog {
+                    collection: name.to_string(),
+                    key: rec.key.clone(),
+                    reason: e.to_string(),
+                })?;
+        }
+        if !page.more {
+            break;
+        }
+        after = page.cursor().map(<[u8]>::to_vec);
+    }
+    Ok(catalog)
+}

@@ -1,0 +1,381 @@
+//! Upcast chains: pure steps over the raw JSON object, declared per collection in code.
+
+use crate::collection::CollectionError;
+use serde_json::{Map, Value};
+use std::fmt;
+use std::sync::Arc;
+
+/// The first payload version: a chain starts here, and a stored version below it is
+/// refused.
+pub const INITIAL_PAYLOAD_VERSION: i32 = 1;
+
+/// The JSON object a step mutates in place.
+pub type JsonObject = Map<String, Value>;
+
+/// When a step runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Mode {
+    /// Only when a stale document is read (the default).
+    #[default]
+    Lazy,
+    /// On read, and the collection becomes sweepable: [`Collection::sweep`](crate::collection::Collection::sweep)
+    /// rewrites every stale document in bulk.
+    Eager,
+}
+
+/// The error an upcast step returns; it fails that one read and leaves the stored document
+/// unchanged.
+#[derive(Debug)]
+pub struct StepError {
+    message: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl StepError {
+    /// A step error with a lowercase message.
+    pub fn new(message: impl Into<String>) -> Self {
+        StepError {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A step error caused by another error.
+    pub fn with_source(
+        message: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        StepError {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for StepError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for StepError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// The function of a step: mutate the object in place from `from` to `from + 1`.
+pub type StepFn = Arc<dyn Fn(&mut JsonObject) -> Result<(), StepError> + Send + Sync>;
+
+/// One upcast step `from → from + 1`.
+#[derive(Clone)]
+pub struct Step {
+    from: i32,
+    mode: Mode,
+    func: StepFn,
+}
+
+impl fmt::Debug for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Step")
+            .field("from", &self.from)
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Step {
+    /// A step upcasting from `from` to `from + 1`.
+    pub fn new(
+        from: i32,
+        mode: Mode,
+        func: impl Fn(&mut JsonObject) -> Result<(), StepError> + Send + Sync + 'static,
+    ) -> Self {
+        Step {
+            from,
+            mode,
+            func: Arc::new(func),
+        }
+    }
+
+    /// The version this step reads.
+    pub fn from(&self) -> i32 {
+        self.from
+    }
+
+    /// The version this step produces (`from + 1`).
+    pub fn to(&self) -> i32 {
+        self.from.saturating_add(1)
+    }
+
+    /// Lazy or eager.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Runs the bare step function (no protection; the engine wraps it).
+    pub fn run(&self, obj: &mut JsonObject) -> Result<(), StepError> {
+        (self.func)(obj)
+    }
+}
+
+/// A validated, contiguous chain of steps starting at [`INITIAL_PAYLOAD_VERSION`].
+/// Cloning is cheap and shares the steps.
+#[derive(Debug, Clone, Default)]
+pub struct UpcastChain {
+    steps: Arc<[Step]>,
+}
+
+impl UpcastChain {
+    /// Validates `steps` (in any order) for `collection`: a step from below 1 is
+    /// [`CollectionError::ChainBelowInitial`], two steps from one version
+    /// [`CollectionError::ChainDuplicate`], a missing version [`CollectionError::ChainGap`].
+    ///
+    /// ```
+    /// use strata::payload::{Mode, Step, UpcastChain};
+    /// let chain = UpcastChain::new("accounts", vec![
+    ///     Step::new(2, Mode::Eager, |_| Ok(())),
+    ///     Step::new(1, Mode::Lazy, |_| Ok(())),
+    /// ])?;
+    /// assert_eq!(chain.current_version(), 3);
+    /// assert_eq!(chain.eager_target_version(), Some(3));
+    /// let gap = UpcastChain::new("accounts", vec![
+    ///     Step::new(1, Mode::Lazy, |_| Ok(())),
+    ///     Step::new(3, Mode::Lazy, |_| Ok(())),
+    /// ]);
+    /// assert!(gap.is_err());
+    /// # Ok::<(), strata::collection::CollectionError>(())
+    /// ```
+    pub fn new(collection: &str, mut steps: Vec<Step>) -> Result<Self, CollectionError> {
+        if let Some(s) = steps.iter().find(|s| s.from < INITIAL_PAYLOAD_VERSION) {
+            return Err(CollectionError::ChainBelowInitial {
+                collection: collection.to_string(),
+                from: s.from,
+            });
+        }
+        steps.sort_by_key(|s| s.from);
+        for pair in steps.windows(2) {
+            if pair[0].from == pair[1].from {
+                return Err(CollectionError::ChainDuplicate {
+                    collection: collection.to_string(),
+                    from: pair[0].from,
+                });
+            }
+        }
+        let mut expected = INITIAL_PAYLOAD_VERSION;
+        for s in &steps {
+            if s.from != expected {
+                return Err(CollectionError::ChainGap {
+                    collection: collection.to_string(),
+                    expected,
+                    found: s.from,
+                });
+            }
+            expected = expected.saturating_add(1);
+        }
+        Ok(UpcastChain {
+            steps: steps.into(),
+        })
+    }
+
+    /// The newest payload version this build knows: 1 + the number of steps.
+    pub fn current_version(&self) -> i32 {
+        self.steps
+            .last()
+            .map_or(INITIAL_PAYLOAD_VERSION, |s| s.to())
+    }
+
+    /// True when at least one step is declared.
+    pub fn has_chain(&self) -> bool {
+        !self.steps.is_empty()
+    }
+
+    /// The version the eager sweep must bring every document to: the `to` of the highest
+    /// eager step (`None` without an eager step). Because a decoded document always reaches
+    /// [`UpcastChain::current_version`] in one pass, the sweep actually runs every pending
+    /// step — the eager cascade.
+    pub fn eager_target_version(&self) -> Option<i32> {
+        self.steps
+            .iter()
+            .rev()
+            .find(|s| s.mode == Mode::Eager)
+            .map(Step::to)
+    }
+
+    /// An immutable snapshot of the steps, ordered by `from`.
+    pub fn steps(&self) -> Arc<[Step]> {
+        Arc::clone(&self.steps)
+    }
+
+    /// The step upcasting from `from`, if declared.
+    pub fn step_from(&self, from: i32) -> Option<&Step> {
+        let idx = usize::try_from(from.checked_sub(INITIAL_PAYLOAD_VERSION)?).ok()?;
+        self.steps.get(idx)
+    }
+}
+
+/// The chain plus the fields the engine protects: what the read path and the sweep run.
+#[derive(Debug, Clone, Default)]
+pub struct Upcaster {
+    chain: UpcastChain,
+    protected: Arc<[String]>,
+    version_field: Option<Arc<str>>,
+}
+
+/// Why an upcast failed (without collection or key; the caller adds them).
+#[derive(Debug)]
+pub enum UpcastFailure {
+    /// The stored version is below 1.
+    InvalidVersion {
+        /// The version found.
+        found: i32,
+    },
+    /// A step returned an error.
+    Step {
+        /// The failing step's `from`.
+        from: i32,
+        /// The step's error.
+        source: StepError,
+    },
+}
+
+impl Upcaster {
+    /// An upcaster over `chain` protecting `protected` fields, and re-stamping
+    /// `version_field` (when given) into the object before every step and after the last.
+    pub fn new(chain: UpcastChain, protected: Vec<String>, version_field: Option<String>) -> Self {
+        Upcaster {
+            chain,
+            protected: protected.into(),
+            version_field: version_field.map(Into::into),
+        }
+    }
+
+    /// The chain.
+    pub fn chain(&self) -> &UpcastChain {
+        &self.chain
+    }
+
+    /// The protected field names (identity fields and the lock field).
+    pub fn protected_fields(&self) -> &[String] {
+        &self.protected
+    }
+
+    /// The field the payload version is stamped into, if configured.
+    pub fn version_field(&self) -> Option<&str> {
+        self.version_field.as_deref()
+    }
+
+    /// True when a document stored at `version` needs steps to reach the current version.
+    pub fn is_behind(&self, version: i32) -> bool {
+        version < self.chain.current_version()
+    }
+
+    /// True when a document stored at `version` was written by a newer build.
+    pub fn is_ahead(&self, version: i32) -> bool {
+        version > self.chain.current_version()
+    }
+
+    /// Runs every pending step on `obj`, stored at `stored`, and returns the version
+    /// reached. A document at or above the current version is not touched. Before each
+    /// step the protected fields are snapshotted and the version field is stamped with the
+    /// step's `from`; after it the protected fields are restored exactly (absent stays
+    /// absent, null stays null). After the last step the version field holds the version
+    /// reached.
+    pub fn upcast(&self, obj: &mut JsonObject, stored: i32) -> Result<i32, UpcastFailure> {
+        if stored < INITIAL_PAYLOAD_VERSION {
+            return Err(UpcastFailure::InvalidVersion { found: stored });
+        }
+        let current = self.chain.current_version();
+        let mut version = stored;
+        while version < current {
+            let Some(step) = self.chain.step_from(version) else {
+                break; // unreachable for a validated chain
+            };
+            if let Some(f) = &self.version_field {
+                obj.insert(f.to_string(), Value::from(version));
+            }
+            let snapshot: Vec<Option<Value>> =
+                self.protected.iter().map(|f| obj.get(f).cloned()).collect();
+            step.run(obj).map_err(|source| UpcastFailure::Step {
+                from: version,
+                source,
+            })?;
+            for (name, saved) in self.protected.iter().zip(snapshot) {
+                match saved {
+                    Some(v) => {
+                        obj.insert(name.clone(), v);
+                    }
+                    None => {
+                        obj.remove(name);
+                    }
+                }
+            }
+            version = step.to();
+        }
+        if version != stored {
+            if let Some(f) = &self.version_field {
+                obj.insert(f.to_string(), Value::from(version));
+            }
+        }
+        Ok(version)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn noop(from: i32, mode: Mode) -> Step {
+        Step::new(from, mode, |_| Ok(()))
+    }
+
+    #[test]
+    fn empty_chain_is_version_one() {
+        let c = UpcastChain::new("c", vec![]).unwrap();
+        assert_eq!(c.current_version(), 1);
+        assert!(!c.has_chain());
+        assert_eq!(c.eager_target_version(), None);
+        assert!(c.steps().is_empty());
+    }
+
+    #[test]
+    fn eager_target_is_highest_eager_step() {
+        let c = UpcastChain::new(
+            "c",
+            vec![
+                noop(1, Mode::Lazy),
+                noop(2, Mode::Eager),
+                noop(3, Mode::Lazy),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.current_version(), 4);
+        assert_eq!(c.eager_target_version(), Some(3));
+    }
+
+    #[test]
+    fn upcast_restores_absent_and_null_protected_fields() {
+        let chain = UpcastChain::new(
+            "c",
+            vec![Step::new(1, Mode::Lazy, |o| {
+                o.insert("id".into(), json!("hijacked"));
+                o.insert("lock".into(), json!(99));
+                o.insert("x".into(), json!(1));
+                Ok(())
+            })],
+        )
+        .unwrap();
+        let up = Upcaster::new(chain, vec!["id".into(), "lock".into()], None);
+        let mut obj = json!({"lock": null}).as_object().cloned().unwrap();
+        assert_eq!(up.upcast(&mut obj, 1).unwrap(), 2);
+        assert_eq!(obj, *json!({"lock": null, "x": 1}).as_object().unwrap());
+    }
+}

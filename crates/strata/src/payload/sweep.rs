@@ -1,0 +1,753 @@
+//! The eager sweep: rewrite every stale document of a collection in bulk, on the
+//! [bulk pass](crate::pass).
+//!
+//! The sweep is not a second migration engine: each document goes through the same
+//! read path as a `get` (envelope → chain → bind check) and the upcast tree is written
+//! back **update-only** (a compare-and-swap against the bytes that were read, so a document
+//! deleted or changed meanwhile is never resurrected nor overwritten; it counts as a
+//! conflict and the batch is retried on fresh data).
+//!
+//! Single runner: the marker at `__nx/sweep/<collection>` is also a lease. A sweep claims
+//! it by compare-and-swap, and every batch renews it in the same atomic batch that writes
+//! the documents and advances the cursor (the pass's checkpoint *is* the marker). A batch
+//! that finds the marker changed means another instance took the lease over: the sweep
+//! stops with "lease lost". An aborted or killed sweep resumes after its cursor.
+//!
+//! The marker is a hint: per-document payload versions stay the truth, and the lazy read
+//! path never consults it. Its only use is to let a completed sweep skip the scan.
+
+use crate::clock::{SharedClock, SystemClock};
+use crate::collection::layout::sweep_key;
+use crate::collection::{Collection, CollectionError, Decoded};
+use crate::pass::{
+    BatchInfo, CheckpointCodec, HookError, Pass, PassError, PassLimits, RecordError, RecordRef,
+};
+use crate::payload::envelope::{self, Envelope};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use strata_store::{Batch, KvRead, KvWrite, Mutation, Precondition, StoreError};
+
+/// Default rows per batch.
+pub const DEFAULT_BATCH_SIZE: usize = 256;
+/// Default lease duration.
+pub const DEFAULT_LEASE_MS: u64 = 60_000;
+/// Default minimum spacing between progress lines.
+pub const DEFAULT_PROGRESS_LOG_MS: u64 = 5_000;
+/// Default byte budget of one batch (rows read + rows written).
+pub const DEFAULT_MAX_BYTES: usize = 16 << 20;
+/// Consecutive batch conflicts tolerated before the sweep gives up for this run.
+const MAX_CONFLICT_RETRIES: u64 = 1_000;
+
+type AbortCheck = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// Knobs of a sweep; every default suits an unattended boot sweep.
+#[derive(Clone)]
+pub struct SweepOptions {
+    runner_id: String,
+    batch_size: usize,
+    max_bytes: usize,
+    abort: Option<AbortCheck>,
+    lease_ms: u64,
+    progress_log_ms: u64,
+    clock: SharedClock,
+}
+
+impl fmt::Debug for SweepOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SweepOptions")
+            .field("runner_id", &self.runner_id)
+            .field("batch_size", &self.batch_size)
+            .field("max_bytes", &self.max_bytes)
+            .field("abort", &self.abort.is_some())
+            .field("lease_ms", &self.lease_ms)
+            .field("progress_log_ms", &self.progress_log_ms)
+            .field("clock", &self.clock)
+            .finish()
+    }
+}
+
+impl Default for SweepOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn random_runner_id() -> String {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{:x}-{:x}-{:x}",
+        std::process::id(),
+        nanos,
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+impl SweepOptions {
+    /// Defaults: a fresh runner id, batches of 256, 16 MiB byte budget, never aborts, 60 s
+    /// lease, a progress line at most every 5 s, the system clock.
+    pub fn new() -> Self {
+        SweepOptions {
+            runner_id: random_runner_id(),
+            batch_size: DEFAULT_BATCH_SIZE,
+            max_bytes: DEFAULT_MAX_BYTES,
+            abort: None,
+            lease_ms: DEFAULT_LEASE_MS,
+            progress_log_ms: DEFAULT_PROGRESS_LOG_MS,
+            clock: SystemClock::shared(),
+        }
+    }
+
+    /// Identifies this instance, so a lease tells "mine, resume it" from "someone else's".
+    pub fn runner_id(mut self, id: impl Into<String>) -> Self {
+        self.runner_id = id.into();
+        self
+    }
+
+    /// Rows per batch; also the lease-renewal and abort-poll granularity (clamped to ≥ 1).
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.batch_size = n.max(1);
+        self
+    }
+
+    /// Byte budget of one batch (clamped to ≥ 1).
+    pub fn max_bytes(mut self, n: usize) -> Self {
+        self.max_bytes = n.max(1);
+        self
+    }
+
+    /// Polled at every batch boundary; `true` stops the sweep, releasing the lease and
+    /// leaving it resumable.
+    pub fn abort_check(mut self, check: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        self.abort = Some(Arc::new(check));
+        self
+    }
+
+    /// How long a claimed lease survives without a renewal.
+    pub fn lease_ms(mut self, ms: u64) -> Self {
+        self.lease_ms = ms;
+        self
+    }
+
+    /// Minimum spacing between "still going" progress lines (tracing, info level).
+    pub fn progress_log_ms(mut self, ms: u64) -> Self {
+        self.progress_log_ms = ms;
+        self
+    }
+
+    /// The clock lease expiry is computed with.
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The runner id.
+    pub fn get_runner_id(&self) -> &str {
+        &self.runner_id
+    }
+
+    /// The batch size.
+    pub fn get_batch_size(&self) -> usize {
+        self.batch_size
+    }
+
+    /// The lease duration.
+    pub fn get_lease_ms(&self) -> u64 {
+        self.lease_ms
+    }
+}
+
+/// Row counters of a sweep.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepCounters {
+    /// Rows read.
+    pub scanned: u64,
+    /// Stale rows rewritten at the current version.
+    pub rewritten: u64,
+    /// Batches a concurrent write beat the sweep to (they were retried on fresh data).
+    pub conflicted: u64,
+    /// Rows written by a newer build, left alone.
+    pub skipped_ahead: u64,
+    /// Rows that could not be read (invalid version, failing step, no bind); they block
+    /// completion.
+    pub failed: u64,
+}
+
+impl SweepCounters {
+    fn add(&mut self, o: &SweepCounters) {
+        self.scanned += o.scanned;
+        self.rewritten += o.rewritten;
+        self.conflicted += o.conflicted;
+        self.skipped_ahead += o.skipped_ahead;
+        self.failed += o.failed;
+    }
+}
+
+/// The sweep marker stored (as JSON) at `__nx/sweep/<collection>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepMarker {
+    /// Marker format (1).
+    pub format: u8,
+    /// The highest target version a sweep completed (0: none).
+    pub completed: i32,
+    /// The target version of the sweep in progress, if any.
+    pub in_progress: Option<i32>,
+    /// The runner holding (or last holding) the in-progress lease.
+    pub runner: Option<String>,
+    /// When the lease expires, in clock milliseconds (0: released).
+    pub lease_expires_ms: u64,
+    /// The last processed full key of the in-progress sweep, hex-encoded.
+    pub cursor_hex: Option<String>,
+    /// Counters of the in-progress sweep (cumulative over its resumed runs), or of the
+    /// last finished one.
+    pub counters: SweepCounters,
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+fn from_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect()
+}
+
+impl SweepMarker {
+    /// The JSON bytes stored.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Decodes stored bytes.
+    pub fn decode(collection: &str, bytes: &[u8]) -> Result<Self, CollectionError> {
+        let m: SweepMarker =
+            serde_json::from_slice(bytes).map_err(|e| CollectionError::CorruptMarker {
+                collection: collection.to_string(),
+                reason: e.to_string(),
+            })?;
+        if m.format != 1 {
+            return Err(CollectionError::CorruptMarker {
+                collection: collection.to_string(),
+                reason: format!("unknown marker format {}", m.format),
+            });
+        }
+        if let Some(c) = &m.cursor_hex {
+            if from_hex(c).is_none() {
+                return Err(CollectionError::CorruptMarker {
+                    collection: collection.to_string(),
+                    reason: "the cursor is not valid hex".into(),
+                });
+            }
+        }
+        Ok(m)
+    }
+
+    /// The cursor (last processed full key) of the in-progress sweep.
+    pub fn cursor(&self) -> Option<Vec<u8>> {
+        self.cursor_hex.as_deref().and_then(from_hex)
+    }
+
+    /// True when another runner holds a lease that has not expired at `now_ms`.
+    pub fn held_by_other(&self, runner: &str, now_ms: u64) -> bool {
+        self.in_progress.is_some()
+            && self.lease_expires_ms > now_ms
+            && self.runner.as_deref() != Some(runner)
+    }
+}
+
+/// Why a sweep ended as it did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SweepNote {
+    /// The collection declares no eager step: nothing to do, no marker written.
+    NoEagerStep,
+    /// The marker says a sweep to this version already completed: no scan.
+    AlreadyAt(i32),
+    /// Another instance holds a live lease.
+    Contended,
+    /// The lease compare-and-swap lost a race.
+    LeaseNotClaimed,
+    /// The abort check stopped the sweep; the lease was released and the cursor kept.
+    Aborted,
+    /// Another instance took the lease over mid-sweep.
+    LeaseLost,
+    /// Every row was scanned and none failed: the marker advanced.
+    Complete,
+    /// Every row was scanned but some failed: the marker did not advance.
+    Incomplete,
+}
+
+impl fmt::Display for SweepNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SweepNote::NoEagerStep => f.write_str("no eager step"),
+            SweepNote::AlreadyAt(v) => write!(f, "already at v{v}"),
+            SweepNote::Contended => f.write_str("contended (live lease held by another instance)"),
+            SweepNote::LeaseNotClaimed => f.write_str("lease not claimed"),
+            SweepNote::Aborted => f.write_str("aborted"),
+            SweepNote::LeaseLost => f.write_str("lease lost"),
+            SweepNote::Complete => f.write_str("complete"),
+            SweepNote::Incomplete => f.write_str("incomplete"),
+        }
+    }
+}
+
+/// What one sweep run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepReport {
+    /// The collection.
+    pub collection: String,
+    /// The eager target version (`None`: no eager step).
+    pub target_version: Option<i32>,
+    /// The version stale rows were rewritten at (this build's current version).
+    pub current_version: i32,
+    /// Counters of this run.
+    pub counters: SweepCounters,
+    /// True when this run advanced the marker's completed version.
+    pub marker_advanced: bool,
+    /// The cursor this run resumed after (`None`: from the beginning).
+    pub resumed_from: Option<Vec<u8>>,
+    /// Why the run ended.
+    pub note: SweepNote,
+}
+
+impl SweepReport {
+    /// Rows read.
+    pub fn scanned(&self) -> u64 {
+        self.counters.scanned
+    }
+    /// Rows rewritten.
+    pub fn rewritten(&self) -> u64 {
+        self.counters.rewritten
+    }
+    /// Batches retried after a concurrent write.
+    pub fn conflicted(&self) -> u64 {
+        self.counters.conflicted
+    }
+    /// Rows left alone because a newer build wrote them.
+    pub fn skipped_ahead(&self) -> u64 {
+        self.counters.skipped_ahead
+    }
+    /// Rows that could not be read.
+    pub fn failed(&self) -> u64 {
+        self.counters.failed
+    }
+}
+
+/// State shared between the processor, the checkpoint codec and the hooks of one run.
+struct RunShared {
+    marker: SweepMarker,
+    /// Counters committed (marker) before this run + by this run.
+    committed: SweepCounters,
+    /// Counters of this run that were committed.
+    run: SweepCounters,
+    /// Counters of the batch being built.
+    pending: SweepCounters,
+    /// (key, bytes read) of every row rewritten in the batch being built.
+    expected: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Set when the marker turned out to belong to another runner.
+    lease_lost: bool,
+}
+
+struct Shared {
+    state: Mutex<RunShared>,
+    key: Vec<u8>,
+    clock: SharedClock,
+    lease_ms: u64,
+    target: i32,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, RunShared> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The pass checkpoint of a sweep: the marker itself. Encoding a cursor renews the lease.
+struct MarkerCodec<'a>(&'a Shared);
+
+impl CheckpointCodec for MarkerCodec<'_> {
+    fn key(&self) -> &[u8] {
+        &self.0.key
+    }
+
+    fn encode(&self, cursor: &[u8]) -> Vec<u8> {
+        let g = self.0.lock();
+        let mut m = g.marker.clone();
+        m.in_progress = Some(self.0.target);
+        m.cursor_hex = (!cursor.is_empty()).then(|| to_hex(cursor));
+        m.lease_expires_ms = self.0.clock.now_ms().saturating_add(self.0.lease_ms);
+        let mut c = g.committed;
+        c.add(&g.pending);
+        m.counters = c;
+        m.encode()
+    }
+
+    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String> {
+        let m = SweepMarker::decode("", value).map_err(|e| e.to_string())?;
+        let mut g = self.0.lock();
+        if m.runner != g.marker.runner || m.in_progress != Some(self.0.target) {
+            g.lease_lost = true;
+            return Err("the sweep lease was taken over by another instance".into());
+        }
+        Ok(m.cursor().unwrap_or_default())
+    }
+
+    fn finished(&self) -> Option<Vec<u8>> {
+        let g = self.0.lock();
+        let mut total = g.committed;
+        total.add(&g.pending);
+        let mut m = g.marker.clone();
+        if total.failed == 0 {
+            m.completed = m.completed.max(self.0.target);
+        }
+        m.in_progress = None;
+        m.lease_expires_ms = 0;
+        m.cursor_hex = None;
+        m.counters = total;
+        Some(m.encode())
+    }
+}
+
+/// Removes the collection from the in-process "sweeping" set when the sweep ends.
+struct SweepingGuard<'a> {
+    set: &'a Mutex<std::collections::HashSet<String>>,
+    name: String,
+}
+
+impl Drop for SweepingGuard<'_> {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.name);
+    }
+}
+
+enum Outcome {
+    Finished { complete: bool },
+    LeaseLost,
+    Failed(CollectionError),
+}
+
+impl<T: Serialize + DeserializeOwned> Collection<T> {
+    /// Runs the eager sweep (see the [module docs](crate::payload::sweep)).
+    ///
+    /// Returns a report whose [`SweepNote`] says how it ended; errors only for store
+    /// failures, a refusing write guard, a corrupt marker, or a pass failure (rerun to
+    /// resume).
+    pub fn sweep(&self, options: SweepOptions) -> Result<SweepReport, CollectionError> {
+        let name = self.name().to_string();
+        let current = self.current_version();
+        let mut report = SweepReport {
+            collection: name.clone(),
+            target_version: self.eager_target_version(),
+            current_version: current,
+            counters: SweepCounters::default(),
+            marker_advanced: false,
+            resumed_from: None,
+            note: SweepNote::NoEagerStep,
+        };
+        let Some(target) = report.target_version else {
+            return Ok(report);
+        };
+        let store = self.store();
+        let st = |e| CollectionError::store(&name, e);
+        let key = sweep_key(&name);
+        let stored = store.get(&key).map_err(st)?;
+        let marker = match &stored {
+            Some(b) => SweepMarker::decode(&name, b)?,
+            None => SweepMarker {
+                format: 1,
+                ..SweepMarker::default()
+            },
+        };
+        if marker.completed >= target && marker.in_progress.is_none() {
+            report.note = SweepNote::AlreadyAt(target);
+            return Ok(report);
+        }
+        let now = options.clock.now_ms();
+        if marker.held_by_other(&options.runner_id, now) {
+            report.note = SweepNote::Contended;
+            return Ok(report);
+        }
+        self.check_guards()?;
+        // Claim: the same target resumes its cursor and counters; another target restarts.
+        let mut claimed = marker.clone();
+        if claimed.in_progress != Some(target) {
+            claimed.cursor_hex = None;
+            claimed.counters = SweepCounters::default();
+        }
+        claimed.in_progress = Some(target);
+        claimed.runner = Some(options.runner_id.clone());
+        claimed.lease_expires_ms = now.saturating_add(options.lease_ms);
+        let claim = Batch::new()
+            .require(key.clone(), stored)
+            .set(key.clone(), claimed.encode());
+        match store.apply(claim) {
+            Ok(()) => {}
+            Err(e) if e.is_conflict() => {
+                report.note = SweepNote::LeaseNotClaimed;
+                return Ok(report);
+            }
+            Err(e) => return Err(st(e)),
+        }
+        report.resumed_from = claimed.cursor();
+        let _sweeping = {
+            let set = &self.inner.sweeping;
+            set.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name.clone());
+            SweepingGuard {
+                set,
+                name: name.clone(),
+            }
+        };
+        tracing::info!(collection = %name, target, current, runner = %options.runner_id, resumed = report.resumed_from.is_some(), "sweep started");
+        let shared = Shared {
+            state: Mutex::new(RunShared {
+                committed: claimed.counters,
+                marker: claimed,
+                run: SweepCounters::default(),
+                pending: SweepCounters::default(),
+                expected: Vec::new(),
+                lease_lost: false,
+            }),
+            key: key.clone(),
+            clock: Arc::clone(&options.clock),
+            lease_ms: options.lease_ms,
+            target,
+        };
+        let limits = PassLimits::new(options.batch_size, options.max_bytes).map_err(|e| {
+            CollectionError::Sweep {
+                collection: name.clone(),
+                reason: e.to_string(),
+                source: None,
+            }
+        })?;
+        let mut conflicts_in_a_row = 0u64;
+        let outcome = loop {
+            let result = self.run_pass(&shared, limits, &options);
+            let mut g = shared.lock();
+            g.pending = SweepCounters::default();
+            g.expected.clear();
+            match result {
+                Ok(()) => {
+                    break Outcome::Finished {
+                        complete: g.committed.failed == 0,
+                    }
+                }
+                Err(PassError::Store {
+                    source: StoreError::Conflict { key: k, .. },
+                    ..
+                }) if k != key => {
+                    // A row changed or vanished between read and write: retry the batch on
+                    // fresh data (a deleted row is not scanned again, so never resurrected).
+                    g.run.conflicted += 1;
+                    g.committed.conflicted += 1;
+                    conflicts_in_a_row += 1;
+                    if conflicts_in_a_row > MAX_CONFLICT_RETRIES {
+                        break Outcome::Failed(CollectionError::Sweep {
+                            collection: name.clone(),
+                            reason: "concurrent writes kept conflicting with the sweep".into(),
+                            source: None,
+                        });
+                    }
+                }
+                Err(PassError::Store {
+                    source: StoreError::Conflict { .. },
+                    ..
+                }) => break Outcome::LeaseLost,
+                Err(PassError::CorruptCheckpoint { .. }) if g.lease_lost => {
+                    break Outcome::LeaseLost
+                }
+                Err(PassError::Hook { source, .. }) => {
+                    break Outcome::Failed(CollectionError::Guard {
+                        collection: name.clone(),
+                        source,
+                    });
+                }
+                Err(PassError::Aborted { .. }) => {
+                    let run = g.run;
+                    drop(g);
+                    self.release_lease(&shared, &options)?;
+                    report.counters = run;
+                    report.note = SweepNote::Aborted;
+                    tracing::info!(collection = %name, "sweep aborted; lease released, rerun to resume");
+                    return Ok(report);
+                }
+                Err(e) => {
+                    break Outcome::Failed(CollectionError::Sweep {
+                        collection: name.clone(),
+                        reason: e.to_string(),
+                        source: Some(Box::new(e)),
+                    })
+                }
+            }
+        };
+        report.counters = shared.lock().run;
+        match outcome {
+            Outcome::Finished { complete: true } => {
+                report.note = SweepNote::Complete;
+                report.marker_advanced = true;
+            }
+            Outcome::Finished { complete: false } => report.note = SweepNote::Incomplete,
+            Outcome::LeaseLost => report.note = SweepNote::LeaseLost,
+            Outcome::Failed(e) => {
+                // Leave the lease to expire only if we cannot release it cleanly.
+                let _ = self.release_lease(&shared, &options);
+                return Err(e);
+            }
+        }
+        tracing::info!(collection = %name, note = %report.note, scanned = report.counters.scanned, rewritten = report.counters.rewritten, conflicted = report.counters.conflicted, failed = report.counters.failed, "sweep finished");
+        Ok(report)
+    }
+
+    /// One run of the bulk pass from the marker's cursor to the end of the collection.
+    fn run_pass(
+        &self,
+        shared: &Shared,
+        limits: PassLimits,
+        options: &SweepOptions,
+    ) -> Result<(), PassError> {
+        let name = self.name();
+        let abort = options.abort.clone();
+        let started = Instant::now();
+        let mut last_log = Instant::now();
+        let spacing = Duration::from_millis(options.progress_log_ms);
+        let prefix_len = self.inner.prefix.len();
+        let processor = |r: &RecordRef<'_>, out: &mut Vec<Mutation>| -> Result<(), RecordError> {
+            let mut g = shared.lock();
+            g.pending.scanned += 1;
+            let id_bytes = &r.key[prefix_len.min(r.key.len())..];
+            let Ok(id) = std::str::from_utf8(id_bytes) else {
+                g.pending.failed += 1;
+                tracing::warn!(collection = %name, key = %strata_store::escape_key(r.key), "sweep: document key is not UTF-8; row left as is");
+                return Ok(());
+            };
+            match self.sweep_row(id, r.value) {
+                Ok(RowAction::Keep) => {}
+                Ok(RowAction::Ahead) => g.pending.skipped_ahead += 1,
+                Ok(RowAction::Rewrite(value)) => {
+                    g.pending.rewritten += 1;
+                    g.expected.push((r.key.to_vec(), r.value.to_vec()));
+                    out.push(r.replace(value));
+                }
+                Err(e) => {
+                    g.pending.failed += 1;
+                    tracing::warn!(collection = %name, error = %e, "sweep: row cannot be upcast; it blocks completion");
+                }
+            }
+            Ok(())
+        };
+        let codec = MarkerCodec(shared);
+        Pass::new(name, self.inner.prefix.clone(), codec)
+            .limits(limits)
+            .abort_when(move || abort.as_ref().is_some_and(|a| a()))
+            .on_batch(|batch: &mut Batch, _info: &BatchInfo<'_>| -> Result<(), HookError> {
+                self.check_guards().map_err(|e| match e {
+                    CollectionError::Guard { source, .. } => source,
+                    other => Box::new(other) as HookError,
+                })?;
+                let mut g = shared.lock();
+                for (k, v) in g.expected.drain(..) {
+                    batch.push_precondition(Precondition::Equals { key: k, value: v });
+                }
+                Ok(())
+            })
+            .on_progress(|p| {
+                let mut g = shared.lock();
+                let pending = std::mem::take(&mut g.pending);
+                g.committed.add(&pending);
+                g.run.add(&pending);
+                if last_log.elapsed() >= spacing || p.done {
+                    last_log = Instant::now();
+                    tracing::info!(collection = %name, scanned = g.run.scanned, rewritten = g.run.rewritten, elapsed_ms = started.elapsed().as_millis() as u64, done = p.done, "sweep progress");
+                }
+            })
+            .run(self.store(), processor)
+            .map(|_| ())
+    }
+
+    /// Decides what the sweep does with one stored row.
+    fn sweep_row(&self, id: &str, bytes: &[u8]) -> Result<RowAction, CollectionError> {
+        match self.decode_stored(id, bytes)? {
+            Decoded::Direct(env) => {
+                if self.upcaster().is_ahead(env.payload_version) {
+                    Ok(RowAction::Ahead)
+                } else {
+                    Ok(RowAction::Keep)
+                }
+            }
+            Decoded::Upcast { env, obj, version } => {
+                let tree = serde_json::Value::Object(obj);
+                T::deserialize(&tree).map_err(|e| CollectionError::Bind {
+                    collection: self.name().to_string(),
+                    key: id.to_string(),
+                    stored: env.payload_version,
+                    version,
+                    source: e,
+                })?;
+                let json = serde_json::to_vec(&tree).map_err(|e| CollectionError::Encode {
+                    collection: self.name().to_string(),
+                    key: id.to_string(),
+                    reason: e.to_string(),
+                })?;
+                Ok(RowAction::Rewrite(envelope::encode(
+                    Envelope::new(version, env.lock_version),
+                    &json,
+                )))
+            }
+        }
+    }
+
+    /// Releases this runner's lease (expiry 0), keeping the cursor so the next run
+    /// resumes. Does nothing when the marker is no longer ours.
+    fn release_lease(
+        &self,
+        shared: &Shared,
+        options: &SweepOptions,
+    ) -> Result<(), CollectionError> {
+        let name = self.name();
+        let st = |e| CollectionError::store(name, e);
+        let Some(bytes) = self.store().get(&shared.key).map_err(st)? else {
+            return Ok(());
+        };
+        let mut m = SweepMarker::decode(name, &bytes)?;
+        if m.runner.as_deref() != Some(options.runner_id.as_str()) {
+            return Ok(());
+        }
+        m.lease_expires_ms = 0;
+        let batch = Batch::new()
+            .require_eq(shared.key.clone(), bytes)
+            .set(shared.key.clone(), m.encode());
+        match self.store().apply(batch) {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_conflict() => Ok(()),
+            Err(e) => Err(st(e)),
+        }
+    }
+}
+
+enum RowAction {
+    Keep,
+    Ahead,
+    Rewrite(Vec<u8>),
+}
