@@ -165,9 +165,11 @@ impl PersistedSchema {
         };
         match record.get("format").and_then(Value::as_u64) {
             Some(PERSISTED_SCHEMA_FORMAT) => {}
-            Some(other) => return Err(corrupted(format!(
+            Some(other) => {
+                return Err(corrupted(format!(
                 "unknown record format {other} (this build reads format {PERSISTED_SCHEMA_FORMAT})"
-            ))),
+            )))
+            }
             None => return Err(corrupted("the `format` field is missing".into())),
         }
         let hash = match record.remove("hash") {

@@ -54,7 +54,8 @@ pub(crate) struct Engine<'a> {
     old_root: &'a Value,
     new_root: &'a Value,
     opts: DiffOptions,
-    stack: Vec<(Vec<String>, Vec<String>)>,
+    /// Pairs of schema nodes being compared on the current recursion path, by address.
+    stack: Vec<(usize, usize)>,
     depth: usize,
     top_field: Option<String>,
     pub(crate) changes: Vec<PathChange>,
@@ -97,26 +98,24 @@ impl<'a> Engine<'a> {
     }
 
     /// Compares `old` (in the old document) with `new` (in the new document) at `path`.
+    ///
+    /// Recursion is cut when the same pair of schema nodes is already being compared
+    /// further up: descending again would only repeat the same changes at a longer path.
     pub(crate) fn compare(&mut self, path: &str, old: &Value, new: &Value) {
         if self.depth >= MAX_DEPTH {
             return;
         }
+        let key = (node_id(self.old_root, old), node_id(self.new_root, new));
+        if self.stack.contains(&key) {
+            return;
+        }
         let vo = build_view(self.old_root, old);
         let vn = build_view(self.new_root, new);
-        let cycle_key = (!vo.refs.is_empty() && !vn.refs.is_empty())
-            .then(|| (vo.refs.clone(), vn.refs.clone()));
-        if let Some(key) = &cycle_key {
-            if self.stack.contains(key) {
-                return;
-            }
-            self.stack.push(key.clone());
-        }
+        self.stack.push(key);
         self.depth += 1;
         self.compare_views(path, &vo, &vn);
         self.depth -= 1;
-        if cycle_key.is_some() {
-            self.stack.pop();
-        }
+        self.stack.pop();
     }
 
     fn compare_views(&mut self, path: &str, vo: &View, vn: &View) {
@@ -818,6 +817,26 @@ enum Verdict {
     Tightened,
     Loosened,
     Changed,
+}
+
+/// Identity of a schema node: the address of the node a pure `$ref` (annotations aside)
+/// leads to, or of the node itself. Only used while both are alive on the stack.
+fn node_id(root: &Value, value: &Value) -> usize {
+    let mut current = value;
+    for _ in 0..MAX_DEPTH {
+        let Value::Object(map) = current else { break };
+        let Some(Value::String(reference)) = map.get("$ref") else {
+            break;
+        };
+        if !map.keys().all(|k| k == "$ref" || is_annotation(k)) {
+            break;
+        }
+        match crate::view::resolve(root, reference) {
+            Some(target) => current = target,
+            None => break,
+        }
+    }
+    std::ptr::from_ref(current) as usize
 }
 
 fn is_integral(x: f64) -> bool {
