@@ -1,0 +1,657 @@
+//! The coordinated cutover: the drain barrier, then every pending collection rewritten
+//! through its transform on the bulk pass (batched, checkpointed, lease-fenced), then one
+//! generation bump.
+//!
+//! Per-collection checkpoint (the bulk pass's cursor):
+//!
+//! ```text
+//! key:   __nx/cutover/<collection>
+//! value: offset 0  len 4  magic        b"NXCU"
+//!        offset 4  len 1  format       u8 (= 1)
+//!        offset 5  len 1  state        u8: 0 = in progress, 1 = done
+//!        offset 6  len 1  hash length  u8 (n)
+//!        offset 7  len n  target schema hash (ASCII hex)
+//!        offset 7+n ...   cursor: the last rewritten document key (empty: none yet)
+//! ```
+//!
+//! Each batch commits the rewritten documents, the advanced checkpoint and the renewed
+//! coordinator lease in the fence (compare-and-swap on the fence bytes) atomically, so a
+//! coordinator killed at any instant — or one that lost its lease — leaves every document
+//! transformed exactly once or not at all, and a rerun resumes after the checkpoint.
+
+use super::baseline::baseline_key;
+use super::fence::{Fence, FenceDoc, FenceState, FENCE_KEY};
+use super::gate::{SchemaGate, Verdict};
+use super::presence::list_clients;
+use super::strategy::Transform;
+use super::PolicyError;
+use crate::collection::layout::doc_prefix;
+use crate::pass::{
+    CheckpointCodec, HookError, Pass, PassError, PassLimits, RecordError, RecordRef,
+};
+use crate::payload::envelope::{self, Envelope};
+use std::collections::HashMap;
+use std::time::Duration;
+use strata_store::{Batch, KvRead, KvWrite, Mutation, Precondition};
+
+/// Prefix of cutover checkpoints.
+pub const CUTOVER_PREFIX: &[u8] = b"__nx/cutover/";
+/// Magic of a cutover checkpoint.
+pub const CUTOVER_MAGIC: [u8; 4] = *b"NXCU";
+/// Default time the drain barrier waits for live clients.
+pub const DEFAULT_QUIESCE_TIMEOUT_MS: u64 = 30_000;
+const PASS_RETRIES: u32 = 16;
+
+/// The key of `collection`'s cutover checkpoint.
+pub fn cutover_key(collection: &str) -> Vec<u8> {
+    [CUTOVER_PREFIX, collection.as_bytes()].concat()
+}
+
+/// The cutover checkpoint codec (see the module docs for the bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CutoverCheckpoint {
+    key: Vec<u8>,
+    target_hash: String,
+}
+
+impl CutoverCheckpoint {
+    /// The checkpoint of `collection`'s cutover toward `target_hash`.
+    pub fn new(collection: &str, target_hash: &str) -> Self {
+        CutoverCheckpoint {
+            key: cutover_key(collection),
+            target_hash: target_hash.to_string(),
+        }
+    }
+
+    fn bytes(&self, done: bool, cursor: &[u8]) -> Vec<u8> {
+        let hash = self.target_hash.as_bytes();
+        let mut out = Vec::with_capacity(7 + hash.len() + cursor.len());
+        out.extend_from_slice(&CUTOVER_MAGIC);
+        out.push(1);
+        out.push(u8::from(done));
+        out.push(u8::try_from(hash.len()).unwrap_or(u8::MAX));
+        out.extend_from_slice(&hash[..hash.len().min(255)]);
+        out.extend_from_slice(cursor);
+        out
+    }
+
+    /// Decodes a stored value: `(done, cursor)`.
+    pub fn parse(&self, value: &[u8]) -> Result<(bool, Vec<u8>), String> {
+        if value.len() < 7 || value[..4] != CUTOVER_MAGIC {
+            return Err("not a cutover checkpoint (missing `NXCU` magic)".into());
+        }
+        if value[4] != 1 {
+            return Err(format!(
+                "unsupported cutover checkpoint format {}",
+                value[4]
+            ));
+        }
+        let done = match value[5] {
+            0 => false,
+            1 => true,
+            s => return Err(format!("invalid cutover checkpoint state {s}")),
+        };
+        let n = usize::from(value[6]);
+        let Some(hash) = value.get(7..7 + n) else {
+            return Err("truncated cutover checkpoint".into());
+        };
+        if hash != self.target_hash.as_bytes() {
+            return Err(format!(
+                "the checkpoint belongs to a cutover toward schema {}, not {}; finish or revert that cutover first",
+                String::from_utf8_lossy(hash),
+                self.target_hash
+            ));
+        }
+        Ok((done, value[7 + n..].to_vec()))
+    }
+}
+
+impl CheckpointCodec for CutoverCheckpoint {
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+    fn encode(&self, cursor: &[u8]) -> Vec<u8> {
+        self.bytes(false, cursor)
+    }
+    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String> {
+        match self.parse(value)? {
+            (false, cursor) => Ok(cursor),
+            (true, _) => Err("the cutover of this collection is already done".into()),
+        }
+    }
+    fn finished(&self) -> Option<Vec<u8>> {
+        Some(self.bytes(true, b""))
+    }
+}
+
+/// Options of [`SchemaGate::run_schema_cutover`], built with chained calls.
+pub struct CutoverOptions<'a> {
+    poll: Option<Box<dyn FnMut() + 'a>>,
+    poll_interval: Duration,
+    quiesce_timeout_ms: u64,
+    limits: PassLimits,
+}
+
+impl std::fmt::Debug for CutoverOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CutoverOptions")
+            .field("poll", &self.poll.is_some())
+            .field("poll_interval", &self.poll_interval)
+            .field("quiesce_timeout_ms", &self.quiesce_timeout_ms)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl Default for CutoverOptions<'_> {
+    fn default() -> Self {
+        CutoverOptions {
+            poll: None,
+            poll_interval: Duration::from_millis(50),
+            quiesce_timeout_ms: DEFAULT_QUIESCE_TIMEOUT_MS,
+            limits: PassLimits::default(),
+        }
+    }
+}
+
+impl<'a> CutoverOptions<'a> {
+    /// 30 s quiesce timeout, default pass limits, sleeps 50 ms between barrier checks.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Called between barrier checks instead of sleeping (the seed's `onPoll`): tests
+    /// advance the clock and tick other clients here.
+    pub fn poll(mut self, f: impl FnMut() + 'a) -> Self {
+        self.poll = Some(Box::new(f));
+        self
+    }
+
+    /// The sleep between barrier checks when no poll hook is set.
+    pub fn poll_interval(mut self, d: Duration) -> Self {
+        self.poll_interval = d;
+        self
+    }
+
+    /// How long (clock milliseconds) the barrier waits for live clients to acknowledge.
+    pub fn quiesce_timeout_ms(mut self, ms: u64) -> Self {
+        self.quiesce_timeout_ms = ms;
+        self
+    }
+
+    /// The batch limits of the rewrite.
+    pub fn limits(mut self, limits: PassLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+}
+
+/// What one collection's cutover did in this run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CollectionCutover {
+    /// The collection.
+    pub collection: String,
+    /// Records rewritten in this run.
+    pub records: u64,
+    /// The cursor this run resumed after (`None`: started from the beginning, or the
+    /// collection was already done).
+    pub resumed_from: Option<Vec<u8>>,
+}
+
+/// What [`SchemaGate::run_schema_cutover`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CutoverReport {
+    /// Collections migrated (the seed's `migrated`).
+    pub migrated: usize,
+    /// Records rewritten in this run, over all collections.
+    pub records: u64,
+    /// The schema generation after the run.
+    pub generation: u64,
+    /// Per collection.
+    pub collections: Vec<CollectionCutover>,
+}
+
+fn lease_lost(fence: &FenceDoc) -> PolicyError {
+    PolicyError::LeaseLost {
+        coordinator: fence.coordinator.clone().unwrap_or_default(),
+    }
+}
+
+impl SchemaGate {
+    fn owns(&self, fence: &FenceDoc) -> bool {
+        fence.coordinator.as_deref() == Some(self.client_id())
+    }
+
+    /// The transforms this handle registered for `fence`'s pending collections, or
+    /// [`PolicyError::NoTransform`] for the first one it lacks.
+    fn transforms_for(
+        &self,
+        fence: &FenceDoc,
+    ) -> Result<HashMap<String, (Transform, super::Baseline)>, PolicyError> {
+        let reg = self.registry();
+        let mut out = HashMap::new();
+        for p in &fence.pending {
+            match reg.get(&p.collection).and_then(|r| r.cutover.clone()) {
+                Some((t, target)) if target.hash == p.target_hash => {
+                    out.insert(p.collection.clone(), (t, target));
+                }
+                _ => {
+                    return Err(PolicyError::NoTransform {
+                        collection: p.collection.clone(),
+                    })
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Renews the lease if this handle still coordinates the cutover in `state`.
+    fn renew(&self, state: FenceState) -> Result<FenceDoc, PolicyError> {
+        let now = self.clock().now_ms();
+        let lease = self.config().lease();
+        Fence::update(self.store(), |cur| {
+            if !self.owns(cur) || cur.state != state {
+                return Err(lease_lost(cur));
+            }
+            let mut next = cur.clone();
+            next.lease_until_ms = now.saturating_add(lease);
+            Ok(Some(next))
+        })
+    }
+
+    /// Moves the fence from `from` to `to` if this handle still coordinates.
+    fn transition(&self, from: FenceState, to: FenceState) -> Result<FenceDoc, PolicyError> {
+        let now = self.clock().now_ms();
+        let lease = self.config().lease();
+        Fence::update(self.store(), |cur| {
+            if !self.owns(cur) || cur.state != from {
+                return Err(lease_lost(cur));
+            }
+            let mut next = cur.clone();
+            next.state = to;
+            next.lease_until_ms = now.saturating_add(lease);
+            Ok(Some(next))
+        })
+    }
+
+    /// Runs every pending coordinated cutover of the store:
+    ///
+    /// 1. claims the fence (`normal` → `draining`, this client as coordinator with a
+    ///    lease) — or resumes a run this client coordinates, or takes over one whose
+    ///    coordinator's lease expired; another live coordinator is
+    ///    [`PolicyError::CutoverInProgress`];
+    /// 2. drain barrier: waits until every live client other than this one acknowledged
+    ///    the next generation (clients silent past the stale window are not waited for);
+    ///    after `quiesce_timeout_ms` it fails with [`PolicyError::QuiesceTimeout`] and the
+    ///    fence stays draining (rerun, or [`super::Policy::abort_schema_cutover`]);
+    /// 3. `migrating`: rewrites every document of each pending collection through its
+    ///    transform on the bulk pass (resuming from the checkpoint), bumping each
+    ///    document's lock version and stamping the declared payload version;
+    /// 4. bumps the generation once, replaces the migrated collections' baselines and
+    ///    clears them from the pending list (one atomic batch), then returns to `normal`.
+    ///
+    /// This handle moves to the new generation; other handles get
+    /// [`PolicyError::MigrationRequired`] on their next write.
+    pub fn run_schema_cutover(
+        &self,
+        mut options: CutoverOptions<'_>,
+    ) -> Result<CutoverReport, PolicyError> {
+        let me = self.client_id().to_string();
+        let started = self.clock().now_ms();
+        let lease = self.config().lease();
+        let mut fence = Fence::update(self.store(), |cur| {
+            let now = self.clock().now_ms();
+            let mut next = cur.clone();
+            match cur.state {
+                FenceState::Normal => {
+                    if cur.pending.is_empty() {
+                        return Ok(None);
+                    }
+                    self.transforms_for(cur)?;
+                    next.state = FenceState::Draining;
+                }
+                _ => {
+                    let mine = self.owns(cur);
+                    let free = cur.coordinator.is_none() || cur.lease_until_ms < now;
+                    if !mine && !free {
+                        return Err(PolicyError::CutoverInProgress {
+                            coordinator: cur.coordinator.clone().unwrap_or_default(),
+                            state: cur.state.to_string(),
+                            lease_until_ms: cur.lease_until_ms,
+                        });
+                    }
+                    if !mine {
+                        tracing::warn!(previous = ?cur.coordinator, state = %cur.state, "taking over a cutover whose coordinator lease expired");
+                    }
+                    if cur.state != FenceState::Complete {
+                        self.transforms_for(cur)?;
+                    }
+                }
+            }
+            next.coordinator = Some(me.clone());
+            next.lease_until_ms = now.saturating_add(lease);
+            Ok(Some(next))
+        })?;
+        if fence.state == FenceState::Normal {
+            return Ok(CutoverReport {
+                migrated: 0,
+                records: 0,
+                generation: fence.generation,
+                collections: Vec::new(),
+            });
+        }
+        if fence.state == FenceState::Draining {
+            self.barrier(&fence, started, &mut options)?;
+            // Finish this handle's own in-flight writes too.
+            drop(self.store().lease());
+            fence = self.transition(FenceState::Draining, FenceState::Migrating)?;
+        }
+        let mut collections = Vec::new();
+        if fence.state == FenceState::Migrating {
+            let transforms = self.transforms_for(&fence)?;
+            for p in &fence.pending {
+                let Some((transform, target)) = transforms.get(&p.collection) else {
+                    continue;
+                };
+                collections.push(self.rewrite_collection(
+                    &p.collection,
+                    transform,
+                    target,
+                    options.limits,
+                )?);
+            }
+            self.complete(&fence, &transforms)?;
+        }
+        // Complete → normal.
+        Fence::update(self.store(), |cur| {
+            if cur.state != FenceState::Complete {
+                return Ok(None);
+            }
+            if !self.owns(cur) {
+                return Err(lease_lost(cur));
+            }
+            let mut next = cur.clone();
+            next.state = FenceState::Normal;
+            next.coordinator = None;
+            next.lease_until_ms = 0;
+            Ok(Some(next))
+        })?;
+        let generation = Fence::read(self.store())?.generation;
+        self.inner
+            .generation
+            .store(generation, std::sync::atomic::Ordering::SeqCst);
+        self.presence().advance(generation)?;
+        {
+            let mut reg = self.registry();
+            for c in &collections {
+                if let Some(r) = reg.get_mut(&c.collection) {
+                    r.verdict = Verdict::Allowed;
+                    r.cutover = None;
+                }
+            }
+        }
+        let report = CutoverReport {
+            migrated: collections.len(),
+            records: collections.iter().map(|c| c.records).sum(),
+            generation,
+            collections,
+        };
+        tracing::info!(
+            migrated = report.migrated,
+            records = report.records,
+            generation,
+            "schema cutover complete"
+        );
+        Ok(report)
+    }
+
+    /// Waits until every live client other than this one acknowledged `fence.generation
+    /// + 1`.
+    fn barrier(
+        &self,
+        fence: &FenceDoc,
+        started: u64,
+        options: &mut CutoverOptions<'_>,
+    ) -> Result<(), PolicyError> {
+        let target = fence.generation.saturating_add(1);
+        let stale = self.presence_config().stale_after_ms;
+        loop {
+            self.renew(FenceState::Draining)?;
+            let now = self.clock().now_ms();
+            let holdouts: Vec<String> = list_clients(self.store())?
+                .into_iter()
+                .filter(|c| c.client != self.client_id())
+                .filter(|c| c.is_live(now, stale))
+                .filter(|c| c.acked_generation.is_none_or(|a| a < target))
+                .map(|c| c.client)
+                .collect();
+            if holdouts.is_empty() {
+                return Ok(());
+            }
+            let waited = now.saturating_sub(started);
+            if waited >= options.quiesce_timeout_ms {
+                return Err(PolicyError::QuiesceTimeout {
+                    waited_ms: waited,
+                    holdouts,
+                });
+            }
+            tracing::debug!(?holdouts, "waiting for clients to quiesce");
+            match options.poll.as_mut() {
+                Some(poll) => poll(),
+                None => std::thread::sleep(options.poll_interval),
+            }
+        }
+    }
+
+    /// Rewrites one collection on the bulk pass, resuming from its checkpoint.
+    fn rewrite_collection(
+        &self,
+        collection: &str,
+        transform: &Transform,
+        target: &super::Baseline,
+        limits: PassLimits,
+    ) -> Result<CollectionCutover, PolicyError> {
+        let codec = CutoverCheckpoint::new(collection, &target.hash);
+        let ck_key = cutover_key(collection);
+        let mut records = 0;
+        let mut resumed_from = None;
+        for attempt in 0..PASS_RETRIES {
+            if let Some(v) = self
+                .store()
+                .get(&ck_key)
+                .map_err(|e| PolicyError::store(&ck_key, e))?
+            {
+                if let Ok((true, _)) = codec.parse(&v) {
+                    return Ok(CollectionCutover {
+                        collection: collection.to_string(),
+                        records,
+                        resumed_from,
+                    });
+                }
+            }
+            let payload_version = target.payload_version;
+            let lease = self.config().lease();
+            let store = self.store();
+            let hook =
+                |batch: &mut Batch, _: &crate::pass::BatchInfo<'_>| -> Result<(), HookError> {
+                    let (cur, raw) = Fence::read_raw(store)?;
+                    if !self.owns(&cur) || cur.state != FenceState::Migrating {
+                        return Err(Box::new(lease_lost(&cur)));
+                    }
+                    let mut next = cur.clone();
+                    next.lease_until_ms = self.clock().now_ms().saturating_add(lease);
+                    match raw {
+                        Some(raw) => batch.push_precondition(Precondition::Equals {
+                            key: FENCE_KEY.to_vec(),
+                            value: raw,
+                        }),
+                        None => batch.push_precondition(Precondition::Absent {
+                            key: FENCE_KEY.to_vec(),
+                        }),
+                    }
+                    batch.push(Mutation::Set {
+                        key: FENCE_KEY.to_vec(),
+                        value: next.encode(),
+                    });
+                    Ok(())
+                };
+            let processor =
+                |r: &RecordRef<'_>, out: &mut Vec<Mutation>| -> Result<(), RecordError> {
+                    let value = rewrite_document(r.value, transform, payload_version)?;
+                    out.push(Mutation::Set {
+                        key: r.key.to_vec(),
+                        value,
+                    });
+                    Ok(())
+                };
+            let result = Pass::new(collection, doc_prefix(collection), &codec)
+                .limits(limits)
+                .on_batch(hook)
+                .run(store, processor);
+            match result {
+                Ok(report) => {
+                    records += report.records;
+                    if attempt == 0 {
+                        resumed_from = report.resumed_from;
+                    }
+                    return Ok(CollectionCutover {
+                        collection: collection.to_string(),
+                        records,
+                        resumed_from,
+                    });
+                }
+                Err(PassError::Hook { source, .. }) => {
+                    return Err(match source.downcast::<PolicyError>() {
+                        Ok(e) => *e,
+                        Err(source) => PolicyError::InvalidArgument {
+                            reason: source.to_string(),
+                        },
+                    })
+                }
+                Err(PassError::InvalidRecord { key, reason, .. }) => {
+                    return Err(PolicyError::Transform {
+                        collection: collection.to_string(),
+                        key,
+                        reason,
+                    })
+                }
+                Err(PassError::Store { source, .. }) if source.is_conflict() => {
+                    // The fence changed between the hook's read and the commit (a pending
+                    // registration, a heartbeat-free update): retry from the checkpoint
+                    // while this handle still owns the lease.
+                    let cur = Fence::read(self.store())?;
+                    if !self.owns(&cur) || cur.state != FenceState::Migrating {
+                        return Err(lease_lost(&cur));
+                    }
+                    tracing::debug!(
+                        collection,
+                        "fence changed under the cutover batch; resuming"
+                    );
+                    continue;
+                }
+                Err(source) => {
+                    return Err(PolicyError::Pass {
+                        collection: collection.to_string(),
+                        source: Box::new(source),
+                    })
+                }
+            }
+        }
+        Err(PolicyError::Contended {
+            key: FENCE_KEY.to_vec(),
+            attempts: PASS_RETRIES,
+        })
+    }
+
+    /// Migrating → complete: bumps the generation once, replaces the migrated
+    /// collections' baselines, drops their checkpoints and pending entries — atomically.
+    fn complete(
+        &self,
+        fence: &FenceDoc,
+        migrated: &HashMap<String, (Transform, super::Baseline)>,
+    ) -> Result<FenceDoc, PolicyError> {
+        for _ in 0..super::fence::CAS_ATTEMPTS {
+            let (cur, raw) = Fence::read_raw(self.store())?;
+            if !self.owns(&cur) || cur.state != FenceState::Migrating {
+                return Err(lease_lost(&cur));
+            }
+            let mut next = cur.clone();
+            next.generation = fence.generation.saturating_add(1);
+            next.state = FenceState::Complete;
+            next.pending
+                .retain(|p| !migrated.contains_key(&p.collection));
+            let mut batch = Batch::new()
+                .require(FENCE_KEY.to_vec(), raw)
+                .set(FENCE_KEY.to_vec(), next.encode());
+            for (collection, (_, target)) in migrated {
+                batch = batch
+                    .set(baseline_key(collection), target.encode())
+                    .delete(cutover_key(collection));
+            }
+            match self.store().apply(batch) {
+                Ok(()) => return Ok(next),
+                Err(e) if e.is_conflict() => continue,
+                Err(e) => return Err(PolicyError::store(FENCE_KEY, e)),
+            }
+        }
+        Err(PolicyError::Contended {
+            key: FENCE_KEY.to_vec(),
+            attempts: super::fence::CAS_ATTEMPTS,
+        })
+    }
+}
+
+/// Rewrites one stored document: decodes the envelope, runs the transform on its JSON,
+/// and re-encodes it with the lock version bumped and the payload version stamped (when
+/// the declaration gave one).
+pub(crate) fn rewrite_document(
+    value: &[u8],
+    transform: &Transform,
+    payload_version: Option<i32>,
+) -> Result<Vec<u8>, RecordError> {
+    let (env, json) = envelope::decode(value).map_err(|e| RecordError::new(e.to_string()))?;
+    let doc: serde_json::Value = serde_json::from_slice(json)
+        .map_err(|e| RecordError::new(format!("invalid document JSON: {e}")))?;
+    let out = transform.apply(doc).map_err(RecordError::new)?;
+    let bytes = serde_json::to_vec(&out)
+        .map_err(|e| RecordError::new(format!("cannot serialize the transformed document: {e}")))?;
+    Ok(envelope::encode(
+        Envelope::new(
+            payload_version.unwrap_or(env.payload_version),
+            env.lock_version.saturating_add(1),
+        ),
+        &bytes,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_bytes_roundtrip() {
+        let c = CutoverCheckpoint::new("inv", "ab12");
+        let v = c.encode(b"__nx/doc/inv/k");
+        assert_eq!(v, b"NXCU\x01\x00\x04ab12__nx/doc/inv/k".to_vec());
+        assert_eq!(c.decode(&v).unwrap(), b"__nx/doc/inv/k".to_vec());
+        assert_eq!(c.finished().unwrap(), b"NXCU\x01\x01\x04ab12".to_vec());
+        assert!(c.decode(&c.finished().unwrap()).is_err());
+        let other = CutoverCheckpoint::new("inv", "ffff");
+        assert!(other.decode(&v).unwrap_err().contains("toward schema ab12"));
+        assert!(c.decode(b"NXMG\x01").is_err());
+    }
+
+    #[test]
+    fn rewrite_bumps_lock_and_stamps_payload_version() {
+        let t = Transform::new(|mut v| {
+            v["b"] = v["a"].clone();
+            Ok(v)
+        });
+        let stored = envelope::encode(Envelope::new(1, 4), br#"{"a":1}"#);
+        let out = rewrite_document(&stored, &t, Some(3)).unwrap();
+        let (env, json) = envelope::decode(&out).unwrap();
+        assert_eq!(env, Envelope::new(3, 5));
+        assert_eq!(json, br#"{"a":1,"b":1}"#);
+        assert!(rewrite_document(b"junk", &t, None).is_err());
+    }
+}

@@ -1,0 +1,387 @@
+//! The write gate: collection declarations (persist / compare / evaluate) and the check
+//! every write goes through.
+
+use super::baseline::Baseline;
+use super::fence::{Fence, CAS_ATTEMPTS};
+use super::presence::{Presence, PresenceConfig};
+use super::strategy::{
+    evaluate_strategies, Rejection, SchemaDelta, Strategy, Transform, UpdateContext, UpdateDecision,
+};
+use super::{PolicyConfig, PolicyError};
+use crate::clock::SharedClock;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use strata_store::Store;
+
+/// What a collection declares to the policy layer when it is opened with a persisted
+/// schema, built with chained calls.
+#[derive(Debug, Clone)]
+pub struct SchemaDeclaration {
+    pub(crate) collection: String,
+    pub(crate) schema: Value,
+    pub(crate) payload_version: Option<i32>,
+    pub(crate) upcast_froms: Vec<i32>,
+    pub(crate) strategies: Vec<Strategy>,
+}
+
+impl SchemaDeclaration {
+    /// `collection` with the JSON Schema derived from its type (e.g.
+    /// `serde_json::to_value(schemars::schema_for!(T))`); no strategies (changes are
+    /// accepted silently), no payload version.
+    pub fn new(collection: impl Into<String>, schema: Value) -> Self {
+        SchemaDeclaration {
+            collection: collection.into(),
+            schema,
+            payload_version: None,
+            upcast_froms: Vec::new(),
+            strategies: Vec::new(),
+        }
+    }
+
+    /// Derives the schema of `T` with schemars.
+    pub fn of<T: schemars::JsonSchema>(collection: impl Into<String>) -> Self {
+        let schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
+        Self::new(collection, schema)
+    }
+
+    /// Appends a strategy (evaluated in order).
+    pub fn strategy(mut self, s: Strategy) -> Self {
+        self.strategies.push(s);
+        self
+    }
+
+    /// Appends strategies (evaluated in order).
+    pub fn strategies<I: IntoIterator<Item = Strategy>>(mut self, s: I) -> Self {
+        self.strategies.extend(s);
+        self
+    }
+
+    /// The collection's current payload version and the `from` version of each upcast
+    /// step it registers (persisted with the baseline; lets
+    /// [`covered_by_upcasts`](super::covered_by_upcasts) see that the version moved).
+    pub fn payload(mut self, version: i32, upcast_froms: impl IntoIterator<Item = i32>) -> Self {
+        self.payload_version = Some(version);
+        self.upcast_froms = upcast_froms.into_iter().collect();
+        self
+    }
+
+    /// The collection name.
+    pub fn collection(&self) -> &str {
+        &self.collection
+    }
+
+    fn upcasts_cover(&self, from: Option<i32>) -> bool {
+        match (from, self.payload_version) {
+            (Some(b), Some(c)) if c > b => (b..c).all(|v| self.upcast_froms.contains(&v)),
+            _ => false,
+        }
+    }
+}
+
+/// The verdict recorded for a declared collection.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// First registration: the schema was persisted as the baseline.
+    Registered,
+    /// The schema equals the baseline.
+    Unchanged,
+    /// The change was allowed and the baseline replaced.
+    Allowed,
+    /// A strategy rejected the change: every write fails until it is fixed.
+    Rejected {
+        /// The deciding strategy.
+        strategy: String,
+        /// Why.
+        rejection: Rejection,
+    },
+    /// A coordinated cutover is pending: writes are fenced until it runs.
+    CutoverPending {
+        /// The deciding strategy.
+        strategy: String,
+    },
+    /// The delta could not be computed (storage error, corrupted baseline): logged, and
+    /// writes are not blocked.
+    DetectionFailed {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What [`SchemaGate::declare`] found.
+#[derive(Debug, Clone)]
+pub struct DeclareOutcome {
+    /// The collection.
+    pub collection: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The delta against the baseline, when one was computed.
+    pub delta: Option<SchemaDelta>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Registration {
+    pub(crate) verdict: Verdict,
+    pub(crate) strategy_names: Vec<String>,
+    /// The transform and target of a pending cutover.
+    pub(crate) cutover: Option<(Transform, Baseline)>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) store: Store,
+    pub(crate) config: PolicyConfig,
+    pub(crate) presence: Arc<Presence>,
+    pub(crate) generation: AtomicU64,
+    pub(crate) registry: Mutex<HashMap<String, Registration>>,
+}
+
+/// The write gate of one handle: every write of a collection goes through
+/// [`SchemaGate::check_write`] (it implements the collections' `WriteGuard`). Cheap to
+/// clone.
+#[derive(Debug, Clone)]
+pub struct SchemaGate {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl SchemaGate {
+    /// Registers a client of `store` (presence record, no heartbeat thread — [`super::Policy`]
+    /// starts one) at the store's current generation.
+    pub fn open(store: Store, config: PolicyConfig) -> Result<Self, PolicyError> {
+        let fence = Fence::read(&store)?;
+        let presence =
+            Presence::register(store.clone(), config.clock_ref().clone(), fence.generation)?;
+        Ok(SchemaGate {
+            inner: Arc::new(Inner {
+                store,
+                config,
+                presence,
+                generation: AtomicU64::new(fence.generation),
+                registry: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    pub(crate) fn registry(&self) -> MutexGuard<'_, HashMap<String, Registration>> {
+        self.inner
+            .registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PolicyConfig {
+        &self.inner.config
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &SharedClock {
+        self.inner.config.clock_ref()
+    }
+
+    /// The presence timing.
+    pub fn presence_config(&self) -> PresenceConfig {
+        self.inner.config.presence()
+    }
+
+    /// This handle's presence.
+    pub fn presence(&self) -> Arc<Presence> {
+        Arc::clone(&self.inner.presence)
+    }
+
+    /// This client's id.
+    pub fn client_id(&self) -> &str {
+        self.inner.presence.id()
+    }
+
+    /// The schema generation this handle runs at.
+    pub fn generation(&self) -> u64 {
+        self.inner.generation.load(Ordering::SeqCst)
+    }
+
+    /// The verdict recorded for `collection`, if it was declared.
+    pub fn verdict(&self, collection: &str) -> Option<Verdict> {
+        self.registry().get(collection).map(|r| r.verdict.clone())
+    }
+
+    /// The names of `collection`'s registered strategies, in order.
+    pub fn strategy_names(&self, collection: &str) -> Vec<String> {
+        self.registry()
+            .get(collection)
+            .map(|r| r.strategy_names.clone())
+            .unwrap_or_default()
+    }
+
+    fn record(
+        &self,
+        decl: &SchemaDeclaration,
+        verdict: Verdict,
+        delta: Option<SchemaDelta>,
+        cutover: Option<(Transform, Baseline)>,
+    ) -> DeclareOutcome {
+        self.registry().insert(
+            decl.collection.clone(),
+            Registration {
+                verdict: verdict.clone(),
+                strategy_names: decl
+                    .strategies
+                    .iter()
+                    .map(|s| s.name().to_string())
+                    .collect(),
+                cutover,
+            },
+        );
+        DeclareOutcome {
+            collection: decl.collection.clone(),
+            verdict,
+            delta,
+        }
+    }
+
+    fn detection_failed(
+        &self,
+        decl: &SchemaDeclaration,
+        e: &dyn std::fmt::Display,
+    ) -> DeclareOutcome {
+        tracing::warn!(collection = %decl.collection, error = %e, "schema change detection failed; writes are not blocked");
+        self.record(
+            decl,
+            Verdict::DetectionFailed {
+                reason: e.to_string(),
+            },
+            None,
+            None,
+        )
+    }
+
+    /// Declares a collection: persists its schema on first registration, otherwise
+    /// compares it with the baseline, runs the strategies in order and records the
+    /// verdict. Never fails (see [`Verdict`]). A rejected or cutover change leaves the
+    /// baseline as it was; an allowed change replaces it by compare-and-swap (when a
+    /// concurrent writer replaced it first, the new baseline is compared again).
+    pub fn declare(&self, decl: SchemaDeclaration) -> DeclareOutcome {
+        let store = &self.inner.store;
+        let c = decl.collection.clone();
+        let new = Baseline::new(&decl.schema, decl.payload_version);
+        for _ in 0..CAS_ATTEMPTS {
+            let read = match Baseline::read(store, &c) {
+                Ok(r) => r,
+                Err(e) => return self.detection_failed(&decl, &e),
+            };
+            let (old, raw) = match read {
+                None => match new.compare_and_swap(store, &c, None) {
+                    Ok(true) => return self.record(&decl, Verdict::Registered, None, None),
+                    Ok(false) => continue,
+                    Err(e) => return self.detection_failed(&decl, &e),
+                },
+                Some((Err(e), _)) => return self.detection_failed(&decl, &e),
+                Some((Ok(old), raw)) => (old, raw),
+            };
+            if old.hash == new.hash {
+                if old.payload_version != new.payload_version {
+                    match new.compare_and_swap(store, &c, Some(raw)) {
+                        Ok(true) => {}
+                        Ok(false) => continue,
+                        Err(e) => return self.detection_failed(&decl, &e),
+                    }
+                }
+                return self.record(&decl, Verdict::Unchanged, None, None);
+            }
+            let delta = match strata_schema::diff(&c, &old.schema, &new.schema) {
+                Ok(d) => d,
+                Err(e) => return self.detection_failed(&decl, &e),
+            };
+            let ctx = UpdateContext::new(&c).with_payload(
+                old.payload_version,
+                decl.payload_version.unwrap_or(0),
+                decl.upcasts_cover(old.payload_version),
+            );
+            let eval = evaluate_strategies(&decl.strategies, &delta, &ctx);
+            let strategy = eval.strategy.unwrap_or_default();
+            match eval.decision {
+                UpdateDecision::Allow => match new.compare_and_swap(store, &c, Some(raw)) {
+                    Ok(true) => return self.record(&decl, Verdict::Allowed, Some(delta), None),
+                    Ok(false) => continue,
+                    Err(e) => return self.detection_failed(&decl, &e),
+                },
+                UpdateDecision::Reject(rejection) => {
+                    tracing::warn!(collection = %c, strategy = %strategy, "schema change rejected; writes will fail until it is fixed");
+                    return self.record(
+                        &decl,
+                        Verdict::Rejected {
+                            strategy,
+                            rejection,
+                        },
+                        Some(delta),
+                        None,
+                    );
+                }
+                UpdateDecision::Cutover(transform) => {
+                    if let Err(e) = Fence::add_pending(store, &c, &new.hash) {
+                        // The local verdict still fences this handle's writes.
+                        tracing::warn!(collection = %c, error = %e, "could not record the pending cutover in the fence");
+                    }
+                    tracing::info!(collection = %c, "coordinated cutover pending; writes are fenced until run_schema_cutover()");
+                    return self.record(
+                        &decl,
+                        Verdict::CutoverPending { strategy },
+                        Some(delta),
+                        Some((transform, new)),
+                    );
+                }
+            }
+        }
+        self.detection_failed(
+            &decl,
+            &PolicyError::Contended {
+                key: super::baseline_key(&c),
+                attempts: CAS_ATTEMPTS,
+            },
+        )
+    }
+
+    /// Checks one write to `collection`, reading the fence from the store (uncached):
+    /// refused with [`PolicyError::MigrationRequired`] when the generation moved since
+    /// this handle opened, [`PolicyError::SchemaFence`] while a cutover of the collection
+    /// is pending, and the strategy's error while the collection's change is rejected.
+    pub fn check_write(&self, collection: &str) -> Result<(), PolicyError> {
+        let fence = Fence::read(&self.inner.store)?;
+        let opened = self.generation();
+        if fence.generation > opened {
+            return Err(PolicyError::MigrationRequired {
+                collection: collection.to_string(),
+                opened,
+                current: fence.generation,
+            });
+        }
+        let fenced = || PolicyError::SchemaFence {
+            collection: collection.to_string(),
+            state: fence.state.to_string(),
+            generation: fence.generation,
+        };
+        if fence.is_pending(collection) {
+            return Err(fenced());
+        }
+        match self.registry().get(collection).map(|r| &r.verdict) {
+            Some(Verdict::Rejected {
+                strategy,
+                rejection,
+            }) => Err(rejection.to_error(collection, strategy)),
+            Some(Verdict::CutoverPending { .. }) => Err(fenced()),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl crate::collection::WriteGuard for SchemaGate {
+    fn check_write(&self, collection: &str) -> Result<(), crate::collection::GuardError> {
+        SchemaGate::check_write(self, collection).map_err(|e| Box::new(e) as _)
+    }
+}

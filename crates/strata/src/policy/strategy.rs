@@ -1,0 +1,356 @@
+//! Schema-update strategies: what to do when a collection's JSON Schema changed.
+//!
+//! A collection registers an ordered list of strategies; [`evaluate_strategies`] runs them
+//! in order against the [`SchemaDelta`] and the first non-allow decision wins (later
+//! strategies are not called).
+//!
+//! ```
+//! use strata::policy::{additive_only, evaluate_strategies, lock_schema, UpdateContext, UpdateDecision};
+//! use serde_json::json;
+//!
+//! let old = json!({"type":"object","properties":{"id":{"type":"string"}},"required":["id"]});
+//! let new = json!({"type":"object","properties":{"id":{"type":"string"},"note":{"type":"string"}},"required":["id"]});
+//! let delta = strata_schema::diff("invoices", &old, &new).unwrap();
+//! let ctx = UpdateContext::new("invoices");
+//! // Additive: additive_only() allows it…
+//! assert!(matches!(evaluate_strategies(&[additive_only()], &delta, &ctx).decision, UpdateDecision::Allow));
+//! // …but a lock placed first takes precedence.
+//! let verdict = evaluate_strategies(&[lock_schema(), additive_only()], &delta, &ctx);
+//! assert_eq!(verdict.strategy.as_deref(), Some("lock_schema"));
+//! ```
+
+use super::error::PolicyError;
+use serde_json::Value;
+use std::fmt;
+use std::sync::Arc;
+pub use strata_schema::{DeltaKind, FieldChange, SchemaDelta};
+
+/// What a strategy sees besides the delta.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UpdateContext {
+    /// The collection.
+    pub collection: String,
+    /// The collection's payload version recorded with the baseline schema (`None`: the
+    /// baseline was recorded without one).
+    pub baseline_payload_version: Option<i32>,
+    /// The collection's current payload version (its upcast chain's target).
+    pub payload_version: Option<i32>,
+    /// True when the collection's registered upcast steps form a chain from
+    /// `baseline_payload_version` up to `payload_version` (stored rows will be upcast on
+    /// read).
+    pub upcasts_cover: bool,
+}
+
+impl UpdateContext {
+    /// A context with no payload-version information.
+    pub fn new(collection: impl Into<String>) -> Self {
+        UpdateContext {
+            collection: collection.into(),
+            baseline_payload_version: None,
+            payload_version: None,
+            upcasts_cover: false,
+        }
+    }
+
+    /// Sets the payload versions (baseline → current) and whether upcast steps cover them.
+    pub fn with_payload(
+        mut self,
+        baseline: Option<i32>,
+        current: i32,
+        upcasts_cover: bool,
+    ) -> Self {
+        self.baseline_payload_version = baseline;
+        self.payload_version = Some(current);
+        self.upcasts_cover = upcasts_cover;
+        self
+    }
+
+    /// True when the payload version moved forward since the baseline and the upcast
+    /// steps cover the move.
+    pub fn payload_moved_forward_with_upcasts(&self) -> bool {
+        match (self.baseline_payload_version, self.payload_version) {
+            (Some(b), Some(c)) => c > b && self.upcasts_cover,
+            _ => false,
+        }
+    }
+}
+
+/// A cutover transform: the old JSON document in, the new one out (or a reason).
+#[derive(Clone)]
+pub struct Transform(Arc<dyn Fn(Value) -> Result<Value, String> + Send + Sync>);
+
+impl Transform {
+    /// Wraps a fallible transform.
+    pub fn new<F>(f: F) -> Self
+    where
+        F: Fn(Value) -> Result<Value, String> + Send + Sync + 'static,
+    {
+        Transform(Arc::new(f))
+    }
+
+    /// Applies the transform.
+    pub fn apply(&self, doc: Value) -> Result<Value, String> {
+        (self.0)(doc)
+    }
+}
+
+impl fmt::Debug for Transform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Transform(..)")
+    }
+}
+
+/// Why a strategy refused a change (turned into a [`PolicyError`] on every refused
+/// write).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// A non-additive change ([`PolicyError::NonAdditiveSchemaChange`]).
+    NonAdditive {
+        /// New top-level properties.
+        added: Vec<String>,
+        /// Removed top-level properties.
+        removed: Vec<String>,
+        /// Changed top-level properties.
+        changed: Vec<String>,
+    },
+    /// The schema is locked ([`PolicyError::SchemaLocked`]).
+    Locked,
+    /// A user strategy's reason ([`PolicyError::Rejected`]).
+    Custom {
+        /// The reason (lowercase, says what to do).
+        reason: String,
+    },
+}
+
+impl Rejection {
+    /// A non-additive rejection built from a delta.
+    pub fn non_additive(delta: &SchemaDelta) -> Self {
+        Rejection::NonAdditive {
+            added: delta.added.clone(),
+            removed: delta.removed.clone(),
+            changed: delta.changed.iter().map(|c| c.field.clone()).collect(),
+        }
+    }
+
+    /// The error a refused write of `collection` gets.
+    pub fn to_error(&self, collection: &str, strategy: &str) -> PolicyError {
+        match self {
+            Rejection::NonAdditive {
+                added,
+                removed,
+                changed,
+            } => PolicyError::NonAdditiveSchemaChange {
+                collection: collection.to_string(),
+                added: added.clone(),
+                removed: removed.clone(),
+                changed: changed.clone(),
+            },
+            Rejection::Locked => PolicyError::SchemaLocked {
+                collection: collection.to_string(),
+            },
+            Rejection::Custom { reason } => PolicyError::Rejected {
+                collection: collection.to_string(),
+                strategy: strategy.to_string(),
+                reason: reason.clone(),
+            },
+        }
+    }
+}
+
+/// A strategy's verdict.
+#[derive(Debug, Clone)]
+pub enum UpdateDecision {
+    /// Let the change through (the next strategy decides).
+    Allow,
+    /// Refuse the change: every write fails until it is fixed (terminal).
+    Reject(Rejection),
+    /// Accept the change but fence the collection until a cutover rewrites every record
+    /// through the transform (terminal).
+    Cutover(Transform),
+}
+
+/// The shape every strategy — built-in or your own — implements.
+pub trait SchemaUpdateStrategy: Send + Sync + fmt::Debug {
+    /// The strategy's name (shown in errors and introspection).
+    fn name(&self) -> &str;
+
+    /// Decides on `delta` (never called for an unchanged schema).
+    fn on_schema_delta(&self, delta: &SchemaDelta, ctx: &UpdateContext) -> UpdateDecision;
+}
+
+/// A shared strategy, as collections hold them.
+pub type Strategy = Arc<dyn SchemaUpdateStrategy>;
+
+/// The outcome of [`evaluate_strategies`].
+#[derive(Debug, Clone)]
+pub struct Evaluation {
+    /// The first non-allow decision, or allow.
+    pub decision: UpdateDecision,
+    /// The name of the strategy that decided (`None` when every strategy allowed).
+    pub strategy: Option<String>,
+}
+
+/// Runs `strategies` in order; the first non-allow decision wins and later strategies are
+/// not called.
+pub fn evaluate_strategies(
+    strategies: &[Strategy],
+    delta: &SchemaDelta,
+    ctx: &UpdateContext,
+) -> Evaluation {
+    for s in strategies {
+        let decision = s.on_schema_delta(delta, ctx);
+        if !matches!(decision, UpdateDecision::Allow) {
+            tracing::debug!(collection = %ctx.collection, strategy = s.name(), "strategy decided");
+            return Evaluation {
+                decision,
+                strategy: Some(s.name().to_string()),
+            };
+        }
+    }
+    Evaluation {
+        decision: UpdateDecision::Allow,
+        strategy: None,
+    }
+}
+
+#[derive(Debug)]
+struct BlindUpdate;
+
+impl SchemaUpdateStrategy for BlindUpdate {
+    fn name(&self) -> &str {
+        "blind_update"
+    }
+    fn on_schema_delta(&self, _: &SchemaDelta, _: &UpdateContext) -> UpdateDecision {
+        UpdateDecision::Allow
+    }
+}
+
+/// Allows every change unconditionally (the explicit pre-schema-update behaviour).
+pub fn blind_update() -> Strategy {
+    Arc::new(BlindUpdate)
+}
+
+#[derive(Debug)]
+struct AdditiveOnly;
+
+impl SchemaUpdateStrategy for AdditiveOnly {
+    fn name(&self) -> &str {
+        "additive_only"
+    }
+    fn on_schema_delta(&self, delta: &SchemaDelta, _: &UpdateContext) -> UpdateDecision {
+        match delta.kind {
+            DeltaKind::NonAdditive => UpdateDecision::Reject(Rejection::non_additive(delta)),
+            _ => UpdateDecision::Allow,
+        }
+    }
+}
+
+/// Allows unchanged and additive deltas (new optional top-level fields); rejects anything
+/// else with [`PolicyError::NonAdditiveSchemaChange`]. The recommended backstop.
+pub fn additive_only() -> Strategy {
+    Arc::new(AdditiveOnly)
+}
+
+#[derive(Debug)]
+struct LockSchema {
+    fields: Option<Vec<String>>,
+}
+
+impl SchemaUpdateStrategy for LockSchema {
+    fn name(&self) -> &str {
+        "lock_schema"
+    }
+    fn on_schema_delta(&self, delta: &SchemaDelta, _: &UpdateContext) -> UpdateDecision {
+        let refused = match &self.fields {
+            None => !delta.is_none(),
+            Some(fields) => delta.touches_any(fields),
+        };
+        if refused {
+            UpdateDecision::Reject(Rejection::Locked)
+        } else {
+            UpdateDecision::Allow
+        }
+    }
+}
+
+/// Refuses any schema change with [`PolicyError::SchemaLocked`], additive or not.
+pub fn lock_schema() -> Strategy {
+    Arc::new(LockSchema { fields: None })
+}
+
+/// Refuses a change only when one of `fields` was added, removed or changed at the top
+/// level; other changes fall through to the next strategy.
+pub fn lock_schema_fields<I, S>(fields: I) -> Strategy
+where
+    I: IntoIterator<Item = S>,
+    S: Into<String>,
+{
+    Arc::new(LockSchema {
+        fields: Some(fields.into_iter().map(Into::into).collect()),
+    })
+}
+
+#[derive(Debug)]
+struct CoordinatedCutover {
+    transform: Transform,
+}
+
+impl SchemaUpdateStrategy for CoordinatedCutover {
+    fn name(&self) -> &str {
+        "coordinated_cutover"
+    }
+    fn on_schema_delta(&self, delta: &SchemaDelta, _: &UpdateContext) -> UpdateDecision {
+        match delta.kind {
+            DeltaKind::NonAdditive => UpdateDecision::Cutover(self.transform.clone()),
+            _ => UpdateDecision::Allow,
+        }
+    }
+}
+
+/// On a non-additive delta, schedules a coordinated cutover that runs `transform` once
+/// over every stored record (see [`crate::policy::Policy::run_schema_cutover`]); the
+/// collection's writes are fenced until it completes. Additive and unchanged deltas are
+/// allowed through.
+pub fn coordinated_cutover<F>(transform: F) -> Strategy
+where
+    F: Fn(Value) -> Result<Value, String> + Send + Sync + 'static,
+{
+    Arc::new(CoordinatedCutover {
+        transform: Transform::new(transform),
+    })
+}
+
+#[derive(Debug)]
+struct CoveredByUpcasts;
+
+impl SchemaUpdateStrategy for CoveredByUpcasts {
+    fn name(&self) -> &str {
+        "covered_by_upcasts"
+    }
+    fn on_schema_delta(&self, delta: &SchemaDelta, ctx: &UpdateContext) -> UpdateDecision {
+        if delta.kind == DeltaKind::NonAdditive && !ctx.payload_moved_forward_with_upcasts() {
+            UpdateDecision::Reject(Rejection::Custom {
+                reason: format!(
+                    "non-additive change (added: {}, removed: {}, changed: {}) without a payload version bump covered by upcast steps (baseline payload version {}, current {}); bump the payload version and register the upcast steps, or revert the change",
+                    super::error::list(&delta.added),
+                    super::error::list(&delta.removed),
+                    super::error::list(&delta.changed.iter().map(|c| c.field.clone()).collect::<Vec<_>>()),
+                    ctx.baseline_payload_version.map_or("none".to_string(), |v| v.to_string()),
+                    ctx.payload_version.map_or("none".to_string(), |v| v.to_string()),
+                ),
+            })
+        } else {
+            UpdateDecision::Allow
+        }
+    }
+}
+
+/// The bridge to payload evolution: accepts a non-additive change when the collection's
+/// payload version moved forward since the baseline and its registered upcast steps cover
+/// the move (stored rows are upcast on read); rejects it otherwise. Place it before
+/// [`additive_only`].
+pub fn covered_by_upcasts() -> Strategy {
+    Arc::new(CoveredByUpcasts)
+}
