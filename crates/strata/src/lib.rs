@@ -19,14 +19,15 @@
 #![deny(missing_docs)]
 
 pub mod catalog;
-pub mod collection;
 pub mod clock;
+pub mod collection;
 pub mod database;
 pub mod header;
 pub mod migrate;
 pub mod numax;
 pub mod pass;
 pub mod payload;
+pub mod policy;
 pub mod validate;
 
 pub use catalog::{Catalog, CatalogError, TableDef};
