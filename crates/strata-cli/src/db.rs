@@ -14,8 +14,12 @@ pub fn open_or_create(path: &Path) -> Result<Store, StoreError> {
     strata_sled::SledStore::open(path).map(Store::new)
 }
 
-/// The catalog of managed tables of a store: the 14 Numax sync tables (collections
-/// recorded in the store join it once they exist).
-pub fn catalog(_store: &Store) -> Result<strata::Catalog, StoreError> {
-    Ok(strata::numax::catalog())
+/// The catalog of managed tables of a store: the 14 Numax sync tables plus every
+/// collection recorded in the store under `__nx/catalog/`.
+pub fn catalog(store: &Store) -> Result<strata::Catalog, Box<dyn std::error::Error + Send + Sync>> {
+    let mut catalog = strata::numax::catalog();
+    for table in strata::database::read_catalog(store)?.tables() {
+        catalog.add(table.clone())?;
+    }
+    Ok(catalog)
 }

@@ -2,7 +2,7 @@
 //! initialize missing headers.
 
 use crate::db;
-use crate::exit::{CmdResult, MIGRATION_REQUIRED, OK, UNSUPPORTED};
+use crate::exit::{CmdResult, Failure, MIGRATION_REQUIRED, OK, UNSUPPORTED};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -40,7 +40,7 @@ pub fn verdict(tables: &[TableStatus]) -> (u8, &'static str) {
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let store = db::open_existing(db_path)?;
-    let catalog = db::catalog(&store)?;
+    let catalog = db::catalog(&store).map_err(Failure::error)?;
     let tables = inspect(&store, &catalog)?;
     let (code, word) = verdict(&tables);
     let mut out = std::io::stdout().lock();
@@ -67,7 +67,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     Ok(code)
 }
 
-fn write_table(out: &mut impl Write, tables: &[TableStatus]) -> std::io::Result<()> {
+pub fn write_table(out: &mut impl Write, tables: &[TableStatus]) -> std::io::Result<()> {
     let name_w = tables
         .iter()
         .map(|t| t.table.len())
