@@ -215,6 +215,10 @@ impl<'a> Migrator<'a> {
         let started = Instant::now();
         let mut tables = Vec::with_capacity(self.registry.tables().len());
         let registry = self.registry.clone();
+        // Metadata of every table is checked before anything is written.
+        for tm in registry.tables() {
+            precheck_table(store, tm)?;
+        }
         for tm in registry.tables() {
             let report = self.migrate_table(store, tm)?;
             self.emit(&MigrationEvent::TableFinished { report: &report });
@@ -390,6 +394,54 @@ impl<'a> Migrator<'a> {
         }
         report.seconds = started.elapsed().as_secs_f64();
         Ok(report)
+    }
+}
+
+/// The read-only checks of one table's metadata: header (corrupt, future, too old) and
+/// checkpoint (corrupt, out of prefix, stale, other step).
+fn precheck_table<S: KvRead + ?Sized>(store: &S, tm: &TableMigrations) -> Result<(), MigrateError> {
+    let t = tm.table();
+    let store_err = |source: StoreError| MigrateError::Store {
+        table: t.name().to_string(),
+        source,
+    };
+    let version = match store.get(&header_key(t.name())).map_err(store_err)? {
+        Some(b) => read_header(t, &b)?,
+        None => 0,
+    };
+    if version > t.current_version() {
+        return Err(MigrateError::FutureVersion {
+            table: t.name().to_string(),
+            found: version,
+            current: t.current_version(),
+        });
+    }
+    let ckey = checkpoint_key(t.name());
+    let Some(bytes) = store.get(&ckey).map_err(store_err)? else {
+        return Ok(());
+    };
+    if version == t.current_version() {
+        return Err(MigrateError::StaleCheckpoint {
+            table: t.name().to_string(),
+            version,
+            step: MigrationCheckpoint::decode(&bytes)
+                .ok()
+                .map(|c| (c.from, c.to)),
+        });
+    }
+    if version < tm.oldest() {
+        return Err(MigrateError::TooOld {
+            table: t.name().to_string(),
+            found: version,
+            oldest: tm.oldest(),
+        });
+    }
+    match tm.step_from(version) {
+        Some(step) => precheck_checkpoint(t, step, &ckey, &bytes).map(drop),
+        None => Err(MigrateError::RegistryGap {
+            table: t.name().to_string(),
+            missing: version,
+        }),
     }
 }
 

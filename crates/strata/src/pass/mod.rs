@@ -443,18 +443,31 @@ impl<'a> Pass<'a> {
             batches: 0,
             started,
         };
-        let scan_limits =
-            ScanLimits::new(self.limits.max_records, self.limits.max_bytes).map_err(|e| {
+        let mut acc = Acc::default();
+        let mut scratch: Vec<Mutation> = Vec::new();
+        self.poll_abort(&st)?;
+        loop {
+            // The batch being filled may span pages: scan only what still fits in it.
+            let room_records = self.limits.max_records.saturating_sub(acc.records);
+            let room_bytes = self.limits.max_bytes.saturating_sub(acc.bytes);
+            if acc.records > 0 && (room_records == 0 || room_bytes == 0) {
+                self.commit(store, &mut acc, &mut st, false)?;
+                self.poll_abort(&st)?;
+                continue;
+            }
+            let scan_limits = ScanLimits::new(room_records, room_bytes).map_err(|e| {
                 PassError::InvalidLimits {
                     reason: e.to_string(),
                 }
             })?;
-        let mut acc = Acc::default();
-        let mut scratch: Vec<Mutation> = Vec::new();
-        loop {
-            self.poll_abort(&st)?;
             let page = match store.scan(&self.prefix, cursor.as_deref(), scan_limits) {
                 Ok(p) => p,
+                Err(StoreError::RecordTooLarge { .. }) if acc.records > 0 => {
+                    // The next record does not fit in what is left of this batch.
+                    self.commit(store, &mut acc, &mut st, false)?;
+                    self.poll_abort(&st)?;
+                    continue;
+                }
                 Err(StoreError::RecordTooLarge { key, size, limit }) => {
                     return Err(PassError::RecordTooLarge {
                         table: self.table.clone(),
@@ -466,7 +479,7 @@ impl<'a> Pass<'a> {
                 }
                 Err(source) => return Err(self.store_err(&st, source)),
             };
-            let last_page = !page.more;
+            let exhausted = !page.more;
             for rec in page.records {
                 scratch.clear();
                 let view = RecordRef {
@@ -504,7 +517,10 @@ impl<'a> Pass<'a> {
                         checkpoint: st.durable_cursor.clone(),
                     });
                 }
-                if acc.records > 0 && acc.bytes.saturating_add(cost) > self.limits.max_bytes {
+                if acc.records > 0
+                    && (acc.records >= self.limits.max_records
+                        || acc.bytes.saturating_add(cost) > self.limits.max_bytes)
+                {
                     // Commit what the batch holds; this record starts the next one.
                     self.commit(store, &mut acc, &mut st, false)?;
                     self.poll_abort(&st)?;
@@ -529,9 +545,11 @@ impl<'a> Pass<'a> {
                 st.bytes += (rec.key.len() + rec.value.len()) as u64;
                 acc.last_key = Some(rec.key);
             }
-            self.commit(store, &mut acc, &mut st, last_page)?;
-            cursor.clone_from(&st.cursor);
-            if last_page {
+            if let Some(k) = &acc.last_key {
+                cursor = Some(k.clone());
+            }
+            if exhausted {
+                self.commit(store, &mut acc, &mut st, true)?;
                 break;
             }
         }
