@@ -1,6 +1,9 @@
 //! Integration tests of the strata engine, one module per capability.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod collection;
+mod collection_util;
 mod migration;
 mod pass;
+mod payload;
 mod validation;
