@@ -72,6 +72,11 @@ impl SchemaDeclaration {
         &self.collection
     }
 
+    /// The declared JSON Schema.
+    pub fn schema_value(&self) -> &Value {
+        &self.schema
+    }
+
     fn upcasts_cover(&self, from: Option<i32>) -> bool {
         match (from, self.payload_version) {
             (Some(b), Some(c)) if c > b => (b..c).all(|v| self.upcast_froms.contains(&v)),

@@ -33,6 +33,7 @@
 
 mod baseline;
 mod cutover;
+mod database;
 mod error;
 mod fence;
 mod gate;
@@ -44,6 +45,7 @@ pub use cutover::{
     cutover_key, CollectionCutover, CutoverCheckpoint, CutoverOptions, CutoverReport,
     CUTOVER_PREFIX, DEFAULT_QUIESCE_TIMEOUT_MS,
 };
+pub use database::{PolicyDatabase, SchemaOptions};
 pub use error::PolicyError;
 pub use fence::{Fence, FenceDoc, FenceState, PendingCutover, FENCE_FORMAT, FENCE_KEY};
 pub use gate::{DeclareOutcome, SchemaDeclaration, SchemaGate, Verdict};

@@ -3,7 +3,10 @@
 
 mod collection;
 mod collection_util;
+mod fence;
 mod migration;
 mod pass;
 mod payload;
+mod policy;
+mod policy_util;
 mod validation;

@@ -1,0 +1,492 @@
+//! The fence, client presence, the drain barrier and the coordinated cutover.
+
+use super::policy_util::{config, guard_err, mem};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::cell::Cell;
+use strata::clock::ManualClock;
+use strata::collection::CollectionOptions;
+use strata::policy::{
+    additive_only, baseline_key, client_key, coordinated_cutover, list_clients, ClientRecord,
+    CutoverOptions, Fence, FenceState, PolicyDatabase, PolicyError, SchemaOptions, Verdict,
+    CLIENT_FORMAT,
+};
+use strata_store::{Batch, KvRead, KvWrite, Store};
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+struct InvOld {
+    id: String,
+    total: f64,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+struct Amount {
+    gross: f64,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+struct InvNew {
+    id: String,
+    amount: Amount,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+struct NoteOld {
+    id: String,
+    text: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+struct NoteNew {
+    id: String,
+    body: String,
+}
+
+fn reshape(d: Value) -> Result<Value, String> {
+    Ok(json!({"id": d["id"], "amount": {"gross": d["total"]}}))
+}
+
+fn cutover_opts() -> SchemaOptions {
+    SchemaOptions::new()
+        .persist_json_schema(true)
+        .strategy(coordinated_cutover(reshape))
+        .strategy(additive_only())
+}
+
+fn note_opts() -> SchemaOptions {
+    SchemaOptions::new()
+        .persist_json_schema(true)
+        .strategy(coordinated_cutover(|d| {
+            Ok(json!({"id": d["id"], "body": d["text"]}))
+        }))
+}
+
+fn plain() -> SchemaOptions {
+    SchemaOptions::new().persist_json_schema(true)
+}
+
+/// Generation 0: `invoices` (and `notes`) in the old shape with `n` records each.
+fn seed(store: &Store, clock: &ManualClock, n: usize) {
+    let db = PolicyDatabase::open(store.clone(), config(clock)).unwrap();
+    let inv = db
+        .collection::<InvOld>("invoices", CollectionOptions::new(), plain())
+        .unwrap();
+    let notes = db
+        .collection::<NoteOld>("notes", CollectionOptions::new(), plain())
+        .unwrap();
+    for i in 0..n {
+        let id = format!("i{i:03}");
+        inv.put(
+            &id,
+            &InvOld {
+                id: id.clone(),
+                total: i as f64,
+            },
+        )
+        .unwrap();
+        notes
+            .put(
+                &id,
+                &NoteOld {
+                    id: id.clone(),
+                    text: format!("t{i}"),
+                },
+            )
+            .unwrap();
+    }
+}
+
+#[test]
+fn the_seed_walkthrough_fences_migrates_and_clears() {
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    seed(&store, &clock, 1);
+    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let inv = db
+        .collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .unwrap();
+    assert!(matches!(
+        db.verdict("invoices"),
+        Some(Verdict::CutoverPending { .. })
+    ));
+    let before = store.get(&baseline_key("invoices")).unwrap();
+    let new_doc = InvNew {
+        id: "i2".into(),
+        amount: Amount { gross: 5.0 },
+    };
+    let e = guard_err(inv.put("i2", &new_doc).unwrap_err());
+    assert!(e.is_fenced(), "{e}");
+    assert_eq!(store.get(&baseline_key("invoices")).unwrap(), before);
+
+    let report = db.run_schema_cutover(CutoverOptions::new()).unwrap();
+    assert_eq!(report.migrated, 1);
+    assert_eq!(report.records, 1);
+    assert_eq!(report.generation, 1);
+    assert_eq!(inv.get("i000").unwrap().unwrap().amount.gross, 0.0);
+    inv.put("i2", &new_doc).unwrap();
+    let f = db.fence_state().unwrap();
+    assert_eq!(
+        (f.state, f.generation, f.pending.len()),
+        (FenceState::Normal, 1, 0)
+    );
+    // The cutover's target became the baseline: reopening is unchanged.
+    assert_ne!(store.get(&baseline_key("invoices")).unwrap(), before);
+    let again = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    again
+        .collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .unwrap();
+    assert!(matches!(
+        again.verdict("invoices"),
+        Some(Verdict::Unchanged)
+    ));
+}
+
+#[test]
+fn a_pending_cutover_blocks_its_collection_only_for_every_client() {
+    let store = mem();
+    let clock = ManualClock::new(0);
+    seed(&store, &clock, 2);
+    // An old client opened before the change.
+    let old = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let old_inv = old
+        .collection::<InvOld>("invoices", CollectionOptions::new(), plain())
+        .unwrap();
+    let old_notes = old
+        .collection::<NoteOld>("notes", CollectionOptions::new(), plain())
+        .unwrap();
+    // The new client registers the cutover.
+    let new = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let new_inv = new
+        .collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .unwrap();
+    let new_notes = new
+        .collection::<NoteOld>("notes", CollectionOptions::new(), plain())
+        .unwrap();
+
+    let e = guard_err(
+        old_inv
+            .put(
+                "x",
+                &InvOld {
+                    id: "x".into(),
+                    total: 1.0,
+                },
+            )
+            .unwrap_err(),
+    );
+    assert!(
+        matches!(e, PolicyError::SchemaFence { ref collection, .. } if collection == "invoices"),
+        "{e}"
+    );
+    assert!(guard_err(old_inv.delete("i000").unwrap_err()).is_fenced());
+    assert!(guard_err(new_inv.delete("i000").unwrap_err()).is_fenced());
+    // Other collections stay writable.
+    old_notes
+        .put(
+            "n",
+            &NoteOld {
+                id: "n".into(),
+                text: "a".into(),
+            },
+        )
+        .unwrap();
+    new_notes
+        .put(
+            "m",
+            &NoteOld {
+                id: "m".into(),
+                text: "b".into(),
+            },
+        )
+        .unwrap();
+    assert_eq!(old_inv.get("x").unwrap().map(|d| d.id), None);
+}
+
+#[test]
+fn two_pending_collections_are_migrated_with_one_generation_bump() {
+    let store = mem();
+    let clock = ManualClock::new(0);
+    seed(&store, &clock, 5);
+    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let inv = db
+        .collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .unwrap();
+    let notes = db
+        .collection::<NoteNew>("notes", CollectionOptions::new(), note_opts())
+        .unwrap();
+    assert_eq!(db.fence_state().unwrap().pending.len(), 2);
+    let report = db.run_schema_cutover(CutoverOptions::new()).unwrap();
+    assert_eq!(report.migrated, 2);
+    assert_eq!(report.records, 10);
+    assert_eq!(report.generation, 1);
+    assert_eq!(db.fence_state().unwrap().generation, 1);
+    assert_eq!(notes.get("i004").unwrap().unwrap().body, "t4");
+    assert_eq!(inv.get("i004").unwrap().unwrap().amount.gross, 4.0);
+    // Lock versions were bumped by the rewrite.
+    assert_eq!(inv.get_document("i004").unwrap().unwrap().lock_version, 2);
+    // Nothing pending: a second run is a no-op without a bump.
+    let again = db.run_schema_cutover(CutoverOptions::new()).unwrap();
+    assert_eq!((again.migrated, again.generation), (0, 1));
+}
+
+#[test]
+fn a_client_opened_before_the_bump_gets_migration_required_and_must_reopen() {
+    let store = mem();
+    let clock = ManualClock::new(0);
+    seed(&store, &clock, 1);
+    let stale = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let stale_notes = stale
+        .collection::<NoteOld>("notes", CollectionOptions::new(), plain())
+        .unwrap();
+    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    db.collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .unwrap();
+    let stale_policy = stale.policy();
+    db.run_schema_cutover(CutoverOptions::new().poll(|| {
+        stale_policy.heartbeat().unwrap();
+    }))
+    .unwrap();
+    // Even a collection that was never fenced: the handle is behind the generation.
+    let e = guard_err(
+        stale_notes
+            .put(
+                "n",
+                &NoteOld {
+                    id: "n".into(),
+                    text: "x".into(),
+                },
+            )
+            .unwrap_err(),
+    );
+    assert!(
+        matches!(
+            e,
+            PolicyError::MigrationRequired {
+                opened: 0,
+                current: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("reopen"));
+    drop(stale_notes);
+    drop(stale);
+    let reopened = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let notes = reopened
+        .collection::<NoteOld>("notes", CollectionOptions::new(), plain())
+        .unwrap();
+    notes
+        .put(
+            "n",
+            &NoteOld {
+                id: "n".into(),
+                text: "x".into(),
+            },
+        )
+        .unwrap();
+}
+
+/// Writes a foreign client's presence record (an older build that heartbeats but never
+/// acknowledges).
+fn foreign_client(store: &Store, id: &str, heartbeat_ms: u64) {
+    let rec = ClientRecord {
+        acked_generation: None,
+        client: id.into(),
+        format: CLIENT_FORMAT,
+        heartbeat_ms,
+        opened_generation: 0,
+        pid: 1,
+        started_ms: 0,
+    };
+    store
+        .apply(Batch::new().set(client_key(id), rec.encode()))
+        .unwrap();
+}
+
+#[test]
+fn a_client_silent_past_the_stale_window_is_not_waited_for() {
+    let store = mem();
+    let clock = ManualClock::new(10_000);
+    seed(&store, &clock, 1);
+    foreign_client(&store, "silent", 10_000);
+    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    db.collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .unwrap();
+    let polls = Cell::new(0);
+    let report = db
+        .run_schema_cutover(CutoverOptions::new().quiesce_timeout_ms(60_000).poll(|| {
+            polls.set(polls.get() + 1);
+            clock.advance(400); // the stale window is 1000 ms
+        }))
+        .unwrap();
+    assert_eq!(report.migrated, 1);
+    // It was waited for while live (3 polls: 400, 800, 1200 ms), then skipped.
+    assert_eq!(polls.get(), 3);
+}
+
+#[test]
+fn a_holdout_times_out_and_the_fence_stays_draining_until_abort() {
+    let store = mem();
+    let clock = ManualClock::new(0);
+    seed(&store, &clock, 3);
+    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let inv = db
+        .collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .unwrap();
+    foreign_client(&store, "holdout", 0);
+    let err = db
+        .run_schema_cutover(CutoverOptions::new().quiesce_timeout_ms(2_000).poll(|| {
+            clock.advance(500);
+            foreign_client(&store, "holdout", strata::clock::Clock::now_ms(&clock));
+            // heartbeats, never acks
+        }))
+        .unwrap_err();
+    match &err {
+        PolicyError::QuiesceTimeout {
+            holdouts,
+            waited_ms,
+        } => {
+            assert_eq!(holdouts, &["holdout".to_string()]);
+            assert_eq!(*waited_ms, 2_000);
+        }
+        other => panic!("{other}"),
+    }
+    let f = db.fence_state().unwrap();
+    assert_eq!((f.state, f.generation), (FenceState::Draining, 0));
+    // Still fenced, nothing migrated.
+    assert!(guard_err(inv.delete("i000").unwrap_err()).is_fenced());
+    // abort: back to normal, no bump; the cutover stays pending.
+    let f = db.abort_schema_cutover().unwrap();
+    assert_eq!(
+        (f.state, f.generation, f.coordinator.clone()),
+        (FenceState::Normal, 0, None)
+    );
+    assert_eq!(f.pending.len(), 1);
+    assert_eq!(Fence::read(&store).unwrap(), f);
+    // Once the holdout is gone, a rerun completes.
+    strata::policy::remove_client(&store, "holdout").unwrap();
+    let report = db.run_schema_cutover(CutoverOptions::new()).unwrap();
+    assert_eq!(
+        (report.migrated, report.records, report.generation),
+        (1, 3, 1)
+    );
+}
+
+#[test]
+fn abort_resets_without_a_bump() {
+    let store = mem();
+    let clock = ManualClock::new(0);
+    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    Fence::update(&store, |f| {
+        let mut n = f.clone();
+        n.generation = 4;
+        n.state = FenceState::Migrating;
+        n.coordinator = Some("dead".into());
+        n.lease_until_ms = 99;
+        Ok(Some(n))
+    })
+    .unwrap();
+    let f = db.abort_schema_cutover().unwrap();
+    assert_eq!(f.state, FenceState::Normal);
+    assert_eq!(f.generation, 4);
+    assert_eq!(f.coordinator, None);
+    assert_eq!(db.fence_state().unwrap(), f);
+}
+
+#[test]
+fn two_handles_on_one_store_complete_a_cutover_together() {
+    let store = mem();
+    let clock = ManualClock::new(0);
+    seed(&store, &clock, 4);
+    let a = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let a_inv = a
+        .collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .unwrap();
+    let b = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let b_inv = b
+        .collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .unwrap();
+    let a_policy = a.policy();
+    let seen_draining = Cell::new(false);
+    let report = b
+        .run_schema_cutover(CutoverOptions::new().poll(|| {
+            // A sees the draining fence on its heartbeat and acknowledges.
+            seen_draining.set(a_policy.fence_state().unwrap().state == FenceState::Draining);
+            a_policy.heartbeat().unwrap();
+        }))
+        .unwrap();
+    assert!(seen_draining.get());
+    assert_eq!((report.migrated, report.records), (1, 4));
+    let clients = list_clients(&store).unwrap();
+    let a_rec = clients
+        .iter()
+        .find(|c| c.client == a.policy().client_id())
+        .unwrap();
+    assert_eq!(a_rec.acked_generation, Some(1));
+    // B ran the cutover and moved on; A must reopen.
+    b_inv
+        .put(
+            "x",
+            &InvNew {
+                id: "x".into(),
+                amount: Amount { gross: 1.0 },
+            },
+        )
+        .unwrap();
+    assert!(guard_err(a_inv.delete("x").unwrap_err()).is_migration_required());
+    assert_eq!(a_inv.get("i003").unwrap().unwrap().amount.gross, 3.0);
+}
+
+#[test]
+fn a_live_coordinator_cannot_be_overtaken_but_an_expired_lease_is_resumed() {
+    let store = mem();
+    let clock = ManualClock::new(0);
+    seed(&store, &clock, 3);
+    let a = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    a.collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .unwrap();
+    let b = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    b.collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .unwrap();
+    // A starts, and times out waiting for B (which never ticks while live).
+    let err = a
+        .run_schema_cutover(
+            CutoverOptions::new()
+                .quiesce_timeout_ms(500)
+                .poll(|| clock.advance(250)),
+        )
+        .unwrap_err();
+    assert!(matches!(err, PolicyError::QuiesceTimeout { .. }), "{err}");
+    // B cannot take over while A's lease (5 s) holds.
+    let err = b.run_schema_cutover(CutoverOptions::new()).unwrap_err();
+    assert!(
+        matches!(err, PolicyError::CutoverInProgress { .. }),
+        "{err}"
+    );
+    // After A's lease expires, B takes over (A is stale by then).
+    clock.advance(6_000);
+    let report = b.run_schema_cutover(CutoverOptions::new()).unwrap();
+    assert_eq!(
+        (report.migrated, report.records, report.generation),
+        (1, 3, 1)
+    );
+}
+
+#[test]
+fn a_runner_without_the_transform_is_refused_and_changes_nothing() {
+    let store = mem();
+    let clock = ManualClock::new(0);
+    seed(&store, &clock, 1);
+    let a = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    a.collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .unwrap();
+    let old = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let before = old.fence_state().unwrap();
+    let err = old.run_schema_cutover(CutoverOptions::new()).unwrap_err();
+    assert!(
+        matches!(err, PolicyError::NoTransform { ref collection } if collection == "invoices"),
+        "{err}"
+    );
+    assert_eq!(old.fence_state().unwrap(), before);
+}
