@@ -124,9 +124,25 @@ impl CheckpointCodec for CutoverCheckpoint {
     }
 }
 
+type ProgressFn<'a> = Box<dyn FnMut(&CutoverProgress<'_>) + 'a>;
+
+/// A progress event of the rewrite, after every committed batch.
+#[derive(Debug, Clone, Copy)]
+pub struct CutoverProgress<'a> {
+    /// The collection being rewritten.
+    pub collection: &'a str,
+    /// Records rewritten in this run so far (this collection).
+    pub records: u64,
+    /// Batches committed in this run so far (this collection).
+    pub batches: u64,
+    /// True for the collection's final batch.
+    pub done: bool,
+}
+
 /// Options of [`SchemaGate::run_schema_cutover`], built with chained calls.
 pub struct CutoverOptions<'a> {
     poll: Option<Box<dyn FnMut() + 'a>>,
+    progress: Option<ProgressFn<'a>>,
     poll_interval: Duration,
     quiesce_timeout_ms: u64,
     limits: PassLimits,
@@ -136,6 +152,7 @@ impl std::fmt::Debug for CutoverOptions<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CutoverOptions")
             .field("poll", &self.poll.is_some())
+            .field("progress", &self.progress.is_some())
             .field("poll_interval", &self.poll_interval)
             .field("quiesce_timeout_ms", &self.quiesce_timeout_ms)
             .field("limits", &self.limits)
@@ -147,6 +164,7 @@ impl Default for CutoverOptions<'_> {
     fn default() -> Self {
         CutoverOptions {
             poll: None,
+            progress: None,
             poll_interval: Duration::from_millis(50),
             quiesce_timeout_ms: DEFAULT_QUIESCE_TIMEOUT_MS,
             limits: PassLimits::default(),
@@ -164,6 +182,12 @@ impl<'a> CutoverOptions<'a> {
     /// advance the clock and tick other clients here.
     pub fn poll(mut self, f: impl FnMut() + 'a) -> Self {
         self.poll = Some(Box::new(f));
+        self
+    }
+
+    /// Receives a [`CutoverProgress`] after every committed batch of the rewrite.
+    pub fn on_progress(mut self, f: impl FnMut(&CutoverProgress<'_>) + 'a) -> Self {
+        self.progress = Some(Box::new(f));
         self
     }
 
@@ -357,7 +381,7 @@ impl SchemaGate {
                     &p.collection,
                     transform,
                     target,
-                    options.limits,
+                    &mut options,
                 )?);
             }
             self.complete(&fence, &transforms)?;
@@ -449,8 +473,9 @@ impl SchemaGate {
         collection: &str,
         transform: &Transform,
         target: &super::Baseline,
-        limits: PassLimits,
+        options: &mut CutoverOptions<'_>,
     ) -> Result<CollectionCutover, PolicyError> {
+        let limits = options.limits;
         let codec = CutoverCheckpoint::new(collection, &target.hash);
         let ck_key = cutover_key(collection);
         let mut records = 0;
@@ -504,10 +529,21 @@ impl SchemaGate {
                     });
                     Ok(())
                 };
-            let result = Pass::new(collection, doc_prefix(collection), &codec)
+            let progress = options.progress.as_mut();
+            let mut pass = Pass::new(collection, doc_prefix(collection), &codec)
                 .limits(limits)
-                .on_batch(hook)
-                .run(store, processor);
+                .on_batch(hook);
+            if let Some(f) = progress {
+                pass = pass.on_progress(move |p: &crate::pass::Progress<'_>| {
+                    f(&CutoverProgress {
+                        collection,
+                        records: p.records,
+                        batches: p.batches,
+                        done: p.done,
+                    })
+                });
+            }
+            let result = pass.run(store, processor);
             match result {
                 Ok(report) => {
                     records += report.records;

@@ -42,8 +42,8 @@ mod strategy;
 
 pub use baseline::{baseline_key, Baseline, BASELINE_FORMAT, JSONSCHEMA_PREFIX};
 pub use cutover::{
-    cutover_key, CollectionCutover, CutoverCheckpoint, CutoverOptions, CutoverReport,
-    CUTOVER_PREFIX, DEFAULT_QUIESCE_TIMEOUT_MS,
+    cutover_key, CollectionCutover, CutoverCheckpoint, CutoverOptions, CutoverProgress,
+    CutoverReport, CUTOVER_PREFIX, DEFAULT_QUIESCE_TIMEOUT_MS,
 };
 pub use database::{PolicyDatabase, SchemaOptions};
 pub use error::PolicyError;
