@@ -9,4 +9,5 @@ mod pass;
 mod payload;
 mod policy;
 mod policy_util;
+mod sweep;
 mod validation;
