@@ -1,15 +1,260 @@
-//! `strata migrate` (being implemented; see issue 3).
+//! `strata migrate`: the explicit, resumable, memory-bounded migration of every managed
+//! table (legacy v0 → v1 certification for the Numax tables). Safe to interrupt at any
+//! instant and rerun: it resumes after the last committed batch.
 
-use crate::exit::{CmdResult, Failure};
+use crate::db;
+use crate::exit::{CmdResult, Failure, OK, UNSUPPORTED};
+use crate::size::{parse_nonzero, parse_size};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
+use std::time::{Duration, Instant};
+use strata::migrate::{MigrateError, MigrationEvent, MigrationReport, Migrator, Registry};
+use strata::pass::PassLimits;
+use strata::Catalog;
+use strata_store::{KvRead, ScanLimits, Store};
 
 /// Arguments of `strata migrate`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Records per batch (at least 1).
+    #[arg(long, value_name = "N", default_value = "512", value_parser = parse_nonzero)]
+    max_records: usize,
+    /// Byte budget per batch, shared by the scanned records and the writes they generate:
+    /// 4MiB, 512KiB, 100B or a bare number of bytes (not zero).
+    #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = parse_size)]
+    max_bytes: usize,
+    /// Validate every record of every pending step and write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print one JSON summary document on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The `--json` document (format 1).
+#[derive(Debug, Serialize)]
+struct MigrateDoc<'a> {
+    format: u32,
+    db: String,
+    #[serde(flatten)]
+    report: &'a MigrationReport,
+}
 
 /// Runs the command.
-pub fn run(_db: &Path, _args: Args) -> CmdResult {
-    Err(Failure::error(
-        "`strata migrate` is not available in this build yet",
-    ))
+pub fn run(db_path: &Path, args: Args) -> CmdResult {
+    let limits = PassLimits::new(args.max_records, args.max_bytes).map_err(Failure::error)?;
+    let store = db::open_existing(db_path)?;
+    let catalog = db::catalog(&store).map_err(Failure::error)?;
+    let registry = Registry::certification(&catalog);
+    let mut progress = Reporter::new(&store, &catalog)?;
+    let result = Migrator::new(registry)
+        .map_err(Failure::error)?
+        .limits(limits)
+        .dry_run(args.dry_run)
+        .on_event(|e| progress.event(e))
+        .run(&store);
+    progress.finish();
+    // Whatever happened, every committed batch is made durable before exiting.
+    let flushed = strata_store::KvWrite::flush(&store);
+    let report = result.map_err(failure)?;
+    flushed?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let doc = MigrateDoc {
+            format: 1,
+            db: db_path.display().to_string(),
+            report: &report,
+        };
+        serde_json::to_writer_pretty(&mut out, &doc)?;
+        writeln!(out)?;
+    } else {
+        for t in &report.tables {
+            writeln!(
+                out,
+                "{:<26} v{} -> v{}  {:>9} records  {:>6} batches  {:>8.2}s  {}",
+                t.table,
+                t.from,
+                t.to,
+                t.records,
+                t.batches,
+                t.seconds,
+                serde_json::to_value(t.outcome)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            )?;
+        }
+        if report.dry_run {
+            writeln!(
+                out,
+                "\ndry run: every record validated, nothing was written"
+            )?;
+        } else {
+            writeln!(out, "\nmigration complete: every table is current")?;
+        }
+    }
+    out.flush()?;
+    Ok(OK)
+}
+
+/// Maps a migration error to its exit code: 4 for future or corrupt metadata, 1 otherwise.
+fn failure(e: MigrateError) -> Failure {
+    if e.is_unsupported_or_corrupt() {
+        Failure::with_code(UNSUPPORTED, e)
+    } else {
+        Failure::error(e)
+    }
+}
+
+/// Counts the records of every table (for the progress bar's length and ETA).
+pub(crate) fn count_records(store: &Store, catalog: &Catalog) -> Result<u64, Failure> {
+    let limits = ScanLimits::new(4096, 16 << 20)?;
+    let mut total = 0u64;
+    for t in catalog.tables() {
+        let mut cursor: Option<Vec<u8>> = None;
+        loop {
+            let page = match store.scan(t.prefix(), cursor.as_deref(), limits) {
+                Ok(p) => p,
+                // Counting only: a record too large for the page is counted and skipped.
+                Err(strata_store::StoreError::RecordTooLarge { key, .. }) => {
+                    total += 1;
+                    cursor = Some(key);
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            total += page.records.len() as u64;
+            match page.cursor() {
+                Some(c) if page.more => cursor = Some(c.to_vec()),
+                _ => break,
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// Progress on stderr: a bar with records/s and an ETA on a terminal, plain lines (at most
+/// one per second per table, plus step start and end) otherwise.
+pub(crate) struct Reporter {
+    bar: Option<ProgressBar>,
+    /// Records of finished steps (the bar position is this plus the current step's count).
+    done: u64,
+    last_line: Instant,
+}
+
+impl Reporter {
+    /// A reporter for `store`; on a terminal it first counts the records to size the bar.
+    pub(crate) fn new(store: &Store, catalog: &Catalog) -> Result<Self, Failure> {
+        let bar = if std::io::stderr().is_terminal() {
+            let total = count_records(store, catalog)?;
+            let bar = ProgressBar::new(total);
+            if let Ok(style) = ProgressStyle::with_template(
+                "{prefix:>26} [{bar:30}] {human_pos}/{human_len} records  {per_sec}  ETA {eta}",
+            ) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar.enable_steady_tick(Duration::from_millis(200));
+            Some(bar)
+        } else {
+            None
+        };
+        Ok(Reporter {
+            bar,
+            done: 0,
+            last_line: Instant::now(),
+        })
+    }
+
+    fn line(&self, text: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(text),
+            None => eprintln!("{text}"),
+        }
+    }
+
+    /// Handles one migration event.
+    pub(crate) fn event(&mut self, e: &MigrationEvent<'_>) {
+        match e {
+            MigrationEvent::StepStarted {
+                table,
+                from,
+                to,
+                resumed_after,
+            } => {
+                if let Some(bar) = &self.bar {
+                    bar.set_prefix(table.to_string());
+                }
+                let resumed = match resumed_after {
+                    Some(c) => format!(" (resuming after `{}`)", strata_store::escape_key(c)),
+                    None => String::new(),
+                };
+                self.line(&format!("migrating {table}: v{from} -> v{to}{resumed}"));
+            }
+            MigrationEvent::Progress { progress, .. } => {
+                if progress.done {
+                    self.done += progress.records;
+                }
+                match &self.bar {
+                    Some(bar) => {
+                        let pos = if progress.done {
+                            self.done
+                        } else {
+                            self.done + progress.records
+                        };
+                        bar.set_position(pos);
+                    }
+                    None => {
+                        if !progress.done && self.last_line.elapsed() >= Duration::from_secs(1) {
+                            self.last_line = Instant::now();
+                            let secs = progress.elapsed.as_secs_f64().max(1e-9);
+                            eprintln!(
+                                "  {}: {} records, {} batches, {:.0} records/s",
+                                progress.table,
+                                progress.records,
+                                progress.batches,
+                                progress.records as f64 / secs
+                            );
+                        }
+                    }
+                }
+            }
+            MigrationEvent::TableFinished { report } => {
+                if report.records > 0 || report.from != report.to {
+                    self.line(&format!(
+                        "  {}: v{} -> v{}, {} records in {} batches, {:.2}s",
+                        report.table,
+                        report.from,
+                        report.to,
+                        report.records,
+                        report.batches,
+                        report.seconds
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Handles one verification progress event.
+    pub(crate) fn verify_progress(&mut self, p: &strata::pass::Progress<'_>) {
+        if let Some(bar) = &self.bar {
+            bar.set_prefix(p.table.to_string());
+            bar.set_position(self.done + p.records);
+        } else if p.done || self.last_line.elapsed() >= Duration::from_secs(1) {
+            self.last_line = Instant::now();
+            eprintln!("  {}: {} records verified", p.table, p.records);
+        }
+        if p.done {
+            self.done += p.records;
+        }
+    }
+
+    /// Clears the bar.
+    pub(crate) fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
 }

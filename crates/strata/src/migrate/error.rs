@@ -134,6 +134,16 @@ pub enum MigrateError {
         /// The step the header calls for: `to`.
         expected_to: u16,
     },
+    /// `verify` found a record that does not decode.
+    #[error("record `{}` of table `{table}` does not decode: {reason}; repair or remove it (verify is read-only and changed nothing)", escape_key(.key))]
+    VerifyFailed {
+        /// The table.
+        table: String,
+        /// The record's full key.
+        key: Vec<u8>,
+        /// The decoder's reason.
+        reason: String,
+    },
     /// The bulk pass stopped (invalid record, budget, forbidden mutation, abort, store).
     #[error(transparent)]
     Pass(#[from] PassError),
@@ -165,6 +175,7 @@ impl MigrateError {
             | MigrateError::CheckpointOutOfPrefix { table, .. }
             | MigrateError::StaleCheckpoint { table, .. }
             | MigrateError::CheckpointMismatch { table, .. }
+            | MigrateError::VerifyFailed { table, .. }
             | MigrateError::Store { table, .. } => Some(table),
             MigrateError::Pass(p) => p.table(),
         }
@@ -174,6 +185,7 @@ impl MigrateError {
     pub fn key(&self) -> Option<&[u8]> {
         match self {
             MigrateError::Pass(p) => p.key(),
+            MigrateError::VerifyFailed { key, .. } => Some(key),
             _ => None,
         }
     }

@@ -529,18 +529,17 @@ pub struct VerifyReport {
 
 /// The error [`verify`] returns for the first record that does not decode.
 fn verify_failure(t: &TableDef, key: Vec<u8>, reason: String) -> MigrateError {
-    MigrateError::Pass(PassError::InvalidRecord {
+    MigrateError::VerifyFailed {
         table: t.name().to_string(),
         key,
         reason,
-        checkpoint: None,
-    })
+    }
 }
 
 /// The read-only full certification scan (`strata verify`): decodes every record of every
 /// table of `catalog` (current tables too) in pages bounded by `limits`, and stops at the
-/// first record that does not decode with [`MigrateError::Pass`]
-/// ([`PassError::InvalidRecord`] naming table and key). Writes nothing, takes no lease.
+/// first record that does not decode with [`MigrateError::VerifyFailed`] (naming table,
+/// key and reason). Writes nothing, takes no lease.
 /// A record larger than the page budget is read on its own (verification never refuses
 /// a record for its size).
 pub fn verify<S: KvRead + ?Sized>(

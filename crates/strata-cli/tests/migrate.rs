@@ -1,0 +1,275 @@
+//! `strata migrate` and `strata verify`: exit codes, argument validation, JSON, progress,
+//! dry runs and read-only verification, on the committed legacy fixture.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use strata::header::{checkpoint_key, header_key};
+use strata::SchemaHeader;
+use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
+
+fn strata(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn fixture() -> Vec<(Vec<u8>, Vec<u8>)> {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../strata/fixtures/legacy-v0/records.tsv");
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (k, v) = l.split_once('\t').unwrap();
+            (
+                hex::decode(k.trim()).unwrap(),
+                hex::decode(v.trim()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn with_store<T>(db: &Path, f: impl FnOnce(&Store) -> T) -> T {
+    let store = strata_sled::SledStore::open_store(db).unwrap();
+    let out = f(&store);
+    store.flush().unwrap();
+    out
+}
+
+fn legacy_db(dir: &Path) -> PathBuf {
+    let db = dir.join("db");
+    with_store(&db, |s| {
+        for (k, v) in fixture() {
+            s.apply(Batch::new().set(k, v)).unwrap();
+        }
+    });
+    db
+}
+
+fn all(db: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    with_store(db, |s| {
+        let mut out = BTreeMap::new();
+        let mut cursor: Option<Vec<u8>> = None;
+        loop {
+            let page = s
+                .scan(
+                    b"",
+                    cursor.as_deref(),
+                    ScanLimits::new(1000, 1 << 24).unwrap(),
+                )
+                .unwrap();
+            for r in &page.records {
+                out.insert(r.key.clone(), r.value.clone());
+            }
+            match page.cursor() {
+                Some(c) if page.more => cursor = Some(c.to_vec()),
+                _ => break,
+            }
+        }
+        out
+    })
+}
+
+fn payload(db: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    all(db)
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with(b"__nx/schema/") && !k.starts_with(b"__nx/migration/"))
+        .collect()
+}
+
+#[test]
+fn missing_path_is_refused_and_not_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("missing");
+    for cmd in [["migrate"].as_slice(), ["verify"].as_slice()] {
+        let out = strata(&db, cmd);
+        assert_eq!(out.status.code(), Some(1), "{cmd:?}");
+        assert!(stderr(&out).starts_with("strata: "), "{}", stderr(&out));
+        assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
+        assert!(!db.exists(), "{cmd:?} created the path");
+    }
+}
+
+#[test]
+fn zero_and_malformed_limits_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = legacy_db(dir.path());
+    let before = all(&db);
+    for args in [
+        ["migrate", "--max-bytes", "0"],
+        ["migrate", "--max-bytes", "0MiB"],
+        ["migrate", "--max-records", "0"],
+        ["migrate", "--max-bytes", "4 parsecs"],
+    ] {
+        let out = strata(&db, &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(args[1]), "{}", stderr(&out));
+    }
+    let out = strata(&db, &["migrate", "--max-bytes", "0"]);
+    assert!(
+        stderr(&out).contains("greater than zero"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(all(&db), before, "refused arguments changed nothing");
+}
+
+#[test]
+fn sizes_accept_units_and_bare_numbers() {
+    for size in ["4MiB", "512KiB", "4096"] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = legacy_db(dir.path());
+        let out = strata(&db, &["migrate", "--dry-run", "--json", "--max-bytes", size]);
+        assert_eq!(out.status.code(), Some(0), "{size}: {}", stderr(&out));
+    }
+    // 100B parses to 100 bytes, too small for the largest fixture record.
+    let dir = tempfile::tempdir().unwrap();
+    let db = legacy_db(dir.path());
+    let out = strata(&db, &["migrate", "--dry-run", "--max-bytes", "100B"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("byte budget of 100 bytes"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--max-bytes"), "{}", stderr(&out));
+}
+
+#[test]
+fn migrates_the_legacy_fixture_with_a_json_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = legacy_db(dir.path());
+    let before = payload(&db);
+    assert_eq!(strata(&db, &["status"]).status.code(), Some(3));
+
+    let out = strata(&db, &["migrate", "--max-records", "2", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["format"], 1);
+    assert_eq!(doc["dry_run"], false);
+    let tables = doc["tables"].as_array().unwrap();
+    assert_eq!(tables.len(), 14);
+    for t in tables {
+        assert_eq!(t["from"], 0, "{t}");
+        assert_eq!(t["to"], 1, "{t}");
+        assert_eq!(t["records"], 1, "{t}");
+        assert_eq!(t["batches"], 1, "{t}");
+        assert!(t["seconds"].as_f64().unwrap() >= 0.0);
+        assert!(t["table"].is_string());
+    }
+    // Plain progress lines on stderr (not a terminal here).
+    assert!(
+        stderr(&out).contains("migrating op-log: v0 -> v1"),
+        "{}",
+        stderr(&out)
+    );
+
+    assert_eq!(payload(&db), before, "every payload byte unchanged");
+    let after = all(&db);
+    for (id, name, _) in strata::numax::NUMAX_TABLES {
+        assert_eq!(
+            after
+                .get(&header_key(name))
+                .map(|h| SchemaHeader::decode(h).unwrap()),
+            Some(SchemaHeader::new(1, id))
+        );
+        assert!(!after.contains_key(&checkpoint_key(name)));
+    }
+    assert_eq!(strata(&db, &["status"]).status.code(), Some(0));
+
+    // Rerunning is a no-op; the human summary goes to stdout.
+    let again = strata(&db, &["migrate"]);
+    assert_eq!(again.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert!(text.contains("migration complete"), "{text}");
+    assert!(text.contains("current"), "{text}");
+}
+
+#[test]
+fn dry_run_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = legacy_db(dir.path());
+    let before = all(&db);
+    let out = strata(&db, &["migrate", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing was written"));
+    assert_eq!(all(&db), before);
+    assert_eq!(strata(&db, &["status"]).status.code(), Some(3));
+}
+
+#[test]
+fn invalid_record_fails_naming_table_and_key_and_moves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = legacy_db(dir.path());
+    with_store(&db, |s| {
+        s.apply(Batch::new().set(b"__nx/crdt/seen-op/broken".to_vec(), vec![1, 2, 3]))
+            .unwrap();
+    });
+    let out = strata(&db, &["migrate"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    let last = err.lines().last().unwrap();
+    assert!(last.starts_with("strata: "), "{err}");
+    assert!(
+        last.contains("seen-ops") && last.contains("__nx/crdt/seen-op/broken"),
+        "{err}"
+    );
+    let after = all(&db);
+    assert!(!after.contains_key(&header_key("seen-ops")));
+    assert!(!after.contains_key(&checkpoint_key("seen-ops")));
+}
+
+#[test]
+fn future_header_exits_4() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = legacy_db(dir.path());
+    with_store(&db, |s| {
+        s.apply(Batch::new().set(
+            header_key("op-log"),
+            SchemaHeader::new(7, 14).encode().to_vec(),
+        ))
+        .unwrap();
+    });
+    let before = all(&db);
+    let out = strata(&db, &["migrate"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("op-log"), "{}", stderr(&out));
+    assert_eq!(all(&db), before);
+}
+
+#[test]
+fn verify_is_read_only_and_names_the_first_bad_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = legacy_db(dir.path());
+    // Legacy tables are verified too (verify does not need headers).
+    let out = strata(&db, &["verify", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["tables"].as_array().unwrap().len(), 14);
+    assert!(doc["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t["records"] == 1));
+
+    assert_eq!(strata(&db, &["migrate"]).status.code(), Some(0));
+    with_store(&db, |s| {
+        s.apply(Batch::new().set(b"__nx/crdt/orset/broken".to_vec(), b"{nope".to_vec()))
+            .unwrap();
+    });
+    let before = all(&db);
+    let out = strata(&db, &["verify"]);
+    assert_ne!(out.status.code(), Some(0));
+    let err = stderr(&out);
+    assert!(
+        err.contains("orset-materialized") && err.contains("__nx/crdt/orset/broken"),
+        "{err}"
+    );
+    assert_eq!(all(&db), before, "verify wrote nothing");
+}
