@@ -3,6 +3,7 @@
 
 mod common;
 mod crash;
+mod fixture;
 mod manager;
 mod props;
 mod runtime;
