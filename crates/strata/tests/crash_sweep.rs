@@ -1,0 +1,246 @@
+//! Real crash test of the eager sweep (harness = false).
+//!
+//! The parent seeds ≥ 100k stale documents in a sled datastore, then repeatedly runs this
+//! same binary as a child (`STRATA_CRASH_ROLE=sweeper`) that sweeps the collection, and
+//! SIGKILLs it at a random moment (`STRATA_CRASH_ITERS` times, default 3). After every
+//! kill it reopens the store and checks: no document lost, every document either
+//! untouched (v1, `n == 0`) or fully upcast (v3, `n == 2`: each of the two steps
+//! incremented `n` exactly once — a double transformation would show as `n > 2` or as a
+//! v3 document upcast again), and the marker's cursor never moved backwards. A final
+//! uninterrupted run must complete, after which every document is at v3 with `n == 2`.
+//!
+//! `STRATA_CRASH_ROWS` overrides the row count (default 100 000).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use strata::collection::{layout, CollectionOptions};
+use strata::payload::envelope::{self, Envelope};
+use strata::payload::sweep::SweepMarker;
+use strata::payload::{Mode, StepError, SweepOptions};
+use strata::{Collection, Database};
+use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
+
+const ROLE_ENV: &str = "STRATA_CRASH_ROLE";
+const DIR_ENV: &str = "STRATA_CRASH_DIR";
+const NAME: &str = "crash";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Doc {
+    id: String,
+    n: i64,
+}
+
+fn bump(o: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), StepError> {
+    let n = o
+        .get("n")
+        .and_then(|v| v.as_i64())
+        .ok_or_else(|| StepError::new("missing counter `n`"))?;
+    o.insert("n".into(), json!(n + 1));
+    Ok(())
+}
+
+fn collection(db: &Database) -> Collection<Doc> {
+    db.collection(
+        NAME,
+        CollectionOptions::new()
+            .identity_fields(["id"])
+            .upcast(1, Mode::Lazy, bump)
+            .upcast(2, Mode::Eager, bump),
+    )
+    .unwrap()
+}
+
+fn open(dir: &std::path::Path) -> Store {
+    strata_sled::SledStore::open_store(dir).unwrap()
+}
+
+fn rows() -> usize {
+    std::env::var("STRATA_CRASH_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000)
+}
+
+fn child(dir: &str) {
+    let store = open(std::path::Path::new(dir));
+    let db = Database::open(store).unwrap();
+    let c = collection(&db);
+    println!("role=sweeper ready");
+    let report = c
+        .sweep(SweepOptions::new().runner_id("crash-child").batch_size(256))
+        .unwrap();
+    println!("note={}", report.note);
+}
+
+/// A tiny xorshift generator seeded from the clock (the seed is printed).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn seed(dir: &std::path::Path, n: usize) {
+    let store = open(dir);
+    let db = Database::open(store.clone()).unwrap();
+    collection(&db);
+    let mut b = Batch::new();
+    for i in 0..n {
+        let id = format!("d{i:07}");
+        let json = format!(r#"{{"id":"{id}","n":0}}"#);
+        b = b.set(
+            layout::doc_key(NAME, &id),
+            envelope::encode(Envelope::new(1, 1), json.as_bytes()),
+        );
+        if (i + 1) % 5000 == 0 {
+            store.apply(std::mem::take(&mut b)).unwrap();
+        }
+    }
+    if !b.is_empty() {
+        store.apply(b).unwrap();
+    }
+    store.flush().unwrap();
+}
+
+/// Checks every document; returns (untouched, upcast) counts and the marker.
+fn check(dir: &std::path::Path, n: usize) -> (usize, usize, Option<SweepMarker>) {
+    let store = open(dir);
+    let prefix = layout::doc_prefix(NAME);
+    let (mut old, mut new) = (0usize, 0usize);
+    let mut after: Option<Vec<u8>> = None;
+    let limits = ScanLimits::new(10_000, 64 << 20).unwrap();
+    loop {
+        let page = store.scan(&prefix, after.as_deref(), limits).unwrap();
+        for r in &page.records {
+            let (env, json) = envelope::decode(&r.value).unwrap();
+            let doc: serde_json::Value = serde_json::from_slice(json).unwrap();
+            let id = std::str::from_utf8(&r.key[prefix.len()..]).unwrap();
+            assert_eq!(doc["id"], json!(id), "identity changed");
+            assert_eq!(env.lock_version, 1, "{id}: lock version changed");
+            match (env.payload_version, doc["n"].as_i64()) {
+                (1, Some(0)) => old += 1,
+                (3, Some(2)) => new += 1,
+                other => panic!("{id}: transformed a wrong number of times: {other:?}"),
+            }
+        }
+        if !page.more {
+            break;
+        }
+        after = page.cursor().map(<[u8]>::to_vec);
+    }
+    assert_eq!(old + new, n, "documents lost or duplicated");
+    let marker = store
+        .get(&layout::sweep_key(NAME))
+        .unwrap()
+        .map(|b| SweepMarker::decode(NAME, &b).unwrap());
+    (old, new, marker)
+}
+
+fn spawn(dir: &std::path::Path) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .env(ROLE_ENV, "sweeper")
+        .env(DIR_ENV, dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_ready(child: &mut std::process::Child) -> BufReader<std::process::ChildStdout> {
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(
+        line.trim(),
+        "role=sweeper ready",
+        "the child runs the wrong role"
+    );
+    out
+}
+
+fn main() {
+    if let Ok(role) = std::env::var(ROLE_ENV) {
+        assert_eq!(role, "sweeper", "unknown role {role}");
+        child(&std::env::var(DIR_ENV).unwrap());
+        return;
+    }
+    let iters: usize = std::env::var("STRATA_CRASH_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let n = rows();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let started = Instant::now();
+    seed(&dir, n);
+    let seed_rng = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    println!(
+        "crash_sweep: {n} rows seeded in {:?}, rng seed {seed_rng}",
+        started.elapsed()
+    );
+    // Measure how long a child takes to get going, to spread kills over the sweep.
+    let mut rng = Rng(seed_rng);
+    let mut last_cursor: Option<Vec<u8>> = None;
+    let mut kills = 0;
+    for i in 0..iters {
+        let mut child = spawn(&dir);
+        let _out = wait_ready(&mut child);
+        let delay = Duration::from_millis(20 + rng.next() % 1500);
+        std::thread::sleep(delay); // the random kill point, not synchronization
+        let finished = child.try_wait().unwrap().is_some();
+        child.kill().unwrap(); // SIGKILL on Unix
+        child.wait().unwrap();
+        if !finished {
+            kills += 1;
+        }
+        let (old, new, marker) = check(&dir, n);
+        let cursor = marker.as_ref().and_then(SweepMarker::cursor);
+        if let (Some(prev), Some(cur)) = (&last_cursor, &cursor) {
+            assert!(cur >= prev, "the sweep cursor moved backwards");
+        }
+        if cursor.is_some() {
+            last_cursor = cursor;
+        }
+        println!(
+            "crash_sweep: iteration {i}: killed after {delay:?} (finished first: {finished}); {new} upcast, {old} untouched"
+        );
+    }
+    // Rerun to completion.
+    let mut child = spawn(&dir);
+    let mut out = wait_ready(&mut child);
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(child.wait().unwrap().success(), "the final sweep failed");
+    let note = line.trim().to_string();
+    assert!(
+        note == "note=complete" || note == "note=already at v3",
+        "unexpected final note {note}"
+    );
+    let (old, new, marker) = check(&dir, n);
+    assert_eq!(
+        (old, new),
+        (0, n),
+        "every document must end at v3 exactly once transformed"
+    );
+    let marker = marker.unwrap();
+    assert_eq!((marker.completed, marker.in_progress), (3, None));
+    // The collection reads back through the API too.
+    let db = Database::open(open(&dir)).unwrap();
+    let c = collection(&db);
+    assert_eq!(c.get("d0000000").unwrap().unwrap().n, 2);
+    println!(
+        "crash_sweep: ok ({kills} kills of {iters}, {n} rows, {:?})",
+        started.elapsed()
+    );
+}
