@@ -274,7 +274,7 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn compare_union(&mut self, path: &str, vo: &View, vn: &View) {
+    fn compare_union(&mut self, path: &str, vo: &View<'_>, vn: &View<'_>) {
         let kind_o = vo.union.as_ref().map(|(k, _)| *k);
         let kind_n = vn.union.as_ref().map(|(k, _)| *k);
         let Some(kind_any) = kind_n.or(kind_o) else {
@@ -282,14 +282,11 @@ impl<'a> Engine<'a> {
         };
         let kw_o = kind_o.unwrap_or(kind_any).keyword();
         let kw_n = kind_n.unwrap_or(kind_any).keyword();
-        let branches = |v: &View| -> Vec<(usize, Value)> {
-            match &v.union {
-                Some((_, b)) => b.clone(),
-                None => vec![(0, v.as_schema())],
-            }
-        };
-        let bo = branches(vo);
-        let bn = branches(vn);
+        // A non-union side takes part as a single branch.
+        let wrapped_o = vo.union.is_none().then(|| vo.as_schema());
+        let wrapped_n = vn.union.is_none().then(|| vn.as_schema());
+        let bo = union_branches(vo, &wrapped_o);
+        let bn = union_branches(vn, &wrapped_n);
         let pairs = self.match_branches(&bo, &bn);
         let mut used_new = vec![false; bn.len()];
         for (i, (oi, ob)) in bo.iter().enumerate() {
@@ -339,10 +336,10 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn compare_all_of(&mut self, path: &str, vo: &View, vn: &View) {
-        let list = |v: &View| -> Vec<(usize, Value)> {
+    fn compare_all_of<'b>(&mut self, path: &str, vo: &'b View<'_>, vn: &'b View<'_>) {
+        let list = |v: &'b View<'_>| -> Vec<(usize, &'b Value)> {
             match v.map.get("allOf") {
-                Some(Value::Array(items)) => items.iter().cloned().enumerate().collect(),
+                Some(Value::Array(items)) => items.iter().enumerate().collect(),
                 _ => Vec::new(),
             }
         };
@@ -389,8 +386,8 @@ impl<'a> Engine<'a> {
     /// (same `$ref` name, same types, shared property names). `(new position, exact)`.
     fn match_branches(
         &self,
-        old: &[(usize, Value)],
-        new: &[(usize, Value)],
+        old: &[(usize, &Value)],
+        new: &[(usize, &Value)],
     ) -> Vec<Option<(usize, bool)>> {
         let fo: Vec<Vec<u8>> = old
             .iter()
@@ -674,6 +671,9 @@ impl<'a> Engine<'a> {
     }
 
     fn constraint(&mut self, path: &str, keyword: &str, vo: &View, vn: &View, verdict: Verdict) {
+        if matches!(verdict, Verdict::Same) {
+            return;
+        }
         let old = vo.map.get(keyword).cloned();
         let new = vn.map.get(keyword).cloned();
         let keyword = keyword.to_string();
@@ -787,8 +787,8 @@ impl<'a> Engine<'a> {
     }
 
     fn opaque_keywords(&mut self, path: &str, vo: &View, vn: &View) {
-        let keys: BTreeSet<&String> = vo.map.keys().chain(vn.map.keys()).collect();
-        for k in keys {
+        let only_new = vn.map.keys().filter(|k| !vo.map.contains_key(k.as_str()));
+        for k in vo.map.keys().chain(only_new) {
             if is_annotation(k) || is_interpreted(k) {
                 continue;
             }
@@ -881,9 +881,17 @@ fn types_intersect(a: &Option<BTreeSet<String>>, b: &Option<BTreeSet<String>>) -
     }
 }
 
-fn similarity(a: &View, b: &View) -> u32 {
+fn union_branches<'x>(v: &'x View<'_>, wrapped: &'x Option<Value>) -> Vec<(usize, &'x Value)> {
+    match (&v.union, wrapped) {
+        (Some((_, b)), _) => b.iter().map(|(i, b)| (*i, b.as_ref())).collect(),
+        (None, Some(w)) => vec![(0, w)],
+        (None, None) => Vec::new(),
+    }
+}
+
+fn similarity(a: &View<'_>, b: &View<'_>) -> u32 {
     let mut score = 0;
-    let name = |v: &View| {
+    let name = |v: &View<'_>| {
         v.refs
             .first()
             .map(|r| r.rsplit('/').next().unwrap_or(r).to_string())

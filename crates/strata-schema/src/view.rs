@@ -2,6 +2,7 @@
 //! out of `type` arrays and `anyOf`/`oneOf` null branches, `const` folded into `enum`,
 //! unions of constants collapsed into one enum, and implicit types inferred.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
@@ -111,50 +112,65 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// A subschema after `$ref` resolution: a boolean schema or a keyword map.
-pub(crate) enum Resolved {
+/// A subschema after `$ref` resolution: a boolean schema or a keyword map (borrowed
+/// unless `$ref` siblings had to be merged in).
+pub(crate) enum Resolved<'v> {
     /// `true`, `false` (non-object, non-boolean values count as `true`).
     Bool(bool),
     /// Keywords, with every `$ref` on the way merged in.
-    Map(Map<String, Value>),
+    Map(Cow<'v, Map<String, Value>>),
 }
 
-/// Follows `$ref` chains, merging sibling keywords over the target (siblings win for
-/// constraints, the target keeps its annotations). Refs followed are appended to `refs`.
-pub(crate) fn deref(root: &Value, value: &Value, refs: &mut Vec<String>) -> Resolved {
-    let mut current = match value {
-        Value::Object(map) => map.clone(),
+/// Follows `$ref` chains. Sibling keywords that constrain are merged over the target
+/// (siblings win; the target keeps its annotations); annotation-only siblings are dropped
+/// so the target can be borrowed. Refs followed are appended to `refs`.
+pub(crate) fn deref<'v>(root: &'v Value, value: &'v Value, refs: &mut Vec<String>) -> Resolved<'v> {
+    let mut current: Cow<'v, Map<String, Value>> = match value {
+        Value::Object(map) => Cow::Borrowed(map),
         Value::Bool(b) => return Resolved::Bool(*b),
         _ => return Resolved::Bool(true),
     };
     for _ in 0..MAX_DEPTH {
-        let reference = match current.remove("$ref") {
-            Some(Value::String(r)) => r,
-            Some(other) => {
-                // A non-string `$ref` is not a reference; keep it as an opaque keyword.
-                current.insert("$ref".into(), other);
-                break;
-            }
-            None => break,
+        let reference = match current.get("$ref") {
+            Some(Value::String(r)) => r.clone(),
+            // A non-string `$ref` is not a reference; it stays as an opaque keyword.
+            _ => break,
         };
         let target = resolve(root, &reference);
         refs.push(reference);
+        let constraining_siblings = current.keys().any(|k| k != "$ref" && !is_annotation(k));
         match target {
+            Some(Value::Object(target)) if !constraining_siblings => {
+                current = Cow::Borrowed(target);
+            }
             Some(Value::Object(target)) => {
                 let mut merged = target.clone();
-                for (k, v) in current {
-                    if !is_annotation(&k) || !merged.contains_key(&k) {
-                        merged.insert(k, v);
+                for (k, v) in current.iter() {
+                    if k != "$ref" && (!is_annotation(k) || !merged.contains_key(k)) {
+                        merged.insert(k.clone(), v.clone());
                     }
                 }
-                current = merged;
+                current = Cow::Owned(merged);
             }
             Some(Value::Bool(false)) => return Resolved::Bool(false),
             // `true`, a dangling reference (validated earlier) or garbage: siblings only.
-            _ => {}
+            _ => {
+                current.to_mut().remove("$ref");
+            }
         }
     }
     Resolved::Map(current)
+}
+
+/// [`deref`] for a value that may be owned by the caller.
+fn deref_cow<'v>(root: &'v Value, value: Cow<'v, Value>, refs: &mut Vec<String>) -> Resolved<'v> {
+    match value {
+        Cow::Borrowed(v) => deref(root, v, refs),
+        Cow::Owned(v) => match deref(root, &v, refs) {
+            Resolved::Bool(b) => Resolved::Bool(b),
+            Resolved::Map(m) => Resolved::Map(Cow::Owned(m.into_owned())),
+        },
+    }
 }
 
 /// Which union keyword a view's branches came from.
@@ -173,13 +189,16 @@ impl UnionKind {
     }
 }
 
-/// A normalized subschema.
-pub(crate) struct View {
+/// Union branches: `(index in the original keyword array, branch)`.
+pub(crate) type Branches<'v> = Vec<(usize, Cow<'v, Value>)>;
+
+/// A normalized subschema, borrowing from the schema document where it can.
+pub(crate) struct View<'v> {
     /// The schema is `false`.
     pub(crate) nothing: bool,
-    /// Keywords (refs merged, union keyword removed when it was turned into `union`).
-    pub(crate) map: Map<String, Value>,
-    /// Refs followed to reach this node (for cycle detection and branch matching).
+    /// Keywords (refs merged). A union keyword may still be present; `union` is what counts.
+    pub(crate) map: Cow<'v, Map<String, Value>>,
+    /// Refs followed to reach this node (for branch matching).
     pub(crate) refs: Vec<String>,
     /// Accepted non-null types; `None` = unconstrained.
     pub(crate) types: Option<BTreeSet<String>>,
@@ -188,14 +207,14 @@ pub(crate) struct View {
     /// Accepted non-null values, sorted by canonical bytes and deduplicated.
     pub(crate) enum_values: Option<Vec<Value>>,
     /// Non-null union branches `(index in the original keyword array, branch)`, ≥ 2.
-    pub(crate) union: Option<(UnionKind, Vec<(usize, Value)>)>,
+    pub(crate) union: Option<(UnionKind, Branches<'v>)>,
 }
 
-impl View {
-    fn boolean(accept: bool, refs: Vec<String>) -> View {
+impl View<'_> {
+    fn boolean(accept: bool, refs: Vec<String>) -> Self {
         View {
             nothing: !accept,
-            map: Map::new(),
+            map: Cow::Owned(Map::new()),
             refs,
             types: None,
             null: accept,
@@ -204,17 +223,12 @@ impl View {
         }
     }
 
-    /// The view's keyword map as a schema value (used to wrap a non-union as a branch).
+    /// The view as a schema value, used to wrap a non-union as a single union branch.
     pub(crate) fn as_schema(&self) -> Value {
         if self.nothing {
             return Value::Bool(false);
         }
-        let mut map = self.map.clone();
-        if let Some((kind, branches)) = &self.union {
-            let list = branches.iter().map(|(_, b)| b.clone()).collect();
-            map.insert(kind.keyword().into(), Value::Array(list));
-        }
-        Value::Object(map)
+        Value::Object(self.map.clone().into_owned())
     }
 }
 
@@ -232,6 +246,9 @@ fn json_type_of(v: &Value) -> &'static str {
 
 /// Sorts by canonical bytes and removes duplicates.
 pub(crate) fn sort_values(values: &mut Vec<Value>) {
+    if values.len() < 2 {
+        return;
+    }
     values.sort_by_cached_key(canonical_bytes);
     values.dedup_by(|a, b| canonical_bytes(a) == canonical_bytes(b));
 }
@@ -243,7 +260,7 @@ fn is_null_branch(root: &Value, branch: &Value) -> bool {
         return false;
     };
     let mut constraint = false;
-    for (k, v) in &map {
+    for (k, v) in map.iter() {
         if is_annotation(k) {
             continue;
         }
@@ -262,7 +279,7 @@ fn is_null_branch(root: &Value, branch: &Value) -> bool {
 }
 
 /// Builds the normalized view of `value`, resolving references against `root`.
-pub(crate) fn build_view(root: &Value, value: &Value) -> View {
+pub(crate) fn build_view<'v>(root: &'v Value, value: &'v Value) -> View<'v> {
     let mut refs = Vec::new();
     match deref(root, value, &mut refs) {
         Resolved::Bool(b) => View::boolean(b, refs),
@@ -270,12 +287,12 @@ pub(crate) fn build_view(root: &Value, value: &Value) -> View {
     }
 }
 
-fn view_of_map(
-    root: &Value,
-    mut map: Map<String, Value>,
+fn view_of_map<'v>(
+    root: &'v Value,
+    map: Cow<'v, Map<String, Value>>,
     mut refs: Vec<String>,
     depth: usize,
-) -> View {
+) -> View<'v> {
     // Unions: pull out null branches; a single remaining branch is flattened into this node.
     let union_kind = if map.get("anyOf").is_some_and(Value::is_array) {
         Some(UnionKind::AnyOf)
@@ -287,54 +304,69 @@ fn view_of_map(
     let mut union_null = false;
     let mut union = None;
     if let Some(kind) = union_kind {
-        let branches = match map.remove(kind.keyword()) {
-            Some(Value::Array(b)) => b,
-            _ => Vec::new(),
+        let kw = kind.keyword();
+        let branches: Branches<'v> = match &map {
+            Cow::Borrowed(m) => {
+                let m: &'v Map<String, Value> = m;
+                m.get(kw)
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().map(Cow::Borrowed).enumerate().collect())
+                    .unwrap_or_default()
+            }
+            Cow::Owned(m) => m
+                .get(kw)
+                .and_then(Value::as_array)
+                .map(|a| a.iter().cloned().map(Cow::Owned).enumerate().collect())
+                .unwrap_or_default(),
         };
         let mut rest = Vec::new();
-        for (i, b) in branches.into_iter().enumerate() {
+        for (i, b) in branches {
             if is_null_branch(root, &b) {
                 union_null = true;
             } else {
                 rest.push((i, b));
             }
         }
-        match rest.len() {
-            0 => {
-                let mut v = view_of_map(root, map, refs, depth + 1);
+        if rest.len() < 2 && depth < MAX_DEPTH {
+            // Everything but `kw` from this node, merged under the remaining branch.
+            let mut outer = map.into_owned();
+            outer.remove(kw);
+            let Some((_, only)) = rest.pop() else {
+                let mut v = view_of_map(root, Cow::Owned(outer), refs, depth + 1);
                 v.types = Some(BTreeSet::new());
                 v.null = union_null;
                 return v;
-            }
-            1 if depth < MAX_DEPTH => {
-                let Some((_, only)) = rest.pop() else {
-                    return View::boolean(true, refs);
-                };
-                match deref(root, &only, &mut refs) {
-                    Resolved::Bool(false) => {
-                        let mut v = View::boolean(false, refs);
-                        if union_null {
-                            v.nothing = false;
-                            v.types = Some(BTreeSet::new());
-                            v.null = true;
-                        }
-                        return v;
+            };
+            let inner = match deref_cow(root, only, &mut refs) {
+                Resolved::Bool(accept) => {
+                    let mut v = View::boolean(accept, refs);
+                    if !accept && union_null {
+                        v.nothing = false;
+                        v.types = Some(BTreeSet::new());
+                        v.null = true;
                     }
-                    Resolved::Bool(true) => return View::boolean(true, refs),
-                    Resolved::Map(inner) => {
-                        let mut merged = inner;
-                        for (k, v) in map {
-                            if !merged.contains_key(&k) {
-                                merged.insert(k, v);
-                            }
-                        }
-                        let mut v = view_of_map(root, merged, refs, depth + 1);
-                        v.null |= union_null;
-                        return v;
-                    }
+                    return v;
                 }
-            }
-            _ => union = Some((kind, rest)),
+                Resolved::Map(inner) => inner,
+            };
+            let merged = if outer
+                .keys()
+                .all(|k| is_annotation(k) || inner.contains_key(k))
+            {
+                inner
+            } else {
+                let mut merged = inner.into_owned();
+                for (k, v) in outer {
+                    merged.entry(k).or_insert(v);
+                }
+                Cow::Owned(merged)
+            };
+            let mut v = view_of_map(root, merged, refs, depth + 1);
+            v.null |= union_null;
+            return v;
+        }
+        if rest.len() >= 2 {
+            union = Some((kind, rest));
         }
     }
 
@@ -375,7 +407,7 @@ fn view_of_map(
     let mut collapsed_union_null = None;
     if let Some((_, branches)) = &union {
         if depth < MAX_DEPTH {
-            let views: Vec<View> = branches.iter().map(|(_, b)| build_view(root, b)).collect();
+            let views: Vec<View<'_>> = branches.iter().map(|(_, b)| build_view(root, b)).collect();
             let all_consts = views.iter().all(|v| {
                 v.enum_values.is_some()
                     && v.union.is_none()
@@ -394,9 +426,11 @@ fn view_of_map(
                 if types.is_none() {
                     types = union_types(&views);
                 }
-                union = None;
             } else if types.is_none() {
                 types = union_types(&views);
+            }
+            if collapsed_union_null.is_some() {
+                union = None;
             }
         }
     }
@@ -409,11 +443,7 @@ fn view_of_map(
     }
 
     // null is accepted when every constraint that speaks about it accepts it.
-    let union_says = if union.is_some() || union_kind.is_some() {
-        Some(union_null || collapsed_union_null.unwrap_or(false))
-    } else {
-        None
-    };
+    let union_says = union_kind.map(|_| union_null || collapsed_union_null.unwrap_or(false));
     let null = [type_null, enum_null, union_says]
         .into_iter()
         .all(|x| x.unwrap_or(true));
@@ -429,7 +459,7 @@ fn view_of_map(
     }
 }
 
-fn union_types(views: &[View]) -> Option<BTreeSet<String>> {
+fn union_types(views: &[View<'_>]) -> Option<BTreeSet<String>> {
     let mut all = BTreeSet::new();
     for v in views {
         all.extend(v.types.clone()?);
@@ -460,7 +490,7 @@ fn normalize(root: &Value, value: &Value, stack: &mut Vec<String>, depth: usize)
         let mut refs = Vec::new();
         let resolved = match deref(root, value, &mut refs) {
             Resolved::Bool(b) => return Value::Bool(b),
-            Resolved::Map(m) => Value::Object(m),
+            Resolved::Map(m) => Value::Object(m.into_owned()),
         };
         let pushed = refs.len();
         stack.extend(refs);
@@ -517,30 +547,49 @@ fn normalize(root: &Value, value: &Value, stack: &mut Vec<String>, depth: usize)
 /// Walks a whole schema document and reports the first `$ref` that is not local or does
 /// not resolve: `(path of the holding object, reference, is_local)`.
 pub(crate) fn first_bad_ref(root: &Value) -> Option<(String, String, bool)> {
-    fn walk(root: &Value, v: &Value, path: &mut String) -> Option<(String, String, bool)> {
+    enum Seg<'s> {
+        Key(&'s str),
+        Index(usize),
+    }
+    fn render(segs: &[Seg<'_>]) -> String {
+        let mut p = String::new();
+        for s in segs {
+            p.push('/');
+            match s {
+                Seg::Key(k) => p.push_str(&escape_segment(k)),
+                Seg::Index(i) => p.push_str(&i.to_string()),
+            }
+        }
+        display_path(&p)
+    }
+    fn walk<'s>(
+        root: &Value,
+        v: &'s Value,
+        segs: &mut Vec<Seg<'s>>,
+    ) -> Option<(String, String, bool)> {
         match v {
             Value::Object(map) => {
                 if let Some(Value::String(r)) = map.get("$ref") {
                     if !r.starts_with('#') || (r.len() > 1 && !r.starts_with("#/")) {
-                        return Some((display_path(path), r.clone(), false));
+                        return Some((render(segs), r.clone(), false));
                     }
                     if resolve(root, r).is_none() {
-                        return Some((display_path(path), r.clone(), true));
+                        return Some((render(segs), r.clone(), true));
                     }
                 }
                 for (k, child) in map {
                     // Data, not schemas.
-                    if matches!(
-                        k.as_str(),
-                        "enum" | "const" | "default" | "examples" | "example"
-                    ) {
+                    if !matches!(child, Value::Object(_) | Value::Array(_))
+                        || matches!(
+                            k.as_str(),
+                            "enum" | "const" | "default" | "examples" | "example"
+                        )
+                    {
                         continue;
                     }
-                    let len = path.len();
-                    path.push('/');
-                    path.push_str(&escape_segment(k));
-                    let found = walk(root, child, path);
-                    path.truncate(len);
+                    segs.push(Seg::Key(k));
+                    let found = walk(root, child, segs);
+                    segs.pop();
                     if found.is_some() {
                         return found;
                     }
@@ -549,11 +598,12 @@ pub(crate) fn first_bad_ref(root: &Value) -> Option<(String, String, bool)> {
             }
             Value::Array(items) => {
                 for (i, child) in items.iter().enumerate() {
-                    let len = path.len();
-                    path.push('/');
-                    path.push_str(&i.to_string());
-                    let found = walk(root, child, path);
-                    path.truncate(len);
+                    if !matches!(child, Value::Object(_) | Value::Array(_)) {
+                        continue;
+                    }
+                    segs.push(Seg::Index(i));
+                    let found = walk(root, child, segs);
+                    segs.pop();
                     if found.is_some() {
                         return found;
                     }
@@ -563,8 +613,7 @@ pub(crate) fn first_bad_ref(root: &Value) -> Option<(String, String, bool)> {
             _ => None,
         }
     }
-    let mut path = String::new();
-    walk(root, root, &mut path)
+    walk(root, root, &mut Vec::new())
 }
 
 fn display_path(p: &str) -> String {
