@@ -4,6 +4,7 @@
 mod canonical;
 mod derived;
 mod errors;
+mod generated;
 mod paths;
 mod render;
 mod seed;
