@@ -36,4 +36,5 @@ pub use database::Database;
 pub use header::{SchemaHeader, HEADER_LEN};
 pub use migrate::{MigrateError, MigrationReport, Migrator, Registry, Step, TableMigrations};
 pub use pass::{Pass, PassError, PassLimits, PassReport};
+pub use policy::{Policy, PolicyConfig, PolicyDatabase, PolicyError, SchemaOptions};
 pub use validate::{TableState, TableStatus, ValidationError, ValidationReport};
