@@ -233,4 +233,19 @@ fn generated_schemas_keep_the_invariants() {
         failures.len(),
         failures.join("\n")
     );
+    // The mutations really exercise the engine.
+    assert!(
+        changed_seeds > 200,
+        "only {changed_seeds} of 400 seeds changed anything"
+    );
+    for k in [
+        "property_added",
+        "property_removed",
+        "required_added",
+        "type_changed",
+        "union_branch_added",
+        "null_allowed",
+    ] {
+        assert!(kinds.contains(k), "no {k} among {kinds:?}");
+    }
 }
