@@ -470,7 +470,10 @@ pub struct SchemaDelta {
     pub removed: Vec<String>,
     /// Top-level properties whose required-ness or shape changed (sorted by field).
     pub changed: Vec<FieldChange>,
-    /// Every change, at every depth (top-level ones included), in document order.
+    /// Every change, at every depth (top-level ones included), in a deterministic
+    /// traversal order: at each node its type/enum/union changes, then for an object the
+    /// added, removed and required-flipped properties (by name), then each common
+    /// property's subtree (by name), then the object's own keywords.
     pub paths: Vec<PathChange>,
     /// Unambiguous rename candidates, at every depth.
     pub renames: Vec<RenameCandidate>,
