@@ -132,6 +132,9 @@ pub struct Migrator<'a> {
     registry: Registry,
     limits: PassLimits,
     dry_run: bool,
+    /// True while [`Migrator::run`] holds the exclusive lease (checkpoint guards are then
+    /// redundant and cost a transaction per batch on sled).
+    exclusive: bool,
     abort: Option<AbortFn<'a>>,
     events: Option<EventFn<'a>>,
 }
@@ -155,6 +158,7 @@ impl<'a> Migrator<'a> {
             registry,
             limits: PassLimits::default(),
             dry_run: false,
+            exclusive: false,
             abort: None,
             events: None,
         })
@@ -196,7 +200,9 @@ impl<'a> Migrator<'a> {
             return self.run_on(store);
         }
         let lease = store.lease();
+        self.exclusive = true;
         let result = self.run_on(&lease);
+        self.exclusive = false;
         let flushed = lease.flush().map_err(|source| MigrateError::Store {
             table: "(flush)".into(),
             source,
@@ -347,6 +353,7 @@ impl<'a> Migrator<'a> {
             let pass_report = Pass::new(t.name(), t.prefix().to_vec(), codec)
                 .limits(self.limits)
                 .dry_run(self.dry_run)
+                .guard_checkpoint(!self.exclusive)
                 .abort_when(move || abort.as_mut().is_some_and(|f| f()))
                 .on_progress(move |p| {
                     if let Some(f) = events.as_mut() {

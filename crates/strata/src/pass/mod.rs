@@ -303,6 +303,7 @@ pub struct Pass<'a> {
     checkpoint: Box<dyn CheckpointCodec + 'a>,
     limits: PassLimits,
     dry_run: bool,
+    guard_checkpoint: bool,
     abort: Option<AbortFn<'a>>,
     progress: Option<ProgressFn<'a>>,
     on_batch: Option<BatchHookFn<'a>>,
@@ -338,6 +339,7 @@ impl<'a> Pass<'a> {
             checkpoint: Box::new(checkpoint),
             limits: PassLimits::default(),
             dry_run: false,
+            guard_checkpoint: true,
             abort: None,
             progress: None,
             on_batch: None,
@@ -355,6 +357,16 @@ impl<'a> Pass<'a> {
     /// nothing is written (no mutation, no checkpoint, no hook mutation).
     pub fn dry_run(mut self, dry_run: bool) -> Self {
         self.dry_run = dry_run;
+        self
+    }
+
+    /// Whether every batch carries a precondition that the checkpoint still holds what this
+    /// pass last read or wrote (on by default). It detects a second pass racing on the same
+    /// checkpoint; a caller that already excludes one (an exclusive [`strata_store::WriteLease`]
+    /// plus the backend's process lock) may turn it off: on sled a conditional batch runs
+    /// as a transaction, a plain one does not.
+    pub fn guard_checkpoint(mut self, guard: bool) -> Self {
+        self.guard_checkpoint = guard;
         self
     }
 
@@ -641,15 +653,17 @@ impl<'a> Pass<'a> {
         acc.bytes = 0;
         acc.keys.clear();
         if !self.dry_run {
-            batch.push_precondition(match &st.durable_value {
-                Some(v) => strata_store::Precondition::Equals {
-                    key: ck_key.clone(),
-                    value: v.clone(),
-                },
-                None => strata_store::Precondition::Absent {
-                    key: ck_key.clone(),
-                },
-            });
+            if self.guard_checkpoint {
+                batch.push_precondition(match &st.durable_value {
+                    Some(v) => strata_store::Precondition::Equals {
+                        key: ck_key.clone(),
+                        value: v.clone(),
+                    },
+                    None => strata_store::Precondition::Absent {
+                        key: ck_key.clone(),
+                    },
+                });
+            }
             match &new_value {
                 Some(v) => batch.push(Mutation::Set {
                     key: ck_key.clone(),
