@@ -1,0 +1,114 @@
+//! `strata fence [--json]` (the fence: state, generation, pending cutovers, coordinator,
+//! clients with their last heartbeat and acknowledgement) and `strata fence abort`.
+
+use crate::db;
+use crate::exit::{CmdResult, Failure, OK};
+use std::io::Write;
+use std::path::Path;
+use strata::clock::{Clock, SystemClock};
+use strata::policy::{list_clients, Fence, PolicyError};
+
+/// Arguments of `strata fence`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Option<FenceCommand>,
+    /// Print the fence and the clients as one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum FenceCommand {
+    /// Reset a stuck fence to `normal` without bumping the generation (pending cutovers
+    /// stay pending and resume from their checkpoints on the next run).
+    Abort {
+        /// Rewrite an unreadable fence record as a normal fence at this generation.
+        #[arg(long, value_name = "N")]
+        reset_corrupt: Option<u64>,
+    },
+}
+
+/// Runs the command.
+pub fn run(db_path: &Path, args: Args) -> CmdResult {
+    let store = db::open_existing(db_path)?;
+    let mut out = std::io::stdout().lock();
+    if let Some(FenceCommand::Abort { reset_corrupt }) = args.command {
+        let fence = match Fence::abort(&store) {
+            Ok(f) => f,
+            Err(PolicyError::Corrupted { .. }) if reset_corrupt.is_some() => {
+                Fence::dangerous_reset(&store, reset_corrupt.unwrap_or(0))?
+            }
+            Err(e @ PolicyError::Corrupted { .. }) => {
+                return Err(Failure::error(format!(
+                    "{e} (pass --reset-corrupt <generation> to rewrite it)"
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        strata_store::KvWrite::flush(&store)?;
+        writeln!(
+            out,
+            "fence reset: state {}, generation {}, {} cutover(s) still pending",
+            fence.state,
+            fence.generation,
+            fence.pending.len()
+        )?;
+        return Ok(OK);
+    }
+    let fence = Fence::read(&store)?;
+    let clients = list_clients(&store)?;
+    let now = SystemClock.now_ms();
+    if args.json {
+        let doc = serde_json::json!({
+            "state": fence.state,
+            "generation": fence.generation,
+            "coordinator": fence.coordinator,
+            "lease_until_ms": fence.lease_until_ms,
+            "pending": fence.pending,
+            "clients": clients,
+            "now_ms": now,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+        return Ok(OK);
+    }
+    writeln!(out, "state        {}", fence.state)?;
+    writeln!(out, "generation   {}", fence.generation)?;
+    match &fence.coordinator {
+        Some(c) => writeln!(
+            out,
+            "coordinator  {c} (lease {})",
+            if fence.lease_until_ms >= now {
+                format!("expires in {} ms", fence.lease_until_ms - now)
+            } else {
+                format!("expired {} ms ago", now - fence.lease_until_ms)
+            }
+        )?,
+        None => writeln!(out, "coordinator  -")?,
+    }
+    if fence.pending.is_empty() {
+        writeln!(out, "pending      -")?;
+    } else {
+        for p in &fence.pending {
+            writeln!(
+                out,
+                "pending      {} -> schema {}",
+                p.collection, p.target_hash
+            )?;
+        }
+    }
+    writeln!(out, "clients      {}", clients.len())?;
+    for c in &clients {
+        writeln!(
+            out,
+            "  {}  pid {:<7} opened at gen {:<4} last heartbeat {} ms ago  acked {}",
+            c.client,
+            c.pid,
+            c.opened_generation,
+            now.saturating_sub(c.heartbeat_ms),
+            c.acked_generation
+                .map_or("-".to_string(), |g| format!("gen {g}"))
+        )?;
+    }
+    Ok(OK)
+}
