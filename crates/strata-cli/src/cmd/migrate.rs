@@ -220,18 +220,18 @@ impl Reporter {
                     }
                 }
             }
-            MigrationEvent::TableFinished { report } => {
-                if report.records > 0 || report.from != report.to {
-                    self.line(&format!(
-                        "  {}: v{} -> v{}, {} records in {} batches, {:.2}s",
-                        report.table,
-                        report.from,
-                        report.to,
-                        report.records,
-                        report.batches,
-                        report.seconds
-                    ));
-                }
+            MigrationEvent::TableFinished { report }
+                if report.records > 0 || report.from != report.to =>
+            {
+                self.line(&format!(
+                    "  {}: v{} -> v{}, {} records in {} batches, {:.2}s",
+                    report.table,
+                    report.from,
+                    report.to,
+                    report.records,
+                    report.batches,
+                    report.seconds
+                ));
             }
             _ => {}
         }

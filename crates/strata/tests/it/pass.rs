@@ -271,9 +271,8 @@ fn duplicate_mutations_in_one_batch_are_rejected() {
     let del = || Mutation::Delete {
         key: b"__nx/idx/x".to_vec(),
     };
-    type Emit = fn(&[u8]) -> Vec<Mutation>;
-    let _ = (set, del);
-    let cases: Vec<(&str, Box<dyn Fn(&RecordRef<'_>) -> Vec<Mutation>>)> = vec![
+    type Emit = Box<dyn Fn(&RecordRef<'_>) -> Vec<Mutation>>;
+    let cases: Vec<(&str, Emit)> = vec![
         (
             "set twice by one record",
             Box::new(move |_| vec![set(b"1"), set(b"2")]),
@@ -289,7 +288,6 @@ fn duplicate_mutations_in_one_batch_are_rejected() {
             Box::new(move |_| vec![set(b"1")]),
         ),
     ];
-    let _: Option<Emit> = None;
     for (name, emit) in cases {
         let before = m.snapshot();
         let err = pass()
