@@ -129,7 +129,10 @@ fn sizes_accept_units_and_bare_numbers() {
     for size in ["4MiB", "512KiB", "4096"] {
         let dir = tempfile::tempdir().unwrap();
         let db = legacy_db(dir.path());
-        let out = strata(&db, &["migrate", "--dry-run", "--json", "--max-bytes", size]);
+        let out = strata(
+            &db,
+            &["migrate", "--dry-run", "--json", "--max-bytes", size],
+        );
         assert_eq!(out.status.code(), Some(0), "{size}: {}", stderr(&out));
     }
     // 100B parses to 100 bytes, too small for the largest fixture record.
@@ -137,7 +140,11 @@ fn sizes_accept_units_and_bare_numbers() {
     let db = legacy_db(dir.path());
     let out = strata(&db, &["migrate", "--dry-run", "--max-bytes", "100B"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("byte budget of 100 bytes"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("byte budget of 100 bytes"),
+        "{}",
+        stderr(&out)
+    );
     assert!(stderr(&out).contains("--max-bytes"), "{}", stderr(&out));
 }
 
