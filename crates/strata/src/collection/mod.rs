@@ -291,15 +291,17 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         })
     }
 
-    /// The read path: every method returning documents goes through here.
+    /// The read path: every method returning documents goes through here. Returns the
+    /// bound value, the stored envelope and whether steps ran.
     fn read_row(
         &self,
         key: &str,
         full_key: &[u8],
         bytes: &[u8],
-    ) -> Result<Document<T>, CollectionError> {
+    ) -> Result<(T, Envelope, bool), CollectionError> {
         match self.decode_stored(key, bytes)? {
             Decoded::Direct(env) => {
+                // At or above the current version: bind straight from the bytes.
                 let json = &bytes[envelope::ENVELOPE_HEADER_LEN..];
                 let value =
                     serde_json::from_slice::<T>(json).map_err(|e| CollectionError::Bind {
@@ -309,13 +311,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         version: env.payload_version,
                         source: e,
                     })?;
-                Ok(Document {
-                    key: key.to_string(),
-                    value,
-                    lock_version: env.lock_version,
-                    stored_version: env.payload_version,
-                    upcast: false,
-                })
+                Ok((value, env, false))
             }
             Decoded::Upcast { env, obj, version } => {
                 let repaired = if self.inner.read_repair {
@@ -333,15 +329,25 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         &json,
                     );
                 }
-                Ok(Document {
-                    key: key.to_string(),
-                    value,
-                    lock_version: env.lock_version,
-                    stored_version: env.payload_version,
-                    upcast: true,
-                })
+                Ok((value, env, true))
             }
         }
+    }
+
+    fn read_document(
+        &self,
+        key: String,
+        full_key: &[u8],
+        bytes: &[u8],
+    ) -> Result<Document<T>, CollectionError> {
+        let (value, env, upcast) = self.read_row(&key, full_key, bytes)?;
+        Ok(Document {
+            key,
+            value,
+            lock_version: env.lock_version,
+            stored_version: env.payload_version,
+            upcast,
+        })
     }
 
     /// Read-repair: compare-and-swap the upcast form over exactly the bytes that were
@@ -367,7 +373,12 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
 
     /// Reads one document's value.
     pub fn get(&self, key: &str) -> Result<Option<T>, CollectionError> {
-        Ok(self.get_document(key)?.map(|d| d.value))
+        self.check_key(key)?;
+        let full = self.key_of(key);
+        match self.get_raw(&full)? {
+            Some(bytes) => self.read_row(key, &full, &bytes).map(|(v, _, _)| Some(v)),
+            None => Ok(None),
+        }
     }
 
     /// Reads one document with its lock and stored payload version.
@@ -375,7 +386,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         self.check_key(key)?;
         let full = self.key_of(key);
         match self.get_raw(&full)? {
-            Some(bytes) => self.read_row(key, &full, &bytes).map(Some),
+            Some(bytes) => self.read_document(key.to_string(), &full, &bytes).map(Some),
             None => Ok(None),
         }
     }
@@ -649,7 +660,7 @@ impl<T: Serialize + DeserializeOwned> Iterator for Iter<'_, T> {
                     Ok(k) => k,
                     Err(e) => return Some(Err(e)),
                 };
-                return Some(self.coll.read_row(&key, &rec.key, &rec.value));
+                return Some(self.coll.read_document(key, &rec.key, &rec.value));
             }
             if self.done {
                 return None;
