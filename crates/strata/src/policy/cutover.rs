@@ -325,6 +325,17 @@ impl SchemaGate {
         let lease = self.config().lease();
         let mut fence = Fence::update(self.store(), |cur| {
             let now = self.clock().now_ms();
+            if cur.generation > self.generation() {
+                return Err(PolicyError::MigrationRequired {
+                    collection: cur
+                        .pending
+                        .first()
+                        .map(|p| p.collection.clone())
+                        .unwrap_or_default(),
+                    opened: self.generation(),
+                    current: cur.generation,
+                });
+            }
             let mut next = cur.clone();
             match cur.state {
                 FenceState::Normal => {

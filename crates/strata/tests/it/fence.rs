@@ -490,3 +490,57 @@ fn a_runner_without_the_transform_is_refused_and_changes_nothing() {
     );
     assert_eq!(old.fence_state().unwrap(), before);
 }
+
+#[test]
+fn the_heartbeat_thread_acknowledges_a_drain_on_its_own() {
+    use std::time::Duration;
+    let store = mem();
+    let clock = ManualClock::new(0);
+    seed(&store, &clock, 2);
+    // A real heartbeat thread (1 ms interval) on the other handle.
+    let other = PolicyDatabase::open(
+        store.clone(),
+        config(&clock).heartbeat(Some(Duration::from_millis(1))),
+    )
+    .unwrap();
+    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    db.collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .unwrap();
+    let report = db
+        .run_schema_cutover(CutoverOptions::new().poll(std::thread::yield_now))
+        .unwrap();
+    assert_eq!(report.migrated, 1);
+    let rec = list_clients(&store)
+        .unwrap()
+        .into_iter()
+        .find(|c| c.client == other.policy().client_id())
+        .unwrap();
+    assert_eq!(rec.acked_generation, Some(1));
+    // Dropping the handle stops the thread and removes its presence record.
+    let id = other.policy().client_id().to_string();
+    drop(other);
+    assert!(list_clients(&store).unwrap().iter().all(|c| c.client != id));
+}
+
+#[test]
+fn a_stale_handle_cannot_coordinate_a_cutover() {
+    let store = mem();
+    let clock = ManualClock::new(0);
+    seed(&store, &clock, 1);
+    let stale = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    stale
+        .collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .unwrap();
+    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    db.collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .unwrap();
+    let sp = stale.policy();
+    db.run_schema_cutover(CutoverOptions::new().poll(|| sp.heartbeat().unwrap()))
+        .unwrap();
+    // A new pending cutover appears; the stale handle may not run it.
+    db.collection::<NoteNew>("notes", CollectionOptions::new(), note_opts())
+        .unwrap();
+    let err = stale.run_schema_cutover(CutoverOptions::new()).unwrap_err();
+    assert!(err.is_migration_required(), "{err}");
+    assert_eq!(db.fence_state().unwrap().state, FenceState::Normal);
+}
