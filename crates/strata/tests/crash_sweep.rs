@@ -189,7 +189,6 @@ fn main() {
         "crash_sweep: {n} rows seeded in {:?}, rng seed {seed_rng}",
         started.elapsed()
     );
-    // Measure how long a child takes to get going, to spread kills over the sweep.
     let mut rng = Rng(seed_rng);
     let mut last_cursor: Option<Vec<u8>> = None;
     let mut kills = 0;

@@ -380,3 +380,64 @@ fn the_marker_layout_is_documented_json() {
     assert!(SweepMarker::decode("acc", b"{}").is_err());
     assert!(SweepMarker::decode("acc", br#"{"format":2}"#).is_err());
 }
+
+#[test]
+fn losing_the_claim_race_reports_lease_not_claimed() {
+    let (spy, store) = Spy::new();
+    let db = Database::open(store.clone()).unwrap();
+    let c = coll(&db);
+    seed(&store, 5);
+    let key = layout::sweep_key("acc");
+    let k = key.clone();
+    let fired = Arc::new(AtomicUsize::new(0));
+    let f = fired.clone();
+    spy.before_apply(move |batch, inner| {
+        let claims = batch.mutations().iter().any(|m| m.key() == k.as_slice());
+        if claims && f.fetch_add(1, Ordering::SeqCst) == 0 {
+            // Another instance claims first.
+            let other = SweepMarker {
+                format: 1,
+                in_progress: Some(3),
+                runner: Some("other".into()),
+                lease_expires_ms: 2_000_000,
+                ..Default::default()
+            };
+            inner
+                .apply(Batch::new().set(k.clone(), other.encode()))
+                .unwrap();
+        }
+    });
+    let (_, clk) = clock();
+    let r = c.sweep(opts("a", &clk)).unwrap();
+    spy.clear_hook();
+    assert_eq!(r.note, SweepNote::LeaseNotClaimed);
+    assert_eq!(r.note.to_string(), "lease not claimed");
+    assert_eq!(r.scanned(), 0);
+    assert_eq!(marker(&store).unwrap().runner.as_deref(), Some("other"));
+    assert_eq!(stored_env(&store, "acc", "r00000").payload_version, 1);
+}
+
+#[test]
+fn a_refusing_write_guard_stops_the_sweep_before_it_writes() {
+    #[derive(Debug)]
+    struct Fence;
+    impl strata::WriteGuard for Fence {
+        fn check_write(&self, c: &str) -> Result<(), strata::collection::GuardError> {
+            Err(format!("`{c}` is fenced").into())
+        }
+    }
+    let (store, db) = mem_db();
+    coll(&db);
+    seed(&store, 5);
+    let fenced = db
+        .collection::<Account>("acc", options().write_guard(Arc::new(Fence)))
+        .unwrap();
+    let (_, clk) = clock();
+    let err = fenced.sweep(opts("a", &clk)).unwrap_err();
+    assert!(
+        matches!(err, strata::CollectionError::Guard { .. }),
+        "{err}"
+    );
+    assert!(marker(&store).is_none());
+    assert_eq!(stored_env(&store, "acc", "r00000").payload_version, 1);
+}
