@@ -41,6 +41,12 @@ enum Command {
     Verify(cmd::verify::Args),
     /// Print the first records of one managed table (read-only).
     Inspect(cmd::inspect::Args),
+    /// Diff JSON Schemas (a CI gate) or show a collection's persisted schema.
+    Schema(cmd::schema::Args),
+    /// Show the cutover fence, its clients, or abort a stuck cutover.
+    Fence(cmd::fence::Args),
+    /// A guided tour: legacy store, refusal, migration, serving, restart.
+    Demo(cmd::demo::Args),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +63,9 @@ fn main() -> ExitCode {
         Command::Migrate(args) => cmd::migrate::run(&cli.db, args),
         Command::Verify(args) => cmd::verify::run(&cli.db, args),
         Command::Inspect(args) => cmd::inspect::run(&cli.db, args),
+        Command::Schema(args) => cmd::schema::run(&cli.db, args),
+        Command::Fence(args) => cmd::fence::run(&cli.db, args),
+        Command::Demo(args) => cmd::demo::run(args),
     };
     exit::finish(result)
 }

@@ -46,20 +46,7 @@ struct MigrateDoc<'a> {
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let limits = PassLimits::new(args.max_records, args.max_bytes).map_err(Failure::error)?;
     let store = db::open_existing(db_path)?;
-    let catalog = db::catalog(&store).map_err(Failure::error)?;
-    let registry = Registry::certification(&catalog);
-    let mut progress = Reporter::new(&store, &catalog)?;
-    let result = Migrator::new(registry)
-        .map_err(Failure::error)?
-        .limits(limits)
-        .dry_run(args.dry_run)
-        .on_event(|e| progress.event(e))
-        .run(&store);
-    progress.finish();
-    // Whatever happened, every committed batch is made durable before exiting.
-    let flushed = strata_store::KvWrite::flush(&store);
-    let report = result.map_err(failure)?;
-    flushed?;
+    let report = migrate_with_progress(&store, limits, args.dry_run)?;
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = MigrateDoc {
@@ -97,6 +84,30 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     }
     out.flush()?;
     Ok(OK)
+}
+
+/// Migrates every managed table of `store` (certification of legacy tables), reporting
+/// progress on stderr, and flushes before returning — whatever happened, every committed
+/// batch is durable. Shared by `strata migrate` and `strata demo`.
+pub(crate) fn migrate_with_progress(
+    store: &Store,
+    limits: PassLimits,
+    dry_run: bool,
+) -> Result<MigrationReport, Failure> {
+    let catalog = db::catalog(store).map_err(Failure::error)?;
+    let registry = Registry::certification(&catalog);
+    let mut progress = Reporter::new(store, &catalog)?;
+    let result = Migrator::new(registry)
+        .map_err(Failure::error)?
+        .limits(limits)
+        .dry_run(dry_run)
+        .on_event(|e| progress.event(e))
+        .run(store);
+    progress.finish();
+    let flushed = strata_store::KvWrite::flush(store);
+    let report = result.map_err(failure)?;
+    flushed?;
+    Ok(report)
 }
 
 /// Maps a migration error to its exit code: 4 for future or corrupt metadata, 1 otherwise.

@@ -1,6 +1,9 @@
 //! One module per subcommand. Each exposes `Args` (clap) and `run(db, args) -> CmdResult`.
 
+pub mod demo;
+pub mod fence;
 pub mod inspect;
 pub mod migrate;
+pub mod schema;
 pub mod status;
 pub mod verify;
