@@ -89,7 +89,7 @@ fn validation(e: ValidationError) -> CollectionError {
 impl Database {
     /// Opens a database over `store`: reads every collection recorded under
     /// `__nx/catalog/` and validates each one's schema header with
-    /// [`validate_and_init`](crate::validate::validate_and_init) (nothing is written
+    /// [`crate::validate::validate_and_init`] (nothing is written
     /// unless all pass).
     pub fn open(store: Store) -> Result<Self, CollectionError> {
         Self::open_with_guards(store, Vec::new())

@@ -3,7 +3,7 @@
 //! A [`Collection<T>`] keeps serde values of one type under a name. It is a managed table
 //! (schema header at `__nx/schema/<name>`, a stable table id recorded at
 //! `__nx/catalog/<name>`, documents under `__nx/doc/<name>/`), and every document value is
-//! an [envelope](crate::payload::envelope): payload version + lock version + JSON.
+//! an envelope ([`crate::payload::envelope`]): payload version + lock version + JSON.
 //!
 //! Every path that returns documents goes through the payload read path: a document at the
 //! current payload version binds straight from its bytes; an older one is upcast by the
