@@ -660,6 +660,8 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         let codec = MarkerCodec(shared);
         Pass::new(name, self.inner.prefix.clone(), codec)
             .limits(limits)
+            // The marker compare-and-swap on every batch IS the lease renewal.
+            .guard_checkpoint(true)
             .abort_when(move || abort.as_ref().is_some_and(|a| a()))
             .on_batch(|batch: &mut Batch, _info: &BatchInfo<'_>| -> Result<(), HookError> {
                 self.check_guards().map_err(|e| match e {
