@@ -6,15 +6,15 @@ use crate::exit::{CmdResult, Failure, OK};
 use std::io::Write;
 use std::path::Path;
 use strata::clock::{Clock, SystemClock};
-use strata::policy::{list_clients, Fence, PolicyError};
+use strata::policy::{list_clients, Fence, FenceState, PolicyError};
 
 /// Arguments of `strata fence`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(subcommand)]
     command: Option<FenceCommand>,
-    /// Print the fence and the clients as one JSON document.
-    #[arg(long)]
+    /// Print the fence (and, without a subcommand, the clients) as one JSON document.
+    #[arg(long, global = true)]
     json: bool,
 }
 
@@ -34,6 +34,10 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let store = db::open_existing(db_path)?;
     let mut out = std::io::stdout().lock();
     if let Some(FenceCommand::Abort { reset_corrupt }) = args.command {
+        // Whether there was anything to reset (an unreadable fence is handled below).
+        let was_stuck = Fence::read(&store)
+            .map(|f| f.state != FenceState::Normal || f.coordinator.is_some())
+            .unwrap_or(true);
         let fence = match Fence::abort(&store) {
             Ok(f) => f,
             Err(PolicyError::Corrupted { .. }) if reset_corrupt.is_some() => {
@@ -41,19 +45,50 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             }
             Err(e @ PolicyError::Corrupted { .. }) => {
                 return Err(Failure::error(format!(
-                    "{e} (pass --reset-corrupt <generation> to rewrite it)"
+                    "{e} (pass `--reset-corrupt <generation>` to rewrite it as a normal fence at that generation)"
                 )))
             }
             Err(e) => return Err(e.into()),
         };
         strata_store::KvWrite::flush(&store)?;
-        writeln!(
+        if args.json {
+            let doc = serde_json::json!({
+                "reset": was_stuck,
+                "state": fence.state,
+                "generation": fence.generation,
+                "coordinator": fence.coordinator,
+                "lease_until_ms": fence.lease_until_ms,
+                "pending": fence.pending,
+            });
+            writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+            return Ok(OK);
+        }
+        let what = if was_stuck {
+            "fence reset"
+        } else {
+            "fence already normal, nothing to reset"
+        };
+        write!(
             out,
-            "fence reset: state {}, generation {}, {} cutover(s) still pending",
+            "{what}: state {}, generation {}, {} cutover(s) still pending",
             fence.state,
             fence.generation,
             fence.pending.len()
         )?;
+        if fence.pending.is_empty() {
+            writeln!(out)?;
+        } else {
+            let names: Vec<&str> = fence
+                .pending
+                .iter()
+                .map(|p| p.collection.as_str())
+                .collect();
+            writeln!(
+                out,
+                " ({}: writes stay fenced until run_schema_cutover() finishes them)",
+                names.join(", ")
+            )?;
+        }
         return Ok(OK);
     }
     let fence = Fence::read(&store)?;

@@ -65,7 +65,13 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             json,
         } => {
             let (o, n) = (read_json(&old)?, read_json(&new)?);
-            let delta = strata_schema::diff(&collection, &o, &n)?;
+            let delta = strata_schema::diff(&collection, &o, &n).map_err(|e| {
+                Failure::error(format!(
+                    "cannot compare `{}` (old) with `{}` (new): {e}",
+                    old.display(),
+                    new.display()
+                ))
+            })?;
             let mut out = std::io::stdout().lock();
             if json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&delta)?)?;

@@ -1,0 +1,383 @@
+//! `strata fence` and `strata fence abort`: the fence of a fresh store, of a store left
+//! draining by a quiesce timeout, and of a corrupted record.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+use strata::clock::ManualClock;
+use strata::collection::CollectionOptions;
+use strata::policy::{
+    additive_only, client_key, coordinated_cutover, ClientRecord, CutoverOptions, Fence, FenceDoc,
+    FenceState, PendingCutover, PolicyConfig, PolicyDatabase, PolicyError, SchemaDeclaration,
+    Verdict, CLIENT_FORMAT, FENCE_KEY,
+};
+use strata_store::{Batch, KvRead, KvWrite, Store};
+
+fn strata(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn json_of(out: &Output) -> Value {
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", stdout(out)))
+}
+
+fn with_store<R>(db: &Path, f: impl FnOnce(&Store) -> R) -> R {
+    let store = strata_sled::SledStore::open_store(db).unwrap();
+    let r = f(&store);
+    store.flush().unwrap();
+    r
+}
+
+fn config(clock: &ManualClock) -> PolicyConfig {
+    PolicyConfig::new()
+        .clock(Arc::new(clock.clone()))
+        .heartbeat(None)
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct InvOld {
+    id: String,
+    total: f64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Amount {
+    gross: f64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct InvNew {
+    id: String,
+    amount: Amount,
+}
+
+fn old_schema() -> Value {
+    json!({"type":"object","properties":{"id":{"type":"string"},"total":{"type":"number"}},"required":["id","total"]})
+}
+
+fn new_schema() -> Value {
+    json!({"type":"object","properties":{"id":{"type":"string"},"amount":{"type":"object","properties":{"gross":{"type":"number"}},"required":["gross"]}},"required":["id","amount"]})
+}
+
+fn reshape(d: Value) -> Result<Value, String> {
+    Ok(json!({"id": d["id"], "amount": {"gross": d["total"]}}))
+}
+
+fn cutover_decl(version: i32) -> SchemaDeclaration {
+    SchemaDeclaration::new("invoices", new_schema())
+        .payload(version, [])
+        .strategy(coordinated_cutover(reshape))
+        .strategy(additive_only())
+}
+
+/// Leaves `db` with its fence `draining`: generation 0 writes two invoices; a holdout
+/// client stays open and never heartbeats while a new build declares a coordinated
+/// cutover and runs it with a short quiesce timeout. Returns (coordinator id, holdout
+/// id, target schema hash).
+fn left_draining(db: &Path) -> (String, String, String) {
+    let clock = ManualClock::new(1_000);
+    with_store(db, |store| {
+        {
+            let gen0 = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+            let inv = gen0
+                .database()
+                .collection::<InvOld>("invoices", CollectionOptions::new())
+                .unwrap();
+            gen0.declare(SchemaDeclaration::new("invoices", old_schema()).payload(1, []));
+            for (id, total) in [("i1", 100.0), ("i2", 5.0)] {
+                inv.put(
+                    id,
+                    &InvOld {
+                        id: id.into(),
+                        total,
+                    },
+                )
+                .unwrap();
+            }
+        }
+        let holdout = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+        let coord = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+        let inv = coord
+            .database()
+            .collection::<InvNew>("invoices", CollectionOptions::new())
+            .unwrap();
+        let outcome = coord.declare(cutover_decl(inv.current_version()));
+        assert!(
+            matches!(outcome.verdict, Verdict::CutoverPending { .. }),
+            "{outcome:?}"
+        );
+        let err = coord
+            .run_schema_cutover(
+                CutoverOptions::new()
+                    .quiesce_timeout_ms(500)
+                    .poll(|| clock.advance(250)),
+            )
+            .unwrap_err();
+        let holdout_id = holdout.policy().client_id().to_string();
+        match &err {
+            PolicyError::QuiesceTimeout { holdouts, .. } => {
+                assert_eq!(holdouts, std::slice::from_ref(&holdout_id), "{err}")
+            }
+            other => panic!("expected a quiesce timeout, got {other}"),
+        }
+        let fence = coord.fence_state().unwrap();
+        assert_eq!(fence.state, FenceState::Draining);
+        let coordinator = coord.policy().client_id().to_string();
+        assert_eq!(fence.coordinator.as_deref(), Some(coordinator.as_str()));
+        let hash = fence.pending[0].target_hash.clone();
+        (coordinator, holdout_id, hash)
+    })
+}
+
+#[test]
+fn a_fresh_store_has_a_normal_fence_at_generation_0() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    with_store(&db, |_| {});
+
+    let v = json_of(&strata(&db, &["fence", "--json"]));
+    assert_eq!(v["state"], "normal");
+    assert_eq!(v["generation"], 0);
+    assert_eq!(v["coordinator"], Value::Null);
+    assert_eq!(v["lease_until_ms"], 0);
+    assert_eq!(v["pending"], json!([]));
+    assert_eq!(v["clients"], json!([]));
+    assert!(v["now_ms"].as_u64().unwrap() > 0, "{v}");
+
+    let out = strata(&db, &["fence"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    for line in [
+        "state        normal\n",
+        "generation   0\n",
+        "coordinator  -\n",
+        "pending      -\n",
+        "clients      0\n",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    // Reading the fence writes nothing: the absent record stays absent.
+    with_store(&db, |store| assert_eq!(store.get(FENCE_KEY).unwrap(), None));
+
+    // Aborting a normal fence is a no-op that says so.
+    let out = strata(&db, &["fence", "abort"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("fence already normal, nothing to reset: state normal, generation 0, 0 cutover(s) still pending"),
+        "{}",
+        stdout(&out)
+    );
+    with_store(&db, |store| assert_eq!(store.get(FENCE_KEY).unwrap(), None));
+}
+
+#[test]
+fn fence_on_a_missing_store_is_an_error_and_creates_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("nope");
+    for args in [&["fence"][..], &["fence", "abort"][..]] {
+        let out = strata(&db, args);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
+        assert!(!db.exists());
+    }
+}
+
+#[test]
+fn abort_resets_a_draining_fence_without_bumping_the_generation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let (coordinator, holdout, hash) = left_draining(&db);
+    // A client that crashed without closing leaves its presence record behind.
+    let crashed = ClientRecord {
+        acked_generation: None,
+        client: "00000000deadbeef".into(),
+        format: CLIENT_FORMAT,
+        heartbeat_ms: 1_000,
+        opened_generation: 0,
+        pid: 4242,
+        started_ms: 1_000,
+    };
+    with_store(&db, |store| {
+        store
+            .apply(Batch::new().set(client_key(&crashed.client), crashed.encode()))
+            .unwrap();
+    });
+
+    let v = json_of(&strata(&db, &["fence", "--json"]));
+    assert_eq!(v["state"], "draining");
+    assert_eq!(v["generation"], 0);
+    assert_eq!(v["coordinator"], Value::String(coordinator.clone()));
+    assert!(v["lease_until_ms"].as_u64().unwrap() > 1_000, "{v}");
+    assert_eq!(
+        v["pending"],
+        json!([{"collection": "invoices", "target_hash": hash}])
+    );
+    // The closed holdout and coordinator removed their records; the crashed one stays.
+    let clients = v["clients"].as_array().unwrap();
+    assert_eq!(clients.len(), 1, "{v}");
+    assert_eq!(clients[0]["client"], "00000000deadbeef");
+    assert_eq!(clients[0]["pid"], 4242);
+    assert!(!v.to_string().contains(&holdout));
+
+    let out = strata(&db, &["fence"]);
+    let text = stdout(&out);
+    assert!(text.contains("state        draining\n"), "{text}");
+    assert!(
+        text.contains(&format!("coordinator  {coordinator} (lease ")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("pending      invoices -> schema {hash}\n")),
+        "{text}"
+    );
+    assert!(text.contains("clients      1\n"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("00000000deadbeef") && l.contains("pid 4242")),
+        "{text}"
+    );
+
+    let out = strata(&db, &["fence", "abort"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "fence reset: state normal, generation 0, 1 cutover(s) still pending (invoices: writes stay fenced until run_schema_cutover() finishes them)\n"
+    );
+
+    let v = json_of(&strata(&db, &["fence", "--json"]));
+    assert_eq!(v["state"], "normal");
+    assert_eq!(v["generation"], 0);
+    assert_eq!(v["coordinator"], Value::Null);
+    assert_eq!(v["lease_until_ms"], 0);
+    assert_eq!(v["pending"].as_array().unwrap().len(), 1);
+
+    // The store is consistent: a new coordinator finishes the cutover from there.
+    with_store(&db, |store| {
+        let clock = ManualClock::new(100_000);
+        store
+            .apply(Batch::new().delete(client_key("00000000deadbeef")))
+            .unwrap();
+        let pdb = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+        let inv = pdb
+            .database()
+            .collection::<InvNew>("invoices", CollectionOptions::new())
+            .unwrap();
+        pdb.declare(cutover_decl(inv.current_version()));
+        let report = pdb.run_schema_cutover(CutoverOptions::new()).unwrap();
+        assert_eq!(
+            (report.migrated, report.records, report.generation),
+            (1, 2, 1)
+        );
+        assert_eq!(inv.get("i1").unwrap().unwrap().amount.gross, 100.0);
+    });
+    let v = json_of(&strata(&db, &["fence", "--json"]));
+    assert_eq!(
+        (v["state"].as_str(), v["generation"].as_u64()),
+        (Some("normal"), Some(1))
+    );
+}
+
+#[test]
+fn abort_keeps_a_later_generation_and_answers_in_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    with_store(&db, |store| {
+        Fence::update(store, |cur| {
+            Ok(Some(FenceDoc {
+                coordinator: Some("0123456789abcdef".into()),
+                generation: 7,
+                lease_until_ms: u64::MAX,
+                pending: vec![PendingCutover {
+                    collection: "notes".into(),
+                    target_hash: "ab".repeat(32),
+                }],
+                state: FenceState::Migrating,
+                ..cur.clone()
+            }))
+        })
+        .unwrap();
+    });
+    let v = json_of(&strata(&db, &["fence", "abort", "--json"]));
+    assert_eq!(v["reset"], true);
+    assert_eq!(v["state"], "normal");
+    assert_eq!(v["generation"], 7);
+    assert_eq!(v["coordinator"], Value::Null);
+    assert_eq!(v["lease_until_ms"], 0);
+    assert_eq!(v["pending"][0]["collection"], "notes");
+    let fence = with_store(&db, |store| Fence::read(store).unwrap());
+    assert_eq!(
+        (
+            fence.state,
+            fence.generation,
+            fence.coordinator,
+            fence.pending.len()
+        ),
+        (FenceState::Normal, 7, None, 1)
+    );
+    // Idempotent.
+    let v = json_of(&strata(&db, &["fence", "--json", "abort"]));
+    assert_eq!(
+        (v["reset"].as_bool(), v["generation"].as_u64()),
+        (Some(false), Some(7))
+    );
+}
+
+#[test]
+fn a_corrupted_fence_is_refused_until_reset_explicitly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    with_store(&db, |store| {
+        store
+            .apply(Batch::new().set(FENCE_KEY.to_vec(), b"{not json".to_vec()))
+            .unwrap();
+    });
+    let out = strata(&db, &["fence"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("__nx/fence"), "{}", stderr(&out));
+
+    let out = strata(&db, &["fence", "abort"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("__nx/fence") && err.contains("--reset-corrupt"),
+        "{err}"
+    );
+    // Refused: nothing changed.
+    with_store(&db, |store| {
+        assert_eq!(store.get(FENCE_KEY).unwrap(), Some(b"{not json".to_vec()))
+    });
+
+    let out = strata(&db, &["fence", "abort", "--reset-corrupt", "3"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("fence reset: state normal, generation 3"),
+        "{}",
+        stdout(&out)
+    );
+    let fence = with_store(&db, |store| Fence::read(store).unwrap());
+    assert_eq!(
+        fence,
+        FenceDoc {
+            generation: 3,
+            ..FenceDoc::default()
+        }
+    );
+}
