@@ -27,7 +27,7 @@ use std::marker::PhantomData;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use strata_store::{Batch, KvRead, KvWrite, Record, ScanLimits, Store};
+use strata_store::{Batch, KvRead, KvWrite, Precondition, Record, ScanLimits, Store};
 
 /// How many times a write re-reads and retries after losing a compare-and-swap race.
 const MAX_WRITE_ATTEMPTS: usize = 64;
@@ -164,15 +164,19 @@ impl<T> Collection<T> {
         Ok(())
     }
 
-    pub(crate) fn check_guards(&self) -> Result<(), CollectionError> {
+    /// Runs every write guard; returns the preconditions the write's batch must carry so
+    /// that the guards' verdicts still hold when it commits.
+    pub(crate) fn check_guards(&self) -> Result<Vec<Precondition>, CollectionError> {
+        let mut preconditions = Vec::new();
         for g in &self.inner.guards {
-            g.check_write(&self.inner.name)
-                .map_err(|source| CollectionError::Guard {
+            preconditions.extend(g.guard_write(&self.inner.name).map_err(|source| {
+                CollectionError::Guard {
                     collection: self.inner.name.clone(),
                     source,
-                })?;
+                }
+            })?);
         }
-        Ok(())
+        Ok(preconditions)
     }
 
     pub(crate) fn get_raw(&self, full_key: &[u8]) -> Result<Option<Vec<u8>>, CollectionError> {
@@ -353,13 +357,19 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
     /// Read-repair: compare-and-swap the upcast form over exactly the bytes that were
     /// read. Never fails the read.
     fn repair(&self, key: &str, full_key: &[u8], old: &[u8], env: Envelope, json: &[u8]) {
-        if let Err(e) = self.check_guards() {
-            tracing::debug!(collection = %self.inner.name, error = %e, "read-repair skipped: write guard refused");
-            return;
-        }
-        let batch = Batch::new()
+        let guarded = match self.check_guards() {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!(collection = %self.inner.name, error = %e, "read-repair skipped: write guard refused");
+                return;
+            }
+        };
+        let mut batch = Batch::new()
             .require_eq(full_key.to_vec(), old.to_vec())
             .set(full_key.to_vec(), envelope::encode(env, json));
+        for p in guarded {
+            batch.push_precondition(p);
+        }
         match self.inner.store.apply(batch) {
             Ok(()) => {}
             Err(e) if e.is_conflict() => {
@@ -481,7 +491,6 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         expect: Expect,
     ) -> Result<Option<u64>, CollectionError> {
         self.check_key(key)?;
-        self.check_guards()?;
         let json = match value {
             Some(v) => Some(self.encode_json(key, v)?),
             None => None,
@@ -489,6 +498,8 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         let full = self.key_of(key);
         let mut found = None;
         for _ in 0..MAX_WRITE_ATTEMPTS {
+            // Re-checked on every attempt: a conflict may mean the guard's state changed.
+            let guarded = self.check_guards()?;
             let old = self.get_raw(&full)?;
             let old_env = match &old {
                 Some(b) if json.is_some() => Some(
@@ -547,6 +558,10 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     )
                 }
             };
+            let mut batch = batch;
+            for p in guarded {
+                batch.push_precondition(p);
+            }
             match self.inner.store.apply(batch) {
                 Ok(()) => return Ok(result),
                 Err(e) if e.is_conflict() => continue,

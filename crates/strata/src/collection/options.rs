@@ -4,6 +4,7 @@ use crate::collection::GuardError;
 use crate::payload::chain::{JsonObject, Mode, Step, StepError};
 use std::fmt::Debug;
 use std::sync::Arc;
+use strata_store::Precondition;
 
 /// A pre-write check run before every write of a collection (`put`, `insert`, `update`,
 /// `delete`, read-repair and sweep rewrites). The policy layer implements it (strategy
@@ -13,6 +14,16 @@ use std::sync::Arc;
 pub trait WriteGuard: Send + Sync + Debug {
     /// Checks one write to `collection`.
     fn check_write(&self, collection: &str) -> Result<(), GuardError>;
+
+    /// Checks one write and returns the preconditions its batch must carry so that the
+    /// check is still true when the batch commits (for example "the fence record still
+    /// holds the bytes I checked"). If a precondition fails, the collection re-runs the
+    /// guard before retrying, so a write can never slip past a state change that happened
+    /// between the check and the commit. The default runs [`WriteGuard::check_write`] and
+    /// adds no precondition.
+    fn guard_write(&self, collection: &str) -> Result<Vec<Precondition>, GuardError> {
+        self.check_write(collection).map(|()| Vec::new())
+    }
 }
 
 /// The declaration of a collection, built with chained calls and passed to

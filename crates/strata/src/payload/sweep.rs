@@ -664,10 +664,13 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             .guard_checkpoint(true)
             .abort_when(move || abort.as_ref().is_some_and(|a| a()))
             .on_batch(|batch: &mut Batch, _info: &BatchInfo<'_>| -> Result<(), HookError> {
-                self.check_guards().map_err(|e| match e {
+                let guarded = self.check_guards().map_err(|e| match e {
                     CollectionError::Guard { source, .. } => source,
                     other => Box::new(other) as HookError,
                 })?;
+                for p in guarded {
+                    batch.push_precondition(p);
+                }
                 let mut g = shared.lock();
                 for (k, v) in g.expected.drain(..) {
                     batch.push_precondition(Precondition::Equals { key: k, value: v });

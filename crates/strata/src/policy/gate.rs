@@ -2,7 +2,7 @@
 //! every write goes through.
 
 use super::baseline::Baseline;
-use super::fence::{Fence, CAS_ATTEMPTS};
+use super::fence::{Fence, CAS_ATTEMPTS, FENCE_KEY};
 use super::presence::{Presence, PresenceConfig};
 use super::strategy::{
     evaluate_strategies, Rejection, SchemaDelta, Strategy, Transform, UpdateContext, UpdateDecision,
@@ -13,7 +13,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use strata_store::Store;
+use strata_store::{Precondition, Store};
 
 /// What a collection declares to the policy layer when it is opened with a persisted
 /// schema, built with chained calls.
@@ -357,7 +357,24 @@ impl SchemaGate {
     /// this handle opened, [`PolicyError::SchemaFence`] while a cutover of the collection
     /// is pending, and the strategy's error while the collection's change is rejected.
     pub fn check_write(&self, collection: &str) -> Result<(), PolicyError> {
-        let fence = Fence::read(&self.inner.store)?;
+        self.guard_write(collection).map(|_| ())
+    }
+
+    /// [`SchemaGate::check_write`], returning the precondition that keeps its verdict true
+    /// until the write commits: the fence record still holds the bytes that were checked.
+    /// A write that passed the gate just before a cutover started draining therefore
+    /// conflicts, is re-checked, and is refused — it can never land behind the rewrite.
+    pub fn guard_write(&self, collection: &str) -> Result<Precondition, PolicyError> {
+        let (fence, raw) = Fence::read_raw(&self.inner.store)?;
+        let precondition = match raw {
+            Some(bytes) => Precondition::Equals {
+                key: FENCE_KEY.to_vec(),
+                value: bytes,
+            },
+            None => Precondition::Absent {
+                key: FENCE_KEY.to_vec(),
+            },
+        };
         let opened = self.generation();
         if fence.generation > opened {
             return Err(PolicyError::MigrationRequired {
@@ -380,7 +397,7 @@ impl SchemaGate {
                 rejection,
             }) => Err(rejection.to_error(collection, strategy)),
             Some(Verdict::CutoverPending { .. }) => Err(fenced()),
-            _ => Ok(()),
+            _ => Ok(precondition),
         }
     }
 }
@@ -388,5 +405,14 @@ impl SchemaGate {
 impl crate::collection::WriteGuard for SchemaGate {
     fn check_write(&self, collection: &str) -> Result<(), crate::collection::GuardError> {
         SchemaGate::check_write(self, collection).map_err(|e| Box::new(e) as _)
+    }
+
+    fn guard_write(
+        &self,
+        collection: &str,
+    ) -> Result<Vec<Precondition>, crate::collection::GuardError> {
+        SchemaGate::guard_write(self, collection)
+            .map(|p| vec![p])
+            .map_err(|e| Box::new(e) as _)
     }
 }

@@ -544,3 +544,53 @@ fn a_stale_handle_cannot_coordinate_a_cutover() {
     assert!(err.is_migration_required(), "{err}");
     assert_eq!(db.fence_state().unwrap().state, FenceState::Normal);
 }
+
+#[test]
+fn a_write_that_passed_the_gate_cannot_land_after_the_fence_changed() {
+    use super::policy_util::Faulty;
+    use strata::policy::FENCE_KEY;
+    let faulty = Faulty::new();
+    let store = Store::from_arc(faulty.clone());
+    let clock = ManualClock::new(0);
+    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let inv = db
+        .collection::<InvOld>("invoices", CollectionOptions::new(), plain())
+        .unwrap();
+    let notes = db
+        .collection::<NoteOld>("notes", CollectionOptions::new(), plain())
+        .unwrap();
+    // Between the gate's check of the next document write and its commit, a coordinator
+    // marks a cutover of `invoices` pending.
+    let scratch = mem();
+    let pending = Fence::add_pending(&scratch, "invoices", "target-hash").unwrap();
+    assert!(pending.is_pending("invoices"));
+    *faulty.before_apply.lock().unwrap() = Some((
+        b"__nx/doc/invoices/".to_vec(),
+        Batch::new().set(FENCE_KEY.to_vec(), pending.encode()),
+    ));
+    let err = inv
+        .put(
+            "late",
+            &InvOld {
+                id: "late".into(),
+                total: 1.0,
+            },
+        )
+        .unwrap_err();
+    assert!(guard_err(err).is_fenced());
+    assert!(
+        inv.get("late").unwrap().is_none(),
+        "the write landed behind the fence"
+    );
+    assert!(Fence::read(&store).unwrap().is_pending("invoices"));
+    // Another collection stays writable under the new fence.
+    notes
+        .put(
+            "n1",
+            &NoteOld {
+                id: "n1".into(),
+                text: "still writable".into(),
+            },
+        )
+        .unwrap();
+}
