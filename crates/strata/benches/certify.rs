@@ -3,6 +3,7 @@
 //! ```sh
 //! cargo bench -p strata --bench certify
 //! # smaller: STRATA_BENCH_RECORDS=200000 cargo bench -p strata --bench certify
+//! # batch size of both sides (default 512): STRATA_BENCH_MAX_RECORDS=4096
 //! ```
 //!
 //! 1. Builds a legacy (header-less) sled datastore of N records (default 1M) spread evenly
@@ -10,7 +11,8 @@
 //! 2. Throughput, measured in one run on the same data: a raw scan of the store
 //!    (`KvRead::scan` pages of 512 records / 4 MiB over every table prefix, each payload
 //!    decoded with the same Numax decoders) vs `Migrator` certification (lease, checkpoint
-//!    batches, header writes). Three rounds each, interleaved; the faster of each is kept.
+//!    batches, header writes). After a warm-up scan, four rounds each, interleaved in alternating order; the fastest
+//!    of each is kept.
 //!    Headers are deleted between certification rounds so each round certifies everything.
 //! 3. Peak RSS: the raw scan and the migration each run in a fresh child process (this
 //!    binary re-executed with `STRATA_BENCH_ROLE`), which reports `VmHWM` from
@@ -24,6 +26,14 @@ use strata::header::header_key;
 use strata::migrate::{Migrator, Registry};
 use strata::numax::{self, wire};
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
+
+/// Batch record limit of both sides (`STRATA_BENCH_MAX_RECORDS`, default 512).
+fn batch_env() -> usize {
+    std::env::var("STRATA_BENCH_MAX_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(512)
+}
 
 fn records_env() -> usize {
     std::env::var("STRATA_BENCH_RECORDS")
@@ -164,7 +174,7 @@ fn build(path: &Path, n: usize) {
 
 /// The baseline: scan every table in pages and decode every payload with the same decoder.
 fn raw_scan(store: &Store) -> u64 {
-    let limits = ScanLimits::new(512, 4 << 20).unwrap();
+    let limits = ScanLimits::new(batch_env(), 4 << 20).unwrap();
     let mut n = 0u64;
     for t in numax::catalog().tables() {
         let mut cursor: Option<Vec<u8>> = None;
@@ -275,17 +285,28 @@ fn main() {
             .unwrap()
             .into_store();
         let (mut best_raw, mut best_cert) = (Duration::MAX, Duration::MAX);
-        for _ in 0..3 {
-            let t = Instant::now();
-            assert_eq!(raw_scan(&store), n as u64);
-            best_raw = best_raw.min(t.elapsed());
-            reset_headers(&store);
-            let t = Instant::now();
-            assert_eq!(certify(&store), n as u64);
-            best_cert = best_cert.min(t.elapsed());
+        // Warm-up pass (page cache, sled's background work after the bulk load).
+        raw_scan(&store);
+        for round in 0..4 {
+            // Alternate the order so neither side always runs on a warmer cache.
+            for which in [round % 2, 1 - round % 2] {
+                if which == 0 {
+                    let t = Instant::now();
+                    assert_eq!(raw_scan(&store), n as u64);
+                    best_raw = best_raw.min(t.elapsed());
+                } else {
+                    reset_headers(&store);
+                    let t = Instant::now();
+                    assert_eq!(certify(&store), n as u64);
+                    best_cert = best_cert.min(t.elapsed());
+                }
+            }
         }
         let (r, c) = (rate(n as u64, best_raw), rate(n as u64, best_cert));
-        println!("certification throughput, {n} legacy records (14 tables, sled):");
+        println!(
+            "certification throughput, {n} legacy records (14 tables, sled), batches of {} records / 4 MiB:",
+            batch_env()
+        );
         println!(
             "  raw scan + decode : {:>8.3} s  {:>12.0} records/s",
             best_raw.as_secs_f64(),
