@@ -317,6 +317,7 @@ fn abort_keeps_a_later_generation_and_answers_in_json() {
     });
     let v = json_of(&strata(&db, &["fence", "abort", "--json"]));
     assert_eq!(v["reset"], true);
+    assert_eq!(v["rewritten"], false);
     assert_eq!(v["state"], "normal");
     assert_eq!(v["generation"], 7);
     assert_eq!(v["coordinator"], Value::Null);
@@ -369,6 +370,11 @@ fn a_corrupted_fence_is_refused_until_reset_explicitly() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
         stdout(&out).starts_with("fence reset: state normal, generation 3"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out).contains("the unreadable record was rewritten"),
         "{}",
         stdout(&out)
     );

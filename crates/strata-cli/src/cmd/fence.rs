@@ -38,9 +38,11 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         let was_stuck = Fence::read(&store)
             .map(|f| f.state != FenceState::Normal || f.coordinator.is_some())
             .unwrap_or(true);
+        let mut rewritten = false;
         let fence = match Fence::abort(&store) {
             Ok(f) => f,
             Err(PolicyError::Corrupted { .. }) if reset_corrupt.is_some() => {
+                rewritten = true;
                 Fence::dangerous_reset(&store, reset_corrupt.unwrap_or(0))?
             }
             Err(e @ PolicyError::Corrupted { .. }) => {
@@ -54,6 +56,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         if args.json {
             let doc = serde_json::json!({
                 "reset": was_stuck,
+                "rewritten": rewritten,
                 "state": fence.state,
                 "generation": fence.generation,
                 "coordinator": fence.coordinator,
@@ -75,7 +78,12 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             fence.generation,
             fence.pending.len()
         )?;
-        if fence.pending.is_empty() {
+        if rewritten {
+            writeln!(
+                out,
+                " (the unreadable record was rewritten; cutovers it listed are forgotten: reopen their collections to register them again)"
+            )?;
+        } else if fence.pending.is_empty() {
             writeln!(out)?;
         } else {
             let names: Vec<&str> = fence
