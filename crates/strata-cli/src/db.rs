@@ -8,12 +8,6 @@ pub fn open_existing(path: &Path) -> Result<Store, StoreError> {
     strata_sled::SledStore::open_existing(path).map(Store::new)
 }
 
-/// Opens (creating if needed) a sled datastore.
-#[allow(dead_code)]
-pub fn open_or_create(path: &Path) -> Result<Store, StoreError> {
-    strata_sled::SledStore::open(path).map(Store::new)
-}
-
 /// The catalog of managed tables of a store: the 14 Numax sync tables plus every
 /// collection recorded in the store under `__nx/catalog/`.
 pub fn catalog(store: &Store) -> Result<strata::Catalog, Box<dyn std::error::Error + Send + Sync>> {

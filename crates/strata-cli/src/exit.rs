@@ -12,7 +12,6 @@ pub const MIGRATION_REQUIRED: u8 = 3;
 /// A table has future or corrupt metadata.
 pub const UNSUPPORTED: u8 = 4;
 /// `schema diff` found a non-additive change.
-#[allow(dead_code)]
 pub const NON_ADDITIVE: u8 = 6;
 
 /// A failed command: the exit code and the error to print.

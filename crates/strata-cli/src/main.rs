@@ -2,7 +2,7 @@
 //!
 //! Thin by design: each subcommand parses its arguments, calls the library and renders the
 //! result. Results go to stdout, errors to stderr prefixed `strata: `, progress to stderr
-//! only when it is a terminal. Exit codes: 0 success, 1 error, 2 usage, 3 migration
+//! (a bar with rate and ETA on a terminal, plain lines otherwise). Exit codes: 0 success, 1 error, 2 usage, 3 migration
 //! required, 4 future or corrupt metadata, 6 non-additive schema change.
 
 mod cmd;
@@ -45,7 +45,7 @@ enum Command {
     Schema(cmd::schema::Args),
     /// Show the cutover fence, its clients, or abort a stuck cutover.
     Fence(cmd::fence::Args),
-    /// A guided tour: legacy store, refusal, migration, serving, restart.
+    /// A guided tour: legacy store, refusal, migration, serving, restart, payload evolution, shape policy.
     Demo(cmd::demo::Args),
 }
 

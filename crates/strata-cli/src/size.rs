@@ -2,7 +2,6 @@
 
 /// Parses a size: a bare number of bytes or a number with `B`, `KiB`, `MiB`, `GiB`
 /// (also `K`, `M`, `G`, `KB`, `MB`, `GB` as binary multiples). Zero is refused.
-#[allow(dead_code)] // used by `strata migrate --max-bytes` (landing next)
 pub fn parse_size(s: &str) -> Result<usize, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());

@@ -101,7 +101,7 @@ pub enum PolicyError {
         reason: String,
     },
     /// A policy record could not be decoded.
-    #[error("corrupted policy record `{}`: {reason}; restore it from a backup, or reset it (`strata fence abort` rewrites the fence)", escape_key(.key))]
+    #[error("corrupted policy record `{}`: {reason}; {}", escape_key(.key), corrupted_remedy(.key))]
     Corrupted {
         /// The record's key.
         key: Vec<u8>,
@@ -184,5 +184,16 @@ impl PolicyError {
                 | PolicyError::SchemaLocked { .. }
                 | PolicyError::Rejected { .. }
         )
+    }
+}
+
+/// What to do about a corrupted policy record, by kind of record.
+fn corrupted_remedy(key: &[u8]) -> &'static str {
+    if key == super::fence::FENCE_KEY {
+        "restore it from a backup, or rewrite it with `strata fence abort --reset-corrupt <generation>`"
+    } else if key.starts_with(super::baseline::JSONSCHEMA_PREFIX) {
+        "restore it from a backup, or delete it so the next declaration registers the current schema as the baseline"
+    } else {
+        "restore it from a backup, or delete it (a live client rewrites its presence record on its next heartbeat)"
     }
 }
