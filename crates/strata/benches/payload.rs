@@ -157,6 +157,16 @@ fn main() {
     let gets = env_usize("STRATA_BENCH_GETS", 200_000);
     let sweep_rows = env_usize("STRATA_BENCH_SWEEP_ROWS", 50_000);
     let rounds = 5;
+    // Profiling aid: STRATA_BENCH_ONLY=sweep|hand runs only that sweep contender.
+    if let Ok(only) = std::env::var("STRATA_BENCH_ONLY") {
+        let d = match only.as_str() {
+            "sweep" => our_sweep(sweep_rows, 256),
+            "hand" => hand_loop(sweep_rows, 256),
+            other => panic!("STRATA_BENCH_ONLY must be `sweep` or `hand`, not `{other}`"),
+        };
+        println!("{only}: {sweep_rows} rows in {d:?}");
+        return;
+    }
     let keys = ids(rows, gets);
     println!("payload bench: {rows} rows, {gets} gets per round, best of {rounds} rounds; sweep over {sweep_rows} rows");
 

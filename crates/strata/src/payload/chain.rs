@@ -283,34 +283,41 @@ impl Upcaster {
     }
 
     /// Runs every pending step on `obj`, stored at `stored`, and returns the version
-    /// reached. A document at or above the current version is not touched. Before each
-    /// step the protected fields are snapshotted and the version field is stamped with the
-    /// step's `from`; after it the protected fields are restored exactly (absent stays
-    /// absent, null stays null). After the last step the version field holds the version
-    /// reached.
+    /// reached. A document at or above the current version is not touched. The protected
+    /// fields are snapshotted before the first step; before each step the version field is
+    /// stamped with the step's `from`, and after it the protected fields are restored
+    /// exactly to the snapshot (absent stays absent, null stays null). After the last step
+    /// the version field holds the version reached.
     pub fn upcast(&self, obj: &mut JsonObject, stored: i32) -> Result<i32, UpcastFailure> {
         if stored < INITIAL_PAYLOAD_VERSION {
             return Err(UpcastFailure::InvalidVersion { found: stored });
         }
         let current = self.chain.current_version();
+        if stored >= current {
+            return Ok(stored);
+        }
+        // One snapshot serves every step: after each step the protected fields are put
+        // back to it, so they hold the snapshot's values again before the next one. A field
+        // the step left alone is not rewritten (no clone, no allocation).
+        let snapshot: Vec<Option<Value>> =
+            self.protected.iter().map(|f| obj.get(f).cloned()).collect();
         let mut version = stored;
         while version < current {
             let Some(step) = self.chain.step_from(version) else {
                 break; // unreachable for a validated chain
             };
-            if let Some(f) = &self.version_field {
-                obj.insert(f.to_string(), Value::from(version));
-            }
-            let snapshot: Vec<Option<Value>> =
-                self.protected.iter().map(|f| obj.get(f).cloned()).collect();
+            self.stamp(obj, version);
             step.run(obj).map_err(|source| UpcastFailure::Step {
                 from: version,
                 source,
             })?;
-            for (name, saved) in self.protected.iter().zip(snapshot) {
+            for (name, saved) in self.protected.iter().zip(&snapshot) {
+                if obj.get(name) == saved.as_ref() {
+                    continue;
+                }
                 match saved {
                     Some(v) => {
-                        obj.insert(name.clone(), v);
+                        obj.insert(name.clone(), v.clone());
                     }
                     None => {
                         obj.remove(name);
@@ -320,11 +327,23 @@ impl Upcaster {
             version = step.to();
         }
         if version != stored {
-            if let Some(f) = &self.version_field {
+            self.stamp(obj, version);
+        }
+        Ok(version)
+    }
+
+    /// Writes `version` into the version field, if one is configured (in place when the
+    /// field exists: no key allocation).
+    fn stamp(&self, obj: &mut JsonObject, version: i32) {
+        let Some(f) = &self.version_field else {
+            return;
+        };
+        match obj.get_mut(&**f) {
+            Some(v) => *v = Value::from(version),
+            None => {
                 obj.insert(f.to_string(), Value::from(version));
             }
         }
-        Ok(version)
     }
 }
 
@@ -377,5 +396,44 @@ mod tests {
         let mut obj = json!({"lock": null}).as_object().cloned().unwrap();
         assert_eq!(up.upcast(&mut obj, 1).unwrap(), 2);
         assert_eq!(obj, *json!({"lock": null, "x": 1}).as_object().unwrap());
+    }
+
+    #[test]
+    fn every_step_sees_the_original_protected_fields_and_its_own_version() {
+        // Step 1 hijacks `id` and drops `lock`; step 2 must still see both as stored, and
+        // the version field stamped with its own `from`.
+        let chain = UpcastChain::new(
+            "c",
+            vec![
+                Step::new(1, Mode::Lazy, |o| {
+                    o.insert("id".into(), json!("hijacked"));
+                    o.remove("lock");
+                    o.insert("seen1".into(), o.get("v").cloned().unwrap_or_default());
+                    Ok(())
+                }),
+                Step::new(2, Mode::Eager, |o| {
+                    if o.get("id") != Some(&json!("a")) || o.get("lock") != Some(&json!(3)) {
+                        return Err(StepError::new("protected fields not restored"));
+                    }
+                    o.insert("seen2".into(), o.get("v").cloned().unwrap_or_default());
+                    o.insert("id".into(), json!("again"));
+                    Ok(())
+                }),
+            ],
+        )
+        .unwrap();
+        let up = Upcaster::new(chain, vec!["id".into(), "lock".into()], Some("v".into()));
+        let mut obj = json!({"id": "a", "lock": 3}).as_object().cloned().unwrap();
+        assert_eq!(up.upcast(&mut obj, 1).unwrap(), 3);
+        assert_eq!(
+            obj,
+            *json!({"id": "a", "lock": 3, "v": 3, "seen1": 1, "seen2": 2})
+                .as_object()
+                .unwrap()
+        );
+        // Already current: untouched, no stamp.
+        let mut cur = json!({"id": "b"}).as_object().cloned().unwrap();
+        assert_eq!(up.upcast(&mut cur, 3).unwrap(), 3);
+        assert_eq!(cur, *json!({"id": "b"}).as_object().unwrap());
     }
 }

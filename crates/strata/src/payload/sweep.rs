@@ -3,9 +3,12 @@
 //!
 //! The sweep is not a second migration engine: each document goes through the same
 //! read path as a `get` (envelope → chain → bind check) and the upcast tree is written
-//! back **update-only** (a compare-and-swap against the bytes that were read, so a document
-//! deleted or changed meanwhile is never resurrected nor overwritten; it counts as a
-//! conflict and the batch is retried on fresh data).
+//! back **update-only**: every rewritten row carries a compare-and-swap against the bytes
+//! that were read. When a concurrent write beats the sweep to some rows of a batch, the
+//! sweep re-reads the batch's rows, counts each changed or deleted one as
+//! [conflicted](SweepCounters::conflicted) and leaves it as that write made it (a deleted
+//! row is never resurrected, a changed one never overwritten), and commits the other rows
+//! of the batch — still each under its own compare-and-swap.
 //!
 //! Single runner: the marker at `__nx/sweep/<collection>` is also a lease. A sweep claims
 //! it by compare-and-swap, and every batch renews it in the same atomic batch that writes
@@ -22,14 +25,17 @@ use crate::collection::{Collection, CollectionError, Decoded};
 use crate::pass::{
     BatchInfo, CheckpointCodec, HookError, Pass, PassError, PassLimits, RecordError, RecordRef,
 };
-use crate::payload::envelope::{self, Envelope};
+use crate::payload::envelope::Envelope;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use strata_store::{Batch, KvRead, KvWrite, Mutation, Precondition, StoreError};
+use strata_store::{
+    Batch, KvRead, KvWrite, Mutation, Precondition, ScanLimits, ScanPage, Store, StoreError,
+};
 
 /// Default rows per batch.
 pub const DEFAULT_BATCH_SIZE: usize = 256;
@@ -39,7 +45,8 @@ pub const DEFAULT_LEASE_MS: u64 = 60_000;
 pub const DEFAULT_PROGRESS_LOG_MS: u64 = 5_000;
 /// Default byte budget of one batch (rows read + rows written).
 pub const DEFAULT_MAX_BYTES: usize = 16 << 20;
-/// Consecutive batch conflicts tolerated before the sweep gives up for this run.
+/// Consecutive batch conflicts not explained by a changed row (a write guard's state moved)
+/// tolerated before the sweep gives up for this run.
 const MAX_CONFLICT_RETRIES: u64 = 1_000;
 
 type AbortCheck = Arc<dyn Fn() -> bool + Send + Sync>;
@@ -171,7 +178,8 @@ pub struct SweepCounters {
     pub scanned: u64,
     /// Stale rows rewritten at the current version.
     pub rewritten: u64,
-    /// Batches a concurrent write beat the sweep to (they were retried on fresh data).
+    /// Rows a concurrent write beat the sweep to: changed or deleted between the sweep's
+    /// read and its write, and left as that write made them (each counted once).
     pub conflicted: u64,
     /// Rows written by a newer build, left alone.
     pub skipped_ahead: u64,
@@ -187,6 +195,14 @@ impl SweepCounters {
         self.conflicted += o.conflicted;
         self.skipped_ahead += o.skipped_ahead;
         self.failed += o.failed;
+    }
+
+    fn sub(&mut self, o: &SweepCounters) {
+        self.scanned = self.scanned.saturating_sub(o.scanned);
+        self.rewritten = self.rewritten.saturating_sub(o.rewritten);
+        self.conflicted = self.conflicted.saturating_sub(o.conflicted);
+        self.skipped_ahead = self.skipped_ahead.saturating_sub(o.skipped_ahead);
+        self.failed = self.failed.saturating_sub(o.failed);
     }
 }
 
@@ -337,7 +353,8 @@ impl SweepReport {
     pub fn rewritten(&self) -> u64 {
         self.counters.rewritten
     }
-    /// Batches retried after a concurrent write.
+    /// Rows a concurrent write changed or deleted between the sweep's read and its write
+    /// (left as that write made them).
     pub fn conflicted(&self) -> u64 {
         self.counters.conflicted
     }
@@ -358,12 +375,45 @@ struct RunShared {
     committed: SweepCounters,
     /// Counters of this run that were committed.
     run: SweepCounters,
-    /// Counters of the batch being built.
+    /// Counters of the rows processed and not yet committed.
     pending: SweepCounters,
-    /// (key, bytes read) of every row rewritten in the batch being built.
+    /// (key, bytes read) of every row to rewrite that is not committed yet, in key order.
     expected: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The key of the last processed row (a reused buffer).
+    last_key: Vec<u8>,
+    /// The counters of the last processed row.
+    last_delta: SweepCounters,
+    /// Set when the last committed batch was narrowed: (the marker value the pass
+    /// computed for it, the recounted value written instead).
+    marker_fix: Option<(Vec<u8>, Vec<u8>)>,
     /// Set when the marker turned out to belong to another runner.
     lease_lost: bool,
+}
+
+impl RunShared {
+    /// The counters of the batch committing up to `cursor`: the pending ones, minus the
+    /// last processed row when it lies past the cursor. (The pass processes a record
+    /// before it finds that the record no longer fits the batch; that record opens the
+    /// next batch.) The flag says whether that row is carried over.
+    fn batch_delta(&self, cursor: Option<&[u8]>) -> (SweepCounters, bool) {
+        let carried =
+            self.pending.scanned > 0 && cursor.is_some_and(|c| self.last_key.as_slice() > c);
+        let mut delta = self.pending;
+        if carried {
+            delta.sub(&self.last_delta);
+        }
+        (delta, carried)
+    }
+
+    /// Forgets everything not committed (a failed pass run).
+    fn reset_pending(&mut self) {
+        self.pending = SweepCounters::default();
+        self.expected.clear();
+        self.last_key.clear();
+        self.last_delta = SweepCounters::default();
+        // A new pass run reads the marker from the store.
+        self.marker_fix = None;
+    }
 }
 
 struct Shared {
@@ -395,7 +445,7 @@ impl CheckpointCodec for MarkerCodec<'_> {
         m.cursor_hex = (!cursor.is_empty()).then(|| to_hex(cursor));
         m.lease_expires_ms = self.0.clock.now_ms().saturating_add(self.0.lease_ms);
         let mut c = g.committed;
-        c.add(&g.pending);
+        c.add(&g.batch_delta(Some(cursor)).0);
         m.counters = c;
         m.encode()
     }
@@ -423,6 +473,157 @@ impl CheckpointCodec for MarkerCodec<'_> {
         m.cursor_hex = None;
         m.counters = total;
         Some(m.encode())
+    }
+}
+
+/// The store the sweep's pass runs on. Reads pass through; a batch that fails because
+/// rows changed since the sweep read them is narrowed and retried here:
+///
+/// 1. every row precondition of the batch (a key under the collection prefix) is checked
+///    against a fresh read of its key;
+/// 2. each row that changed or vanished loses its precondition and its rewrite, and counts
+///    once as conflicted (its counters move from `rewritten` to `conflicted`, in the
+///    marker value the batch carries too);
+/// 3. the narrowed batch is applied again — the other rows keep their compare-and-swap.
+///
+/// Every retry drops at least one row, so a batch is tried at most rows + 1 times. A
+/// conflict no row explains (the lease marker or a write guard's key) is returned as is.
+struct SweepStore<'a> {
+    store: &'a Store,
+    shared: &'a Shared,
+    prefix: &'a [u8],
+}
+
+impl KvRead for SweepStore<'_> {
+    fn get(&self, key: &[u8]) -> strata_store::Result<Option<Vec<u8>>> {
+        self.store.get(key)
+    }
+
+    fn scan(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+    ) -> strata_store::Result<ScanPage> {
+        self.store.scan(prefix, after, limits)
+    }
+
+    fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
+        self.store.prefix_exists(prefix)
+    }
+}
+
+impl KvWrite for SweepStore<'_> {
+    fn apply(&self, batch: Batch) -> strata_store::Result<()> {
+        let mut batch = self.with_marker_fix(batch);
+        // (the marker value the pass computed, the recounted one written instead)
+        let mut recounted: Option<(Vec<u8>, Vec<u8>)> = None;
+        loop {
+            // The store consumes what it applies; a copy is kept to narrow and retry.
+            let err = match self.store.apply(batch.clone()) {
+                Ok(()) => {
+                    self.shared.lock().marker_fix = recounted;
+                    return Ok(());
+                }
+                Err(e) => e,
+            };
+            match &err {
+                StoreError::Conflict { key, .. } if key.as_slice() != self.shared.key => {}
+                _ => return Err(err),
+            }
+            let (mutations, preconditions) = batch.into_parts();
+            let mut changed: HashSet<&[u8]> = HashSet::new();
+            for p in &preconditions {
+                let k = p.key();
+                if k.starts_with(self.prefix) && p.check(self.store.get(k)?.as_deref()).is_err() {
+                    changed.insert(k);
+                }
+            }
+            if changed.is_empty() {
+                return Err(err);
+            }
+            let n = changed.len() as u64;
+            tracing::debug!(
+                rows = n,
+                "sweep: concurrent writes beat the sweep to rows of a batch; committing the others"
+            );
+            {
+                let mut g = self.shared.lock();
+                g.pending.rewritten = g.pending.rewritten.saturating_sub(n);
+                g.pending.conflicted += n;
+            }
+            let mut narrowed = Batch::new();
+            for m in mutations {
+                if changed.contains(m.key()) {
+                    continue;
+                }
+                match m {
+                    Mutation::Set { key, value } if key == self.shared.key => {
+                        let actual = recount_marker(&value, n);
+                        let original = match recounted.take() {
+                            Some((original, _)) => original,
+                            None => value,
+                        };
+                        recounted = Some((original, actual.clone()));
+                        narrowed.push(Mutation::Set { key, value: actual });
+                    }
+                    other => narrowed.push(other),
+                }
+            }
+            for p in &preconditions {
+                if !changed.contains(p.key()) {
+                    narrowed.push_precondition(p.clone());
+                }
+            }
+            batch = narrowed;
+        }
+    }
+
+    fn flush(&self) -> strata_store::Result<()> {
+        self.store.flush()
+    }
+}
+
+impl SweepStore<'_> {
+    /// The pass expects the marker to hold the value it computed for the previous batch;
+    /// when that batch was narrowed, the marker holds the recounted value instead, and
+    /// this batch's lease compare-and-swap must expect that.
+    fn with_marker_fix(&self, batch: Batch) -> Batch {
+        let Some((computed, actual)) = self.shared.lock().marker_fix.clone() else {
+            return batch;
+        };
+        let (mutations, preconditions) = batch.into_parts();
+        let mut fixed = Batch::new();
+        for m in mutations {
+            fixed.push(m);
+        }
+        for p in preconditions {
+            fixed.push_precondition(match p {
+                Precondition::Equals { key, value }
+                    if key == self.shared.key && value == computed =>
+                {
+                    Precondition::Equals {
+                        key,
+                        value: actual.clone(),
+                    }
+                }
+                other => other,
+            });
+        }
+        fixed
+    }
+}
+
+/// The marker value of a batch with `n` of its rewrites turned into conflicts.
+fn recount_marker(value: &[u8], n: u64) -> Vec<u8> {
+    match SweepMarker::decode("", value) {
+        Ok(mut m) => {
+            m.counters.rewritten = m.counters.rewritten.saturating_sub(n);
+            m.counters.conflicted += n;
+            m.encode()
+        }
+        // Unreachable: the codec encoded it. The counters are telemetry; keep the value.
+        Err(_) => value.to_vec(),
     }
 }
 
@@ -528,6 +729,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 run: SweepCounters::default(),
                 pending: SweepCounters::default(),
                 expected: Vec::new(),
+                last_key: Vec::new(),
+                last_delta: SweepCounters::default(),
+                marker_fix: None,
                 lease_lost: false,
             }),
             key: key.clone(),
@@ -546,8 +750,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         let outcome = loop {
             let result = self.run_pass(&shared, limits, &options);
             let mut g = shared.lock();
-            g.pending = SweepCounters::default();
-            g.expected.clear();
+            g.reset_pending();
             match result {
                 Ok(()) => {
                     break Outcome::Finished {
@@ -558,10 +761,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     source: StoreError::Conflict { key: k, .. },
                     ..
                 }) if k != key => {
-                    // A row changed or vanished between read and write: retry the batch on
-                    // fresh data (a deleted row is not scanned again, so never resurrected).
-                    g.run.conflicted += 1;
-                    g.committed.conflicted += 1;
+                    // Not explained by a changed row (the store narrowed those away): a
+                    // write guard's key moved. Rerun from the cursor; the batch hook checks
+                    // the guards again.
                     conflicts_in_a_row += 1;
                     if conflicts_in_a_row > MAX_CONFLICT_RETRIES {
                         break Outcome::Failed(CollectionError::Sweep {
@@ -634,27 +836,37 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         let spacing = Duration::from_millis(options.progress_log_ms);
         let prefix_len = self.inner.prefix.len();
         let processor = |r: &RecordRef<'_>, out: &mut Vec<Mutation>| -> Result<(), RecordError> {
-            let mut g = shared.lock();
-            g.pending.scanned += 1;
-            let id_bytes = &r.key[prefix_len.min(r.key.len())..];
-            let Ok(id) = std::str::from_utf8(id_bytes) else {
-                g.pending.failed += 1;
-                tracing::warn!(collection = %name, key = %strata_store::escape_key(r.key), "sweep: document key is not UTF-8; row left as is");
-                return Ok(());
+            let mut delta = SweepCounters {
+                scanned: 1,
+                ..SweepCounters::default()
             };
-            match self.sweep_row(id, r.value) {
-                Ok(RowAction::Keep) => {}
-                Ok(RowAction::Ahead) => g.pending.skipped_ahead += 1,
-                Ok(RowAction::Rewrite(value)) => {
-                    g.pending.rewritten += 1;
-                    g.expected.push((r.key.to_vec(), r.value.to_vec()));
-                    out.push(r.replace(value));
+            let id_bytes = &r.key[prefix_len.min(r.key.len())..];
+            let mut expected = None;
+            match std::str::from_utf8(id_bytes) {
+                Err(_) => {
+                    delta.failed = 1;
+                    tracing::warn!(collection = %name, key = %strata_store::escape_key(r.key), "sweep: document key is not UTF-8; row left as is");
                 }
-                Err(e) => {
-                    g.pending.failed += 1;
-                    tracing::warn!(collection = %name, error = %e, "sweep: row cannot be upcast; it blocks completion");
-                }
+                Ok(id) => match self.sweep_row(id, r.value) {
+                    Ok(RowAction::Keep) => {}
+                    Ok(RowAction::Ahead) => delta.skipped_ahead = 1,
+                    Ok(RowAction::Rewrite(value)) => {
+                        delta.rewritten = 1;
+                        expected = Some((r.key.to_vec(), r.value.to_vec()));
+                        out.push(r.replace(value));
+                    }
+                    Err(e) => {
+                        delta.failed = 1;
+                        tracing::warn!(collection = %name, error = %e, "sweep: row cannot be upcast; it blocks completion");
+                    }
+                },
             }
+            let mut g = shared.lock();
+            g.pending.add(&delta);
+            g.last_delta = delta;
+            g.last_key.clear();
+            g.last_key.extend_from_slice(r.key);
+            g.expected.extend(expected);
             Ok(())
         };
         let codec = MarkerCodec(shared);
@@ -663,7 +875,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             // The marker compare-and-swap on every batch IS the lease renewal.
             .guard_checkpoint(true)
             .abort_when(move || abort.as_ref().is_some_and(|a| a()))
-            .on_batch(|batch: &mut Batch, _info: &BatchInfo<'_>| -> Result<(), HookError> {
+            .on_batch(|batch: &mut Batch, info: &BatchInfo<'_>| -> Result<(), HookError> {
                 let guarded = self.check_guards().map_err(|e| match e {
                     CollectionError::Guard { source, .. } => source,
                     other => Box::new(other) as HookError,
@@ -671,23 +883,44 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 for p in guarded {
                     batch.push_precondition(p);
                 }
+                // Only the rows of this batch: one past its cursor belongs to the next one.
                 let mut g = shared.lock();
-                for (k, v) in g.expected.drain(..) {
+                let end = match info.cursor {
+                    Some(c) => g
+                        .expected
+                        .iter()
+                        .position(|(k, _)| k.as_slice() > c)
+                        .unwrap_or(g.expected.len()),
+                    None => g.expected.len(),
+                };
+                for (k, v) in g.expected.drain(..end) {
                     batch.push_precondition(Precondition::Equals { key: k, value: v });
                 }
                 Ok(())
             })
             .on_progress(|p| {
                 let mut g = shared.lock();
-                let pending = std::mem::take(&mut g.pending);
-                g.committed.add(&pending);
-                g.run.add(&pending);
+                let (delta, carried) = g.batch_delta(p.cursor);
+                g.committed.add(&delta);
+                g.run.add(&delta);
+                g.pending = if carried {
+                    g.last_delta
+                } else {
+                    SweepCounters::default()
+                };
                 if last_log.elapsed() >= spacing || p.done {
                     last_log = Instant::now();
                     tracing::info!(collection = %name, scanned = g.run.scanned, rewritten = g.run.rewritten, elapsed_ms = started.elapsed().as_millis() as u64, done = p.done, "sweep progress");
                 }
             })
-            .run(self.store(), processor)
+            .run(
+                &SweepStore {
+                    store: self.store(),
+                    shared,
+                    prefix: &self.inner.prefix,
+                },
+                processor,
+            )
             .map(|_| ())
     }
 
@@ -710,15 +943,16 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     version,
                     source: e,
                 })?;
-                let json = serde_json::to_vec(&tree).map_err(|e| CollectionError::Encode {
+                // Serialized straight behind the envelope header: one buffer, sized for
+                // the stored document plus growth.
+                let mut out = Vec::with_capacity(bytes.len() + bytes.len() / 4 + 64);
+                out.extend_from_slice(&Envelope::new(version, env.lock_version).header_bytes());
+                serde_json::to_writer(&mut out, &tree).map_err(|e| CollectionError::Encode {
                     collection: self.name().to_string(),
                     key: id.to_string(),
                     reason: e.to_string(),
                 })?;
-                Ok(RowAction::Rewrite(envelope::encode(
-                    Envelope::new(version, env.lock_version),
-                    &json,
-                )))
+                Ok(RowAction::Rewrite(out))
             }
         }
     }

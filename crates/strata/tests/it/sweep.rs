@@ -9,7 +9,7 @@ use strata::collection::{layout, CollectionOptions};
 use strata::payload::sweep::{SweepMarker, SweepNote};
 use strata::payload::{Mode, StepError, SweepOptions};
 use strata::{Collection, Database};
-use strata_store::{Batch, KvRead, KvWrite, Store};
+use strata_store::{Batch, KvRead, KvWrite, Mutation, Precondition, Store};
 
 /// v1 → v2 (lazy, `balance` → `balance_cents`), v2 → v3 (eager, adds `tier`), v3 → v4
 /// (lazy, counts steps in `steps`). Every row touched by a sweep must reach v4.
@@ -352,7 +352,8 @@ fn a_concurrent_delete_during_a_sweep_is_not_resurrected() {
     let r = c.sweep(opts("a", &clk)).unwrap();
     spy.clear_hook();
     assert_eq!(r.note, SweepNote::Complete);
-    assert_eq!(r.conflicted(), 1);
+    // Rows, not batches: the deleted and the changed row each count once.
+    assert_eq!((r.conflicted(), r.rewritten(), r.scanned()), (2, 23, 25));
     assert_eq!(raw_get(&store, "acc", "r00013"), None);
     assert_eq!(stored_json(&store, "acc", "r00017")["tier"], json!("gold"));
     assert_eq!(stored_env(&store, "acc", "r00017").lock_version, 2);
@@ -440,4 +441,218 @@ fn a_refusing_write_guard_stops_the_sweep_before_it_writes() {
     );
     assert!(marker(&store).is_none());
     assert_eq!(stored_env(&store, "acc", "r00000").payload_version, 1);
+}
+
+fn stale_bytes(id: &str, balance: i64) -> Vec<u8> {
+    strata::payload::envelope::encode(
+        strata::payload::Envelope::new(1, 7),
+        format!(r#"{{"id":"{id}","balance":{balance},"by":"old build"}}"#).as_bytes(),
+    )
+}
+
+fn current_bytes(id: &str) -> Vec<u8> {
+    strata::payload::envelope::encode(
+        strata::payload::Envelope::new(4, 9),
+        format!(r#"{{"id":"{id}","balance_cents":1,"tier":"gold","steps":0}}"#).as_bytes(),
+    )
+}
+
+/// Fires `writes` through the inner backend right before the first sweep batch that
+/// rewrites a document (the sweep has read the rows, not yet written them).
+fn race_first_row_batch(spy: &Spy, writes: Batch) -> Arc<AtomicUsize> {
+    let fired = Arc::new(AtomicUsize::new(0));
+    let f = fired.clone();
+    let mut writes = Some(writes);
+    let doc_prefix = layout::doc_prefix("acc");
+    spy.before_apply(move |batch, inner| {
+        let rewrites = batch
+            .mutations()
+            .iter()
+            .any(|m| m.key().starts_with(&doc_prefix));
+        if rewrites {
+            if let Some(w) = writes.take() {
+                inner.apply(w).unwrap();
+            }
+            f.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    fired
+}
+
+#[test]
+fn conflicted_counts_rows_and_the_rest_of_the_batch_is_still_rewritten() {
+    let (spy, store) = Spy::new();
+    let db = Database::open(store.clone()).unwrap();
+    let c = coll(&db);
+    seed(&store, 10);
+    // Between the sweep's read and its write: three rows modified (one by an old build,
+    // still stale, one with a newer lock at the current version, one rewritten at v1 with
+    // the same lock), one deleted.
+    let (m1, m2, m3, gone) = ("r00001", "r00004", "r00008", "r00006");
+    let writes = Batch::new()
+        .set(layout::doc_key("acc", m1), stale_bytes(m1, 77))
+        .set(layout::doc_key("acc", m2), current_bytes(m2))
+        .set(layout::doc_key("acc", m3), stale_bytes(m3, 3))
+        .delete(layout::doc_key("acc", gone));
+    let fired = race_first_row_batch(&spy, writes);
+    let (_, clk) = clock();
+    let r = c.sweep(opts("a", &clk)).unwrap();
+    spy.clear_hook();
+    // One attempt failed on the changed rows, the narrowed batch committed.
+    assert_eq!(fired.load(Ordering::SeqCst), 2);
+    assert_eq!(r.note, SweepNote::Complete);
+    assert_eq!(
+        (r.scanned(), r.rewritten(), r.conflicted(), r.failed()),
+        (10, 6, 4, 0)
+    );
+    // The deleted row stays deleted; the modified ones keep the concurrent writer's bytes.
+    assert_eq!(raw_get(&store, "acc", gone), None);
+    assert_eq!(raw_get(&store, "acc", m1), Some(stale_bytes(m1, 77)));
+    assert_eq!(raw_get(&store, "acc", m2), Some(current_bytes(m2)));
+    assert_eq!(raw_get(&store, "acc", m3), Some(stale_bytes(m3, 3)));
+    for i in [0usize, 2, 3, 5, 7, 9] {
+        let id = format!("r{i:05}");
+        assert_eq!(stored_env(&store, "acc", &id).payload_version, 4, "{id}");
+        assert_eq!(
+            stored_json(&store, "acc", &id)["balance_cents"],
+            json!(i * 100)
+        );
+    }
+    // The marker carries the same row counts, and completed.
+    let m = marker(&store).unwrap();
+    assert_eq!((m.completed, m.in_progress), (3, None));
+    assert_eq!(
+        (
+            m.counters.rewritten,
+            m.counters.conflicted,
+            m.counters.scanned
+        ),
+        (6, 4, 10)
+    );
+    // The stale row the old build wrote heals on its next read.
+    assert_eq!(c.get(m1).unwrap().unwrap().balance_cents, 7700);
+}
+
+#[test]
+fn a_narrowed_batch_is_followed_by_more_batches_and_the_marker_counts_stay_exact() {
+    let (spy, store) = Spy::new();
+    let db = Database::open(store.clone()).unwrap();
+    let c = coll(&db);
+    seed(&store, 35);
+    // The first row batch is r00000..r00009; race two of its rows and one row of a
+    // later batch (its change is seen by the sweep's own read: no conflict there).
+    let writes = Batch::new()
+        .delete(layout::doc_key("acc", "r00003"))
+        .set(layout::doc_key("acc", "r00009"), current_bytes("r00009"))
+        .set(layout::doc_key("acc", "r00021"), current_bytes("r00021"));
+    race_first_row_batch(&spy, writes);
+    let (_, clk) = clock();
+    let polls = Arc::new(AtomicUsize::new(0));
+    let p = polls.clone();
+    // Abort at poll 3: two batches committed (the narrowed one and the next).
+    let first = c
+        .sweep(opts("a", &clk).abort_check(move || p.fetch_add(1, Ordering::SeqCst) + 1 >= 3))
+        .unwrap();
+    spy.clear_hook();
+    assert_eq!(first.note, SweepNote::Aborted);
+    assert_eq!(
+        (first.scanned(), first.rewritten(), first.conflicted()),
+        (20, 18, 2)
+    );
+    let m = marker(&store).unwrap();
+    assert_eq!(m.counters, first.counters);
+    assert_eq!(m.cursor(), Some(layout::doc_key("acc", "r00019")));
+    let second = c.sweep(opts("b", &clk)).unwrap();
+    assert_eq!(second.note, SweepNote::Complete);
+    assert_eq!(
+        (second.scanned(), second.rewritten(), second.conflicted()),
+        (15, 14, 0)
+    );
+    let m = marker(&store).unwrap();
+    assert_eq!(
+        (
+            m.counters.scanned,
+            m.counters.rewritten,
+            m.counters.conflicted
+        ),
+        (35, 32, 2)
+    );
+    assert_eq!(raw_get(&store, "acc", "r00003"), None);
+    assert_eq!(
+        raw_get(&store, "acc", "r00009"),
+        Some(current_bytes("r00009"))
+    );
+    assert_eq!(
+        raw_get(&store, "acc", "r00021"),
+        Some(current_bytes("r00021"))
+    );
+}
+
+#[test]
+fn every_row_rewrite_carries_its_own_compare_and_swap_when_the_byte_budget_splits_pages() {
+    let (spy, store) = Spy::new();
+    let db = Database::open(store.clone()).unwrap();
+    let c = coll(&db);
+    seed(&store, 40);
+    let doc_prefix = layout::doc_prefix("acc");
+    let unguarded = Arc::new(Mutex::new(Vec::new()));
+    let batches = Arc::new(AtomicUsize::new(0));
+    let (u, b) = (unguarded.clone(), batches.clone());
+    spy.before_apply(move |batch, _| {
+        for m in batch.mutations() {
+            let Mutation::Set { key, .. } = m else {
+                continue;
+            };
+            if !key.starts_with(&doc_prefix) {
+                continue;
+            }
+            let guarded = batch
+                .preconditions()
+                .iter()
+                .any(|p| matches!(p, Precondition::Equals { key: k, .. } if k == key));
+            if !guarded {
+                u.lock().unwrap().push(key.clone());
+            }
+        }
+        // No precondition on a row this batch does not write.
+        for p in batch.preconditions() {
+            if p.key().starts_with(&doc_prefix) {
+                assert!(batch.mutations().iter().any(|m| m.key() == p.key()));
+            }
+        }
+        b.fetch_add(1, Ordering::SeqCst);
+    });
+    let (_, clk) = clock();
+    // About 3 rewritten rows fit a batch's byte budget (rows read + rows written), so
+    // batches end mid-page: the pass reads the record that no longer fits first.
+    let polls = Arc::new(AtomicUsize::new(0));
+    let p = polls.clone();
+    let first = c
+        .sweep(
+            opts("a", &clk)
+                .batch_size(100)
+                .max_bytes(400)
+                .abort_check(move || p.fetch_add(1, Ordering::SeqCst) + 1 >= 4),
+        )
+        .unwrap();
+    assert_eq!(first.note, SweepNote::Aborted);
+    // The counters of the aborted run are those of the committed rows exactly.
+    let m = marker(&store).unwrap();
+    let cursor = m.cursor().unwrap();
+    let committed = (0..40)
+        .filter(|i| layout::doc_key("acc", &format!("r{i:05}")) <= cursor)
+        .count() as u64;
+    assert!(committed > 0 && committed < 40, "{committed}");
+    assert_eq!((first.scanned(), first.rewritten()), (committed, committed));
+    assert_eq!(m.counters.scanned, committed);
+    let r = c
+        .sweep(opts("a", &clk).batch_size(100).max_bytes(400))
+        .unwrap();
+    spy.clear_hook();
+    assert_eq!(r.note, SweepNote::Complete);
+    assert_eq!(r.scanned() + committed, 40);
+    assert_eq!(marker(&store).unwrap().counters.rewritten, 40);
+    assert!(batches.load(Ordering::SeqCst) > 10);
+    assert_eq!(*unguarded.lock().unwrap(), Vec::<Vec<u8>>::new());
+    assert!(c.iter().all(|d| d.unwrap().stored_version == 4));
 }
