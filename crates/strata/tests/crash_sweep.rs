@@ -1,13 +1,17 @@
 //! Real crash test of the eager sweep (harness = false).
 //!
 //! The parent seeds ≥ 100k stale documents in a sled datastore, then repeatedly runs this
-//! same binary as a child (`STRATA_CRASH_ROLE=sweeper`) that sweeps the collection, and
-//! SIGKILLs it at a random moment (`STRATA_CRASH_ITERS` times, default 3). After every
-//! kill it reopens the store and checks: no document lost, every document either
-//! untouched (v1, `n == 0`) or fully upcast (v3, `n == 2`: each of the two steps
-//! incremented `n` exactly once — a double transformation would show as `n > 2` or as a
-//! v3 document upcast again), and the marker's cursor never moved backwards. A final
-//! uninterrupted run must complete, after which every document is at v3 with `n == 2`.
+//! same binary as a child (`STRATA_CRASH_ROLE=sweeper`) that sweeps the collection and
+//! reports every batch boundary on stdout, and SIGKILLs it after a random number of
+//! reports (1..=60; the child keeps running until the signal lands, so the kill hits a
+//! random point of a batch), `STRATA_CRASH_ITERS` times (default 3). The child's byte
+//! budget is small enough that batches end mid-page. After every kill it reopens the
+//! store and checks: no document lost, every document either untouched (v1, `n == 0`) or
+//! fully upcast (v3, `n == 2`: each of the two steps incremented `n` exactly once — a
+//! double transformation would show as `n > 2` or as a v3 document upcast again), the
+//! marker's cursor never moved backwards, and the marker's counters match the documents
+//! exactly (they commit in the same batch as the rows). A final uninterrupted run must
+//! complete, after which every document is at v3 with `n == 2`.
 //!
 //! `STRATA_CRASH_ROWS` overrides the row count (default 100 000).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -16,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use strata::collection::{layout, CollectionOptions};
 use strata::payload::envelope::{self, Envelope};
 use strata::payload::sweep::SweepMarker;
@@ -71,7 +75,16 @@ fn child(dir: &str) {
     let c = collection(&db);
     println!("role=sweeper ready");
     let report = c
-        .sweep(SweepOptions::new().runner_id("crash-child").batch_size(256))
+        .sweep(
+            SweepOptions::new()
+                .runner_id("crash-child")
+                .batch_size(256)
+                .max_bytes(20_000)
+                .abort_check(|| {
+                    println!("batch");
+                    false
+                }),
+        )
         .unwrap();
     println!("note={}", report.note);
 }
@@ -194,16 +207,44 @@ fn main() {
     let mut kills = 0;
     for i in 0..iters {
         let mut child = spawn(&dir);
-        let _out = wait_ready(&mut child);
-        let delay = Duration::from_millis(20 + rng.next() % 1500);
-        std::thread::sleep(delay); // the random kill point, not synchronization
-        let finished = child.try_wait().unwrap().is_some();
+        let mut out = wait_ready(&mut child);
+        let reports = 1 + rng.next() % 60;
+        let mut finished = false;
+        let mut line = String::new();
+        for _ in 0..reports {
+            line.clear();
+            if out.read_line(&mut line).unwrap() == 0 || line.starts_with("note=") {
+                finished = true;
+                break;
+            }
+        }
         child.kill().unwrap(); // SIGKILL on Unix
         child.wait().unwrap();
         if !finished {
             kills += 1;
         }
         let (old, new, marker) = check(&dir, n);
+        if let Some(m) = &marker {
+            // Rows and marker commit in one batch: the counters are exact after a kill.
+            assert_eq!(
+                m.counters.rewritten as usize, new,
+                "marker counters drifted"
+            );
+            assert_eq!(m.counters.conflicted, 0);
+            if let Some(c) = m.cursor() {
+                let upto = (0..n)
+                    .filter(|i| layout::doc_key(NAME, &format!("d{i:07}")) <= c)
+                    .count();
+                assert_eq!(
+                    m.counters.scanned as usize, upto,
+                    "scanned != rows up to the cursor"
+                );
+                assert_eq!(
+                    upto, new,
+                    "rows up to the cursor are exactly the upcast ones"
+                );
+            }
+        }
         let cursor = marker.as_ref().and_then(SweepMarker::cursor);
         if let (Some(prev), Some(cur)) = (&last_cursor, &cursor) {
             assert!(cur >= prev, "the sweep cursor moved backwards");
@@ -212,14 +253,20 @@ fn main() {
             last_cursor = cursor;
         }
         println!(
-            "crash_sweep: iteration {i}: killed after {delay:?} (finished first: {finished}); {new} upcast, {old} untouched"
+            "crash_sweep: iteration {i}: killed after {reports} batch reports (finished first: {finished}); {new} upcast, {old} untouched"
         );
     }
+    assert!(kills > 0, "no kill landed before the sweep finished");
     // Rerun to completion.
     let mut child = spawn(&dir);
     let mut out = wait_ready(&mut child);
     let mut line = String::new();
-    out.read_line(&mut line).unwrap();
+    loop {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 || line.starts_with("note=") {
+            break;
+        }
+    }
     assert!(child.wait().unwrap().success(), "the final sweep failed");
     let note = line.trim().to_string();
     assert!(
@@ -234,6 +281,11 @@ fn main() {
     );
     let marker = marker.unwrap();
     assert_eq!((marker.completed, marker.in_progress), (3, None));
+    assert_eq!(
+        (marker.counters.scanned, marker.counters.rewritten),
+        (n as u64, n as u64),
+        "every row scanned and rewritten exactly once over the resumed runs"
+    );
     // The collection reads back through the API too.
     let db = Database::open(open(&dir)).unwrap();
     let c = collection(&db);
