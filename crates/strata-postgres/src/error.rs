@@ -1,0 +1,133 @@
+//! The PostgreSQL backend's one error type.
+//!
+//! It reaches callers boxed inside [`StoreError::Backend`] (backend `postgres`), so the
+//! `postgres` crate's types never become public API: the driver's error is only ever the
+//! [`source`](std::error::Error::source) of a [`PgError`].
+
+use strata_store::StoreError;
+
+/// A boxed driver error (the `postgres` crate's error, kept out of the public API).
+type Source = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Errors of the PostgreSQL backend.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PgError {
+    /// The connection string could not be parsed.
+    #[error(
+        "invalid postgres connection string: {reason}; use postgres://USER@HOST:PORT/DATABASE"
+    )]
+    InvalidUrl {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The table name is not a plain lowercase SQL identifier.
+    #[error("invalid postgres table name `{name}`; use 1 to 63 lowercase ASCII letters, digits and underscores, not starting with a digit")]
+    InvalidTable {
+        /// The rejected name.
+        name: String,
+    },
+    /// An option has a value the backend cannot use.
+    #[error("invalid postgres store option: {reason}")]
+    InvalidOption {
+        /// What is wrong.
+        reason: String,
+    },
+    /// No connection could be established.
+    #[error("cannot connect to postgres at {target}; check that the server is running, reachable and accepts this user")]
+    Connect {
+        /// Where (host, port, database, user; never the password).
+        target: String,
+        /// The driver's error.
+        #[source]
+        source: Source,
+    },
+    /// A statement failed.
+    #[error("postgres {op} on table `{table}` failed; check the server log and that the table is intact")]
+    Query {
+        /// The store operation (`get`, `scan`, `apply`, ...).
+        op: &'static str,
+        /// The table.
+        table: String,
+        /// The driver's error.
+        #[source]
+        source: Source,
+    },
+    /// A batch kept failing with serialization failures or deadlocks.
+    #[error("postgres apply on table `{table}` failed {attempts} times with serialization failures or deadlocks; nothing was written, retry later")]
+    Contention {
+        /// The table.
+        table: String,
+        /// How many attempts were made.
+        attempts: u32,
+        /// The last driver error.
+        #[source]
+        source: Source,
+    },
+    /// The table does not exist and the store was opened without creating it.
+    #[error("postgres table `{table}` does not exist in {target}; create the store first (connect with table creation on) or check the URL and table name")]
+    TableMissing {
+        /// The table.
+        table: String,
+        /// Where (host, port, database, user).
+        target: String,
+    },
+    /// The server returned something the backend did not ask for.
+    #[error("postgres {op} on table `{table}` returned an unexpected row for key `{key}`; check that nothing else writes to the table")]
+    Unexpected {
+        /// The store operation.
+        op: &'static str,
+        /// The table.
+        table: String,
+        /// The key (escaped).
+        key: String,
+    },
+}
+
+impl PgError {
+    /// True when retrying the same operation later may succeed (connection trouble or
+    /// contention), false for errors in the arguments.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            PgError::Connect { .. } | PgError::Query { .. } | PgError::Contention { .. }
+        )
+    }
+}
+
+impl From<PgError> for StoreError {
+    fn from(e: PgError) -> Self {
+        StoreError::backend(crate::BACKEND, e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn wraps_into_a_store_backend_error_with_the_source_chain() {
+        let inner = std::io::Error::other("boom");
+        let err: StoreError = PgError::Query {
+            op: "get",
+            table: "strata_kv".into(),
+            source: Box::new(inner),
+        }
+        .into();
+        assert!(matches!(
+            err,
+            StoreError::Backend {
+                backend: "postgres",
+                ..
+            }
+        ));
+        assert_eq!(err.to_string(), "postgres backend error");
+        let pg = err.source().unwrap();
+        assert_eq!(
+            pg.to_string(),
+            "postgres get on table `strata_kv` failed; check the server log and that the table is intact"
+        );
+        assert_eq!(pg.source().unwrap().to_string(), "boom");
+    }
+}

@@ -1,0 +1,107 @@
+//! The SQL of the backend, prepared once per connection.
+//!
+//! One table holds the whole key space of a store:
+//!
+//! ```sql
+//! CREATE TABLE IF NOT EXISTS <table> (k BYTEA PRIMARY KEY, v BYTEA NOT NULL)
+//! ```
+//!
+//! `bytea` compares like `memcmp` (then shorter first), which is exactly the unsigned
+//! byte order the store trait promises; the primary-key B-tree serves every range scan.
+
+use postgres::{Client, Statement};
+
+/// `CREATE TABLE IF NOT EXISTS` for `table` (a validated identifier).
+pub(crate) fn create_table(table: &str) -> String {
+    format!(r#"CREATE TABLE IF NOT EXISTS "{table}" (k BYTEA PRIMARY KEY, v BYTEA NOT NULL)"#)
+}
+
+/// `DROP TABLE IF EXISTS` for `table`.
+pub(crate) fn drop_table(table: &str) -> String {
+    format!(r#"DROP TABLE IF EXISTS "{table}""#)
+}
+
+/// True when `table` exists in the connection's search path.
+pub(crate) const TABLE_EXISTS: &str = "SELECT to_regclass(quote_ident($1)) IS NOT NULL";
+
+/// The body of a page query: keys in order with their value lengths, and the value only
+/// while the running total of key+value bytes stays within the budget (`$B`) and the row
+/// number within the record limit (`$R`). The server thus never sends a value the
+/// [`PageBuilder`](strata_store::PageBuilder) will not take — in particular not the value
+/// of a record larger than the budget — while the builder still makes every decision.
+fn scan_sql(table: &str, lower_strict: bool, bounded: bool) -> String {
+    let lower = if lower_strict { ">" } else { ">=" };
+    let (upper, b, r, l) = if bounded {
+        ("AND k < $2", "$3", "$4", "$5")
+    } else {
+        ("", "$2", "$3", "$4")
+    };
+    format!(
+        r#"SELECT k, len, CASE WHEN rn <= {r}::int8 AND cum <= {b}::int8 THEN v END
+FROM (
+  SELECT k, v, octet_length(v) AS len,
+         row_number() OVER w AS rn,
+         sum(octet_length(k)) OVER w + sum(octet_length(v)) OVER w AS cum
+  FROM "{table}"
+  WHERE k {lower} $1 {upper}
+  WINDOW w AS (ORDER BY k ROWS UNBOUNDED PRECEDING)
+) page
+ORDER BY k
+LIMIT {l}::int8"#
+    )
+}
+
+/// The prepared statements of one connection.
+pub(crate) struct Statements {
+    pub(crate) get: Statement,
+    /// `[lower_strict][bounded]`.
+    pub(crate) scan: [[Statement; 2]; 2],
+    /// `[bounded]`.
+    pub(crate) exists: [Statement; 2],
+    pub(crate) lock_table_shared: Statement,
+    pub(crate) lock_table_exclusive: Statement,
+    pub(crate) lock_keys: Statement,
+    pub(crate) check: Statement,
+    pub(crate) upsert: Statement,
+    pub(crate) delete: Statement,
+}
+
+impl Statements {
+    pub(crate) fn prepare(client: &mut Client, table: &str) -> Result<Self, postgres::Error> {
+        let t = table;
+        let mut p = |sql: &str| client.prepare(sql);
+        Ok(Statements {
+            get: p(&format!(r#"SELECT v FROM "{t}" WHERE k = $1"#))?,
+            scan: [
+                [
+                    p(&scan_sql(t, false, false))?,
+                    p(&scan_sql(t, false, true))?,
+                ],
+                [p(&scan_sql(t, true, false))?, p(&scan_sql(t, true, true))?],
+            ],
+            exists: [
+                p(&format!(
+                    r#"SELECT EXISTS (SELECT 1 FROM "{t}" WHERE k >= $1)"#
+                ))?,
+                p(&format!(
+                    r#"SELECT EXISTS (SELECT 1 FROM "{t}" WHERE k >= $1 AND k < $2)"#
+                ))?,
+            ],
+            lock_table_shared: p("SELECT pg_advisory_xact_lock_shared($1::int8)")?,
+            lock_table_exclusive: p("SELECT pg_advisory_xact_lock($1::int8)")?,
+            // `unnest` yields the (sorted) ids in array order: the locks are taken in
+            // that one global order.
+            lock_keys: p(
+                "SELECT count(pg_advisory_xact_lock($1::int4, id)) FROM unnest($2::int4[]) AS id",
+            )?,
+            check: p(&format!(
+                r#"SELECT k, v FROM "{t}" WHERE k = ANY($1::bytea[]) FOR UPDATE"#
+            ))?,
+            upsert: p(&format!(
+                r#"INSERT INTO "{t}" (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[])
+ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"#
+            ))?,
+            delete: p(&format!(r#"DELETE FROM "{t}" WHERE k = ANY($1::bytea[])"#))?,
+        })
+    }
+}

@@ -1,0 +1,612 @@
+//! [`PgStore`]: the store trait over one PostgreSQL table.
+
+use crate::error::PgError;
+use crate::keys::{successor, LockIds};
+use crate::pool::{Conn, Pool};
+use crate::sql;
+use postgres::error::SqlState;
+use postgres::types::ToSql;
+use postgres::Config;
+use std::collections::HashMap;
+use std::time::Duration;
+use strata_store::{
+    escape_key, Backend, Batch, KvRead, KvWrite, Mutation, Offer, PageBuilder, Result, ScanLimits,
+    ScanPage, Store, StoreError,
+};
+
+/// The default table name.
+pub const DEFAULT_TABLE: &str = "strata_kv";
+
+/// The URL query parameter that names the table (`postgres://…/db?strata_table=NAME`).
+pub const TABLE_PARAM: &str = "strata_table";
+
+/// Pages asking for at most this many rows are fetched with one plain query; larger ones
+/// through a cursor (portal) in chunks of this many rows, so a page with a huge record
+/// limit and a small byte budget does not make the server list the whole prefix.
+const FETCH_ROWS: usize = 1024;
+
+/// Batches touching more keys than this take the table-wide write lock instead of one
+/// advisory lock per key (PostgreSQL's lock table is small: 64 locks per connection by
+/// default).
+const MAX_KEY_LOCKS: usize = 48;
+
+/// Attempts of one batch that fails with a serialization failure or a deadlock.
+const MAX_ATTEMPTS: u32 = 8;
+
+/// How [`PgStore::connect_with`] opens a store.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    table: String,
+    max_connections: usize,
+    create_table: bool,
+    drop_table_on_drop: bool,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            table: DEFAULT_TABLE.to_string(),
+            max_connections: 8,
+            create_table: true,
+            drop_table_on_drop: false,
+        }
+    }
+}
+
+impl PgOptions {
+    /// The defaults: table [`DEFAULT_TABLE`], at most 8 connections, the table created
+    /// when missing, kept on drop.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The table holding the store (a lowercase SQL identifier, checked on connect). Each
+    /// table is an independent store; several stores may share one database.
+    pub fn table(mut self, name: impl Into<String>) -> Self {
+        self.table = name.into();
+        self
+    }
+
+    /// The most connections the store opens at once (at least 1). Operations beyond it
+    /// wait for a free connection.
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n;
+        self
+    }
+
+    /// Whether connecting creates the table when it is missing (default `true`). When
+    /// `false`, a missing table is [`StoreError::NotFound`] — for tools that must not
+    /// create a store by looking at it.
+    pub fn create_table(mut self, create: bool) -> Self {
+        self.create_table = create;
+        self
+    }
+
+    /// Drops the table — every record of the store — when the [`PgStore`] is dropped.
+    /// For tests that need a scratch store; never for real data.
+    pub fn dangerous_drop_table_on_drop(mut self) -> Self {
+        self.drop_table_on_drop = true;
+        self
+    }
+
+    /// The configured table name.
+    pub fn table_name(&self) -> &str {
+        &self.table
+    }
+}
+
+/// The PostgreSQL backend: one table `(k BYTEA PRIMARY KEY, v BYTEA NOT NULL)` holds the
+/// whole key space of a store, shared by every process and machine connected to it.
+///
+/// * Reads are single statements (one consistent snapshot each).
+/// * [`KvRead::scan`] sends values only for the records the page takes: the server
+///   computes the running byte total and the client's [`PageBuilder`] decides with key and
+///   value *length* before any value is copied, so an oversized record is reported without
+///   its value ever crossing the wire.
+/// * [`KvWrite::apply`] runs one transaction that first takes a transaction-scoped
+///   advisory lock on every key the batch reads or writes (in one global order, so
+///   transactions cannot deadlock each other), then checks the preconditions and writes.
+///   Two processes racing to claim an absent key therefore produce exactly one winner, and
+///   the order of commits is the order of the batches. Batches touching many keys take one
+///   table-wide lock instead. Deadlocks and serialization failures caused by other clients
+///   of the table are retried a bounded number of times.
+/// * [`KvWrite::flush`] does nothing: a committed transaction is already durable.
+///
+/// Connections are plain (no TLS): reach remote servers over a private network or a
+/// tunnel.
+pub struct PgStore {
+    pool: Pool,
+    table: String,
+    locks: LockIds,
+    drop_table_on_drop: bool,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("target", &self.pool.target())
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
+}
+
+/// True when `s` looks like a PostgreSQL connection URL (`postgres://` or
+/// `postgresql://`), as opposed to a filesystem path.
+pub fn is_postgres_url(s: &str) -> bool {
+    s.starts_with("postgres://") || s.starts_with("postgresql://")
+}
+
+/// Connects to the store at `url` (table [`DEFAULT_TABLE`] unless the URL has a
+/// `strata_table=NAME` parameter), creating the table when missing, and wraps it in a
+/// [`Store`] handle.
+pub fn connect_store(url: &str) -> Result<Store> {
+    PgStore::connect(url).map(Store::new)
+}
+
+impl PgStore {
+    /// Connects with the default [`PgOptions`] (the URL's `strata_table` parameter, when
+    /// present, names the table).
+    pub fn connect(url: &str) -> Result<PgStore> {
+        Self::connect_with(url, PgOptions::new())
+    }
+
+    /// Connects with `options`. A `strata_table=NAME` parameter in the URL overrides
+    /// [`PgOptions::table`].
+    ///
+    /// Errors: [`StoreError::Backend`] (backend `postgres`) wrapping a [`PgError`] for a
+    /// bad URL, table name or option, an unreachable server or a failed statement;
+    /// [`StoreError::NotFound`] for a missing table when table creation is off.
+    pub fn connect_with(url: &str, options: PgOptions) -> Result<PgStore> {
+        let (url, table_param) = split_table_param(url)?;
+        let table = table_param.unwrap_or(options.table);
+        check_table_name(&table)?;
+        if options.max_connections == 0 {
+            return Err(PgError::InvalidOption {
+                reason: "max_connections must be at least 1".into(),
+            }
+            .into());
+        }
+        let config: Config = url
+            .parse()
+            .map_err(|e: postgres::Error| PgError::InvalidUrl {
+                reason: e.to_string(),
+            })?;
+        let target = describe(&config);
+        let pool = Pool::new(
+            config,
+            target.clone(),
+            table.clone(),
+            options.max_connections,
+        );
+
+        // Create (or find) the table on a first, raw connection; the pool's connections
+        // prepare their statements against it.
+        let mut client = pool.connect_raw()?;
+        let query_err = |op: &'static str| {
+            let table = table.clone();
+            move |e: postgres::Error| PgError::Query {
+                op,
+                table,
+                source: Box::new(e),
+            }
+        };
+        let exists: bool = client
+            .query_one(sql::TABLE_EXISTS, &[&table])
+            .and_then(|row| row.try_get(0))
+            .map_err(query_err("connect"))?;
+        if !exists {
+            if !options.create_table {
+                return Err(StoreError::NotFound {
+                    path: format!("{target} table {table}").into(),
+                });
+            }
+            // Serialize concurrent creators (CREATE TABLE IF NOT EXISTS can still race on
+            // the catalog) with the table-wide lock.
+            let locks = LockIds::new(&table);
+            let mut tx = client.transaction().map_err(query_err("create table"))?;
+            tx.execute("SELECT pg_advisory_xact_lock($1::int8)", &[&locks.table])
+                .map_err(query_err("create table"))?;
+            tx.batch_execute(&sql::create_table(&table))
+                .map_err(query_err("create table"))?;
+            tx.commit().map_err(query_err("create table"))?;
+            tracing::info!(%target, %table, "created the postgres store table");
+        }
+        drop(client);
+        let store = PgStore {
+            pool,
+            locks: LockIds::new(&table),
+            table,
+            drop_table_on_drop: options.drop_table_on_drop,
+        };
+        // Open one pooled connection now so a bad table shape fails here, not later.
+        store.with_conn("connect", |_| Ok(()))?;
+        Ok(store)
+    }
+
+    /// The table holding this store.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Where the store lives (host, port, database, user; never the password).
+    pub fn target(&self) -> &str {
+        self.pool.target()
+    }
+
+    fn query_err(&self, op: &'static str) -> impl Fn(postgres::Error) -> StoreError + '_ {
+        move |e| {
+            PgError::Query {
+                op,
+                table: self.table.clone(),
+                source: Box::new(e),
+            }
+            .into()
+        }
+    }
+
+    /// Runs `f` on a pooled connection; driver errors become [`PgError::Query`].
+    fn with_conn<T>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&mut Conn) -> std::result::Result<T, Failure>,
+    ) -> Result<T> {
+        match self.pool.with(f)? {
+            Ok(v) => Ok(v),
+            Err(Failure::Store(e)) => Err(e),
+            Err(Failure::Pg(e)) => Err(self.query_err(op)(e)),
+        }
+    }
+
+    fn scan_rows(
+        &self,
+        conn: &mut Conn,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+    ) -> std::result::Result<ScanPage, Failure> {
+        let upper = successor(prefix);
+        let (lower, strict) = match after {
+            Some(a) if a >= prefix => (a, true),
+            _ => (prefix, false),
+        };
+        let stmt = &conn.stmts.scan[usize::from(strict)][usize::from(upper.is_some())];
+        let max_bytes = clamp(limits.max_bytes());
+        let max_records = clamp(limits.max_records());
+        // One row past the record limit tells whether there is more.
+        let row_limit = clamp(limits.max_records().saturating_add(1));
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&lower];
+        if let Some(u) = &upper {
+            params.push(u);
+        }
+        params.extend([&max_bytes as &(dyn ToSql + Sync), &max_records, &row_limit]);
+
+        let mut page = PageBuilder::new(limits);
+        if row_limit <= FETCH_ROWS as i64 {
+            let rows = conn.client.query(stmt, &params)?;
+            self.offer_rows(&mut page, rows)?;
+        } else {
+            let mut tx = conn.client.build_transaction().read_only(true).start()?;
+            let portal = tx.bind(stmt, &params)?;
+            loop {
+                let rows = tx.query_portal(&portal, FETCH_ROWS as i32)?;
+                let full = rows.len() == FETCH_ROWS;
+                if !self.offer_rows(&mut page, rows)? || !full {
+                    break;
+                }
+            }
+            tx.commit()?;
+        }
+        Ok(page.finish())
+    }
+
+    /// Feeds rows `(k, octet_length(v), v or NULL)` to the page builder; false once it
+    /// said stop.
+    fn offer_rows(
+        &self,
+        page: &mut PageBuilder,
+        rows: Vec<postgres::Row>,
+    ) -> std::result::Result<bool, Failure> {
+        for row in rows {
+            let key: Vec<u8> = row.try_get(0)?;
+            let len: i32 = row.try_get(1)?;
+            match page.offer(&key, usize::try_from(len).unwrap_or(usize::MAX))? {
+                Offer::Stop => return Ok(false),
+                Offer::Take => {
+                    let value: Option<Vec<u8>> = row.try_get(2)?;
+                    match value {
+                        Some(v) => page.push(key, v),
+                        // The server withheld a value the builder takes: the two
+                        // disagree about the limits, which must not happen.
+                        None => {
+                            return Err(Failure::Store(
+                                PgError::Unexpected {
+                                    op: "scan",
+                                    table: self.table.clone(),
+                                    key: escape_key(&key),
+                                }
+                                .into(),
+                            ))
+                        }
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// One attempt at a batch, in one transaction.
+    fn try_apply(
+        &self,
+        conn: &mut Conn,
+        batch: &Batch,
+        key_locks: Option<&[i32]>,
+    ) -> std::result::Result<(), Failure> {
+        let Conn { client, stmts } = conn;
+        let mut tx = client.transaction()?;
+        match key_locks {
+            Some(ids) => {
+                tx.query(&stmts.lock_table_shared, &[&self.locks.table])?;
+                tx.query(&stmts.lock_keys, &[&self.locks.class, &ids])?;
+            }
+            None => {
+                tx.query(&stmts.lock_table_exclusive, &[&self.locks.table])?;
+            }
+        }
+
+        let preconditions = batch.preconditions();
+        if !preconditions.is_empty() {
+            let keys: Vec<&[u8]> = preconditions.iter().map(|p| p.key()).collect();
+            let rows = tx.query(&stmts.check, &[&keys])?;
+            let mut current: HashMap<Vec<u8>, Vec<u8>> = HashMap::with_capacity(rows.len());
+            for row in rows {
+                current.insert(row.try_get(0)?, row.try_get(1)?);
+            }
+            for p in preconditions {
+                // On failure the transaction is rolled back when `tx` drops.
+                p.check(current.get(p.key()).map(Vec::as_slice))?;
+            }
+        }
+
+        let mut set_keys: Vec<&[u8]> = Vec::new();
+        let mut set_values: Vec<&[u8]> = Vec::new();
+        let mut deletes: Vec<&[u8]> = Vec::new();
+        for m in batch.mutations() {
+            match m {
+                Mutation::Set { key, value } => {
+                    set_keys.push(key);
+                    set_values.push(value);
+                }
+                Mutation::Delete { key } => deletes.push(key),
+            }
+        }
+        if !set_keys.is_empty() {
+            tx.execute(&stmts.upsert, &[&set_keys, &set_values])?;
+        }
+        if !deletes.is_empty() {
+            tx.execute(&stmts.delete, &[&deletes])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+/// Why an operation on a connection failed: a store-level outcome (conflict, oversize
+/// record) or a driver error still to be wrapped.
+enum Failure {
+    Store(StoreError),
+    Pg(postgres::Error),
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Failure::Store(e)
+    }
+}
+
+impl From<postgres::Error> for Failure {
+    fn from(e: postgres::Error) -> Self {
+        Failure::Pg(e)
+    }
+}
+
+/// Serialization failures and deadlocks: the transaction was rolled back and may simply
+/// be run again.
+fn is_retryable(e: &postgres::Error) -> bool {
+    matches!(
+        e.code(),
+        Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
+    )
+}
+
+/// A `usize` limit as the `int8` the SQL compares with.
+fn clamp(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn check_table_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && !name.as_bytes()[0].is_ascii_digit()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(PgError::InvalidTable {
+            name: name.to_string(),
+        }
+        .into())
+    }
+}
+
+/// Removes the `strata_table=NAME` parameter from a URL (the driver refuses unknown
+/// parameters) and returns it.
+fn split_table_param(url: &str) -> Result<(String, Option<String>)> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_string(), None));
+    };
+    if !is_postgres_url(url) {
+        return Ok((url.to_string(), None));
+    }
+    let mut table = None;
+    let mut rest = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some((TABLE_PARAM, value)) => {
+                if table.replace(value.to_string()).is_some() {
+                    return Err(PgError::InvalidUrl {
+                        reason: format!("`{TABLE_PARAM}` is given more than once"),
+                    }
+                    .into());
+                }
+            }
+            _ => rest.push(pair),
+        }
+    }
+    let url = if rest.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    Ok((url, table))
+}
+
+/// `host:port/database as user`, for messages (never the password).
+fn describe(config: &Config) -> String {
+    use postgres::config::Host;
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let host = match h {
+                Host::Tcp(name) => name.clone(),
+                Host::Unix(path) => path.display().to_string(),
+            };
+            let port = config
+                .get_ports()
+                .get(i)
+                .or(config.get_ports().first())
+                .copied()
+                .unwrap_or(5432);
+            format!("{host}:{port}")
+        })
+        .collect();
+    let hosts = if hosts.is_empty() {
+        "localhost:5432".to_string()
+    } else {
+        hosts.join(",")
+    };
+    format!(
+        "postgres://{hosts}/{} as {}",
+        config.get_dbname().unwrap_or("(default database)"),
+        config.get_user().unwrap_or("(default user)")
+    )
+}
+
+impl KvRead for PgStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.with_conn("get", |conn| {
+            let row = conn.client.query_opt(&conn.stmts.get, &[&key])?;
+            Ok(match row {
+                Some(row) => Some(row.try_get(0)?),
+                None => None,
+            })
+        })
+    }
+
+    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
+        self.with_conn("scan", |conn| self.scan_rows(conn, prefix, after, limits))
+    }
+
+    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
+        self.with_conn("prefix_exists", |conn| {
+            let row = match successor(prefix) {
+                Some(upper) => conn
+                    .client
+                    .query_one(&conn.stmts.exists[1], &[&prefix, &upper])?,
+                None => conn.client.query_one(&conn.stmts.exists[0], &[&prefix])?,
+            };
+            Ok(row.try_get(0)?)
+        })
+    }
+}
+
+impl KvWrite for PgStore {
+    fn apply(&self, batch: Batch) -> Result<()> {
+        batch.validate()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let keys = batch
+            .preconditions()
+            .iter()
+            .map(|p| p.key())
+            .chain(batch.mutations().iter().map(Mutation::key));
+        let key_locks = self.locks.key_locks(keys);
+        let key_locks = (key_locks.len() <= MAX_KEY_LOCKS).then_some(key_locks.as_slice());
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let failure = match self
+                .pool
+                .with(|conn| self.try_apply(conn, &batch, key_locks))?
+            {
+                Ok(()) => return Ok(()),
+                Err(f) => f,
+            };
+            match failure {
+                Failure::Store(e) => return Err(e),
+                Failure::Pg(e) if is_retryable(&e) && attempt < MAX_ATTEMPTS => {
+                    tracing::debug!(table = %self.table, attempt, error = %e, "retrying a postgres batch");
+                    // Let the transaction we collided with finish.
+                    std::thread::sleep(Duration::from_millis(1 << attempt.min(6)));
+                }
+                Failure::Pg(e) if is_retryable(&e) => {
+                    return Err(PgError::Contention {
+                        table: self.table.clone(),
+                        attempts: attempt,
+                        source: Box::new(e),
+                    }
+                    .into())
+                }
+                Failure::Pg(e) => return Err(self.query_err("apply")(e)),
+            }
+        }
+    }
+
+    fn flush(&self) -> Result<()> {
+        // A committed transaction is durable (with the server's default `fsync` and
+        // `synchronous_commit`).
+        Ok(())
+    }
+}
+
+impl Backend for PgStore {
+    fn name(&self) -> &'static str {
+        crate::BACKEND
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        if !self.drop_table_on_drop {
+            return;
+        }
+        let result = self
+            .pool
+            .with(|conn| conn.client.batch_execute(&sql::drop_table(&self.table)));
+        match result {
+            Ok(Ok(())) => {
+                tracing::debug!(table = %self.table, "dropped the scratch postgres table")
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(table = %self.table, error = %e, "could not drop the scratch postgres table")
+            }
+            Err(e) => {
+                tracing::warn!(table = %self.table, error = %e, "could not drop the scratch postgres table")
+            }
+        }
+    }
+}
