@@ -1,0 +1,192 @@
+//! Connecting: URLs, table names, options, errors that name what to fix.
+
+use crate::{owner, require_pg, scratch_table};
+use std::error::Error as _;
+use strata_postgres::{is_postgres_url, PgError, PgOptions, PgStore};
+use strata_store::{Backend, Batch, KvRead, KvWrite, StoreError};
+
+/// The [`PgError`] inside a backend error.
+fn pg_error(err: &StoreError) -> &PgError {
+    assert!(
+        matches!(
+            err,
+            StoreError::Backend {
+                backend: "postgres",
+                ..
+            }
+        ),
+        "not a postgres backend error: {err:?}"
+    );
+    err.source()
+        .and_then(|s| s.downcast_ref::<PgError>())
+        .expect("the source is a PgError")
+}
+
+#[test]
+fn invalid_table_names_are_refused_before_connecting() {
+    // No server is contacted: the port is closed, yet the error is about the name.
+    for name in [
+        "",
+        "Strata",
+        "1kv",
+        "kv-store",
+        "kv;drop",
+        "a\"b",
+        &"x".repeat(64),
+    ] {
+        let err =
+            PgStore::connect_with("postgres://u@127.0.0.1:1/db", PgOptions::new().table(name))
+                .unwrap_err();
+        assert!(
+            matches!(pg_error(&err), PgError::InvalidTable { name: n } if n == name),
+            "{name}: {err:?}"
+        );
+        assert!(pg_error(&err).to_string().contains("lowercase"));
+    }
+}
+
+#[test]
+fn invalid_options_and_urls_are_refused() {
+    let err = PgStore::connect_with(
+        "postgres://u@127.0.0.1:1/db",
+        PgOptions::new().max_connections(0),
+    )
+    .unwrap_err();
+    assert!(matches!(pg_error(&err), PgError::InvalidOption { .. }));
+
+    let err = PgStore::connect("postgres://u@127.0.0.1:notaport/db").unwrap_err();
+    assert!(
+        matches!(pg_error(&err), PgError::InvalidUrl { .. }),
+        "{err:?}"
+    );
+    assert!(pg_error(&err)
+        .to_string()
+        .contains("postgres://USER@HOST:PORT/DATABASE"));
+
+    let err =
+        PgStore::connect("postgres://u@127.0.0.1:1/db?strata_table=a&strata_table=b").unwrap_err();
+    assert!(
+        matches!(pg_error(&err), PgError::InvalidUrl { .. }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn an_unreachable_server_names_the_target_but_not_the_password() {
+    let err = PgStore::connect("postgres://alice:s3cret@127.0.0.1:1/appdb?connect_timeout=5")
+        .unwrap_err();
+    let pg = pg_error(&err);
+    assert!(matches!(pg, PgError::Connect { .. }), "{err:?}");
+    assert!(pg.is_retryable());
+    let message = pg.to_string();
+    assert!(message.contains("127.0.0.1:1/appdb as alice"), "{message}");
+    assert!(
+        message.contains("check that the server is running"),
+        "{message}"
+    );
+    assert!(!format!("{err:?}{message}").contains("s3cret"));
+    assert!(pg.source().is_some(), "the driver error is the source");
+}
+
+#[test]
+fn url_detection() {
+    assert!(is_postgres_url("postgres://h/db"));
+    assert!(is_postgres_url("postgresql://u@h:5432/db?strata_table=t"));
+    assert!(!is_postgres_url("./strata-data"));
+    assert!(!is_postgres_url("/var/lib/postgres://x"));
+}
+
+#[test]
+fn a_missing_table_is_not_found_when_creation_is_off() {
+    let url = require_pg!();
+    let table = scratch_table();
+    let err = PgStore::connect_with(&url, PgOptions::new().table(&table).create_table(false))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+    assert!(err.to_string().contains(&table), "{err}");
+    // Still missing: looking did not create it.
+    let err = PgStore::connect_with(&url, PgOptions::new().table(&table).create_table(false))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotFound { .. }));
+}
+
+#[test]
+fn the_url_parameter_selects_the_table_and_data_outlives_the_handle() {
+    let url = require_pg!();
+    let table = scratch_table();
+    let _owner = owner(&url, &table);
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let with_table = format!("{url}{sep}strata_table={table}");
+    {
+        let store = PgStore::connect(&with_table).unwrap();
+        assert_eq!(store.table(), table);
+        assert_eq!(store.name(), "postgres");
+        assert!(!store.target().contains("strata_table"));
+        store
+            .apply(Batch::new().set(b"k".to_vec(), b"v".to_vec()))
+            .unwrap();
+        store.flush().unwrap();
+    }
+    // A new handle (new connections) on the existing table, without creating it.
+    let again =
+        PgStore::connect_with(&url, PgOptions::new().table(&table).create_table(false)).unwrap();
+    assert_eq!(again.get(b"k").unwrap(), Some(b"v".to_vec()));
+    // `connect_store` honours the parameter too.
+    let store = strata_postgres::connect_store(&with_table).unwrap();
+    assert_eq!(store.backend_name(), "postgres");
+    assert_eq!(store.get(b"k").unwrap(), Some(b"v".to_vec()));
+}
+
+#[test]
+fn a_dangerous_scratch_table_is_dropped_with_its_handle() {
+    let url = require_pg!();
+    let table = scratch_table();
+    let store = owner(&url, &table);
+    store
+        .apply(Batch::new().set(b"k".to_vec(), b"v".to_vec()))
+        .unwrap();
+    drop(store);
+    let err = PgStore::connect_with(&url, PgOptions::new().table(&table).create_table(false))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+}
+
+#[test]
+fn a_single_connection_pool_serves_concurrent_callers() {
+    let url = require_pg!();
+    let table = scratch_table();
+    let store = std::sync::Arc::new(
+        PgStore::connect_with(
+            &url,
+            PgOptions::new()
+                .table(&table)
+                .max_connections(1)
+                .dangerous_drop_table_on_drop(),
+        )
+        .unwrap(),
+    );
+    let handles: Vec<_> = (0..4u8)
+        .map(|i| {
+            let store = std::sync::Arc::clone(&store);
+            std::thread::spawn(move || {
+                for j in 0..10u8 {
+                    store
+                        .apply(Batch::new().set(vec![b'p', i, j], vec![j]))
+                        .unwrap();
+                    assert_eq!(store.get(&[b'p', i, j]).unwrap(), Some(vec![j]));
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let page = store
+        .scan(
+            b"p",
+            None,
+            strata_store::ScanLimits::new(1000, 1 << 20).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(page.records.len(), 40);
+}

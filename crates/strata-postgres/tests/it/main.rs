@@ -1,0 +1,64 @@
+//! Integration tests of the PostgreSQL backend beyond the shared conformance suite: several
+//! independent handles (as several processes would hold) on one table, the strata engine
+//! on top, and connection options. Tests that need a server use `STRATA_PG_URL` and print
+//! `skipped: STRATA_PG_URL is not set` without it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod claims;
+mod connect;
+mod engine;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+use strata_postgres::{PgOptions, PgStore};
+
+/// The server URL, or `None` after printing the skip notice.
+pub(crate) fn pg_url() -> Option<String> {
+    match std::env::var("STRATA_PG_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            println!("skipped: STRATA_PG_URL is not set");
+            None
+        }
+    }
+}
+
+/// Ends the test (passing) when no server is configured; the URL otherwise.
+macro_rules! require_pg {
+    () => {
+        match crate::pg_url() {
+            Some(url) => url,
+            None => return,
+        }
+    };
+}
+pub(crate) use require_pg;
+
+/// A table name no other test (in this or a concurrent process) uses.
+pub(crate) fn scratch_table() -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "strata_it_{}_{}_{nanos}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The handle that owns a scratch table (drops it when dropped).
+pub(crate) fn owner(url: &str, table: &str) -> PgStore {
+    PgStore::connect_with(
+        url,
+        PgOptions::new().table(table).dangerous_drop_table_on_drop(),
+    )
+    .unwrap()
+}
+
+/// Another independent handle on the same table: its own connections and its own
+/// in-process write gate, as another process would have.
+pub(crate) fn peer(url: &str, table: &str) -> PgStore {
+    PgStore::connect_with(url, PgOptions::new().table(table)).unwrap()
+}
