@@ -2,7 +2,8 @@
 //!
 //! [`SledStore`] keeps every table in sled's one default tree, tables being key prefixes,
 //! so a scan is a plain ordered range scan and a batch spanning tables is one atomic sled
-//! batch. Batches without preconditions go through `sled::Batch`; batches with
+//! batch. Batches without preconditions go through `sled::Batch` (a single-mutation one
+//! is a plain `insert`/`remove`, atomic by itself and much cheaper); batches with
 //! preconditions run in a sled transaction that checks every precondition and then applies
 //! the mutations, or aborts with the typed [`StoreError::Conflict`].
 //!
@@ -198,7 +199,20 @@ impl SledStore {
         backend_error(&self.path, e)
     }
 
-    fn apply_plain(&self, mutations: Vec<Mutation>) -> Result<()> {
+    fn apply_plain(&self, mut mutations: Vec<Mutation>) -> Result<()> {
+        if mutations.len() == 1 {
+            // One key is atomic on its own. `Tree::apply_batch` takes sled's global write
+            // lock and seals (and writes) the current log buffer twice to delimit the
+            // batch; a single insert or remove needs neither (it is what the bulk pass's
+            // checkpoint-only batches are).
+            let one = mutations.pop();
+            let result = match one {
+                Some(Mutation::Set { key, value }) => self.db.insert(key, value).map(drop),
+                Some(Mutation::Delete { key }) => self.db.remove(key).map(drop),
+                None => Ok(()),
+            };
+            return result.map_err(|e| self.error(e));
+        }
         let mut batch = sled::Batch::default();
         for m in mutations {
             match m {
@@ -473,6 +487,43 @@ mod tests {
         );
         assert!(result.is_err());
         assert_eq!(attempts.get(), 1);
+    }
+
+    #[test]
+    fn single_mutation_batches_apply_and_keep_the_batch_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path().join("db")).unwrap();
+        store
+            .apply(Batch::new().set(b"t/a".to_vec(), b"1".to_vec()))
+            .unwrap();
+        assert_eq!(store.get(b"t/a").unwrap(), Some(b"1".to_vec()));
+        store
+            .apply(Batch::new().set(b"t/a".to_vec(), b"2".to_vec()))
+            .unwrap();
+        assert_eq!(store.get(b"t/a").unwrap(), Some(b"2".to_vec()));
+        store.apply(Batch::new().delete(b"t/a".to_vec())).unwrap();
+        assert_eq!(store.get(b"t/a").unwrap(), None);
+        // Deleting an absent key is not an error; an empty batch writes nothing.
+        store.apply(Batch::new().delete(b"t/a".to_vec())).unwrap();
+        store.apply(Batch::new()).unwrap();
+        // A failed precondition still refuses a one-mutation batch (transaction path).
+        let err = store
+            .apply(
+                Batch::new()
+                    .require_eq(b"t/b".to_vec(), b"x".to_vec())
+                    .set(b"t/b".to_vec(), b"y".to_vec()),
+            )
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+        assert_eq!(store.get(b"t/b").unwrap(), None);
+        // Survives a reopen once flushed.
+        store
+            .apply(Batch::new().set(b"t/c".to_vec(), b"3".to_vec()))
+            .unwrap();
+        store.flush().unwrap();
+        drop(store);
+        let store = SledStore::open_existing(dir.path().join("db")).unwrap();
+        assert_eq!(store.get(b"t/c").unwrap(), Some(b"3".to_vec()));
     }
 
     #[test]

@@ -3,17 +3,24 @@
 //! ```sh
 //! cargo bench -p strata --bench certify
 //! # smaller: STRATA_BENCH_RECORDS=200000 cargo bench -p strata --bench certify
-//! # batch size of both sides (default 512): STRATA_BENCH_MAX_RECORDS=4096
+//! # batch size (default 512): STRATA_BENCH_MAX_RECORDS=4096; rounds (default 4): STRATA_BENCH_ROUNDS=8
 //! ```
 //!
-//! 1. Builds a legacy (header-less) sled datastore of N records (default 1M) spread evenly
-//!    over the 14 Numax tables, written through `strata_sled`.
-//! 2. Throughput, measured in one run on the same data: a raw scan of the store
-//!    (`KvRead::scan` pages of 512 records / 4 MiB over every table prefix, each payload
-//!    decoded with the same Numax decoders) vs `Migrator` certification (lease, checkpoint
-//!    batches, header writes). After a warm-up scan, four rounds each, interleaved in alternating order; the fastest
-//!    of each is kept.
-//!    Headers are deleted between certification rounds so each round certifies everything.
+//! 1. Builds two legacy (header-less) sled datastores of N/10 and N records (default
+//!    N = 1M) spread evenly over the 14 Numax tables, written through `strata_sled`.
+//! 2. Throughput at N/10 and at N, measured in one run on the same data:
+//!    * the baseline: a **raw sled scan** (`sled::Tree::scan_prefix` over every table
+//!      prefix, the datastore opened with `sled` directly and the same page-cache
+//!      capacity), every payload decoded in place with the same Numax decoders;
+//!    * for reference, the same decode over strata's paged `KvRead::scan` (owned pages of
+//!      the batch size), no writes;
+//!    * `Migrator` certification (lease, checkpoint batches, header writes, final flush).
+//!
+//!    sled allows one open handle per datastore, so every timed run opens its own handle
+//!    (not timed). After a warm-up scan, the sides run `STRATA_BENCH_ROUNDS` rounds
+//!    interleaved in rotating order; the fastest of each is kept and min/median/max shown.
+//!    Headers are deleted (and flushed, untimed) before each certification so it
+//!    certifies everything.
 //! 3. Peak RSS: the raw scan and the migration each run in a fresh child process (this
 //!    binary re-executed with `STRATA_BENCH_ROLE`), which reports `VmHWM` from
 //!    `/proc/self/status`; strata's overhead is migrate − raw. Measured at N/10 and N.
@@ -25,6 +32,7 @@ use std::time::{Duration, Instant};
 use strata::header::header_key;
 use strata::migrate::{Migrator, Registry};
 use strata::numax::{self, wire};
+use strata::pass::{PassLimits, DEFAULT_MAX_BYTES};
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
 
 /// Batch record limit of both sides (`STRATA_BENCH_MAX_RECORDS`, default 512).
@@ -172,8 +180,45 @@ fn build(path: &Path, n: usize) {
     store.flush().unwrap();
 }
 
-/// The baseline: scan every table in pages and decode every payload with the same decoder.
-fn raw_scan(store: &Store) -> u64 {
+/// Opens the datastore directly with sled (the raw baseline), with the same page-cache
+/// capacity `strata_sled` uses. sled releases its file lock shortly after the previous
+/// handle is dropped, so opening retries for a moment.
+fn open_raw(path: &Path) -> sled::Db {
+    let config = sled::Config::new()
+        .path(path)
+        .cache_capacity(strata_sled::SledOptions::DEFAULT_CACHE_CAPACITY);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match config.open() {
+            Ok(db) => return db,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => panic!("cannot open {}: {e}", path.display()),
+        }
+    }
+}
+
+fn open_store(path: &Path) -> Store {
+    strata_sled::SledStore::open_existing(path)
+        .unwrap()
+        .into_store()
+}
+
+/// The baseline: a raw sled prefix scan of every table, each payload decoded in place
+/// (no copy) with the same decoder certification uses.
+fn raw_scan(db: &sled::Db) -> u64 {
+    let mut n = 0u64;
+    for t in numax::catalog().tables() {
+        for item in db.scan_prefix(t.prefix()) {
+            let (k, v) = item.unwrap();
+            t.decode(&k, &v).unwrap();
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Reference: the same decode over strata's paged `KvRead::scan` (owned records).
+fn paged_scan(store: &Store) -> u64 {
     let limits = ScanLimits::new(batch_env(), 4 << 20).unwrap();
     let mut n = 0u64;
     for t in numax::catalog().tables() {
@@ -199,14 +244,45 @@ fn reset_headers(store: &Store) {
         b = b.delete(header_key(name));
     }
     store.apply(b).unwrap();
+    store.flush().unwrap();
 }
 
 fn certify(store: &Store) -> u64 {
     let report = Migrator::new(Registry::numax())
         .unwrap()
+        .limits(PassLimits::new(batch_env(), DEFAULT_MAX_BYTES).unwrap())
         .run(store)
         .unwrap();
     report.tables.iter().map(|t| t.records).sum()
+}
+
+/// Opens `db` for `side` (untimed) and times one run of it.
+fn timed(side: Side, db: &Path) -> (u64, Duration) {
+    match side {
+        Side::Raw => {
+            let raw = open_raw(db);
+            let t = Instant::now();
+            (raw_scan(&raw), t.elapsed())
+        }
+        Side::Paged => {
+            let store = open_store(db);
+            let t = Instant::now();
+            (paged_scan(&store), t.elapsed())
+        }
+        Side::Certify => {
+            let store = open_store(db);
+            reset_headers(&store);
+            let t = Instant::now();
+            (certify(&store), t.elapsed())
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Raw,
+    Paged,
+    Certify,
 }
 
 fn vm_hwm_kib() -> u64 {
@@ -218,20 +294,16 @@ fn vm_hwm_kib() -> u64 {
         .unwrap_or(0)
 }
 
-/// Child role: run one operation on the datastore and print `records vmhwm_kib`.
+/// Child role: run one operation on the datastore and print `records vmhwm_kib seconds`.
 fn child(role: &str, db: &Path) {
-    let store = strata_sled::SledStore::open_existing(db)
-        .unwrap()
-        .into_store();
-    let n = match role {
-        "raw" => raw_scan(&store),
-        "migrate" => {
-            reset_headers(&store);
-            certify(&store)
-        }
+    let side = match role {
+        "raw" => Side::Raw,
+        "paged" => Side::Paged,
+        "migrate" => Side::Certify,
         other => panic!("unknown role {other}"),
     };
-    println!("ROLE={role} {n} {}", vm_hwm_kib());
+    let (n, d) = timed(side, db);
+    println!("ROLE={role} {n} {} {:.4}", vm_hwm_kib(), d.as_secs_f64());
 }
 
 fn run_child(role: &str, db: &Path) -> (u64, u64) {
@@ -258,12 +330,71 @@ fn rate(n: u64, d: Duration) -> f64 {
     n as f64 / d.as_secs_f64()
 }
 
+/// `min / median / max` seconds of the rounds.
+fn spread(times: &[Duration]) -> String {
+    let mut t = times.to_vec();
+    t.sort();
+    format!(
+        "{:.3} / {:.3} / {:.3} s",
+        t[0].as_secs_f64(),
+        t[t.len() / 2].as_secs_f64(),
+        t[t.len() - 1].as_secs_f64()
+    )
+}
+
+/// Throughput on one datastore of `n` records, `rounds` rounds of every side, interleaved
+/// in rotating order. Returns certify/raw of the fastest runs.
+fn throughput(db: &Path, n: usize, rounds: usize) -> f64 {
+    // Warm-up (the OS page cache, sled's background work after the bulk load).
+    assert_eq!(timed(Side::Raw, db).0, n as u64);
+    let sides = [Side::Raw, Side::Paged, Side::Certify];
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); sides.len()];
+    for round in 0..rounds {
+        // Rotate the order so no side always runs right after the same other one.
+        for k in 0..sides.len() {
+            let i = (round + k) % sides.len();
+            let (records, d) = timed(sides[i], db);
+            assert_eq!(records, n as u64, "{:?}", sides[i]);
+            times[i].push(d);
+        }
+    }
+    let best: Vec<Duration> = times.iter().map(|t| *t.iter().min().unwrap()).collect();
+    println!(
+        "certification throughput, {n} legacy records (14 tables, sled), batches of {} records / 4 MiB, best of {rounds} (min / median / max):",
+        batch_env()
+    );
+    let labels = [
+        "raw sled scan + decode",
+        "KvRead::scan pages + decode",
+        "strata certify",
+    ];
+    for ((label, b), t) in labels.iter().zip(&best).zip(&times) {
+        println!(
+            "  {label:<28}: {:>7.3} s  {:>10.0} records/s  ({})",
+            b.as_secs_f64(),
+            rate(n as u64, *b),
+            spread(t)
+        );
+    }
+    let ratio = best[0].as_secs_f64() / best[2].as_secs_f64();
+    println!(
+        "  ratio certify/raw           : {ratio:>7.3}x  (target >= 0.9x; paged scan/raw {:.3}x)",
+        best[0].as_secs_f64() / best[1].as_secs_f64()
+    );
+    ratio
+}
+
 fn main() {
     if let (Ok(role), Ok(db)) = (
         std::env::var("STRATA_BENCH_ROLE"),
         std::env::var("STRATA_BENCH_DB"),
     ) {
-        child(&role, Path::new(&db));
+        if role == "build" {
+            // Keep a datastore around for profiling the child roles.
+            build(Path::new(&db), records_env());
+        } else {
+            child(&role, Path::new(&db));
+        }
         return;
     }
     // `cargo test` runs benches with `--test`/no `--bench`: skip the heavy work then.
@@ -272,6 +403,10 @@ fn main() {
         return;
     }
     let n = records_env();
+    let rounds = std::env::var("STRATA_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
     let dir = tempfile::tempdir().unwrap();
     let small_db: PathBuf = dir.path().join("small");
     let big_db: PathBuf = dir.path().join("big");
@@ -279,46 +414,8 @@ fn main() {
     build(&small_db, n / 10);
     build(&big_db, n);
 
-    // Throughput (one process, same data, interleaved rounds).
-    {
-        let store = strata_sled::SledStore::open_existing(&big_db)
-            .unwrap()
-            .into_store();
-        let (mut best_raw, mut best_cert) = (Duration::MAX, Duration::MAX);
-        // Warm-up pass (page cache, sled's background work after the bulk load).
-        raw_scan(&store);
-        for round in 0..4 {
-            // Alternate the order so neither side always runs on a warmer cache.
-            for which in [round % 2, 1 - round % 2] {
-                if which == 0 {
-                    let t = Instant::now();
-                    assert_eq!(raw_scan(&store), n as u64);
-                    best_raw = best_raw.min(t.elapsed());
-                } else {
-                    reset_headers(&store);
-                    let t = Instant::now();
-                    assert_eq!(certify(&store), n as u64);
-                    best_cert = best_cert.min(t.elapsed());
-                }
-            }
-        }
-        let (r, c) = (rate(n as u64, best_raw), rate(n as u64, best_cert));
-        println!(
-            "certification throughput, {n} legacy records (14 tables, sled), batches of {} records / 4 MiB:",
-            batch_env()
-        );
-        println!(
-            "  raw scan + decode : {:>8.3} s  {:>12.0} records/s",
-            best_raw.as_secs_f64(),
-            r
-        );
-        println!(
-            "  strata certify    : {:>8.3} s  {:>12.0} records/s",
-            best_cert.as_secs_f64(),
-            c
-        );
-        println!("  ratio certify/raw : {:>8.3}x  (target >= 0.9x)", c / r);
-    }
+    throughput(&small_db, n / 10, rounds);
+    throughput(&big_db, n, rounds);
 
     // Peak RSS in separate child processes.
     println!("peak RSS (VmHWM, separate child processes):");
