@@ -28,13 +28,12 @@ use crate::pass::{
 use crate::payload::envelope::Envelope;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use strata_store::{
-    Batch, KvRead, KvWrite, Mutation, Precondition, ScanLimits, ScanPage, Store, StoreError,
+    Batch, KvRead, KvWrite, Mutation, Precondition, ScanLimits, ScanPage, StoreError,
 };
 
 /// Default rows per batch.
@@ -479,24 +478,26 @@ impl CheckpointCodec for MarkerCodec<'_> {
 /// The store the sweep's pass runs on. Reads pass through; a batch that fails because
 /// rows changed since the sweep read them is narrowed and retried here:
 ///
-/// 1. every row precondition of the batch (a key under the collection prefix) is checked
-///    against a fresh read of its key;
+/// 1. every row precondition of the batch (a key under the collection prefix, holding the
+///    bytes the sweep read) is checked against a fresh read of its key;
 /// 2. each row that changed or vanished loses its precondition and its rewrite, and counts
-///    once as conflicted (its counters move from `rewritten` to `conflicted`, in the
-///    marker value the batch carries too);
-/// 3. the narrowed batch is applied again — the other rows keep their compare-and-swap.
+///    once as conflicted (its count moves from `rewritten` to `conflicted`, in the marker
+///    value the batch carries too);
+/// 3. the other rows are rewritten from the same bytes again (the steps are pure; the
+///    store still receives each row's rewrite once) and the narrowed batch is applied —
+///    every row under its own compare-and-swap.
 ///
+/// Only the preconditions are copied before an attempt (the store consumes the batch).
 /// Every retry drops at least one row, so a batch is tried at most rows + 1 times. A
 /// conflict no row explains (the lease marker or a write guard's key) is returned as is.
-struct SweepStore<'a> {
-    store: &'a Store,
+struct SweepStore<'a, T> {
+    coll: &'a Collection<T>,
     shared: &'a Shared,
-    prefix: &'a [u8],
 }
 
-impl KvRead for SweepStore<'_> {
+impl<T> KvRead for SweepStore<'_, T> {
     fn get(&self, key: &[u8]) -> strata_store::Result<Option<Vec<u8>>> {
-        self.store.get(key)
+        self.coll.store().get(key)
     }
 
     fn scan(
@@ -505,22 +506,30 @@ impl KvRead for SweepStore<'_> {
         after: Option<&[u8]>,
         limits: ScanLimits,
     ) -> strata_store::Result<ScanPage> {
-        self.store.scan(prefix, after, limits)
+        self.coll.store().scan(prefix, after, limits)
     }
 
     fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
-        self.store.prefix_exists(prefix)
+        self.coll.store().prefix_exists(prefix)
     }
 }
 
-impl KvWrite for SweepStore<'_> {
+impl<T: Serialize + DeserializeOwned> KvWrite for SweepStore<'_, T> {
     fn apply(&self, batch: Batch) -> strata_store::Result<()> {
+        let store = self.coll.store();
+        let prefix = self.coll.inner.prefix.as_slice();
         let mut batch = self.with_marker_fix(batch);
         // (the marker value the pass computed, the recounted one written instead)
         let mut recounted: Option<(Vec<u8>, Vec<u8>)> = None;
         loop {
-            // The store consumes what it applies; a copy is kept to narrow and retry.
-            let err = match self.store.apply(batch.clone()) {
+            let mut preconditions = batch.preconditions().to_vec();
+            let mut others: Vec<Mutation> = batch
+                .mutations()
+                .iter()
+                .filter(|m| !m.key().starts_with(prefix))
+                .cloned()
+                .collect();
+            let err = match store.apply(batch) {
                 Ok(()) => {
                     self.shared.lock().marker_fix = recounted;
                     return Ok(());
@@ -531,60 +540,90 @@ impl KvWrite for SweepStore<'_> {
                 StoreError::Conflict { key, .. } if key.as_slice() != self.shared.key => {}
                 _ => return Err(err),
             }
-            let (mutations, preconditions) = batch.into_parts();
-            let mut changed: HashSet<&[u8]> = HashSet::new();
-            for p in &preconditions {
-                let k = p.key();
-                if k.starts_with(self.prefix) && p.check(self.store.get(k)?.as_deref()).is_err() {
-                    changed.insert(k);
-                }
-            }
-            if changed.is_empty() {
-                return Err(err);
-            }
-            let n = changed.len() as u64;
-            tracing::debug!(
-                rows = n,
-                "sweep: concurrent writes beat the sweep to rows of a batch; committing the others"
-            );
-            {
-                let mut g = self.shared.lock();
-                g.pending.rewritten = g.pending.rewritten.saturating_sub(n);
-                g.pending.conflicted += n;
-            }
-            let mut narrowed = Batch::new();
-            for m in mutations {
-                if changed.contains(m.key()) {
+            let mut changed = 0u64;
+            let mut unreadable = 0u64;
+            let mut rows = Vec::new();
+            let mut kept = Vec::with_capacity(preconditions.len());
+            for p in preconditions.drain(..) {
+                let (key, old) = match p {
+                    Precondition::Equals { key, value } if key.starts_with(prefix) => (key, value),
+                    other => {
+                        kept.push(other);
+                        continue;
+                    }
+                };
+                if store.get(&key)?.as_deref() != Some(old.as_slice()) {
+                    changed += 1;
                     continue;
                 }
-                match m {
-                    Mutation::Set { key, value } if key == self.shared.key => {
-                        let actual = recount_marker(&value, n);
-                        let original = match recounted.take() {
-                            Some((original, _)) => original,
-                            None => value,
-                        };
-                        recounted = Some((original, actual.clone()));
-                        narrowed.push(Mutation::Set { key, value: actual });
+                match self.rewrite_again(&key, &old) {
+                    Some(value) => {
+                        rows.push(Mutation::Set {
+                            key: key.clone(),
+                            value,
+                        });
+                        kept.push(Precondition::Equals { key, value: old });
                     }
-                    other => narrowed.push(other),
+                    None => unreadable += 1,
                 }
             }
-            for p in &preconditions {
-                if !changed.contains(p.key()) {
-                    narrowed.push_precondition(p.clone());
+            if changed == 0 {
+                return Err(err);
+            }
+            let dropped = changed + unreadable;
+            tracing::debug!(
+                rows = changed,
+                "sweep: concurrent writes beat the sweep to rows of a batch; committing the others"
+            );
+            let completed_before = {
+                let mut g = self.shared.lock();
+                g.pending.rewritten = g.pending.rewritten.saturating_sub(dropped);
+                g.pending.conflicted += changed;
+                g.pending.failed += unreadable;
+                g.marker.completed
+            };
+            for m in &mut others {
+                if let Mutation::Set { key, value } = m {
+                    if *key == self.shared.key {
+                        let actual = recount_marker(value, changed, unreadable, completed_before);
+                        let computed = std::mem::replace(value, actual.clone());
+                        let original = recounted.take().map_or(computed, |(o, _)| o);
+                        recounted = Some((original, actual));
+                    }
                 }
+            }
+            let mut narrowed = Batch::new();
+            for m in others.into_iter().chain(rows) {
+                narrowed.push(m);
+            }
+            for p in kept {
+                narrowed.push_precondition(p);
             }
             batch = narrowed;
         }
     }
 
     fn flush(&self) -> strata_store::Result<()> {
-        self.store.flush()
+        self.coll.store().flush()
     }
 }
 
-impl SweepStore<'_> {
+impl<T: Serialize + DeserializeOwned> SweepStore<'_, T> {
+    /// The rewrite of an unchanged row of a narrowed batch, from the bytes read before.
+    /// `None` if it no longer upcasts (a step that is not pure): the row is left as is and
+    /// counts as failed.
+    fn rewrite_again(&self, key: &[u8], old: &[u8]) -> Option<Vec<u8>> {
+        let prefix_len = self.coll.inner.prefix.len();
+        let id = std::str::from_utf8(key.get(prefix_len..)?).ok()?;
+        match self.coll.sweep_row(id, old) {
+            Ok(RowAction::Rewrite(value)) => Some(value),
+            other => {
+                tracing::warn!(collection = %self.coll.name(), key = %strata_store::escape_key(key), failed = other.is_err(), "sweep: a row upcast differently on retry (an impure step?); row left as is, it blocks completion");
+                None
+            }
+        }
+    }
+
     /// The pass expects the marker to hold the value it computed for the previous batch;
     /// when that batch was narrowed, the marker holds the recounted value instead, and
     /// this batch's lease compare-and-swap must expect that.
@@ -614,12 +653,20 @@ impl SweepStore<'_> {
     }
 }
 
-/// The marker value of a batch with `n` of its rewrites turned into conflicts.
-fn recount_marker(value: &[u8], n: u64) -> Vec<u8> {
+/// The marker value of a batch with `conflicted` of its rewrites turned into conflicts
+/// and `failed` into failures (`completed_before`: the completed version before this
+/// sweep, which a final marker keeps when a row failed).
+fn recount_marker(value: &[u8], conflicted: u64, failed: u64, completed_before: i32) -> Vec<u8> {
     match SweepMarker::decode("", value) {
         Ok(mut m) => {
-            m.counters.rewritten = m.counters.rewritten.saturating_sub(n);
-            m.counters.conflicted += n;
+            let c = &mut m.counters;
+            c.rewritten = c.rewritten.saturating_sub(conflicted + failed);
+            c.conflicted += conflicted;
+            c.failed += failed;
+            if c.failed > 0 && m.in_progress.is_none() {
+                // A final marker must not claim completion over a failed row.
+                m.completed = completed_before;
+            }
             m.encode()
         }
         // Unreachable: the codec encoded it. The counters are telemetry; keep the value.
@@ -913,14 +960,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     tracing::info!(collection = %name, scanned = g.run.scanned, rewritten = g.run.rewritten, elapsed_ms = started.elapsed().as_millis() as u64, done = p.done, "sweep progress");
                 }
             })
-            .run(
-                &SweepStore {
-                    store: self.store(),
-                    shared,
-                    prefix: &self.inner.prefix,
-                },
-                processor,
-            )
+            .run(&SweepStore { coll: self, shared }, processor)
             .map(|_| ())
     }
 

@@ -656,3 +656,55 @@ fn every_row_rewrite_carries_its_own_compare_and_swap_when_the_byte_budget_split
     assert_eq!(*unguarded.lock().unwrap(), Vec::<Vec<u8>>::new());
     assert!(c.iter().all(|d| d.unwrap().stored_version == 4));
 }
+
+#[test]
+fn a_row_that_no_longer_upcasts_on_the_narrowed_retry_fails_instead_of_being_written() {
+    // An impure step (it fails from its second call on row r00002): the retry after a
+    // conflict re-derives the unchanged rows' rewrites, and r00002 then fails.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let k = calls.clone();
+    let (spy, store) = Spy::new();
+    let db = Database::open(store.clone()).unwrap();
+    let c: Collection<Account> = db
+        .collection(
+            "acc",
+            CollectionOptions::new()
+                .identity_fields(["id"])
+                .upcast(1, Mode::Eager, move |o| {
+                    if o.get("id") == Some(&json!("r00002")) && k.fetch_add(1, Ordering::SeqCst) > 0
+                    {
+                        return Err(StepError::new("not pure"));
+                    }
+                    let d = o.remove("balance").and_then(|v| v.as_i64()).unwrap_or(0);
+                    o.insert("balance_cents".into(), json!(d * 100));
+                    Ok(())
+                }),
+        )
+        .unwrap();
+    seed(&store, 10);
+    let before = raw_get(&store, "acc", "r00002");
+    let writes = Batch::new().delete(layout::doc_key("acc", "r00005"));
+    race_first_row_batch(&spy, writes);
+    let (_, clk) = clock();
+    let r = c.sweep(opts("a", &clk)).unwrap();
+    spy.clear_hook();
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(r.note, SweepNote::Incomplete);
+    assert_eq!(
+        (r.scanned(), r.rewritten(), r.conflicted(), r.failed()),
+        (10, 8, 1, 1)
+    );
+    assert_eq!(raw_get(&store, "acc", "r00002"), before);
+    assert_eq!(raw_get(&store, "acc", "r00005"), None);
+    assert_eq!(stored_env(&store, "acc", "r00009").payload_version, 2);
+    let m = marker(&store).unwrap();
+    assert_eq!((m.completed, m.in_progress), (0, None));
+    assert_eq!(
+        (
+            m.counters.rewritten,
+            m.counters.conflicted,
+            m.counters.failed
+        ),
+        (8, 1, 1)
+    );
+}
