@@ -3,9 +3,36 @@
 use std::path::Path;
 use strata_store::{Store, StoreError};
 
-/// Opens an existing sled datastore; a missing path is an error and is not created.
+/// Opens an existing datastore; a missing one is an error and is not created.
+///
+/// `--db postgres://…` (or `postgresql://…`, optionally with `?strata_table=NAME`) opens
+/// the PostgreSQL store in that table (default `strata_kv`) when the CLI is built with the
+/// `postgres` feature; a missing table is reported like a missing directory. Anything
+/// else is a sled directory.
 pub fn open_existing(path: &Path) -> Result<Store, StoreError> {
+    if let Some(url) = path.to_str().filter(|s| is_postgres_url(s)) {
+        return open_postgres(url);
+    }
     strata_sled::SledStore::open_existing(path).map(Store::new)
+}
+
+/// True for a `postgres://` or `postgresql://` URL (checked without the backend, so a
+/// build without it can say what is missing).
+fn is_postgres_url(s: &str) -> bool {
+    s.starts_with("postgres://") || s.starts_with("postgresql://")
+}
+
+#[cfg(feature = "postgres")]
+fn open_postgres(url: &str) -> Result<Store, StoreError> {
+    let options = strata_postgres::PgOptions::new().create_table(false);
+    strata_postgres::PgStore::connect_with(url, options).map(Store::new)
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_postgres(_url: &str) -> Result<Store, StoreError> {
+    Err(StoreError::InvalidArgument(
+        "`--db postgres://…` needs the PostgreSQL backend, but this strata was built without it; rebuild strata-cli with `--features postgres`".into(),
+    ))
 }
 
 /// The catalog of managed tables of a store: the 14 Numax sync tables plus every
@@ -16,4 +43,74 @@ pub fn catalog(store: &Store) -> Result<strata::Catalog, Box<dyn std::error::Err
         catalog.add(table.clone())?;
     }
     Ok(catalog)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_urls_are_told_apart_from_paths() {
+        assert!(is_postgres_url("postgres://u@h/db"));
+        assert!(is_postgres_url("postgresql://u@h:5432/db?strata_table=t"));
+        assert!(!is_postgres_url("./strata-data"));
+        assert!(!is_postgres_url("data/postgres://x"));
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn an_unreachable_postgres_url_is_a_postgres_error_not_a_missing_directory() {
+        let err =
+            open_existing(Path::new("postgres://u@127.0.0.1:1/db?connect_timeout=5")).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::Backend {
+                    backend: "postgres",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn an_existing_postgres_table_opens_and_a_missing_one_is_not_created() {
+        let Some(url) = std::env::var("STRATA_PG_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+        else {
+            println!("skipped: STRATA_PG_URL is not set");
+            return;
+        };
+        let table = format!("strata_cli_db_{}", std::process::id());
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let with_table = format!("{url}{sep}strata_table={table}");
+        let err = open_existing(Path::new(&with_table)).unwrap_err();
+        assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+        assert!(err.to_string().contains(&table), "{err}");
+
+        let owner = strata_postgres::PgStore::connect_with(
+            &url,
+            strata_postgres::PgOptions::new()
+                .table(&table)
+                .dangerous_drop_table_on_drop(),
+        )
+        .unwrap();
+        use strata_store::{Batch, KvRead, KvWrite};
+        owner
+            .apply(Batch::new().set(b"k".to_vec(), b"v".to_vec()))
+            .unwrap();
+        let store = open_existing(Path::new(&with_table)).unwrap();
+        assert_eq!(store.backend_name(), "postgres");
+        assert_eq!(store.get(b"k").unwrap(), Some(b"v".to_vec()));
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    #[test]
+    fn a_postgres_url_without_the_feature_says_how_to_rebuild() {
+        let err = open_existing(Path::new("postgres://u@127.0.0.1:1/db")).unwrap_err();
+        assert!(err.to_string().contains("--features postgres"), "{err}");
+    }
 }
