@@ -9,8 +9,8 @@
 //! 1. Builds two legacy (header-less) sled datastores of N/10 and N records (default
 //!    N = 1M) spread evenly over the 14 Numax tables, written through `strata_sled`.
 //! 2. Throughput at N/10 and at N, measured in one run on the same data:
-//!    * the baseline: a **raw sled scan** (`sled::Tree::scan_prefix` over every table
-//!      prefix, the datastore opened with `sled` directly and the same page-cache
+//!    * the baseline: a **raw sled scan** (`sled::Tree::range` from every table prefix to
+//!      its last key, the datastore opened with `sled` directly and the same page-cache
 //!      capacity), every payload decoded in place with the same Numax decoders;
 //!    * for reference, the same decode over strata's paged `KvRead::scan` (owned pages of
 //!      the batch size), no writes;
@@ -203,13 +203,18 @@ fn open_store(path: &Path) -> Store {
         .into_store()
 }
 
-/// The baseline: a raw sled prefix scan of every table, each payload decoded in place
-/// (no copy) with the same decoder certification uses.
+/// The baseline: a raw sled scan of every table prefix, each payload decoded in place (no
+/// copy) with the same decoder certification uses. `range(prefix..)` stopped at the first
+/// key outside the prefix is the cheapest raw form (`scan_prefix` compares every key with
+/// an upper bound: about 5% more instructions per record).
 fn raw_scan(db: &sled::Db) -> u64 {
     let mut n = 0u64;
     for t in numax::catalog().tables() {
-        for item in db.scan_prefix(t.prefix()) {
+        for item in db.range(t.prefix()..) {
             let (k, v) = item.unwrap();
+            if !k.starts_with(t.prefix()) {
+                break;
+            }
             t.decode(&k, &v).unwrap();
             n += 1;
         }
