@@ -386,6 +386,20 @@ fn throughput(db: &Path, n: usize, rounds: usize) -> f64 {
         "  ratio certify/raw           : {ratio:>7.3}x  (target >= 0.9x; paged scan/raw {:.3}x)",
         best[0].as_secs_f64() / best[1].as_secs_f64()
     );
+    // Paired per round (the sides of one round ran back to back): robust to load drifting
+    // between rounds on a shared machine.
+    let mut paired: Vec<f64> = times[0]
+        .iter()
+        .zip(&times[2])
+        .map(|(r, c)| r.as_secs_f64() / c.as_secs_f64())
+        .collect();
+    paired.sort_by(f64::total_cmp);
+    println!(
+        "  per-round certify/raw       : median {:.3}x  (min {:.3}x, max {:.3}x)",
+        paired[paired.len() / 2],
+        paired[0],
+        paired[paired.len() - 1]
+    );
     ratio
 }
 
