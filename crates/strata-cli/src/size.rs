@@ -1,9 +1,15 @@
 //! Parsing of byte sizes (`4MiB`, `512KiB`, `100B`, `4096`) and non-zero counts.
 
-/// Parses a size: a bare number of bytes or a number with `B`, `KiB`, `MiB`, `GiB`
-/// (also `K`, `M`, `G`, `KB`, `MB`, `GB` as binary multiples). Zero is refused.
+/// Parses a size: a whole number of bytes, bare or with a binary unit `B`, `KiB`, `MiB`,
+/// `GiB` (also `K`, `M`, `G`). Zero, fractions (`1.5MiB`) and the ambiguous decimal
+/// units `KB`, `MB`, `GB` are refused with a message naming the alternative.
 pub fn parse_size(s: &str) -> Result<usize, String> {
     let t = s.trim();
+    if t.contains(['.', ',']) {
+        return Err(format!(
+            "`{s}` is not a whole number: sizes take whole numbers only (no fractions or separators); use a smaller unit instead, e.g. 1536KiB rather than 1.5MiB"
+        ));
+    }
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     if num.is_empty() {
@@ -16,9 +22,20 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         .map_err(|_| format!("`{s}` is too large a size"))?;
     let mult: usize = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        decimal @ ("kb" | "mb" | "gb") => {
+            let (binary, bytes) = match decimal {
+                "kb" => ("KiB", 1u64 << 10),
+                "mb" => ("MiB", 1 << 20),
+                _ => ("GiB", 1 << 30),
+            };
+            return Err(format!(
+                "ambiguous size unit `{}` in `{s}` (decimal or binary?); use the binary unit {binary} (1{binary} = {bytes} bytes) or a number of bytes",
+                unit.trim()
+            ));
+        }
         other => {
             return Err(format!(
                 "unknown size unit `{other}` in `{s}`; use B, KiB, MiB or GiB"
@@ -58,7 +75,38 @@ mod tests {
         assert!(parse_size("MiB").is_err());
         assert!(parse_size("3 parsecs").is_err());
         assert!(parse_size("99999999999999999999999").is_err());
+        assert_eq!(parse_size("2K"), Ok(2 << 10));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size(" 3mib "), Ok(3 << 20));
         assert_eq!(parse_nonzero("2"), Ok(2));
         assert!(parse_nonzero("0").is_err());
+    }
+
+    #[test]
+    fn fractions_are_refused_with_whole_numbers_only() {
+        for s in ["1.5MiB", "0.5", "2,5KiB", "1.MiB", ".5MiB", "1,024"] {
+            let err = parse_size(s).unwrap_err();
+            assert!(err.contains("whole numbers only"), "{s}: {err}");
+            assert!(err.contains(&format!("`{s}`")), "{s}: {err}");
+        }
+    }
+
+    #[test]
+    fn decimal_units_are_refused_with_the_binary_unit_to_use() {
+        for (s, binary, bytes) in [
+            ("4KB", "KiB", "1024"),
+            ("10MB", "MiB", "1048576"),
+            ("1gb", "GiB", "1073741824"),
+        ] {
+            let err = parse_size(s).unwrap_err();
+            assert!(err.starts_with("ambiguous size unit"), "{s}: {err}");
+            assert!(err.contains(&format!("`{s}`")), "{s}: {err}");
+            assert!(
+                err.contains(&format!(
+                    "use the binary unit {binary} (1{binary} = {bytes} bytes)"
+                )),
+                "{s}: {err}"
+            );
+        }
     }
 }

@@ -387,3 +387,106 @@ fn a_corrupted_fence_is_refused_until_reset_explicitly() {
         }
     );
 }
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// The `N` in `last heartbeat N ms ago` on the line of `client`.
+fn heartbeat_age(text: &str, client: &str) -> u64 {
+    let line = text
+        .lines()
+        .find(|l| l.contains(client))
+        .unwrap_or_else(|| panic!("no line for {client} in:\n{text}"));
+    let rest = line
+        .split("last heartbeat ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no `last heartbeat` in {line:?}"));
+    let (n, tail) = rest.split_once(' ').unwrap();
+    assert!(tail.starts_with("ms ago"), "{line:?}");
+    n.parse()
+        .unwrap_or_else(|e| panic!("heartbeat age {n:?} in {line:?}: {e}"))
+}
+
+#[test]
+fn clients_show_their_heartbeat_and_acknowledged_generation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    // A client that acknowledged the drain to generation 1, and one that never did.
+    let heartbeat = wall_ms();
+    let acked = ClientRecord {
+        acked_generation: Some(1),
+        client: "aaaaaaaaaaaaaaaa".into(),
+        format: CLIENT_FORMAT,
+        heartbeat_ms: heartbeat,
+        opened_generation: 0,
+        pid: 1111,
+        started_ms: heartbeat - 5_000,
+    };
+    let silent = ClientRecord {
+        acked_generation: None,
+        client: "bbbbbbbbbbbbbbbb".into(),
+        heartbeat_ms: heartbeat - 60_000,
+        pid: 2222,
+        ..acked.clone()
+    };
+    with_store(&db, |store| {
+        store
+            .apply(
+                Batch::new()
+                    .set(client_key(&acked.client), acked.encode())
+                    .set(client_key(&silent.client), silent.encode()),
+            )
+            .unwrap();
+    });
+
+    let v = json_of(&strata(&db, &["fence", "--json"]));
+    let clients = v["clients"].as_array().unwrap();
+    assert_eq!(clients.len(), 2, "{v}");
+    assert_eq!(
+        clients[0],
+        json!({
+            "acked_generation": 1,
+            "client": "aaaaaaaaaaaaaaaa",
+            "format": CLIENT_FORMAT,
+            "heartbeat_ms": heartbeat,
+            "opened_generation": 0,
+            "pid": 1111,
+            "started_ms": heartbeat - 5_000,
+        })
+    );
+    assert_eq!(clients[1]["acked_generation"], Value::Null, "{v}");
+    assert_eq!(clients[1]["heartbeat_ms"], heartbeat - 60_000, "{v}");
+    assert!(v["now_ms"].as_u64().unwrap() >= heartbeat, "{v}");
+
+    let before = wall_ms();
+    let out = strata(&db, &["fence"]);
+    let after = wall_ms();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("clients      2\n"), "{text}");
+    let line = |id: &str| text.lines().find(|l| l.contains(id)).unwrap().to_string();
+    let a = line("aaaaaaaaaaaaaaaa");
+    assert!(a.contains("pid 1111"), "{a}");
+    assert!(a.contains("opened at gen 0"), "{a}");
+    assert!(a.contains("last heartbeat "), "{a}");
+    assert!(a.trim_end().ends_with("acked gen 1"), "{a}");
+    let b = line("bbbbbbbbbbbbbbbb");
+    assert!(b.trim_end().ends_with("acked -"), "{b}");
+    // The age is measured against the wall clock while the command ran.
+    let age = heartbeat_age(&text, "aaaaaaaaaaaaaaaa");
+    assert!(
+        (before - heartbeat..=after - heartbeat).contains(&age),
+        "age {age} outside {}..={}",
+        before - heartbeat,
+        after - heartbeat
+    );
+    let age = heartbeat_age(&text, "bbbbbbbbbbbbbbbb");
+    assert!(
+        (before - heartbeat + 60_000..=after - heartbeat + 60_000).contains(&age),
+        "{text}"
+    );
+}

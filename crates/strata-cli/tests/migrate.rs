@@ -110,6 +110,8 @@ fn zero_and_malformed_limits_are_usage_errors() {
         ["migrate", "--max-bytes", "0MiB"],
         ["migrate", "--max-records", "0"],
         ["migrate", "--max-bytes", "4 parsecs"],
+        ["migrate", "--max-bytes", "1.5MiB"],
+        ["migrate", "--max-bytes", "4MB"],
     ] {
         let out = strata(&db, &args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
@@ -118,6 +120,18 @@ fn zero_and_malformed_limits_are_usage_errors() {
     let out = strata(&db, &["migrate", "--max-bytes", "0"]);
     assert!(
         stderr(&out).contains("greater than zero"),
+        "{}",
+        stderr(&out)
+    );
+    let out = strata(&db, &["migrate", "--max-bytes", "1.5MiB"]);
+    assert!(
+        stderr(&out).contains("whole numbers only"),
+        "{}",
+        stderr(&out)
+    );
+    let out = strata(&db, &["migrate", "--max-bytes", "4MB"]);
+    assert!(
+        stderr(&out).contains("use the binary unit MiB"),
         "{}",
         stderr(&out)
     );
@@ -272,7 +286,7 @@ fn verify_is_read_only_and_names_the_first_bad_record() {
     });
     let before = all(&db);
     let out = strata(&db, &["verify"]);
-    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
         err.contains("orset-materialized") && err.contains("__nx/crdt/orset/broken"),

@@ -494,9 +494,15 @@ fn a_runner_without_the_transform_is_refused_and_changes_nothing() {
 #[test]
 fn the_heartbeat_thread_acknowledges_a_drain_on_its_own() {
     use std::time::Duration;
+    // The barrier gives up after this many polls: each poll advances the manual clock by
+    // 1 ms, so a heartbeat thread that never acknowledges ends in a quiesce timeout
+    // instead of a hang. The stale window is longer, so the silent handle is never
+    // skipped as stale: only its acknowledgement can let the cutover through.
+    const MAX_POLLS: u64 = 500_000;
     let store = mem();
     let clock = ManualClock::new(0);
     seed(&store, &clock, 2);
+    let config = |clock: &ManualClock| config(clock).stale_after_ms(2 * MAX_POLLS);
     // A real heartbeat thread (1 ms interval) on the other handle.
     let other = PolicyDatabase::open(
         store.clone(),
@@ -506,9 +512,22 @@ fn the_heartbeat_thread_acknowledges_a_drain_on_its_own() {
     let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
     db.collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
         .unwrap();
-    let report = db
-        .run_schema_cutover(CutoverOptions::new().poll(std::thread::yield_now))
-        .unwrap();
+    let polls = Cell::new(0u64);
+    let result = db.run_schema_cutover(CutoverOptions::new().quiesce_timeout_ms(MAX_POLLS).poll(
+        || {
+            polls.set(polls.get() + 1);
+            clock.advance(1);
+            std::thread::yield_now();
+        },
+    ));
+    let report = match result {
+        Ok(report) => report,
+        Err(e @ PolicyError::QuiesceTimeout { .. }) => {
+            panic!("the heartbeat thread never acknowledged the drain: {e}")
+        }
+        Err(e) => panic!("{e}"),
+    };
+    assert!(polls.get() < MAX_POLLS, "{} polls", polls.get());
     assert_eq!(report.migrated, 1);
     let rec = list_clients(&store)
         .unwrap()

@@ -939,6 +939,111 @@ fn interrupted_migration_resumes_without_double_processing() {
     assert_eq!(m.len(), 11);
 }
 
+/// A backend wrapper that logs every `apply` (`"apply"`, or `"apply failed"`) and every
+/// `flush`, in order.
+#[derive(Debug)]
+struct FlushLog {
+    inner: Arc<dyn strata_store::Backend>,
+    log: Arc<Mutex<Vec<&'static str>>>,
+}
+
+impl KvRead for FlushLog {
+    fn get(&self, key: &[u8]) -> strata_store::Result<Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+    fn scan(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: strata_store::ScanLimits,
+    ) -> strata_store::Result<strata_store::ScanPage> {
+        self.inner.scan(prefix, after, limits)
+    }
+    fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
+        self.inner.prefix_exists(prefix)
+    }
+}
+
+impl KvWrite for FlushLog {
+    fn apply(&self, batch: Batch) -> strata_store::Result<()> {
+        let r = self.inner.apply(batch);
+        self.log
+            .lock()
+            .unwrap()
+            .push(if r.is_ok() { "apply" } else { "apply failed" });
+        r
+    }
+    fn flush(&self) -> strata_store::Result<()> {
+        self.log.lock().unwrap().push("flush");
+        self.inner.flush()
+    }
+}
+
+impl strata_store::Backend for FlushLog {
+    fn name(&self) -> &'static str {
+        "flush-log"
+    }
+}
+
+#[test]
+fn migrate_flushes_before_returning_on_success_and_on_failure() {
+    let t = table("fl", 131, 1);
+    let registry = || {
+        Registry::new().table(TableMigrations::new(t.clone()).step(Step::records(
+            0,
+            1,
+            |_: &RecordRef<'_>| Ok(vec![]),
+        )))
+    };
+    let seeded = || {
+        let (store, m) = mem();
+        for i in 1..=5 {
+            put(&store, &key("fl", &format!("r{i}")), b"v");
+        }
+        (store, m)
+    };
+
+    // Success: the last thing done to the backend is a flush, after every write.
+    let (store, _m) = seeded();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let logged = Store::new(FlushLog {
+        inner: store.unguarded_backend(),
+        log: log.clone(),
+    });
+    let report = Migrator::new(registry())
+        .unwrap()
+        .limits(limits(2, 4096))
+        .run(&logged)
+        .unwrap();
+    assert_eq!(report.tables[0].records, 5);
+    assert_eq!(header(&store, "fl"), Some(SchemaHeader::new(1, 131)));
+    let ops = log.lock().unwrap().clone();
+    assert!(ops.contains(&"apply"), "{ops:?}");
+    assert_eq!(ops.last(), Some(&"flush"), "{ops:?}");
+
+    // A batch fails: the batches committed before it are flushed before the error returns.
+    let (store, _m) = seeded();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let logged = Store::new(FlushLog {
+        inner: Arc::new(FaultyStore::fail_nth_write(store.unguarded_backend(), 2)),
+        log: log.clone(),
+    });
+    let err = Migrator::new(registry())
+        .unwrap()
+        .limits(limits(2, 4096))
+        .run(&logged)
+        .unwrap_err();
+    assert!(
+        matches!(err, MigrateError::Pass(PassError::Store { .. })),
+        "{err}"
+    );
+    assert_eq!(err.checkpoint(), Some(key("fl", "r2").as_slice()));
+    let ops = log.lock().unwrap().clone();
+    assert_eq!(ops.first(), Some(&"apply"), "{ops:?}");
+    let failed = ops.iter().position(|op| *op == "apply failed").unwrap();
+    assert_eq!(&ops[failed..], ["apply failed", "flush"], "{ops:?}");
+}
+
 #[test]
 fn writers_wait_for_the_migration_session_while_readers_continue() {
     let (store, _m) = mem();
