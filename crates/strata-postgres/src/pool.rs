@@ -95,8 +95,20 @@ impl Pool {
         self.freed.notify_one();
     }
 
+    /// Adds a connection opened with [`Pool::connect_raw`] to the pool (counted against
+    /// `max`), preparing its statements.
+    pub(crate) fn adopt(&self, client: Client) -> Result<(), PgError> {
+        let conn = self.prepare(client)?;
+        self.lock().open += 1;
+        self.put_back(conn);
+        Ok(())
+    }
+
     fn open_conn(&self) -> Result<Conn, PgError> {
-        let mut client = self.connect_raw()?;
+        self.prepare(self.connect_raw()?)
+    }
+
+    fn prepare(&self, mut client: Client) -> Result<Conn, PgError> {
         let stmts = Statements::prepare(&mut client, &self.table).map_err(|e| PgError::Query {
             op: "prepare",
             table: self.table.clone(),

@@ -211,16 +211,15 @@ impl PgStore {
             tx.commit().map_err(query_err("create table"))?;
             tracing::info!(%target, %table, "created the postgres store table");
         }
-        drop(client);
-        let store = PgStore {
+        // The first connection becomes the pool's first: preparing its statements now
+        // makes a table of the wrong shape fail here, not on first use.
+        pool.adopt(client)?;
+        Ok(PgStore {
             pool,
             locks: LockIds::new(&table),
             table,
             drop_table_on_drop: options.drop_table_on_drop,
-        };
-        // Open one pooled connection now so a bad table shape fails here, not later.
-        store.with_conn("connect", |_| Ok(()))?;
-        Ok(store)
+        })
     }
 
     /// The table holding this store.

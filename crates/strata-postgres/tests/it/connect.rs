@@ -190,3 +190,26 @@ fn a_single_connection_pool_serves_concurrent_callers() {
         .unwrap();
     assert_eq!(page.records.len(), 40);
 }
+
+#[test]
+fn a_table_of_the_wrong_shape_is_refused_at_connect() {
+    let url = require_pg!();
+    let table = scratch_table();
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE {table} (k TEXT PRIMARY KEY, v TEXT NOT NULL)"
+        ))
+        .unwrap();
+    let result = PgStore::connect_with(&url, PgOptions::new().table(&table));
+    client
+        .batch_execute(&format!("DROP TABLE {table}"))
+        .unwrap();
+    let err = result.unwrap_err();
+    let pg = pg_error(&err);
+    assert!(
+        matches!(pg, PgError::Query { op: "prepare", table: t, .. } if *t == table),
+        "{err:?}"
+    );
+    assert!(pg.to_string().contains(&format!("`{table}`")), "{pg}");
+}

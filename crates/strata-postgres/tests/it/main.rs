@@ -7,6 +7,7 @@
 mod claims;
 mod connect;
 mod engine;
+mod model;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
