@@ -51,6 +51,15 @@ LIMIT {l}::int8"#
     )
 }
 
+/// Session settings of every connection: the backend's statements are all served by the
+/// primary-key B-tree, and scans rely on reading it in order — a sequential or bitmap scan
+/// followed by a sort would read the whole rest of the range for every page (the planner
+/// picks exactly that for generic plans of prepared statements, or before `ANALYZE`).
+/// Disabling those paths leaves the index scan as the only sensible plan; the settings
+/// affect only this backend's own connections.
+pub(crate) const SESSION_SETTINGS: &str =
+    "SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_sort = off";
+
 /// The prepared statements of one connection.
 pub(crate) struct Statements {
     pub(crate) get: Statement,
@@ -68,6 +77,7 @@ pub(crate) struct Statements {
 
 impl Statements {
     pub(crate) fn prepare(client: &mut Client, table: &str) -> Result<Self, postgres::Error> {
+        client.batch_execute(SESSION_SETTINGS)?;
         let t = table;
         let mut p = |sql: &str| client.prepare(sql);
         Ok(Statements {

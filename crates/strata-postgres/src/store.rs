@@ -111,6 +111,9 @@ impl PgOptions {
 ///   table-wide lock instead. Deadlocks and serialization failures caused by other clients
 ///   of the table are retried a bounded number of times.
 /// * [`KvWrite::flush`] does nothing: a committed transaction is already durable.
+/// * Its connections turn off sequential scans, bitmap scans and sorts for their own
+///   session, so every page is an in-order walk of the primary-key index (a generic plan
+///   would otherwise sort the whole rest of the range for each page).
 ///
 /// Connections are plain (no TLS): reach remote servers over a private network or a
 /// tunnel.
