@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use strata_store::{
     Backend, Batch, KvRead, KvWrite, Mutation, Offer, PageBuilder, Result, ScanLimits, ScanPage,
-    Store, StoreError,
+    Store, StoreError, Visit, VisitEnd,
 };
 
 /// The backend name used in messages and [`StoreError::Backend`].
@@ -277,6 +277,52 @@ impl KvRead for SledStore {
             }
         }
         Ok(page.finish())
+    }
+
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
+    ) -> Result<VisitEnd> {
+        let start = match after {
+            Some(a) if a >= prefix => Bound::Excluded(a),
+            _ => Bound::Included(prefix),
+        };
+        let (mut records, mut used) = (0usize, 0usize);
+        for item in self.db.range::<&[u8], _>((start, Bound::Unbounded)) {
+            let (key, value) = item.map_err(|e| self.error(e))?;
+            if !key.starts_with(prefix) {
+                break;
+            }
+            let size = key.len().saturating_add(value.len());
+            if size > limits.max_bytes() && records == 0 {
+                return Err(StoreError::RecordTooLarge {
+                    key: key.to_vec(),
+                    size,
+                    limit: limits.max_bytes(),
+                });
+            }
+            if records >= limits.max_records() || used.saturating_add(size) > limits.max_bytes() {
+                return Ok(VisitEnd {
+                    records,
+                    more: true,
+                });
+            }
+            records += 1;
+            used += size;
+            if visit(&key, &value) == Visit::Stop {
+                return Ok(VisitEnd {
+                    records,
+                    more: true,
+                });
+            }
+        }
+        Ok(VisitEnd {
+            records,
+            more: false,
+        })
     }
 
     fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {

@@ -21,6 +21,53 @@ pub trait KvRead {
 
     /// True when at least one key starts with `prefix`.
     fn prefix_exists(&self, prefix: &[u8]) -> Result<bool>;
+
+    /// The records [`KvRead::scan`] would return, handed to `visit` one at a time as
+    /// borrowed slices (no copy where the backend can avoid one), in order, under the same
+    /// limits and errors. `visit` may end the page early with [`Visit::Stop`] (the record
+    /// it just saw counts as taken). The default implementation goes through `scan`.
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
+    ) -> Result<VisitEnd> {
+        let page = self.scan(prefix, after, limits)?;
+        let mut records = 0;
+        for r in &page.records {
+            records += 1;
+            if visit(&r.key, &r.value) == Visit::Stop {
+                return Ok(VisitEnd {
+                    records,
+                    more: true,
+                });
+            }
+        }
+        Ok(VisitEnd {
+            records,
+            more: page.more,
+        })
+    }
+}
+
+/// What a [`KvRead::scan_visit`] visitor wants after a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Visit {
+    /// Hand over the next record.
+    Continue,
+    /// End the page here.
+    Stop,
+}
+
+/// How a [`KvRead::scan_visit`] page ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VisitEnd {
+    /// Records handed to the visitor.
+    pub records: usize,
+    /// True when the page stopped before the prefix was exhausted (at a limit or on
+    /// [`Visit::Stop`]; there may be no record left in the latter case).
+    pub more: bool,
 }
 
 /// Writing: atomic conditional batches and durability.
@@ -51,6 +98,15 @@ impl<T: KvRead + ?Sized> KvRead for &T {
     }
     fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
         (**self).prefix_exists(prefix)
+    }
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
+    ) -> Result<VisitEnd> {
+        (**self).scan_visit(prefix, after, limits, visit)
     }
 }
 

@@ -61,6 +61,7 @@ macro_rules! conformance_tests {
             byte_budget,
             oversize_first_record_rejected,
             oversize_later_record_ends_page,
+            scan_visit_matches_scan,
             prefix_exists,
             get,
             atomic_batch,
@@ -685,6 +686,81 @@ pub fn oversize_later_record_ends_page<F: Fn(&Path) -> Store>(factory: F) {
     let page = scan(&fx.store, b"o/", Some(b"o/b"), budget);
     assert_eq!(keys(&page), bkeys(&[b"o/c"]));
     assert!(!page.more);
+}
+
+/// `scan_visit` hands over exactly the records `scan` returns (same order, limits,
+/// `more`, `RecordTooLarge`), and `Visit::Stop` ends the page after the record it saw.
+pub fn scan_visit_matches_scan<F: Fn(&Path) -> Store>(factory: F) {
+    let fx = fixture(&factory);
+    let records = mixed_table();
+    put_all(&fx.store, &records);
+    put_all(
+        &fx.store,
+        &[
+            (b"p".to_vec(), b"x".to_vec()),
+            (b"q/".to_vec(), b"x".to_vec()),
+            (b"p/big".to_vec(), vec![9u8; 300]),
+        ],
+    );
+    let visit_page = |after: Option<&[u8]>, lim: ScanLimits| {
+        let mut got = Vec::new();
+        let end = fx
+            .store
+            .scan_visit(b"p/", after, lim, &mut |key: &[u8], value: &[u8]| {
+                got.push(Record {
+                    key: key.to_vec(),
+                    value: value.to_vec(),
+                });
+                crate::Visit::Continue
+            });
+        end.map(|end| (got, end))
+    };
+    let all = scan(&fx.store, b"p/", None, unbounded());
+    let mut cursors: Vec<Option<Vec<u8>>> = vec![None];
+    cursors.extend(all.records.iter().map(|r| Some(r.key.clone())));
+    for after in &cursors {
+        for lim in [
+            unbounded(),
+            limits(1, usize::MAX),
+            limits(3, usize::MAX),
+            limits(usize::MAX, 40),
+            limits(2, 120),
+            limits(usize::MAX, 200),
+        ] {
+            let want = fx.store.scan(b"p/", after.as_deref(), lim);
+            let got = visit_page(after.as_deref(), lim);
+            match (want, got) {
+                (Ok(page), Ok((records, end))) => {
+                    assert_eq!(records, page.records, "after {after:?}, {lim:?}");
+                    assert_eq!(end.records, page.records.len());
+                    assert_eq!(end.more, page.more, "more, after {after:?}, {lim:?}");
+                }
+                (
+                    Err(StoreError::RecordTooLarge { key, size, limit }),
+                    Err(StoreError::RecordTooLarge {
+                        key: k2,
+                        size: s2,
+                        limit: l2,
+                    }),
+                ) => assert_eq!((key, size, limit), (k2, s2, l2)),
+                (want, got) => panic!("after {after:?}, {lim:?}: scan {want:?}, visit {got:?}"),
+            }
+        }
+    }
+    // Stop after the second record: two taken, more set.
+    let mut seen = 0;
+    let end = fx
+        .store
+        .scan_visit(b"p/", None, unbounded(), &mut |_: &[u8], _: &[u8]| {
+            seen += 1;
+            if seen == 2 {
+                crate::Visit::Stop
+            } else {
+                crate::Visit::Continue
+            }
+        })
+        .unwrap();
+    assert_eq!((seen, end.records, end.more), (2, 2, true));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -198,6 +198,15 @@ impl KvRead for Store {
     fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
         self.backend.prefix_exists(prefix)
     }
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> crate::Visit,
+    ) -> Result<crate::VisitEnd> {
+        self.backend.scan_visit(prefix, after, limits, visit)
+    }
 }
 
 impl KvWrite for Store {
@@ -243,6 +252,15 @@ impl KvRead for WriteLease {
     }
     fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
         self.store.backend.prefix_exists(prefix)
+    }
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> crate::Visit,
+    ) -> Result<crate::VisitEnd> {
+        self.store.backend.scan_visit(prefix, after, limits, visit)
     }
 }
 

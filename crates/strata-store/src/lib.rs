@@ -48,7 +48,7 @@ mod lease;
 mod memory;
 pub(crate) mod scan;
 
-pub use backend::{Backend, KvRead, KvWrite};
+pub use backend::{Backend, KvRead, KvWrite, Visit, VisitEnd};
 pub use batch::{Batch, Mutation, Precondition};
 pub use error::{ConflictReason, StoreError};
 pub use escape::escape_key;

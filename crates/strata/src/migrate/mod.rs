@@ -45,7 +45,7 @@ use crate::header::{checkpoint_key, header_key, SchemaHeader};
 use crate::pass::{Pass, PassError, PassLimits, Progress, RecordRef};
 use serde::Serialize;
 use std::time::Instant;
-use strata_store::{Batch, KvRead, KvWrite, Mutation, ScanLimits, Store, StoreError};
+use strata_store::{Batch, KvRead, KvWrite, Mutation, ScanLimits, Store, StoreError, Visit};
 
 /// What happened to one table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -570,9 +570,31 @@ pub fn verify<S: KvRead + ?Sized>(
         };
         let (mut records, mut bytes, mut pages) = (0u64, 0u64, 0u64);
         let mut cursor: Option<Vec<u8>> = None;
+        let mut last: Vec<u8> = Vec::new();
         loop {
-            let page = match store.scan(t.prefix(), cursor.as_deref(), scan_limits) {
-                Ok(p) => p,
+            // Records are decoded in place, as the backend hands them over (no copy).
+            let mut failure: Option<(Vec<u8>, String)> = None;
+            let scanned = store.scan_visit(
+                t.prefix(),
+                cursor.as_deref(),
+                scan_limits,
+                &mut |key: &[u8], value: &[u8]| {
+                    if let Err(reason) = t.decode(key, value) {
+                        failure = Some((key.to_vec(), reason));
+                        return Visit::Stop;
+                    }
+                    records += 1;
+                    bytes += (key.len() + value.len()) as u64;
+                    last.clear();
+                    last.extend_from_slice(key);
+                    Visit::Continue
+                },
+            );
+            if let Some((key, reason)) = failure {
+                return Err(verify_failure(t, key, reason));
+            }
+            let end = match scanned {
+                Ok(end) => end,
                 Err(StoreError::RecordTooLarge { key, .. }) => {
                     let value = store.get(&key).map_err(store_err)?.unwrap_or_default();
                     if let Err(reason) = t.decode(&key, &value) {
@@ -585,16 +607,9 @@ pub fn verify<S: KvRead + ?Sized>(
                 }
                 Err(e) => return Err(store_err(e)),
             };
-            for r in &page.records {
-                if let Err(reason) = t.decode(&r.key, &r.value) {
-                    return Err(verify_failure(t, r.key.clone(), reason));
-                }
-                records += 1;
-                bytes += r.size() as u64;
-            }
             pages += 1;
-            if let Some(c) = page.cursor() {
-                cursor = Some(c.to_vec());
+            if end.records > 0 {
+                cursor = Some(last.clone());
             }
             on_progress(&Progress {
                 table: t.name(),
@@ -603,9 +618,9 @@ pub fn verify<S: KvRead + ?Sized>(
                 batches: pages,
                 elapsed: table_started.elapsed(),
                 cursor: cursor.as_deref(),
-                done: !page.more,
+                done: !end.more,
             });
-            if !page.more {
+            if !end.more {
                 break;
             }
         }

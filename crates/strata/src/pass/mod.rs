@@ -54,7 +54,7 @@ pub use error::{HookError, MutationRule, PassError, RecordError};
 use crate::header::{MIGRATION_PREFIX, SCHEMA_PREFIX};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
-use strata_store::{Batch, KvRead, KvWrite, Mutation, ScanLimits, StoreError};
+use strata_store::{Batch, KvRead, KvWrite, Mutation, ScanLimits, StoreError, Visit};
 
 /// Default record limit of one batch.
 pub const DEFAULT_MAX_RECORDS: usize = 512;
@@ -472,8 +472,42 @@ impl<'a> Pass<'a> {
                     reason: e.to_string(),
                 }
             })?;
-            let page = match store.scan(&self.prefix, cursor.as_deref(), scan_limits) {
-                Ok(p) => p,
+            // Records are processed in place, as the backend hands them over (no copy).
+            let mut outcome = PageOutcome::Scanned;
+            let scanned = {
+                let this = &self;
+                let mut visit = |key: &[u8], value: &[u8]| -> Visit {
+                    match this.take(
+                        key,
+                        value,
+                        &mut processor,
+                        &mut scratch,
+                        &mut acc,
+                        &mut st,
+                        &ck_key,
+                    ) {
+                        Ok(None) => Visit::Continue,
+                        Ok(Some(cost)) => {
+                            outcome = PageOutcome::Overflow {
+                                key: key.to_vec(),
+                                value_len: value.len(),
+                                cost,
+                            };
+                            Visit::Stop
+                        }
+                        Err(e) => {
+                            outcome = PageOutcome::Failed(e);
+                            Visit::Stop
+                        }
+                    }
+                };
+                store.scan_visit(&self.prefix, cursor.as_deref(), scan_limits, &mut visit)
+            };
+            if let PageOutcome::Failed(e) = outcome {
+                return Err(e);
+            }
+            let end = match scanned {
+                Ok(end) => end,
                 Err(StoreError::RecordTooLarge { .. }) if acc.records > 0 => {
                     // The next record does not fit in what is left of this batch.
                     self.commit(store, &mut acc, &mut st, false)?;
@@ -491,76 +525,21 @@ impl<'a> Pass<'a> {
                 }
                 Err(source) => return Err(self.store_err(&st, source)),
             };
-            let exhausted = !page.more;
-            for rec in page.records {
-                scratch.clear();
-                let view = RecordRef {
-                    table: &self.table,
-                    key: &rec.key,
-                    value: &rec.value,
-                };
-                if let Err(e) = processor.process(&view, &mut scratch) {
-                    return Err(PassError::InvalidRecord {
-                        table: self.table.clone(),
-                        key: rec.key,
-                        reason: e.reason().to_string(),
-                        checkpoint: st.durable_cursor.clone(),
-                    });
-                }
-                let mut cost = rec.key.len() + rec.value.len();
-                for (i, m) in scratch.iter().enumerate() {
-                    let rule = self.rule_violation(m.key(), &rec.key, &ck_key).or_else(|| {
-                        scratch[..i]
-                            .iter()
-                            .any(|o| o.key() == m.key())
-                            .then_some(MutationRule::Duplicate)
-                    });
-                    if let Some(rule) = rule {
-                        return Err(self.forbidden(&st, &rec.key, m.key(), rule));
-                    }
-                    cost = cost.saturating_add(m.size());
-                }
-                if cost > self.limits.max_bytes {
-                    return Err(PassError::BatchTooLarge {
-                        table: self.table.clone(),
-                        key: rec.key,
-                        size: cost,
-                        limit: self.limits.max_bytes,
-                        checkpoint: st.durable_cursor.clone(),
-                    });
-                }
-                if acc.records > 0
-                    && (acc.records >= self.limits.max_records
-                        || acc.bytes.saturating_add(cost) > self.limits.max_bytes)
-                {
-                    // Commit what the batch holds; this record starts the next one.
-                    self.commit(store, &mut acc, &mut st, false)?;
-                    self.poll_abort(&st)?;
-                }
-                for m in &scratch {
-                    if acc.keys.contains(m.key()) {
-                        return Err(self.forbidden(
-                            &st,
-                            &rec.key,
-                            m.key(),
-                            MutationRule::Duplicate,
-                        ));
-                    }
-                }
-                for m in scratch.drain(..) {
-                    acc.keys.insert(m.key().to_vec());
-                    acc.mutations.push(m);
-                }
-                acc.records += 1;
-                acc.bytes += cost;
-                st.records += 1;
-                st.bytes += (rec.key.len() + rec.value.len()) as u64;
-                acc.last_key = Some(rec.key);
+            if let PageOutcome::Overflow {
+                key,
+                value_len,
+                cost,
+            } = outcome
+            {
+                // Commit what the batch holds; this record starts the next one.
+                self.commit(store, &mut acc, &mut st, false)?;
+                self.poll_abort(&st)?;
+                self.admit(&key, value_len, cost, &mut scratch, &mut acc, &mut st)?;
             }
             if let Some(k) = &acc.last_key {
                 cursor = Some(k.clone());
             }
-            if exhausted {
+            if !end.more {
                 self.commit(store, &mut acc, &mut st, true)?;
                 break;
             }
@@ -575,6 +554,100 @@ impl<'a> Pass<'a> {
             resumed_from,
             dry_run: self.dry_run,
         })
+    }
+
+    /// Processes one scanned record and adds it to the batch: `Ok(None)`. When the batch
+    /// must be committed first, returns `Ok(Some(cost))` with the record's mutations left
+    /// in `scratch` (nothing added yet).
+    #[allow(clippy::too_many_arguments)]
+    fn take<P: Processor>(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        processor: &mut P,
+        scratch: &mut Vec<Mutation>,
+        acc: &mut Acc,
+        st: &mut RunState,
+        ck_key: &[u8],
+    ) -> Result<Option<usize>, PassError> {
+        scratch.clear();
+        let view = RecordRef {
+            table: &self.table,
+            key,
+            value,
+        };
+        if let Err(e) = processor.process(&view, scratch) {
+            return Err(PassError::InvalidRecord {
+                table: self.table.clone(),
+                key: key.to_vec(),
+                reason: e.reason().to_string(),
+                checkpoint: st.durable_cursor.clone(),
+            });
+        }
+        let mut cost = key.len() + value.len();
+        for (i, m) in scratch.iter().enumerate() {
+            let rule = self.rule_violation(m.key(), key, ck_key).or_else(|| {
+                scratch[..i]
+                    .iter()
+                    .any(|o| o.key() == m.key())
+                    .then_some(MutationRule::Duplicate)
+            });
+            if let Some(rule) = rule {
+                return Err(self.forbidden(st, key, m.key(), rule));
+            }
+            cost = cost.saturating_add(m.size());
+        }
+        if cost > self.limits.max_bytes {
+            return Err(PassError::BatchTooLarge {
+                table: self.table.clone(),
+                key: key.to_vec(),
+                size: cost,
+                limit: self.limits.max_bytes,
+                checkpoint: st.durable_cursor.clone(),
+            });
+        }
+        if acc.records > 0
+            && (acc.records >= self.limits.max_records
+                || acc.bytes.saturating_add(cost) > self.limits.max_bytes)
+        {
+            return Ok(Some(cost));
+        }
+        self.admit(key, value.len(), cost, scratch, acc, st)?;
+        Ok(None)
+    }
+
+    /// Adds a processed record (its mutations are in `scratch`) to the batch.
+    fn admit(
+        &self,
+        key: &[u8],
+        value_len: usize,
+        cost: usize,
+        scratch: &mut Vec<Mutation>,
+        acc: &mut Acc,
+        st: &mut RunState,
+    ) -> Result<(), PassError> {
+        for m in scratch.iter() {
+            if acc.keys.contains(m.key()) {
+                return Err(self.forbidden(st, key, m.key(), MutationRule::Duplicate));
+            }
+        }
+        for m in scratch.drain(..) {
+            acc.keys.insert(m.key().to_vec());
+            acc.mutations.push(m);
+        }
+        acc.records += 1;
+        acc.bytes += cost;
+        st.records += 1;
+        st.bytes += (key.len() + value_len) as u64;
+        // Reuse the cursor buffer within a batch (the commit takes it).
+        match &mut acc.last_key {
+            Some(last) => {
+                last.clear();
+                last.extend_from_slice(key);
+            }
+            None => acc.last_key = Some(key.to_vec()),
+        }
+        Ok(())
     }
 
     fn poll_abort(&mut self, st: &RunState) -> Result<(), PassError> {
@@ -734,6 +807,20 @@ struct RunState {
     mutations: u64,
     batches: u64,
     started: Instant,
+}
+
+/// How the visit of one page ended, besides the scan's own result.
+enum PageOutcome {
+    /// Every visited record was added to the batch.
+    Scanned,
+    /// The last visited record was processed but the batch must be committed first.
+    Overflow {
+        key: Vec<u8>,
+        value_len: usize,
+        cost: usize,
+    },
+    /// Processing a record failed.
+    Failed(PassError),
 }
 
 #[derive(Default)]
