@@ -2,10 +2,19 @@
 //!
 //! [`SledStore`] keeps every table in sled's one default tree, tables being key prefixes,
 //! so a scan is a plain ordered range scan and a batch spanning tables is one atomic sled
-//! batch. Batches without preconditions go through `sled::Batch` (a single-mutation one
-//! is a plain `insert`/`remove`, atomic by itself and much cheaper); batches with
-//! preconditions run in a sled transaction that checks every precondition and then applies
-//! the mutations, or aborts with the typed [`StoreError::Conflict`].
+//! batch. Every batch's mutations are written with one `sled::Batch` (a single-mutation
+//! one is a plain `insert`/`remove`, atomic by itself and much cheaper).
+//!
+//! Preconditions are checked without a sled transaction: every clone of a [`SledStore`]
+//! shares one in-process reader-writer lock. Batches without preconditions take its shared
+//! side; a batch with preconditions takes its exclusive side, reads each precondition's key
+//! with a plain `get`, and then writes its mutations (or fails with the typed
+//! [`StoreError::Conflict`], writing nothing). Every writer of the datastore goes through
+//! that lock: sled's file lock keeps other processes out, a second open of the same
+//! datastore in this process is refused the same way ([`StoreError::InUse`]), and the open
+//! `sled::Db` never leaves this crate. So check-then-write is atomic against every other
+//! writer, without a sled transaction's cost (reads through its per-key versioning, a
+//! commit that writes one key at a time).
 //!
 //! What this crate is not: it adds no layout of its own (the engine above decides the key
 //! encoding), and it never exposes `sled` types: sled errors become
@@ -30,10 +39,10 @@
 //! ```
 #![deny(missing_docs)]
 
-use sled::transaction::{abort, TransactionError};
 use std::fmt;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 use strata_store::{
     Backend, Batch, KvRead, KvWrite, Mutation, Offer, PageBuilder, Result, ScanLimits, ScanPage,
@@ -139,19 +148,26 @@ impl SledOptions {
         Ok(SledStore {
             db,
             path: path.to_path_buf(),
+            writers: Arc::default(),
         })
     }
 }
 
 /// A strata store in one sled datastore (one directory, one process at a time).
 ///
-/// Clones of the [`Store`] made from it share one open datastore. sled locks the
-/// datastore for the whole process: a second process opening it gets
-/// [`StoreError::InUse`].
+/// Clones (and clones of the [`Store`] made from it) share one open datastore and one
+/// writer lock. sled locks the datastore's file for as long as it is open: another process
+/// opening it, or a second open in this process, gets [`StoreError::InUse`] — so all the
+/// writers of a datastore are clones of one `SledStore`.
 #[derive(Clone)]
 pub struct SledStore {
     db: sled::Db,
     path: PathBuf,
+    /// Orders conditional batches against every other write: plain writes take the shared
+    /// side, a batch with preconditions the exclusive side for its check and its write.
+    /// It guards no data (a panic while holding it leaves nothing half-done: the checks
+    /// write nothing and the write is one atomic sled call), so poisoning is ignored.
+    writers: Arc<RwLock<()>>,
 }
 
 impl fmt::Debug for SledStore {
@@ -199,14 +215,14 @@ impl SledStore {
         backend_error(&self.path, e)
     }
 
-    fn apply_plain(&self, mut mutations: Vec<Mutation>) -> Result<()> {
-        if mutations.len() == 1 {
+    /// Writes `mutations` as one atomic sled call. The caller holds `writers`.
+    fn write(&self, mut mutations: Vec<Mutation>) -> Result<()> {
+        if mutations.len() <= 1 {
             // One key is atomic on its own. `Tree::apply_batch` takes sled's global write
             // lock and seals (and writes) the current log buffer twice to delimit the
             // batch; a single insert or remove needs neither (it is what the bulk pass's
             // checkpoint-only batches are).
-            let one = mutations.pop();
-            let result = match one {
+            let result = match mutations.pop() {
                 Some(Mutation::Set { key, value }) => self.db.insert(key, value).map(drop),
                 Some(Mutation::Delete { key }) => self.db.remove(key).map(drop),
                 None => Ok(()),
@@ -221,33 +237,6 @@ impl SledStore {
             }
         }
         self.db.apply_batch(batch).map_err(|e| self.error(e))
-    }
-
-    fn apply_conditional(&self, batch: &Batch) -> Result<()> {
-        let outcome = self.db.transaction(|tx| {
-            for p in batch.preconditions() {
-                let current = tx.get(p.key())?;
-                if let Err(conflict) = p.check(current.as_deref()) {
-                    return abort(conflict);
-                }
-            }
-            for m in batch.mutations() {
-                match m {
-                    Mutation::Set { key, value } => {
-                        tx.insert(key.as_slice(), value.as_slice())?;
-                    }
-                    Mutation::Delete { key } => {
-                        tx.remove(key.as_slice())?;
-                    }
-                }
-            }
-            Ok(())
-        });
-        match outcome {
-            Ok(()) => Ok(()),
-            Err(TransactionError::Abort(conflict)) => Err(conflict),
-            Err(TransactionError::Storage(e)) => Err(self.error(e)),
-        }
     }
 }
 
@@ -342,9 +331,17 @@ impl KvWrite for SledStore {
             if mutations.is_empty() {
                 return Ok(());
             }
-            self.apply_plain(mutations)
+            let _shared = self.writers.read().unwrap_or_else(PoisonError::into_inner);
+            self.write(mutations)
         } else {
-            self.apply_conditional(&batch)
+            // Exclusive: no other write lands between the checks and the write.
+            let _exclusive = self.writers.write().unwrap_or_else(PoisonError::into_inner);
+            for p in batch.preconditions() {
+                let current = self.db.get(p.key()).map_err(|e| self.error(e))?;
+                p.check(current.as_deref())?;
+            }
+            let (mutations, _) = batch.into_parts();
+            self.write(mutations)
         }
     }
 
@@ -552,7 +549,7 @@ mod tests {
         // Deleting an absent key is not an error; an empty batch writes nothing.
         store.apply(Batch::new().delete(b"t/a".to_vec())).unwrap();
         store.apply(Batch::new()).unwrap();
-        // A failed precondition still refuses a one-mutation batch (transaction path).
+        // A failed precondition still refuses a one-mutation batch.
         let err = store
             .apply(
                 Batch::new()
