@@ -35,6 +35,29 @@ fn open_postgres(_url: &str) -> Result<Store, StoreError> {
     ))
 }
 
+/// `--db` as it may be shown: a PostgreSQL URL's password is replaced by `***`.
+pub fn describe(path: &Path) -> String {
+    let shown = path.display().to_string();
+    if !is_postgres_url(&shown) {
+        return shown;
+    }
+    let Some((scheme, rest)) = shown.split_once("://") else {
+        return shown;
+    };
+    // userinfo ends at the last `@` before the first `/` of the path.
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => {
+                format!("{scheme}://{user}:***@{host}{}", &rest[authority_end..])
+            }
+            None => shown,
+        },
+        None => shown,
+    }
+}
+
 /// The catalog of managed tables of a store: the 14 Numax sync tables plus every
 /// collection recorded in the store under `__nx/catalog/`.
 pub fn catalog(store: &Store) -> Result<strata::Catalog, Box<dyn std::error::Error + Send + Sync>> {
@@ -48,6 +71,21 @@ pub fn catalog(store: &Store) -> Result<strata::Catalog, Box<dyn std::error::Err
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn describe_hides_passwords() {
+        assert_eq!(
+            describe(Path::new(
+                "postgres://alice:s3cret@db:5432/app?strata_table=t"
+            )),
+            "postgres://alice:***@db:5432/app?strata_table=t"
+        );
+        assert_eq!(
+            describe(Path::new("postgresql://alice@db/app")),
+            "postgresql://alice@db/app"
+        );
+        assert_eq!(describe(Path::new("./strata-data")), "./strata-data");
+    }
 
     #[test]
     fn postgres_urls_are_told_apart_from_paths() {

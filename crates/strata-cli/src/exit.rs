@@ -43,13 +43,28 @@ impl Failure {
 
 impl<E: Error + Send + Sync + 'static> From<E> for Failure {
     fn from(e: E) -> Self {
-        if let Some(io) = (&e as &dyn Error).downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::BrokenPipe {
-                return Failure::with_code(OK, e);
-            }
-        }
         Failure::error(e)
     }
+}
+
+/// True when `e` or any error in its chain is a broken pipe (the reader of stdout went
+/// away, as with `strata status | head`): that is not a failure.
+fn is_broken_pipe(e: &(dyn Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::BrokenPipe {
+                return true;
+            }
+        }
+        if let Some(json) = err.downcast_ref::<serde_json::Error>() {
+            if json.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe) {
+                return true;
+            }
+        }
+        cur = err.source();
+    }
+    false
 }
 
 /// What a subcommand returns: an exit code on success (0, or 3/4/6 for a verdict the
@@ -60,7 +75,7 @@ pub type CmdResult = Result<u8, Failure>;
 pub fn finish(result: CmdResult) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
-        Err(f) if f.code == OK => ExitCode::SUCCESS, // broken pipe: the reader went away
+        Err(f) if f.code == OK || is_broken_pipe(f.error.as_ref()) => ExitCode::SUCCESS,
         Err(f) => {
             let mut line = format!("strata: {}", f.error);
             let mut source = f.error.source();

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 #[derive(Debug, Parser)]
 #[command(name = "strata", version, about, long_about = None)]
 pub struct Cli {
-    /// The datastore: a sled directory.
+    /// The datastore: a sled directory, or `postgres://user@host/db[?strata_table=NAME]`.
     #[arg(
         long,
         global = true,

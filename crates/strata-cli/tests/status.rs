@@ -236,3 +236,42 @@ fn inspect_prints_records_of_a_table() {
     let out = strata(&["--db", dbs, "inspect", "op-log", "--limit", "0"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn a_closed_stdout_is_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    with_store(&db, |s| {
+        let mut batch = Batch::new();
+        for i in 0..3000u32 {
+            batch = batch.set(
+                format!("__nx/crdt/lww-register/key-{i:05}").into_bytes(),
+                vec![b'x'; 100],
+            );
+        }
+        s.apply(batch).unwrap();
+    });
+    // More than a pipe buffer of output, and the reader is gone before it is written.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args([
+            "--db",
+            db.to_str().unwrap(),
+            "inspect",
+            "lww-register-materialized",
+            "--limit",
+            "3000",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -28,7 +28,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         return Err(Failure::error(format!(
             "no managed table `{}` in `{}`; known tables: {}",
             args.table,
-            db_path.display(),
+            db::describe(db_path),
             names.join(", ")
         )));
     };

@@ -51,7 +51,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     if args.json {
         let doc = MigrateDoc {
             format: 1,
-            db: db_path.display().to_string(),
+            db: db::describe(db_path),
             report: &report,
         };
         serde_json::to_writer_pretty(&mut out, &doc)?;

@@ -89,7 +89,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             let Some(b) = Baseline::load(&store, &collection)? else {
                 return Err(Failure::error(format!(
                     "no persisted schema for collection `{collection}` in `{}`; a collection persists its schema when opened with persist_json_schema(true)",
-                    db_path.display()
+                    db::describe(db_path)
                 )));
             };
             let mut out = std::io::stdout().lock();

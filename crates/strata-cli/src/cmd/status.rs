@@ -47,7 +47,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     if args.json {
         let doc = StatusDoc {
             format: 1,
-            db: db_path.display().to_string(),
+            db: db::describe(db_path),
             verdict: word,
             tables: &tables,
         };
