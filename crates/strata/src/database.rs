@@ -29,7 +29,6 @@ use crate::validate::{validate_and_init, ValidationError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashSet;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
 
@@ -51,6 +50,8 @@ struct DbInner {
     guards: Vec<Arc<dyn WriteGuard>>,
     catalog: Mutex<Catalog>,
     sweeping: Arc<Mutex<HashSet<String>>>,
+    /// Collections whose ahead-guard refusal was logged (once per collection).
+    ahead_warned: Arc<Mutex<HashSet<String>>>,
 }
 
 /// A store plus the catalog of its collections (read from `__nx/catalog/`). Cheap to
@@ -108,6 +109,7 @@ impl Database {
                 guards,
                 catalog: Mutex::new(catalog),
                 sweeping: Arc::new(Mutex::new(HashSet::new())),
+                ahead_warned: Arc::new(Mutex::new(HashSet::new())),
             }),
         })
     }
@@ -182,7 +184,7 @@ impl Database {
             upcaster: Upcaster::new(chain, parts.protected, parts.version_field),
             read_repair: parts.read_repair,
             guards,
-            ahead_warned: AtomicBool::new(false),
+            ahead_warned: Arc::clone(&self.inner.ahead_warned),
             sweeping: Arc::clone(&self.inner.sweeping),
         }))
     }

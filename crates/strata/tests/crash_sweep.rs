@@ -184,6 +184,11 @@ fn main() {
         child(&std::env::var(DIR_ENV).unwrap());
         return;
     }
+    // `cargo test` passes harness flags such as `--list`; answer them politely.
+    if std::env::args().any(|a| a == "--list") {
+        println!("crash_sweep: test");
+        return;
+    }
     let iters: usize = std::env::var("STRATA_CRASH_ITERS")
         .ok()
         .and_then(|v| v.parse().ok())

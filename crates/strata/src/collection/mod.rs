@@ -25,7 +25,6 @@ use std::collections::HashSet;
 use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use strata_store::{Batch, KvRead, KvWrite, Precondition, Record, ScanLimits, Store};
 
@@ -60,7 +59,8 @@ pub(crate) struct CollectionInner {
     pub(crate) upcaster: Upcaster,
     pub(crate) read_repair: bool,
     pub(crate) guards: Vec<Arc<dyn WriteGuard>>,
-    pub(crate) ahead_warned: AtomicBool,
+    /// Collections (of this database) whose ahead-guard refusal was already logged.
+    pub(crate) ahead_warned: Arc<Mutex<HashSet<String>>>,
     pub(crate) sweeping: Arc<Mutex<HashSet<String>>>,
 }
 
@@ -195,7 +195,13 @@ impl<T> Collection<T> {
     }
 
     pub(crate) fn warn_ahead(&self, key: &str, stored: i32) {
-        if !self.inner.ahead_warned.swap(true, Ordering::Relaxed) {
+        let first = self
+            .inner
+            .ahead_warned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(self.inner.name.clone());
+        if first {
             tracing::warn!(
                 collection = %self.inner.name,
                 key = %strata_store::escape_key(key.as_bytes()),

@@ -604,3 +604,87 @@ fn envelope_versions_are_readable_without_json() {
     assert_eq!((env.payload_version, env.lock_version), (1, 6));
     assert!(c.envelope("missing").unwrap().is_none());
 }
+
+/// Counts WARN events whose message mentions the ahead guard.
+struct AheadWarnings(Arc<AtomicUsize>);
+
+impl tracing::Subscriber for AheadWarnings {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Message(String);
+        impl tracing::field::Visit for Message {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.0 = format!("{value:?}");
+                }
+            }
+        }
+        let mut m = Message(String::new());
+        event.record(&mut m);
+        if *event.metadata().level() == tracing::Level::WARN && m.0.contains("newer build") {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[test]
+fn the_ahead_guard_is_logged_once_per_collection() {
+    let warnings = Arc::new(AtomicUsize::new(0));
+    let subscriber = AheadWarnings(Arc::clone(&warnings));
+    tracing::subscriber::with_default(subscriber, || {
+        let (store, db) = mem_db();
+        let first = db
+            .collection::<Account>("acc", dollars_to_cents(CollectionOptions::new()))
+            .unwrap();
+        // A second handle on the same collection of the same database.
+        let second = db
+            .collection::<Account>("acc", dollars_to_cents(CollectionOptions::new()))
+            .unwrap();
+        for key in ["a", "b"] {
+            raw_put(
+                &store,
+                "acc",
+                key,
+                3,
+                1,
+                r#"{"id":"x","balance_cents":1,"nickname":"n"}"#,
+            );
+        }
+        for c in [&first, &second] {
+            for key in ["a", "b"] {
+                assert!(c.put(key, &account(key, 2)).unwrap_err().is_ahead());
+            }
+        }
+        assert_eq!(
+            warnings.load(Ordering::SeqCst),
+            1,
+            "logged once per collection"
+        );
+        let other = db
+            .collection::<Account>("other", dollars_to_cents(CollectionOptions::new()))
+            .unwrap();
+        raw_put(
+            &store,
+            "other",
+            "a",
+            3,
+            1,
+            r#"{"id":"x","balance_cents":1,"nickname":"n"}"#,
+        );
+        assert!(other.put("a", &account("a", 2)).unwrap_err().is_ahead());
+        assert_eq!(
+            warnings.load(Ordering::SeqCst),
+            2,
+            "another collection logs its own"
+        );
+    });
+}
