@@ -287,38 +287,13 @@ impl<'a> Engine<'a> {
         let wrapped_n = vn.union.is_none().then(|| vn.as_schema());
         let bo = union_branches(vo, &wrapped_o);
         let bn = union_branches(vn, &wrapped_n);
-        let pairs = self.match_branches(&bo, &bn);
-        let mut used_new = vec![false; bn.len()];
-        for (i, (oi, ob)) in bo.iter().enumerate() {
-            match pairs.get(i).copied().flatten() {
-                Some((j, exact)) => {
-                    if let Some(flag) = used_new.get_mut(j) {
-                        *flag = true;
-                    }
-                    if !exact {
-                        if let Some((nj, nb)) = bn.get(j) {
-                            let p = suffix_path(path, &format!("|{kw_n}[{nj}]"));
-                            self.compare(&p, ob, nb);
-                        }
-                    }
-                }
-                None => {
-                    let p = suffix_path(path, &format!("|{kw_o}[{oi}]"));
-                    self.emit(
-                        &p,
-                        ChangeKind::UnionBranchRemoved { index: *oi },
-                        false,
-                        true,
-                    );
-                }
-            }
-        }
-        for (j, (nj, _)) in bn.iter().enumerate() {
-            if !used_new.get(j).copied().unwrap_or(true) {
-                let p = suffix_path(path, &format!("|{kw_n}[{nj}]"));
-                self.emit(&p, ChangeKind::UnionBranchAdded { index: *nj }, true, false);
-            }
-        }
+        self.compare_branch_lists(
+            path,
+            (&bo, kw_o),
+            (&bn, kw_n),
+            |index| (ChangeKind::UnionBranchRemoved { index }, false, true),
+            |index| (ChangeKind::UnionBranchAdded { index }, true, false),
+        );
         if let (Some(o), Some(n)) = (kind_o, kind_n) {
             if o != n {
                 // oneOf → anyOf accepts more (exclusivity dropped); anyOf → oneOf fewer.
@@ -348,7 +323,27 @@ impl<'a> Engine<'a> {
         if bo.is_empty() && bn.is_empty() {
             return;
         }
-        let pairs = self.match_branches(&bo, &bn);
+        self.compare_branch_lists(
+            path,
+            (&bo, "allOf"),
+            (&bn, "allOf"),
+            |index| (ChangeKind::AllOfBranchRemoved { index }, true, false),
+            |index| (ChangeKind::AllOfBranchAdded { index }, false, true),
+        );
+    }
+
+    /// Pairs the old branches of a union or `allOf` with the new ones, recurses into
+    /// paired branches that are not identical, and reports the unpaired ones with the
+    /// change kinds (and backward/forward verdicts) `removed` and `added` give.
+    fn compare_branch_lists(
+        &mut self,
+        path: &str,
+        (bo, kw_o): (&[(usize, &Value)], &str),
+        (bn, kw_n): (&[(usize, &Value)], &str),
+        removed: impl Fn(usize) -> (ChangeKind, bool, bool),
+        added: impl Fn(usize) -> (ChangeKind, bool, bool),
+    ) {
+        let pairs = self.match_branches(bo, bn);
         let mut used_new = vec![false; bn.len()];
         for (i, (oi, ob)) in bo.iter().enumerate() {
             match pairs.get(i).copied().flatten() {
@@ -358,26 +353,23 @@ impl<'a> Engine<'a> {
                     }
                     if !exact {
                         if let Some((nj, nb)) = bn.get(j) {
-                            let p = suffix_path(path, &format!("|allOf[{nj}]"));
+                            let p = suffix_path(path, &format!("|{kw_n}[{nj}]"));
                             self.compare(&p, ob, nb);
                         }
                     }
                 }
                 None => {
-                    let p = suffix_path(path, &format!("|allOf[{oi}]"));
-                    self.emit(
-                        &p,
-                        ChangeKind::AllOfBranchRemoved { index: *oi },
-                        true,
-                        false,
-                    );
+                    let p = suffix_path(path, &format!("|{kw_o}[{oi}]"));
+                    let (change, backward, forward) = removed(*oi);
+                    self.emit(&p, change, backward, forward);
                 }
             }
         }
         for (j, (nj, _)) in bn.iter().enumerate() {
             if !used_new.get(j).copied().unwrap_or(true) {
-                let p = suffix_path(path, &format!("|allOf[{nj}]"));
-                self.emit(&p, ChangeKind::AllOfBranchAdded { index: *nj }, false, true);
+                let p = suffix_path(path, &format!("|{kw_n}[{nj}]"));
+                let (change, backward, forward) = added(*nj);
+                self.emit(&p, change, backward, forward);
             }
         }
     }
