@@ -9,7 +9,7 @@
 use std::cell::Cell;
 
 /// Work units one diff may spend: a comparison step, a normalized node or a built view
-/// cost one, a change replayed from a shared definition [`REPLAY_COST`]. Ordinary schemas
+/// cost one, a change replayed from a shared definition four. Ordinary schemas
 /// need a few thousand; the whole budget is spent in well under a second of CPU time.
 pub const MAX_DIFF_WORK: u64 = 500_000;
 
