@@ -97,6 +97,7 @@ fn url_detection() {
 }
 
 #[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn a_missing_table_is_not_found_when_creation_is_off() {
     let url = require_pg!();
     let table = scratch_table();
@@ -111,6 +112,7 @@ fn a_missing_table_is_not_found_when_creation_is_off() {
 }
 
 #[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn the_url_parameter_selects_the_table_and_data_outlives_the_handle() {
     let url = require_pg!();
     let table = scratch_table();
@@ -138,6 +140,7 @@ fn the_url_parameter_selects_the_table_and_data_outlives_the_handle() {
 }
 
 #[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn a_dangerous_scratch_table_is_dropped_with_its_handle() {
     let url = require_pg!();
     let table = scratch_table();
@@ -152,6 +155,7 @@ fn a_dangerous_scratch_table_is_dropped_with_its_handle() {
 }
 
 #[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn a_single_connection_pool_serves_concurrent_callers() {
     let url = require_pg!();
     let table = scratch_table();
@@ -192,6 +196,7 @@ fn a_single_connection_pool_serves_concurrent_callers() {
 }
 
 #[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn a_table_of_the_wrong_shape_is_refused_at_connect() {
     let url = require_pg!();
     let table = scratch_table();
