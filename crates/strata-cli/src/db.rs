@@ -35,12 +35,23 @@ fn open_postgres(_url: &str) -> Result<Store, StoreError> {
     ))
 }
 
-/// `--db` as it may be shown: a PostgreSQL URL's password is replaced by `***`.
+/// `--db` as it may be shown: a PostgreSQL URL's password (in the userinfo, even with an
+/// unescaped `@`, or as `?password=`) is replaced by `***`.
 pub fn describe(path: &Path) -> String {
     let shown = path.display().to_string();
     if !is_postgres_url(&shown) {
         return shown;
     }
+    redact(shown)
+}
+
+#[cfg(feature = "postgres")]
+fn redact(shown: String) -> String {
+    strata_postgres::redact_url(&shown)
+}
+
+#[cfg(not(feature = "postgres"))]
+fn redact(shown: String) -> String {
     let Some((scheme, rest)) = shown.split_once("://") else {
         return shown;
     };
@@ -85,6 +96,19 @@ mod tests {
             "postgresql://alice@db/app"
         );
         assert_eq!(describe(Path::new("./strata-data")), "./strata-data");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn describe_hides_query_and_at_sign_passwords() {
+        for url in [
+            "postgres://alice:p@ss@db/app",
+            "postgres://alice@db/app?password=p@ss&strata_table=t",
+        ] {
+            let shown = describe(Path::new(url));
+            assert!(!shown.contains("p@ss") && !shown.contains("ss@"), "{shown}");
+            assert!(shown.contains("***"), "{shown}");
+        }
     }
 
     #[test]
