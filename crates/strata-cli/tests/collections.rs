@@ -265,3 +265,55 @@ fn status_reports_stale_rows_as_sweep_pending_and_still_exits_0() {
         );
     });
 }
+
+#[test]
+fn a_collections_only_store_gets_no_crdt_headers_from_any_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    mixed_store(&db);
+    let dbs = db.to_str().unwrap();
+    let snapshot = |db: &Path| {
+        let mut keys = Vec::new();
+        with_store(db, |s| {
+            let limits = strata_store::ScanLimits::new(10_000, 64 << 20).unwrap();
+            keys = s
+                .scan(b"", None, limits)
+                .unwrap()
+                .records
+                .into_iter()
+                .map(|r| (r.key, r.value))
+                .collect::<Vec<_>>();
+        });
+        keys
+    };
+    let before = snapshot(&db);
+    for args in [
+        vec!["status"],
+        vec!["status", "--json"],
+        vec!["collections"],
+        vec!["verify"],
+        vec!["verify", "--json"],
+        vec!["migrate"],
+        vec!["migrate", "--dry-run"],
+        vec!["inspect", "users"],
+        vec!["fence"],
+    ] {
+        let mut full = vec!["--db", dbs];
+        full.extend(args.iter().copied());
+        let out = strata(&full);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !text.contains("op-log"),
+            "{args:?} lists sync tables: {text}"
+        );
+    }
+    let after = snapshot(&db);
+    assert!(
+        !after
+            .iter()
+            .any(|(k, _)| k.starts_with(b"__nx/schema/op-log") || k.starts_with(b"__nx/crdt/")),
+        "sync keys appeared"
+    );
+    assert_eq!(before, after, "a command changed the store");
+}
