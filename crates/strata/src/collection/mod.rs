@@ -13,6 +13,7 @@
 mod error;
 pub mod layout;
 mod options;
+pub(crate) mod rewrite;
 
 pub use error::{CollectionError, Expect, GuardError};
 pub use options::{CollectionOptions, WriteGuard};
@@ -240,6 +241,18 @@ impl<T> Collection<T> {
         }
     }
 
+    /// The one row rewrite of this collection (see [`rewrite`]).
+    pub(crate) fn rewriter<'a>(
+        &'a self,
+        transform: Option<&'a crate::policy::Transform>,
+    ) -> rewrite::RowRewriter<'a> {
+        rewrite::RowRewriter {
+            collection: &self.inner.name,
+            upcaster: &self.inner.upcaster,
+            transform,
+        }
+    }
+
     /// Runs the chain on the JSON of a stale document. Returns the upcast object and the
     /// version reached. Errors name collection, key, versions and cause.
     pub(crate) fn upcast_json(
@@ -363,20 +376,29 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 Ok((value, env, false))
             }
             Decoded::Upcast { env, obj, version } => {
-                let repaired = if self.inner.read_repair {
-                    serde_json::to_vec(&obj).ok()
-                } else {
-                    None
-                };
-                let value = self.bind_tree(key, env.payload_version, version, obj)?;
-                if let Some(json) = repaired {
-                    self.repair(
-                        key,
-                        full_key,
-                        bytes,
-                        Envelope::new(version, env.lock_version),
-                        &json,
-                    );
+                if !self.inner.read_repair {
+                    let value = self.bind_tree(key, env.payload_version, version, obj)?;
+                    return Ok((value, env, true));
+                }
+                let tree = serde_json::Value::Object(obj);
+                let value = T::deserialize(&tree).map_err(|e| CollectionError::Bind {
+                    collection: self.inner.name.clone(),
+                    key: key.to_string(),
+                    stored: env.payload_version,
+                    version,
+                    source: e,
+                })?;
+                if let serde_json::Value::Object(obj) = tree {
+                    // The tree already binds: the rewrite only encodes it.
+                    match self
+                        .rewriter(None)
+                        .finish(key, env, version, obj, |_| Ok(()))
+                    {
+                        Ok(new) => self.repair(key, full_key, bytes, new),
+                        Err(e) => {
+                            tracing::debug!(collection = %self.inner.name, error = %e, "read-repair skipped");
+                        }
+                    }
                 }
                 Ok((value, env, true))
             }
@@ -401,7 +423,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
 
     /// Read-repair: compare-and-swap the upcast form over exactly the bytes that were
     /// read. Never fails the read.
-    fn repair(&self, key: &str, full_key: &[u8], old: &[u8], env: Envelope, json: &[u8]) {
+    fn repair(&self, key: &str, full_key: &[u8], old: &[u8], new: Vec<u8>) {
         let guarded = match self.check_guards() {
             Ok(p) => p,
             Err(e) => {
@@ -411,7 +433,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         };
         let mut batch = Batch::new()
             .require_eq(full_key.to_vec(), old.to_vec())
-            .set(full_key.to_vec(), envelope::encode(env, json));
+            .set(full_key.to_vec(), new);
         for p in guarded {
             batch.push_precondition(p);
         }

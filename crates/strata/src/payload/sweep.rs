@@ -21,11 +21,11 @@
 
 use crate::clock::{SharedClock, SystemClock};
 use crate::collection::layout::sweep_key;
-use crate::collection::{Collection, CollectionError, Decoded};
+use crate::collection::rewrite::RowRewrite;
+use crate::collection::{Collection, CollectionError};
 use crate::pass::{
     BatchInfo, CheckpointCodec, HookError, Pass, PassError, PassLimits, RecordError, RecordRef,
 };
-use crate::payload::envelope::Envelope;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -963,37 +963,15 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             .map(|_| ())
     }
 
-    /// Decides what the sweep does with one stored row.
+    /// Decides what the sweep does with one stored row: the one row rewrite, checking
+    /// that the rewritten row binds to the collection's type.
     fn sweep_row(&self, id: &str, bytes: &[u8]) -> Result<RowAction, CollectionError> {
-        match self.decode_stored(id, bytes)? {
-            Decoded::Direct(env) => {
-                if self.upcaster().is_ahead(env.payload_version) {
-                    Ok(RowAction::Ahead)
-                } else {
-                    Ok(RowAction::Keep)
-                }
-            }
-            Decoded::Upcast { env, obj, version } => {
-                let tree = serde_json::Value::Object(obj);
-                T::deserialize(&tree).map_err(|e| CollectionError::Bind {
-                    collection: self.name().to_string(),
-                    key: id.to_string(),
-                    stored: env.payload_version,
-                    version,
-                    source: e,
-                })?;
-                // Serialized straight behind the envelope header: one buffer, sized for
-                // the stored document plus growth.
-                let mut out = Vec::with_capacity(bytes.len() + bytes.len() / 4 + 64);
-                out.extend_from_slice(&Envelope::new(version, env.lock_version).header_bytes());
-                serde_json::to_writer(&mut out, &tree).map_err(|e| CollectionError::Encode {
-                    collection: self.name().to_string(),
-                    key: id.to_string(),
-                    reason: e.to_string(),
-                })?;
-                Ok(RowAction::Rewrite(out))
-            }
-        }
+        let check = |tree: &serde_json::Value| T::deserialize(tree).map(|_| ());
+        Ok(match self.rewriter(None).rewrite(id, bytes, check)? {
+            RowRewrite::Keep => RowAction::Keep,
+            RowRewrite::Ahead { .. } => RowAction::Ahead,
+            RowRewrite::Rewrite(value) => RowAction::Rewrite(value),
+        })
     }
 
     /// Releases this runner's lease (expiry 0), keeping the cursor so the next run
