@@ -42,8 +42,6 @@ pub const DEFAULT_BATCH_SIZE: usize = 256;
 pub const DEFAULT_LEASE_MS: u64 = 60_000;
 /// Default minimum spacing between progress lines.
 pub const DEFAULT_PROGRESS_LOG_MS: u64 = 5_000;
-/// Default byte budget of one batch (rows read + rows written).
-pub const DEFAULT_MAX_BYTES: usize = 16 << 20;
 /// Consecutive batch conflicts not explained by a changed row (a write guard's state moved)
 /// tolerated before the sweep gives up for this run.
 const MAX_CONFLICT_RETRIES: u64 = 1_000;
@@ -54,8 +52,7 @@ type AbortCheck = Arc<dyn Fn() -> bool + Send + Sync>;
 #[derive(Clone)]
 pub struct SweepOptions {
     runner_id: String,
-    batch_size: usize,
-    max_bytes: usize,
+    limits: PassLimits,
     abort: Option<AbortCheck>,
     lease_ms: u64,
     progress_log_ms: u64,
@@ -66,8 +63,7 @@ impl fmt::Debug for SweepOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SweepOptions")
             .field("runner_id", &self.runner_id)
-            .field("batch_size", &self.batch_size)
-            .field("max_bytes", &self.max_bytes)
+            .field("limits", &self.limits)
             .field("abort", &self.abort.is_some())
             .field("lease_ms", &self.lease_ms)
             .field("progress_log_ms", &self.progress_log_ms)
@@ -97,13 +93,13 @@ fn random_runner_id() -> String {
 }
 
 impl SweepOptions {
-    /// Defaults: a fresh runner id, batches of 256, 16 MiB byte budget, never aborts, 60 s
-    /// lease, a progress line at most every 5 s, the system clock.
+    /// Defaults: a fresh runner id, the bulk pass's default limits
+    /// ([`PassLimits::default`]: 512 rows, 4 MiB), never aborts, 60 s lease, a progress line
+    /// at most every 5 s, the system clock.
     pub fn new() -> Self {
         SweepOptions {
             runner_id: random_runner_id(),
-            batch_size: DEFAULT_BATCH_SIZE,
-            max_bytes: DEFAULT_MAX_BYTES,
+            limits: PassLimits::default(),
             abort: None,
             lease_ms: DEFAULT_LEASE_MS,
             progress_log_ms: DEFAULT_PROGRESS_LOG_MS,
@@ -117,21 +113,16 @@ impl SweepOptions {
         self
     }
 
-    /// Rows per batch; also the lease-renewal and abort-poll granularity (clamped to ≥ 1).
-    pub fn batch_size(mut self, n: usize) -> Self {
-        self.batch_size = n.max(1);
-        self
-    }
-
-    /// Byte budget of one batch (clamped to ≥ 1).
-    pub fn max_bytes(mut self, n: usize) -> Self {
-        self.max_bytes = n.max(1);
+    /// The batch limits (rows and byte budget) of the bulk pass under the sweep; the rows
+    /// per batch are also the lease-renewal and abort-poll granularity.
+    pub fn limits(mut self, limits: PassLimits) -> Self {
+        self.limits = limits;
         self
     }
 
     /// Polled at every batch boundary; `true` stops the sweep, releasing the lease and
     /// leaving it resumable.
-    pub fn abort_check(mut self, check: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+    pub fn abort_when(mut self, check: impl Fn() -> bool + Send + Sync + 'static) -> Self {
         self.abort = Some(Arc::new(check));
         self
     }
@@ -159,9 +150,9 @@ impl SweepOptions {
         &self.runner_id
     }
 
-    /// The batch size.
-    pub fn get_batch_size(&self) -> usize {
-        self.batch_size
+    /// The batch limits.
+    pub fn get_limits(&self) -> PassLimits {
+        self.limits
     }
 
     /// The lease duration.
@@ -786,13 +777,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             lease_ms: options.lease_ms,
             target,
         };
-        let limits = PassLimits::new(options.batch_size, options.max_bytes).map_err(|e| {
-            CollectionError::Sweep {
-                collection: name.clone(),
-                reason: e.to_string(),
-                source: None,
-            }
-        })?;
+        let limits = options.limits;
         let mut conflicts_in_a_row = 0u64;
         let outcome = loop {
             let result = self.run_pass(&shared, limits, &options);

@@ -144,6 +144,7 @@ pub struct CutoverProgress<'a> {
 /// Options of [`SchemaGate::run_schema_cutover`], built with chained calls.
 pub struct CutoverOptions<'a> {
     poll: Option<Box<dyn FnMut() + 'a>>,
+    abort: Option<Box<dyn FnMut() -> bool + 'a>>,
     progress: Option<ProgressFn<'a>>,
     poll_interval: Duration,
     quiesce_timeout_ms: u64,
@@ -154,6 +155,7 @@ impl std::fmt::Debug for CutoverOptions<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CutoverOptions")
             .field("poll", &self.poll.is_some())
+            .field("abort", &self.abort.is_some())
             .field("progress", &self.progress.is_some())
             .field("poll_interval", &self.poll_interval)
             .field("quiesce_timeout_ms", &self.quiesce_timeout_ms)
@@ -166,6 +168,7 @@ impl Default for CutoverOptions<'_> {
     fn default() -> Self {
         CutoverOptions {
             poll: None,
+            abort: None,
             progress: None,
             poll_interval: Duration::from_millis(50),
             quiesce_timeout_ms: DEFAULT_QUIESCE_TIMEOUT_MS,
@@ -205,7 +208,16 @@ impl<'a> CutoverOptions<'a> {
         self
     }
 
-    /// The batch limits of the rewrite.
+    /// Polled between barrier checks and at every batch boundary of the rewrite; `true`
+    /// stops the run with [`PolicyError::Aborted`]. The fence stays where it was (draining
+    /// or migrating, with the checkpoint of every committed batch): rerun to resume, or
+    /// abort the cutover.
+    pub fn abort_when(mut self, check: impl FnMut() -> bool + 'a) -> Self {
+        self.abort = Some(Box::new(check));
+        self
+    }
+
+    /// The batch limits of the rewrite (default [`PassLimits::default`]).
     pub fn limits(mut self, limits: PassLimits) -> Self {
         self.limits = limits;
         self
@@ -517,6 +529,11 @@ impl SchemaGate {
                     holdouts,
                 });
             }
+            if options.abort.as_mut().is_some_and(|a| a()) {
+                return Err(PolicyError::Aborted {
+                    state: FenceState::Draining,
+                });
+            }
             tracing::debug!(?holdouts, "waiting for clients to quiesce");
             match options.poll.as_mut() {
                 Some(poll) => poll(),
@@ -610,9 +627,13 @@ impl SchemaGate {
                 Ok(())
             };
             let progress = options.progress.as_mut();
+            let abort = options.abort.as_mut();
             let mut pass = Pass::new(collection, doc_prefix(collection), &codec)
                 .limits(limits)
                 .on_batch(hook);
+            if let Some(a) = abort {
+                pass = pass.abort_when(a);
+            }
             if let Some(f) = progress {
                 pass = pass.on_progress(move |p: &crate::pass::Progress<'_>| {
                     f(&CutoverProgress {
@@ -643,6 +664,11 @@ impl SchemaGate {
                         Err(source) => PolicyError::InvalidArgument {
                             reason: source.to_string(),
                         },
+                    })
+                }
+                Err(PassError::Aborted { .. }) => {
+                    return Err(PolicyError::Aborted {
+                        state: FenceState::Migrating,
                     })
                 }
                 Err(PassError::InvalidRecord { key, reason, .. }) => {

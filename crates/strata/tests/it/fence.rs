@@ -1093,3 +1093,56 @@ fn a_sweep_refuses_a_fenced_collection() {
         );
     }
 }
+
+/// Issue 9: the cutover takes the same `PassLimits` + `abort_when` as the migrator and the
+/// sweep; an abort leaves the fence migrating with its checkpoint, and a rerun resumes.
+#[test]
+fn a_cutover_stopped_by_abort_when_resumes_from_its_checkpoint() {
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    seed(&store, &clock, 10);
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    let inv = db
+        .collection::<InvNew>(
+            "invoices",
+            CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+        )
+        .unwrap();
+    let limits = strata::pass::PassLimits::new(3, 1 << 20).unwrap();
+    let mut polls = 0;
+    let err = db
+        .run_schema_cutover(CutoverOptions::new().limits(limits).abort_when(|| {
+            polls += 1;
+            polls > 2
+        }))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PolicyError::Aborted {
+                state: FenceState::Migrating
+            }
+        ),
+        "{err}"
+    );
+    let f = db.fence_state().unwrap();
+    assert_eq!((f.state, f.generation), (FenceState::Migrating, 0));
+    assert!(store
+        .get(&strata::policy::cutover_key("invoices"))
+        .unwrap()
+        .is_some());
+    let report = db
+        .run_schema_cutover(CutoverOptions::new().limits(limits))
+        .unwrap();
+    assert_eq!(report.generation, 1);
+    let c = &report.collections[0];
+    assert!(c.resumed_from.is_some(), "{c:?}");
+    assert!(c.records < 10, "{c:?}");
+    for i in 0..10 {
+        let doc = inv.get(&format!("i{i:03}")).unwrap().unwrap();
+        assert_eq!(doc.amount.gross, i as f64);
+    }
+}
