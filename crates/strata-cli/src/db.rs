@@ -64,18 +64,20 @@ fn detect(path: &Path) -> Result<Detected, StoreError> {
         let empty = std::fs::read_dir(path)
             .map(|mut d| d.next().is_none())
             .unwrap_or(false);
-        if !empty && (path.join("db").exists() || path.join("conf").exists()) {
-            // Let the sled checks say precisely what is wrong with it.
+        if std::fs::symlink_metadata(path.join("conf")).is_ok() {
+            // A sled `conf` that fails the checks: let sled's checks say what is wrong.
             return strata_sled::SledStore::open_existing(path).map(|_| Detected::Sled);
         }
         let what = if empty {
-            "it is an empty directory"
+            "it is an empty directory, so it is"
+        } else if std::fs::symlink_metadata(path.join("db")).is_ok() {
+            "it holds a `db` that is not a sled datastore (no sled `conf` beside it; it was left untouched), so it is"
         } else {
-            "it is a directory that holds no sled datastore"
+            "it is a directory that holds no sled datastore, so it is"
         };
         return Err(StoreError::CannotOpen {
             path: path.to_path_buf(),
-            reason: format!("{what}, not a strata store; point --db at a redb file or a sled directory (nothing was created)"),
+            reason: format!("{what} not a strata store; point --db at a redb file or a sled directory (nothing was created)"),
         });
     }
     Err(StoreError::CannotOpen {
@@ -199,6 +201,30 @@ mod tests {
             "postgresql://alice@db/app"
         );
         assert_eq!(describe(Path::new("./strata-data")), "./strata-data");
+    }
+
+    #[test]
+    fn explicit_schemes_and_new_stores_default_to_redb() {
+        assert_eq!(
+            target(Path::new("redb:/x/s.redb"), false).unwrap(),
+            Target::Redb("/x/s.redb".into())
+        );
+        assert_eq!(
+            target(Path::new("sled:/x/numax"), false).unwrap(),
+            Target::Sled("/x/numax".into())
+        );
+        assert_eq!(
+            target(Path::new("postgres://u@h/db"), false).unwrap(),
+            Target::Postgres("postgres://u@h/db".into())
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let new = dir.path().join("new-store");
+        assert_eq!(target(&new, true).unwrap(), Target::Redb(new.clone()));
+        assert!(matches!(
+            target(&new, false).unwrap_err(),
+            StoreError::NotFound { .. }
+        ));
+        assert!(!new.exists());
     }
 
     #[test]
