@@ -298,3 +298,38 @@ fn disk_full_during_copy_is_a_clear_error_and_the_copy_resumes_once_space_is_fre
     assert_eq!(a, b);
     drop(fs);
 }
+
+#[test]
+fn verify_compares_the_store_with_the_copy_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let from = dir.path().join("numax");
+    seed_sled(&from, 500, 20);
+    let to = dir.path().join("new.redb");
+    let to_s = to.to_str().unwrap();
+    let out = strata(&["copy", "--from", from.to_str().unwrap(), "--to", to_s]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = strata(&["--db", to_s, "verify", "--strict-manifest"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("exactly the 500 records"));
+    let out = strata(&["--db", to_s, "verify", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["manifest"]["matches"], true);
+    assert_eq!(doc["manifest"]["records"], 500);
+
+    // Silent loss: one certified record disappears behind strata's back.
+    {
+        let store = strata_redb::RedbStore::open_existing(&to).unwrap();
+        let victim = dump_without_reserved(&store.clone().into_store())[250]
+            .0
+            .clone();
+        store.apply(Batch::new().delete(victim)).unwrap();
+    }
+    let out = strata(&["--db", to_s, "verify"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("500 records then, 499 now"), "{stdout}");
+    let out = strata(&["--db", to_s, "verify", "--strict-manifest"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("lost or changed"), "{err}");
+}

@@ -91,6 +91,9 @@ pub enum CopyError {
         /// What is wrong.
         detail: String,
     },
+    /// The bulk-operation manifest cannot be read.
+    #[error("the bulk-operation manifest `__strata/copy/manifest` is unreadable ({0}); the store cannot be compared with what its last copy certified: copy it again from its source")]
+    BadManifest(String),
     /// The final verification found a difference.
     #[error("copy verification failed: the source has {from_records} records (digest {from_digest}), the target {to_records} (digest {to_digest}); the target keeps its progress record, do not use it (was the source written during the copy?): delete it and copy again")]
     Mismatch {
@@ -103,9 +106,73 @@ pub enum CopyError {
         /// Target digest.
         to_digest: String,
     },
+    /// `verify --strict-manifest`: the store differs from its bulk-operation manifest.
+    #[error("the store differs from what its last `{operation}` certified ({records} records then, {now} now, different digest): records were lost or changed since; restore it from its source or a backup")]
+    ManifestDiffers {
+        /// The operation that wrote the manifest.
+        operation: String,
+        /// Records it certified.
+        records: u64,
+        /// Records now.
+        now: u64,
+    },
     /// A store error.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// What `strata verify` found comparing the store with its bulk-operation manifest.
+#[derive(Debug, Clone, Serialize)]
+pub struct ManifestCheck {
+    /// The operation that wrote the manifest (`copy`).
+    pub operation: String,
+    /// Records it certified.
+    pub records: u64,
+    /// The digest it certified.
+    pub digest: String,
+    /// Records now (outside the reserved prefix).
+    pub now_records: u64,
+    /// The digest now.
+    pub now_digest: String,
+    /// True when count and digest are both unchanged.
+    pub matches: bool,
+}
+
+impl ManifestCheck {
+    /// One line for humans.
+    pub fn describe(&self) -> String {
+        if self.matches {
+            format!(
+                "manifest: the store holds exactly the {} records its last `{}` certified ({})",
+                self.records, self.operation, self.digest
+            )
+        } else {
+            format!(
+                "manifest: the store differs from what its last `{}` certified ({} records then, {} now): expected if it was written since; otherwise records were lost or changed (verify --strict-manifest fails on this)",
+                self.operation, self.records, self.now_records
+            )
+        }
+    }
+}
+
+/// Reads the bulk-operation manifest of `store`, if any, and compares the store with it
+/// (one full scan, only when a manifest exists).
+pub fn check_manifest(store: &Store) -> Result<Option<ManifestCheck>, CopyError> {
+    let Some(raw) = store.get(MANIFEST_KEY)? else {
+        return Ok(None);
+    };
+    let manifest: Manifest =
+        serde_json::from_slice(&raw).map_err(|e| CopyError::BadManifest(e.to_string()))?;
+    let limits = ScanLimits::new(10_000, 4 << 20)?;
+    let (now_records, _, now_digest) = digest(store, limits)?;
+    Ok(Some(ManifestCheck {
+        matches: now_records == manifest.records && now_digest == manifest.digest,
+        operation: manifest.operation,
+        records: manifest.records,
+        digest: manifest.digest,
+        now_records,
+        now_digest,
+    }))
 }
 
 /// The progress record (JSON, format 1).
