@@ -333,3 +333,71 @@ fn verify_compares_the_store_with_the_copy_manifest() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("lost or changed"), "{err}");
 }
+
+#[test]
+fn disk_full_on_a_sled_target_is_a_clear_error_and_it_opens_again_once_space_is_freed() {
+    let dir = tempfile::tempdir().unwrap();
+    let from = dir.path().join("source.redb");
+    {
+        let store = strata_redb::RedbStore::create_store(&from).unwrap();
+        for chunk in 0..6u32 {
+            let mut batch = Batch::new();
+            for i in 0..1000u32 {
+                batch = batch.set(
+                    format!("t/{chunk}/{i:05}").into_bytes(),
+                    vec![(i % 251) as u8; 400],
+                );
+            }
+            store.apply(batch).unwrap();
+        }
+    }
+    let mnt = dir.path().join("mnt");
+    let fs = match Tmpfs::mount(&mnt, "24m") {
+        Ok(fs) => fs,
+        Err(why) => {
+            println!("skipped: cannot mount a tmpfs here ({why})");
+            return;
+        }
+    };
+    let filler = mnt.join("filler");
+    std::fs::write(&filler, vec![0u8; (24 << 20) - (1 << 20)]).unwrap();
+    let to = format!("sled:{}", mnt.join("numax").display());
+    let from_s = from.to_str().unwrap();
+    let out = strata(&[
+        "copy",
+        "--from",
+        from_s,
+        "--to",
+        &to,
+        "--max-records",
+        "300",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("strata: ")).count(),
+        1,
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains("No space left"), "{err}");
+
+    std::fs::remove_file(&filler).unwrap();
+    let out = strata(&["--db", &to, "status"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = strata(&[
+        "copy",
+        "--from",
+        from_s,
+        "--to",
+        &to,
+        "--max-records",
+        "300",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["records"], 6_000);
+    assert_eq!(doc["resumed"], true);
+    drop(fs);
+}
