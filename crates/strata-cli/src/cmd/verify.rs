@@ -17,6 +17,10 @@ pub struct Args {
     /// Print one JSON summary document on stdout.
     #[arg(long)]
     json: bool,
+    /// Fail (exit 1) when the store differs from the manifest its last bulk operation
+    /// (`copy`) recorded: use it on a store nothing wrote since, e.g. a restored copy.
+    #[arg(long)]
+    strict_manifest: bool,
 }
 
 /// The `--json` document (format 1).
@@ -26,6 +30,8 @@ struct VerifyDoc<'a> {
     db: String,
     #[serde(flatten)]
     report: &'a VerifyReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    manifest: Option<crate::cmd::copy::ManifestCheck>,
 }
 
 /// Runs the command.
@@ -38,12 +44,14 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     });
     progress.finish();
     let report = result.map_err(Failure::error)?;
+    let manifest = crate::cmd::copy::check_manifest(&store)?;
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = VerifyDoc {
             format: 1,
             db: db::describe(db_path),
             report: &report,
+            manifest: manifest.clone(),
         };
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
@@ -57,7 +65,19 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             "\nverified {total} records in {} tables: every record decodes",
             report.tables.len()
         )?;
+        if let Some(m) = &manifest {
+            writeln!(out, "{}", m.describe())?;
+        }
     }
     out.flush()?;
-    Ok(OK)
+    match manifest {
+        Some(m) if args.strict_manifest && !m.matches => Err(Failure::error(
+            crate::cmd::copy::CopyError::ManifestDiffers {
+                operation: m.operation,
+                records: m.records,
+                now: m.now_records,
+            },
+        )),
+        _ => Ok(OK),
+    }
 }
