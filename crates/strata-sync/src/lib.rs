@@ -39,7 +39,10 @@ mod runtime;
 
 pub use crdt::{rga_order, Crdt, CrdtState, Family};
 pub use error::SyncError;
-pub use manager::{Applied, OpLogReader, SyncManager, SyncOptions, VerifyReport};
+pub use manager::{
+    Applied, OpLogReader, SyncManager, SyncOptions, VerifyReport, DEFAULT_NODE_ID,
+    DEFAULT_OP_LOG_LIMIT, DEFAULT_SEEN_OPS_LIMIT, MAX_RECORD_BYTES, SEQUENCES_KEY,
+};
 pub use runtime::Runtime;
 pub use strata::numax::wire::{
     GCounterState, LwwMapEntry, LwwMapState, LwwRegisterState, ORSetState, Op, OpKind, OpLogEntry,
