@@ -4,6 +4,7 @@
 mod common;
 mod crash;
 mod fixture;
+mod interop;
 mod manager;
 mod props;
 mod runtime;
