@@ -9,5 +9,6 @@ mod fixture;
 mod interop;
 mod limits;
 mod manager;
+mod pg_processes;
 mod props;
 mod runtime;
