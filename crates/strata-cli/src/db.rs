@@ -69,10 +69,11 @@ fn redact(shown: String) -> String {
     }
 }
 
-/// The catalog of managed tables of a store: the 14 Numax sync tables plus every
+/// The catalog of managed tables of a store: the 14 Numax sync tables when the store uses
+/// them (a header, a checkpoint or data; see [`strata::numax::in_use`]) plus every
 /// collection recorded in the store under `__nx/catalog/`.
 pub fn catalog(store: &Store) -> Result<strata::Catalog, Box<dyn std::error::Error + Send + Sync>> {
-    let mut catalog = strata::numax::catalog();
+    let mut catalog = strata::numax::catalog_in_use(store)?;
     for table in strata::database::read_catalog(store)?.tables() {
         catalog.add(table.clone())?;
     }

@@ -377,8 +377,8 @@ fn status_lists_a_recorded_collection_as_a_current_managed_table() {
     assert_eq!(inv[0]["state"], "current");
     assert_eq!(inv[0]["has_data"], true);
     assert!(inv[0]["table_id"].as_u64().unwrap() >= 1024, "{v}");
-    // The 14 Numax tables are listed too (empty).
-    assert_eq!(tables.len(), 15, "{v}");
+    // A collections-only store: the 14 sync tables are not listed.
+    assert_eq!(tables.len(), 1, "{v}");
 
     let out = strata(&["--db", s(&db), "status"]);
     assert_eq!(out.status.code(), Some(0));

@@ -61,9 +61,16 @@ fn empty_store_is_ok_and_status_writes_nothing() {
     let doc = json(&out);
     assert_eq!(doc["format"], 1);
     assert_eq!(doc["verdict"], "ok");
+    // A store without sync data or headers does not list the sync tables.
+    assert_eq!(doc["tables"], serde_json::json!([]));
+    // Once it holds one sync header, all 14 are managed (the other 13 empty).
+    with_store(&db, |s| {
+        put(s, &header_key("op-log"), &SchemaHeader::new(1, 14).encode())
+    });
+    let doc = json(&status(&db, true));
     let tables = doc["tables"].as_array().unwrap();
     assert_eq!(tables.len(), 14);
-    for t in tables {
+    for t in tables.iter().filter(|t| t["table"] != "op-log") {
         assert_eq!(t["state"], "empty");
         assert!(t["found_version"].is_null());
         assert_eq!(t["current_version"], 1);
@@ -72,8 +79,11 @@ fn empty_store_is_ok_and_status_writes_nothing() {
     }
     // read-only: no header was initialized
     with_store(&db, |s| {
-        assert_eq!(s.get(&header_key("op-log")).unwrap(), None);
-        assert!(!s.prefix_exists(b"__nx/schema/").unwrap());
+        assert_eq!(
+            s.get(&header_key("op-log")).unwrap().map(|v| v.len()),
+            Some(8)
+        );
+        assert_eq!(s.get(&header_key("rga-state")).unwrap(), None);
     });
 }
 

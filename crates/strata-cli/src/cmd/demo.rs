@@ -111,7 +111,7 @@ pub fn run(args: Args) -> CmdResult {
     {
         let store = crate::db::open_existing(&sync_path)?;
         let tables = strata::validate::inspect(&store, &strata::numax::catalog())?;
-        status::write_table(&mut out, &tables)?;
+        status::write_table(&mut out, &tables, &[])?;
         let (code, _) = status::verdict(&tables);
         writeln!(out, "(`strata status` exits {code})")?;
         match SyncManager::open(store) {
