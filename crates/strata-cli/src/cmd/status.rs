@@ -4,7 +4,7 @@
 use crate::cmd::collections::{read_fence, survey};
 use crate::cmd::verify::catalog_failure;
 use crate::db;
-use crate::exit::{CmdResult, Failure, MIGRATION_REQUIRED, OK, UNSUPPORTED};
+use crate::exit::{CmdResult, MIGRATION_REQUIRED, OK, UNSUPPORTED};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
