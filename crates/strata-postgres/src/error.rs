@@ -72,6 +72,16 @@ pub enum PgError {
         /// Where (host, port, database, user).
         target: String,
     },
+    /// The table exists but is not of the store's shape (or is not a table at all).
+    #[error("postgres table `{table}` in {target} {problem}; a strata store needs exactly (k bytea primary key, v bytea not null): fix the table or name another one with `strata_table`")]
+    TableShape {
+        /// The table.
+        table: String,
+        /// Where (host, port, database, user).
+        target: String,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// The server returned something the backend did not ask for.
     #[error("postgres {op} on table `{table}` returned an unexpected row for key `{key}`; check that nothing else writes to the table")]
     Unexpected {

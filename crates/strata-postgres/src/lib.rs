@@ -30,12 +30,14 @@
 //! whose source is a [`PgError`]; the driver's own error types stay private.
 #![deny(missing_docs)]
 
+mod conninfo;
 mod error;
 mod keys;
 mod pool;
 mod sql;
 mod store;
 
+pub use conninfo::redact as redact_url;
 pub use error::PgError;
 pub use store::{connect_store, is_postgres_url, PgOptions, PgStore, DEFAULT_TABLE, TABLE_PARAM};
 

@@ -21,8 +21,55 @@ pub(crate) fn drop_table(table: &str) -> String {
     format!(r#"DROP TABLE IF EXISTS "{table}""#)
 }
 
-/// True when `table` exists in the connection's search path.
-pub(crate) const TABLE_EXISTS: &str = "SELECT to_regclass(quote_ident($1)) IS NOT NULL";
+/// The shape of the relation `table` names in the connection's search path (no row when
+/// there is none): its `relkind`, its columns as `name type[ not null]` in order, and its
+/// primary-key columns.
+pub(crate) const TABLE_SHAPE: &str = r#"SELECT c.relkind::text,
+  ARRAY(SELECT a.attname::text || ' ' || format_type(a.atttypid, a.atttypmod)
+               || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
+        FROM pg_attribute a
+        WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+        ORDER BY a.attnum),
+  ARRAY(SELECT a.attname::text
+        FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+        WHERE i.indrelid = c.oid AND i.indisprimary
+        ORDER BY a.attnum)
+FROM pg_class c WHERE c.oid = to_regclass(quote_ident($1))"#;
+
+/// What is wrong with a relation of shape `(relkind, columns, primary key)` (see
+/// [`TABLE_SHAPE`]) as a store table, or `None` when it is exactly
+/// `(k bytea primary key, v bytea not null)`.
+pub(crate) fn shape_problem(relkind: &str, columns: &[String], key: &[String]) -> Option<String> {
+    let kind = match relkind {
+        "r" => None,
+        "v" => Some("a view"),
+        "m" => Some("a materialized view"),
+        "p" => Some("a partitioned table"),
+        "f" => Some("a foreign table"),
+        "S" => Some("a sequence"),
+        "i" | "I" => Some("an index"),
+        "c" => Some("a composite type"),
+        _ => Some("not a plain table"),
+    };
+    if let Some(kind) = kind {
+        return Some(format!("is {kind}, not a table"));
+    }
+    let expected = ["k bytea not null", "v bytea not null"];
+    if columns != expected {
+        return Some(format!(
+            "has columns ({}), not (k bytea, v bytea not null)",
+            columns.join(", ")
+        ));
+    }
+    if key != ["k"] {
+        return Some(if key.is_empty() {
+            "has no primary key (k must be its primary key)".to_string()
+        } else {
+            format!("has primary key ({}), not (k)", key.join(", "))
+        });
+    }
+    None
+}
 
 /// The body of a page query: keys in order with their value lengths, and the value only
 /// while the running total of key+value bytes stays within the budget (`$B`) and the row
@@ -113,5 +160,41 @@ ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"#
             ))?,
             delete: p(&format!(r#"DELETE FROM "{t}" WHERE k = ANY($1::bytea[])"#))?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cols(c: &[&str]) -> Vec<String> {
+        c.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn only_the_exact_shape_passes() {
+        let good = cols(&["k bytea not null", "v bytea not null"]);
+        assert_eq!(shape_problem("r", &good, &cols(&["k"])), None);
+        assert_eq!(
+            shape_problem("v", &good, &[]).as_deref(),
+            Some("is a view, not a table")
+        );
+        assert_eq!(
+            shape_problem("r", &good, &[]).as_deref(),
+            Some("has no primary key (k must be its primary key)")
+        );
+        assert_eq!(
+            shape_problem("r", &good, &cols(&["k", "v"])).as_deref(),
+            Some("has primary key (k, v), not (k)")
+        );
+        let text = cols(&["k text not null", "v text not null"]);
+        assert_eq!(
+            shape_problem("r", &text, &cols(&["k"])).as_deref(),
+            Some("has columns (k text not null, v text not null), not (k bytea, v bytea not null)")
+        );
+        let extra = cols(&["k bytea not null", "v bytea not null", "x integer"]);
+        assert!(shape_problem("r", &extra, &cols(&["k"])).is_some());
+        let nullable = cols(&["k bytea not null", "v bytea"]);
+        assert!(shape_problem("r", &nullable, &cols(&["k"])).is_some());
     }
 }

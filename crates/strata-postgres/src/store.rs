@@ -1,5 +1,6 @@
 //! [`PgStore`]: the store trait over one PostgreSQL table.
 
+use crate::conninfo;
 use crate::error::PgError;
 use crate::keys::{successor, LockIds};
 use crate::pool::{Conn, Pool};
@@ -160,20 +161,35 @@ impl PgStore {
     /// bad URL, table name or option, an unreachable server or a failed statement;
     /// [`StoreError::NotFound`] for a missing table when table creation is off.
     pub fn connect_with(url: &str, options: PgOptions) -> Result<PgStore> {
-        let (url, table_param) = split_table_param(url)?;
-        let table = table_param.unwrap_or(options.table);
+        let mut parsed = conninfo::parse(url)?;
+        let table = parsed.take_strata(TABLE_PARAM)?.unwrap_or(options.table);
         check_table_name(&table)?;
+        if let Some((key, _)) = parsed.strata.first() {
+            return Err(PgError::InvalidUrl {
+                reason: format!(
+                    "unknown strata parameter `{key}`; the known one is `{TABLE_PARAM}`"
+                ),
+            }
+            .into());
+        }
         if options.max_connections == 0 {
             return Err(PgError::InvalidOption {
                 reason: "max_connections must be at least 1".into(),
             }
             .into());
         }
-        let config: Config = url
-            .parse()
-            .map_err(|e: postgres::Error| PgError::InvalidUrl {
-                reason: e.to_string(),
-            })?;
+        // The driver sees the parameters without the password (so none of its messages can
+        // show it); the password is set on the parsed configuration.
+        let mut config: Config =
+            parsed
+                .conninfo()
+                .parse()
+                .map_err(|e: postgres::Error| PgError::InvalidUrl {
+                    reason: e.to_string(),
+                })?;
+        if let Some(password) = &parsed.password {
+            config.password(password);
+        }
         let target = describe(&config);
         let pool = Pool::new(
             config,
@@ -193,10 +209,28 @@ impl PgStore {
                 source: Box::new(e),
             }
         };
-        let exists: bool = client
-            .query_one(sql::TABLE_EXISTS, &[&table])
-            .and_then(|row| row.try_get(0))
+        let shape = client
+            .query_opt(sql::TABLE_SHAPE, &[&table])
             .map_err(query_err("connect"))?;
+        let exists = shape.is_some();
+        if let Some(row) = shape {
+            let decode = |row: &postgres::Row| -> std::result::Result<_, postgres::Error> {
+                Ok((
+                    row.try_get::<_, String>(0)?,
+                    row.try_get::<_, Vec<String>>(1)?,
+                    row.try_get::<_, Vec<String>>(2)?,
+                ))
+            };
+            let (relkind, columns, key) = decode(&row).map_err(query_err("connect"))?;
+            if let Some(problem) = sql::shape_problem(&relkind, &columns, &key) {
+                return Err(PgError::TableShape {
+                    table,
+                    target,
+                    problem,
+                }
+                .into());
+            }
+        }
         if !exists {
             if !options.create_table {
                 return Err(StoreError::NotFound {
@@ -440,38 +474,6 @@ fn check_table_name(name: &str) -> Result<()> {
         }
         .into())
     }
-}
-
-/// Removes the `strata_table=NAME` parameter from a URL (the driver refuses unknown
-/// parameters) and returns it.
-fn split_table_param(url: &str) -> Result<(String, Option<String>)> {
-    let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_string(), None));
-    };
-    if !is_postgres_url(url) {
-        return Ok((url.to_string(), None));
-    }
-    let mut table = None;
-    let mut rest = Vec::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
-            Some((TABLE_PARAM, value)) => {
-                if table.replace(value.to_string()).is_some() {
-                    return Err(PgError::InvalidUrl {
-                        reason: format!("`{TABLE_PARAM}` is given more than once"),
-                    }
-                    .into());
-                }
-            }
-            _ => rest.push(pair),
-        }
-    }
-    let url = if rest.is_empty() {
-        base.to_string()
-    } else {
-        format!("{base}?{}", rest.join("&"))
-    };
-    Ok((url, table))
 }
 
 /// `host:port/database as user`, for messages (never the password).

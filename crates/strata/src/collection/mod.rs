@@ -169,14 +169,31 @@ impl<T> Collection<T> {
     pub(crate) fn check_guards(&self) -> Result<Vec<Precondition>, CollectionError> {
         let mut preconditions = Vec::new();
         for g in &self.inner.guards {
-            preconditions.extend(g.guard_write(&self.inner.name).map_err(|source| {
-                CollectionError::Guard {
-                    collection: self.inner.name.clone(),
-                    source,
-                }
-            })?);
+            preconditions.extend(
+                g.guard_write(&self.inner.name)
+                    .map_err(|error| self.guard_refusal(error))?,
+            );
         }
         Ok(preconditions)
+    }
+
+    /// A guard's error as a collection error: a policy refusal stays typed.
+    pub(crate) fn guard_refusal(&self, error: GuardError) -> CollectionError {
+        match error.downcast::<crate::policy::PolicyError>() {
+            Ok(e) => match *e {
+                crate::policy::PolicyError::Refused { collection, reason } => {
+                    CollectionError::Refused { collection, reason }
+                }
+                other => CollectionError::Guard {
+                    collection: self.inner.name.clone(),
+                    error: Box::new(other),
+                },
+            },
+            Err(error) => CollectionError::Guard {
+                collection: self.inner.name.clone(),
+                error,
+            },
+        }
     }
 
     pub(crate) fn get_raw(&self, full_key: &[u8]) -> Result<Option<Vec<u8>>, CollectionError> {
@@ -313,14 +330,25 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             Decoded::Direct(env) => {
                 // At or above the current version: bind straight from the bytes.
                 let json = &bytes[envelope::ENVELOPE_HEADER_LEN..];
-                let value =
-                    serde_json::from_slice::<T>(json).map_err(|e| CollectionError::Bind {
-                        collection: self.inner.name.clone(),
-                        key: key.to_string(),
-                        stored: env.payload_version,
-                        version: env.payload_version,
-                        source: e,
-                    })?;
+                let value = serde_json::from_slice::<T>(json).map_err(|e| {
+                    if self.inner.upcaster.is_ahead(env.payload_version) {
+                        CollectionError::NewerBuild {
+                            collection: self.inner.name.clone(),
+                            key: key.to_string(),
+                            stored: env.payload_version,
+                            current: self.current_version(),
+                            source: e,
+                        }
+                    } else {
+                        CollectionError::Bind {
+                            collection: self.inner.name.clone(),
+                            key: key.to_string(),
+                            stored: env.payload_version,
+                            version: env.payload_version,
+                            source: e,
+                        }
+                    }
+                })?;
                 Ok((value, env, false))
             }
             Decoded::Upcast { env, obj, version } => {

@@ -7,7 +7,7 @@ use super::presence::{Presence, PresenceConfig};
 use super::strategy::{
     evaluate_strategies, Rejection, SchemaDelta, Strategy, Transform, UpdateContext, UpdateDecision,
 };
-use super::{PolicyConfig, PolicyError};
+use super::{PolicyConfig, PolicyError, Refusal};
 use crate::clock::SharedClock;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -353,8 +353,8 @@ impl SchemaGate {
     }
 
     /// Checks one write to `collection`, reading the fence from the store (uncached):
-    /// refused with [`PolicyError::MigrationRequired`] when the generation moved since
-    /// this handle opened, [`PolicyError::SchemaFence`] while a cutover of the collection
+    /// refused with [`Refusal::MigrationRequired`] when the generation moved since
+    /// this handle opened, [`Refusal::Fenced`] while a cutover of the collection
     /// is pending, and the strategy's error while the collection's change is rejected.
     pub fn check_write(&self, collection: &str) -> Result<(), PolicyError> {
         self.guard_write(collection).map(|_| ())
@@ -377,16 +377,20 @@ impl SchemaGate {
         };
         let opened = self.generation();
         if fence.generation > opened {
-            return Err(PolicyError::MigrationRequired {
+            return Err(PolicyError::Refused {
                 collection: collection.to_string(),
-                opened,
-                current: fence.generation,
+                reason: Refusal::MigrationRequired {
+                    opened,
+                    current: fence.generation,
+                },
             });
         }
-        let fenced = || PolicyError::SchemaFence {
+        let fenced = || PolicyError::Refused {
             collection: collection.to_string(),
-            state: fence.state.to_string(),
-            generation: fence.generation,
+            reason: Refusal::Fenced {
+                state: fence.state,
+                generation: fence.generation,
+            },
         };
         if fence.is_pending(collection) {
             return Err(fenced());

@@ -46,7 +46,7 @@ pub use cutover::{
     CutoverReport, CUTOVER_PREFIX, DEFAULT_QUIESCE_TIMEOUT_MS,
 };
 pub use database::{PolicyDatabase, SchemaOptions};
-pub use error::PolicyError;
+pub use error::{PolicyError, Refusal, RefusalMessage};
 pub use fence::{Fence, FenceDoc, FenceState, PendingCutover, FENCE_FORMAT, FENCE_KEY};
 pub use gate::{DeclareOutcome, SchemaDeclaration, SchemaGate, Verdict};
 pub use presence::{

@@ -8,8 +8,8 @@ use strata::clock::ManualClock;
 use strata::collection::CollectionOptions;
 use strata::policy::{
     additive_only, baseline_key, client_key, coordinated_cutover, list_clients, ClientRecord,
-    CutoverOptions, Fence, FenceState, PolicyDatabase, PolicyError, SchemaOptions, Verdict,
-    CLIENT_FORMAT,
+    CutoverOptions, Fence, FenceState, PolicyDatabase, PolicyError, Refusal, SchemaOptions,
+    Verdict, CLIENT_FORMAT,
 };
 use strata_store::{Batch, KvRead, KvWrite, Store};
 
@@ -175,7 +175,7 @@ fn a_pending_cutover_blocks_its_collection_only_for_every_client() {
             .unwrap_err(),
     );
     assert!(
-        matches!(e, PolicyError::SchemaFence { ref collection, .. } if collection == "invoices"),
+        matches!(e, PolicyError::Refused { ref collection, reason: Refusal::Fenced { .. } } if collection == "invoices"),
         "{e}"
     );
     assert!(guard_err(old_inv.delete("i000").unwrap_err()).is_fenced());
@@ -261,9 +261,11 @@ fn a_client_opened_before_the_bump_gets_migration_required_and_must_reopen() {
     assert!(
         matches!(
             e,
-            PolicyError::MigrationRequired {
-                opened: 0,
-                current: 1,
+            PolicyError::Refused {
+                reason: Refusal::MigrationRequired {
+                    opened: 0,
+                    current: 1,
+                },
                 ..
             }
         ),

@@ -10,8 +10,8 @@ use strata::collection::CollectionOptions;
 use strata::policy::{
     additive_only, baseline_key, blind_update, coordinated_cutover, covered_by_upcasts,
     evaluate_strategies, lock_schema, lock_schema_fields, Baseline, Policy, PolicyDatabase,
-    PolicyError, Rejection, SchemaDeclaration, SchemaDelta, SchemaOptions, SchemaUpdateStrategy,
-    UpdateContext, UpdateDecision, Verdict,
+    PolicyError, Refusal, Rejection, SchemaDeclaration, SchemaDelta, SchemaOptions,
+    SchemaUpdateStrategy, UpdateContext, UpdateDecision, Verdict,
 };
 use strata_store::{Batch, KvRead, Store};
 
@@ -148,7 +148,13 @@ fn first_non_allow_wins_and_later_strategies_are_never_called() {
     assert_eq!(ev.strategy.as_deref(), Some("counting"));
     assert_eq!(later.calls.load(Ordering::SeqCst), 1);
     let err = rejected(&ev.decision).unwrap();
-    assert!(matches!(err, PolicyError::Rejected { .. }));
+    assert!(matches!(
+        err,
+        PolicyError::Refused {
+            reason: Refusal::Rejected { .. },
+            ..
+        }
+    ));
 }
 
 #[test]
