@@ -38,6 +38,12 @@ pub enum SealError {
         /// The keyring's store key.
         keyring: Vec<u8>,
     },
+    /// A record of a sealed collection is not a sealed envelope (format 2).
+    #[error("record `{}` is not sealed (expected envelope format 2); seal the collection's records with the bulk pass, or restore the record from a backup", escape_key(.key))]
+    NotSealed {
+        /// The record's store key.
+        key: Vec<u8>,
+    },
     /// No keyring exists at the scope's key.
     #[error("no keyring at `{}`: {scope} is not sealed; create the keyring first (`Keyring::create`)", escape_key(.keyring))]
     NoKeyring {

@@ -13,6 +13,9 @@
 //!   rotation). The associated data is the record's store key, its collection id and its
 //!   clear envelope header, so a body copied to another key, collection or version fails
 //!   with [`SealError::Authentication`].
+//! * [`seal_document`] / [`open_document`] / [`peek`] — whole document values: the clear
+//!   envelope header with envelope format [`SEALED_ENVELOPE_FORMAT`] (2), then the sealed
+//!   JSON; the header is readable without the key.
 //! * [`SealError`] — a wrong passphrase or key is [`SealError::WrongKey`], raised while
 //!   unlocking, before any record is read; a tampered record is
 //!   [`SealError::Authentication`] and fails that read only.
@@ -22,11 +25,15 @@
 //! `docs/format.md`, "Sealed documents".
 
 mod cipher;
+mod document;
 mod error;
 mod keyring;
 
 pub use cipher::{
     body_key_id, RecordContext, Sealer, DATA_KEY_LEN, KEY_ID_LEN, NONCE_LEN, SEAL_OVERHEAD, TAG_LEN,
+};
+pub use document::{
+    needs_reseal, open_document, peek, seal_document, sealed_header, SEALED_ENVELOPE_FORMAT,
 };
 pub use error::SealError;
 pub use keyring::{
