@@ -18,7 +18,8 @@ use std::process::ExitCode;
 #[derive(Debug, Parser)]
 #[command(name = "strata", version, about, long_about = None)]
 pub struct Cli {
-    /// The datastore: a sled directory, or `postgres://user@host/db[?strata_table=NAME]`.
+    /// The datastore: a path (auto-detected: a redb file or a sled directory), or
+    /// `redb:PATH`, `sled:PATH`, `postgres://user@host/db[?strata_table=NAME]`.
     #[arg(
         long,
         global = true,
@@ -48,6 +49,8 @@ enum Command {
     Schema(cmd::schema::Args),
     /// Show the cutover fence, its clients, or abort a stuck cutover.
     Fence(cmd::fence::Args),
+    /// Copy a whole store to another (any two backends), resumable and verified.
+    Copy(cmd::copy::Args),
     /// A guided tour: legacy store, refusal, migration, serving, restart, payload evolution, shape policy.
     Demo(cmd::demo::Args),
 }
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => cmd::inspect::run(&cli.db, args),
         Command::Schema(args) => cmd::schema::run(&cli.db, args),
         Command::Fence(args) => cmd::fence::run(&cli.db, args),
+        Command::Copy(args) => cmd::copy::run(args),
         Command::Demo(args) => cmd::demo::run(args),
     };
     exit::finish(result)

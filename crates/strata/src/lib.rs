@@ -28,6 +28,8 @@ pub mod numax;
 pub mod pass;
 pub mod payload;
 pub mod policy;
+#[cfg(feature = "seal")]
+pub mod seal;
 pub mod validate;
 
 pub use catalog::{Catalog, CatalogError, TableDef};
