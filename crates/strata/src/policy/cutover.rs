@@ -37,7 +37,7 @@ use std::time::Duration;
 use strata_store::{Batch, KvRead, KvWrite, Mutation, Precondition};
 
 /// Prefix of cutover checkpoints.
-pub const CUTOVER_PREFIX: &[u8] = b"__nx/cutover/";
+pub const CUTOVER_PREFIX: &[u8] = crate::keys::CUTOVER_PREFIX;
 /// Magic of a cutover checkpoint.
 pub const CUTOVER_MAGIC: [u8; 4] = *b"NXCU";
 /// Default time the drain barrier waits for live clients.

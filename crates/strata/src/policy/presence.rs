@@ -27,7 +27,7 @@ use std::time::Duration;
 use strata_store::{Batch, KvRead, KvWrite, Pages, ScanLimits, Store};
 
 /// Prefix of client presence records.
-pub const CLIENTS_PREFIX: &[u8] = b"__nx/clients/";
+pub const CLIENTS_PREFIX: &[u8] = crate::keys::CLIENTS_PREFIX;
 /// Format version of a presence record.
 pub const CLIENT_FORMAT: u32 = 1;
 /// Default heartbeat interval.
