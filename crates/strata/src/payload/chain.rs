@@ -1,6 +1,5 @@
 //! Upcast chains: pure steps over the raw JSON object, declared per collection in code.
 
-use crate::collection::CollectionError;
 use serde_json::{Map, Value};
 use std::fmt;
 use std::sync::Arc;
@@ -126,6 +125,38 @@ impl Step {
     }
 }
 
+/// An invalid upcast chain declaration (see [`UpcastChain::new`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChainError {
+    /// The chain skips a version.
+    #[error("upcast chain of collection `{collection}` has a gap: expected a step from v{expected}, found one from v{found}; declare every step from 1 up without holes")]
+    Gap {
+        /// The collection.
+        collection: String,
+        /// The `from` version the chain needed next.
+        expected: i32,
+        /// The `from` version found instead.
+        found: i32,
+    },
+    /// Two steps upcast from the same version.
+    #[error("upcast chain of collection `{collection}` declares two steps from v{from}; declare each step once")]
+    Duplicate {
+        /// The collection.
+        collection: String,
+        /// The duplicated `from` version.
+        from: i32,
+    },
+    /// A step from below the initial payload version 1.
+    #[error("upcast chain of collection `{collection}` declares a step from v{from}, below the initial payload version 1; steps start at 1")]
+    BelowInitial {
+        /// The collection.
+        collection: String,
+        /// The offending `from` version.
+        from: i32,
+    },
+}
+
 /// A validated, contiguous chain of steps starting at [`INITIAL_PAYLOAD_VERSION`].
 /// Cloning is cheap and shares the steps.
 #[derive(Debug, Clone, Default)]
@@ -135,8 +166,9 @@ pub struct UpcastChain {
 
 impl UpcastChain {
     /// Validates `steps` (in any order) for `collection`: a step from below 1 is
-    /// [`CollectionError::ChainBelowInitial`], two steps from one version
-    /// [`CollectionError::ChainDuplicate`], a missing version [`CollectionError::ChainGap`].
+    /// [`ChainError::BelowInitial`], two steps from one version [`ChainError::Duplicate`],
+    /// a missing version [`ChainError::Gap`] (each becomes the same-named
+    /// `CollectionError::Chain*` when a collection is opened).
     ///
     /// ```
     /// use strata::payload::{Mode, Step, UpcastChain};
@@ -151,11 +183,11 @@ impl UpcastChain {
     ///     Step::new(3, Mode::Lazy, |_| Ok(())),
     /// ]);
     /// assert!(gap.is_err());
-    /// # Ok::<(), strata::collection::CollectionError>(())
+    /// # Ok::<(), strata::payload::chain::ChainError>(())
     /// ```
-    pub fn new(collection: &str, mut steps: Vec<Step>) -> Result<Self, CollectionError> {
+    pub fn new(collection: &str, mut steps: Vec<Step>) -> Result<Self, ChainError> {
         if let Some(s) = steps.iter().find(|s| s.from < INITIAL_PAYLOAD_VERSION) {
-            return Err(CollectionError::ChainBelowInitial {
+            return Err(ChainError::BelowInitial {
                 collection: collection.to_string(),
                 from: s.from,
             });
@@ -163,7 +195,7 @@ impl UpcastChain {
         steps.sort_by_key(|s| s.from);
         for pair in steps.windows(2) {
             if pair[0].from == pair[1].from {
-                return Err(CollectionError::ChainDuplicate {
+                return Err(ChainError::Duplicate {
                     collection: collection.to_string(),
                     from: pair[0].from,
                 });
@@ -172,7 +204,7 @@ impl UpcastChain {
         let mut expected = INITIAL_PAYLOAD_VERSION;
         for s in &steps {
             if s.from != expected {
-                return Err(CollectionError::ChainGap {
+                return Err(ChainError::Gap {
                     collection: collection.to_string(),
                     expected,
                     found: s.from,

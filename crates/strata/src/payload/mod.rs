@@ -11,7 +11,7 @@ pub mod envelope;
 pub mod sweep;
 
 pub use chain::{
-    JsonObject, Mode, Step, StepError, UpcastChain, UpcastFailure, Upcaster,
+    ChainError, JsonObject, Mode, Step, StepError, UpcastChain, UpcastFailure, Upcaster,
     INITIAL_PAYLOAD_VERSION,
 };
 pub use envelope::{Envelope, EnvelopeError};
