@@ -114,6 +114,14 @@ pub(crate) fn migrate_with_progress(
 fn failure(e: MigrateError) -> Failure {
     if e.is_unsupported_or_corrupt() {
         Failure::with_code(UNSUPPORTED, e)
+    } else if matches!(
+        e,
+        MigrateError::Pass(
+            strata::PassError::RecordTooLarge { .. } | strata::PassError::BatchTooLarge { .. }
+        )
+    ) {
+        // The library names no CLI flag; the remedy here is this command's flag.
+        Failure::error(format!("{e} (pass a larger --max-bytes)"))
     } else {
         Failure::error(e)
     }

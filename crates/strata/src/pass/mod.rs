@@ -318,6 +318,7 @@ pub struct Pass<'a> {
     on_complete: Option<CompleteHookFn<'a>>,
     row_conditions: bool,
     on_narrow: Option<NarrowFn<'a>>,
+    read_only: bool,
 }
 
 impl std::fmt::Debug for Pass<'_> {
@@ -356,6 +357,7 @@ impl<'a> Pass<'a> {
             on_complete: None,
             row_conditions: false,
             on_narrow: None,
+            read_only: false,
         }
     }
 
@@ -434,6 +436,21 @@ impl<'a> Pass<'a> {
     pub fn on_complete(mut self, f: impl FnMut(&mut Batch) -> Result<(), HookError> + 'a) -> Self {
         self.on_complete = Some(Box::new(f));
         self
+    }
+
+    /// Runs the pass read-only over a store that need not be writable (verification):
+    /// a dry run whose byte budget bounds only what one page reads. The one oversize rule:
+    /// the budget binds what a batch commits, so a writing pass (and its dry run) refuses
+    /// a record it could not commit within it ([`PassError::RecordTooLarge`]), while a
+    /// read-only pass, which commits nothing, reads such a record on its own.
+    pub fn run_read_only<S, P>(mut self, store: &S, processor: P) -> Result<PassReport, PassError>
+    where
+        S: KvRead + ?Sized,
+        P: Processor,
+    {
+        self.dry_run = true;
+        self.read_only = true;
+        self.run(&ReadOnly(store), processor)
     }
 
     /// Runs the pass to completion over `store` (a [`strata_store::Store`], a
@@ -541,6 +558,28 @@ impl<'a> Pass<'a> {
             }
             let end = match scanned {
                 Ok(end) => end,
+                Err(StoreError::RecordTooLarge { key, .. }) if self.read_only => {
+                    // Nothing is committed: read the record on its own.
+                    if acc.records > 0 {
+                        self.commit(store, &mut acc, &mut st, false)?;
+                        self.poll_abort(&st)?;
+                    }
+                    let value = store
+                        .get(&key)
+                        .map_err(|e| self.store_err(&st, e))?
+                        .unwrap_or_default();
+                    self.take(
+                        &key,
+                        &value,
+                        &mut processor,
+                        &mut scratch,
+                        &mut acc,
+                        &mut st,
+                        &ck_key,
+                    )?;
+                    cursor = Some(key);
+                    continue;
+                }
                 Err(StoreError::RecordTooLarge { .. }) if acc.records > 0 => {
                     // The next record does not fit in what is left of this batch.
                     self.commit(store, &mut acc, &mut st, false)?;
@@ -639,7 +678,7 @@ impl<'a> Pass<'a> {
             }
             cost = cost.saturating_add(m.size());
         }
-        if cost > self.limits.max_bytes {
+        if cost > self.limits.max_bytes && !self.read_only {
             return Err(PassError::BatchTooLarge {
                 table: self.table.clone(),
                 key: key.to_vec(),
@@ -952,6 +991,47 @@ enum PageOutcome {
     },
     /// Processing a record failed.
     Failed(PassError),
+}
+
+/// The store of a read-only pass: reads pass through, a write is a bug (a dry run never
+/// writes) and is refused.
+struct ReadOnly<'s, S: ?Sized>(&'s S);
+
+impl<S: KvRead + ?Sized> KvRead for ReadOnly<'_, S> {
+    fn get(&self, key: &[u8]) -> strata_store::Result<Option<Vec<u8>>> {
+        self.0.get(key)
+    }
+    fn scan(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+    ) -> strata_store::Result<strata_store::ScanPage> {
+        self.0.scan(prefix, after, limits)
+    }
+    fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
+        self.0.prefix_exists(prefix)
+    }
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
+    ) -> strata_store::Result<strata_store::VisitEnd> {
+        self.0.scan_visit(prefix, after, limits, visit)
+    }
+}
+
+impl<S: ?Sized> KvWrite for ReadOnly<'_, S> {
+    fn apply(&self, _: Batch) -> strata_store::Result<()> {
+        Err(StoreError::InvalidArgument(
+            "a read-only pass does not write".into(),
+        ))
+    }
+    fn flush(&self) -> strata_store::Result<()> {
+        Ok(())
+    }
 }
 
 /// One conditioned row of a batch: its key, the bytes read, its mutations' range.
