@@ -84,8 +84,27 @@ pub fn finish(result: CmdResult) -> ExitCode {
                 line.push_str(&s.to_string());
                 source = s.source();
             }
+            if let Some(hint) = cli_hint(f.error.as_ref()) {
+                line.push_str(hint);
+            }
             eprintln!("{line}");
             ExitCode::from(f.code)
         }
     }
+}
+
+/// The command-line remedy for a library error whose message names no flag (library
+/// messages say "raise the byte budget"; the CLI says which option does it).
+fn cli_hint(e: &(dyn Error + 'static)) -> Option<&'static str> {
+    let mut cur: Option<&(dyn Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(
+            strata::PassError::RecordTooLarge { .. } | strata::PassError::BatchTooLarge { .. },
+        ) = err.downcast_ref::<strata::PassError>()
+        {
+            return Some(" (pass a larger `--max-bytes`)");
+        }
+        cur = err.source();
+    }
+    None
 }
