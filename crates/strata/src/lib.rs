@@ -23,6 +23,7 @@ pub mod clock;
 pub mod collection;
 pub mod database;
 pub mod header;
+pub mod keys;
 pub mod migrate;
 pub mod numax;
 pub mod pass;
