@@ -85,7 +85,7 @@ fn copy_killed_at_random_points_resumes_and_every_byte_is_identical() {
                 "--to",
                 to_s,
                 "--max-records",
-                "500",
+                "200",
             ])
             .env("STRATA_PROGRESS", "batch")
             .stdout(Stdio::null())
@@ -400,4 +400,52 @@ fn disk_full_on_a_sled_target_is_a_clear_error_and_it_opens_again_once_space_is_
     assert_eq!(doc["records"], 6_000);
     assert_eq!(doc["resumed"], true);
     drop(fs);
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn copy_sled_to_postgres_and_back_to_redb() {
+    let Some(url) = std::env::var("STRATA_PG_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        println!("skipped: STRATA_PG_URL is not set");
+        return;
+    };
+    let table = format!("strata_cli_copy_{}", std::process::id());
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let pg = format!("{url}{sep}strata_table={table}");
+    // Drops the scratch table when the test ends, however it ends.
+    let _owner = strata_postgres::PgStore::connect_with(
+        &url,
+        strata_postgres::PgOptions::new()
+            .table(&table)
+            .dangerous_drop_table_on_drop(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let from = dir.path().join("numax");
+    seed_sled(&from, 3_000, 60);
+    let out = strata(&[
+        "copy",
+        "--from",
+        from.to_str().unwrap(),
+        "--to",
+        &pg,
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["to_backend"], "postgres");
+    assert_eq!(doc["records"], 3_000);
+    let back = dir.path().join("back.redb");
+    let out = strata(&["copy", "--from", &pg, "--to", back.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let a = dump(&strata_sled::SledStore::open_store(&from).unwrap());
+    let b = dump_without_reserved(
+        &strata_redb::RedbStore::open_existing(&back)
+            .unwrap()
+            .into_store(),
+    );
+    assert_eq!(a, b);
 }
