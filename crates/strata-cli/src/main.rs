@@ -40,7 +40,10 @@ enum Command {
     Migrate(cmd::migrate::Args),
     /// Certify every record of every managed table (read-only).
     Verify(cmd::verify::Args),
-    /// Print the first records of one managed table (read-only).
+    /// Per collection: rows, payload-version histogram, stale and ahead rows, sweep and
+    /// fence state (read-only).
+    Collections(cmd::collections::Args),
+    /// Print the first records of one managed table or collection (read-only).
     Inspect(cmd::inspect::Args),
     /// Diff JSON Schemas (a CI gate) or show a collection's persisted schema.
     Schema(cmd::schema::Args),
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         Command::Status(args) => cmd::status::run(&cli.db, args),
         Command::Migrate(args) => cmd::migrate::run(&cli.db, args),
         Command::Verify(args) => cmd::verify::run(&cli.db, args),
+        Command::Collections(args) => cmd::collections::run(&cli.db, args),
         Command::Inspect(args) => cmd::inspect::run(&cli.db, args),
         Command::Schema(args) => cmd::schema::run(&cli.db, args),
         Command::Fence(args) => cmd::fence::run(&cli.db, args),
