@@ -19,8 +19,9 @@ use std::process::ExitCode;
 #[derive(Debug, Parser)]
 #[command(name = "strata", version, about, long_about = None)]
 pub struct Cli {
-    /// The datastore: a sled directory, or `postgres://user@host/db[?strata_table=NAME]`
-    /// (not read by `demo` and `schema diff`, which refuse it).
+    /// The datastore: a path (auto-detected: a redb file or a sled directory), or
+    /// `redb:PATH`, `sled:PATH`, `postgres://user@host/db[?strata_table=NAME]` (not read by
+    /// `demo`, `copy` and `schema diff`, which refuse it).
     #[arg(
         long,
         global = true,
@@ -50,6 +51,8 @@ enum Command {
     Schema(cmd::schema::Args),
     /// Show the cutover fence, its clients, or abort a stuck cutover.
     Fence(cmd::fence::Args),
+    /// Copy a whole store to another (any two backends), resumable and verified.
+    Copy(cmd::copy::Args),
     /// A guided tour: legacy store, refusal, migration, serving, restart, payload evolution, shape policy.
     Demo(cmd::demo::Args),
 }
@@ -113,6 +116,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => cmd::inspect::run(&cli.db, args),
         Command::Schema(args) => cmd::schema::run(&cli.db, args),
         Command::Fence(args) => cmd::fence::run(&cli.db, args),
+        Command::Copy(args) => cmd::copy::run(args),
         Command::Demo(args) => cmd::demo::run(args),
     };
     exit::finish(result, json)
@@ -123,6 +127,7 @@ impl Command {
     fn ignores_db(&self) -> Option<&'static str> {
         match self {
             Command::Demo(_) => Some("strata demo"),
+            Command::Copy(_) => Some("strata copy"),
             Command::Schema(args) if args.ignores_db() => Some("strata schema diff"),
             _ => None,
         }
@@ -132,6 +137,7 @@ impl Command {
     fn db_hint(&self) -> &'static str {
         match self {
             Command::Demo(_) => "pass the demo directory as `strata demo DIR`",
+            Command::Copy(_) => "pass the stores as `--from A --to B`",
             _ => {
                 "compare two files, or a file with a stored baseline with `--against DB COLLECTION`"
             }

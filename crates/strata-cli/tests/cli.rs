@@ -104,6 +104,9 @@ fn commands_that_do_not_read_db_refuse_it() {
         message.contains("`strata schema diff` does not read `--db`"),
         "{message}"
     );
+    let out = strata(&["--db", "x", "copy", "--from", a, "--to", a]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`strata copy` does not read `--db`"));
     // Without --db it runs.
     let out = strata(&["schema", "diff", a, a]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");

@@ -51,7 +51,7 @@ fn json_of(out: &Output) -> Value {
 /// sweep to v3 completed. `empty`: a recorded collection with no rows.
 fn mixed_store(db: &Path) {
     with_store(db, |s| {
-        let database = Database::open(s.clone()).unwrap();
+        let database = Database::builder(s.clone()).open().unwrap();
         database
             .collection::<Value>("users", CollectionOptions::new())
             .unwrap();
@@ -124,7 +124,7 @@ fn a_baseline_version_is_the_reference_and_without_one_the_highest_stored_versio
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     with_store(&db, |s| {
-        let database = Database::open(s.clone()).unwrap();
+        let database = Database::builder(s.clone()).open().unwrap();
         database
             .collection::<Value>("items", CollectionOptions::new())
             .unwrap();
@@ -156,7 +156,7 @@ fn an_unreadable_envelope_is_counted_not_fatal() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     with_store(&db, |s| {
-        let database = Database::open(s.clone()).unwrap();
+        let database = Database::builder(s.clone()).open().unwrap();
         database
             .collection::<Value>("items", CollectionOptions::new())
             .unwrap();

@@ -7,7 +7,8 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use strata::collection::CollectionOptions;
-use strata::policy::{additive_only, PolicyConfig, PolicyDatabase, SchemaDeclaration, Verdict};
+use strata::policy::{additive_only, PolicyConfig, SchemaDeclaration, Verdict};
+use strata::Database;
 use strata_store::KvWrite;
 
 fn strata(args: &[&str]) -> Output {
@@ -282,20 +283,24 @@ struct Invoice {
 }
 
 /// Declares `invoices` with a persisted schema on a sled store at `db` (the way
-/// `PolicyDatabase::collection` does for a schemars type), writes one record, closes.
+/// `Database::collection` does for a schemars type), writes one record, closes.
 fn store_with_invoices(db: &Path) -> Value {
     let store = strata_sled::SledStore::open_store(db).unwrap();
     {
-        let pdb = PolicyDatabase::open(store.clone(), PolicyConfig::new().heartbeat(None)).unwrap();
+        let pdb = Database::builder(store.clone())
+            .policy(PolicyConfig::new().heartbeat(None))
+            .open()
+            .unwrap();
         let invoices = pdb
-            .database()
             .collection::<Invoice>("invoices", CollectionOptions::new())
             .unwrap();
-        let outcome = pdb.declare(
-            SchemaDeclaration::new("invoices", base())
-                .payload(invoices.current_version(), [])
-                .strategy(additive_only()),
-        );
+        let outcome = pdb
+            .declare(
+                SchemaDeclaration::new("invoices", base())
+                    .payload(invoices.current_version(), [])
+                    .strategy(additive_only()),
+            )
+            .unwrap();
         assert!(
             matches!(outcome.verdict, Verdict::Registered),
             "{outcome:?}"

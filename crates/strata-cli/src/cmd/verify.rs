@@ -28,6 +28,10 @@ pub struct Args {
     /// Print one JSON summary document on stdout.
     #[arg(long)]
     json: bool,
+    /// Fail (exit 1) when the store differs from the manifest its last bulk operation
+    /// (`copy`) recorded: use it on a store nothing wrote since, e.g. a restored copy.
+    #[arg(long)]
+    strict_manifest: bool,
 }
 
 /// The `--json` document (format 1).
@@ -42,6 +46,8 @@ struct VerifyDoc<'a> {
     /// The record certification (absent when unsupported metadata stopped it).
     #[serde(flatten)]
     report: Option<&'a VerifyReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    manifest: Option<crate::cmd::copy::ManifestCheck>,
 }
 
 /// The exit code of a catalog that cannot be read: 4 for a corrupt catalog record (as
@@ -108,6 +114,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 verdict: word,
                 problems: &problems,
                 report: None,
+                manifest: None,
             };
             serde_json::to_writer_pretty(&mut out, &doc)?;
             writeln!(out)?;
@@ -128,6 +135,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     });
     progress.finish();
     let report = result.map_err(Failure::error)?;
+    let manifest = crate::cmd::copy::check_manifest(&store)?;
     if args.json {
         let doc = VerifyDoc {
             format: 1,
@@ -135,6 +143,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             verdict: word,
             problems: &problems,
             report: Some(&report),
+            manifest: manifest.clone(),
         };
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
@@ -148,6 +157,9 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             "\nverified {total} records in {} tables: every record decodes",
             report.tables.len()
         )?;
+        if let Some(m) = &manifest {
+            writeln!(out, "{}", m.describe())?;
+        }
         if code == MIGRATION_REQUIRED {
             for p in &problems {
                 writeln!(out, "{p}")?;
@@ -159,5 +171,14 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         }
     }
     out.flush()?;
-    Ok(code)
+    match manifest {
+        Some(m) if args.strict_manifest && !m.matches => Err(Failure::error(
+            crate::cmd::copy::CopyError::ManifestDiffers {
+                operation: m.operation,
+                records: m.records,
+                now: m.now_records,
+            },
+        )),
+        _ => Ok(code),
+    }
 }

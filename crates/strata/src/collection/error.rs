@@ -258,6 +258,16 @@ pub enum CollectionError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     },
+    /// The policy layer failed while checking or declaring the collection (a store error
+    /// on a policy record, a corrupted fence); nothing was written.
+    #[error("policy check of collection `{collection}` failed")]
+    Policy {
+        /// The collection (empty when none applies).
+        collection: String,
+        /// The policy error.
+        #[source]
+        source: Box<crate::policy::PolicyError>,
+    },
     /// The store failed.
     #[error("store error in collection `{collection}`")]
     Store {
@@ -311,6 +321,19 @@ impl CollectionError {
                 | CollectionError::ChainDuplicate { .. }
                 | CollectionError::ChainBelowInitial { .. }
         )
+    }
+
+    /// A policy error met by a write or an open of `collection`: a refusal stays typed.
+    pub(crate) fn policy(collection: &str, e: crate::policy::PolicyError) -> Self {
+        match e {
+            crate::policy::PolicyError::Refused { collection, reason } => {
+                CollectionError::Refused { collection, reason }
+            }
+            other => CollectionError::Policy {
+                collection: collection.to_string(),
+                source: Box::new(other),
+            },
+        }
     }
 
     pub(crate) fn store(collection: &str, source: StoreError) -> Self {

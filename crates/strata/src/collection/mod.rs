@@ -59,6 +59,11 @@ pub(crate) struct CollectionInner {
     pub(crate) upcaster: Upcaster,
     pub(crate) read_repair: bool,
     pub(crate) guards: Vec<Arc<dyn WriteGuard>>,
+    /// The database handle's policy link: every write obeys the stored fence through it.
+    pub(crate) policy: Arc<crate::policy::PolicyLink>,
+    /// True when the collection is under policy (a persisted schema): writers register
+    /// their presence before writing it.
+    pub(crate) governed: bool,
     /// Collections (of this database) whose ahead-guard refusal was already logged.
     pub(crate) ahead_warned: Arc<Mutex<HashSet<String>>>,
     pub(crate) sweeping: Arc<Mutex<HashSet<String>>>,
@@ -164,10 +169,16 @@ impl<T> Collection<T> {
         Ok(())
     }
 
-    /// Runs every write guard; returns the preconditions the write's batch must carry so
+    /// Runs the policy's check (fence, generation, strategy verdict) and every write
+    /// guard; returns the preconditions the write's batch must carry so
     /// that the guards' verdicts still hold when it commits.
     pub(crate) fn check_guards(&self) -> Result<Vec<Precondition>, CollectionError> {
-        let mut preconditions = Vec::new();
+        let fence = self
+            .inner
+            .policy
+            .guard_write(&self.inner.name, self.inner.governed)
+            .map_err(|e| CollectionError::policy(&self.inner.name, e))?;
+        let mut preconditions = vec![fence];
         for g in &self.inner.guards {
             preconditions.extend(
                 g.guard_write(&self.inner.name)
