@@ -18,7 +18,8 @@ use std::process::ExitCode;
 #[derive(Debug, Parser)]
 #[command(name = "strata", version, about, long_about = None)]
 pub struct Cli {
-    /// The datastore: a sled directory, or `postgres://user@host/db[?strata_table=NAME]`.
+    /// The datastore: a path (auto-detected: a redb file or a sled directory), or
+    /// `redb:PATH`, `sled:PATH`, `postgres://user@host/db[?strata_table=NAME]`.
     #[arg(
         long,
         global = true,
@@ -39,12 +40,17 @@ enum Command {
     Migrate(cmd::migrate::Args),
     /// Certify every record of every managed table (read-only).
     Verify(cmd::verify::Args),
-    /// Print the first records of one managed table (read-only).
+    /// Per collection: rows, payload-version histogram, stale and ahead rows, sweep and
+    /// fence state (read-only).
+    Collections(cmd::collections::Args),
+    /// Print the first records of one managed table or collection (read-only).
     Inspect(cmd::inspect::Args),
     /// Diff JSON Schemas (a CI gate) or show a collection's persisted schema.
     Schema(cmd::schema::Args),
     /// Show the cutover fence, its clients, or abort a stuck cutover.
     Fence(cmd::fence::Args),
+    /// Copy a whole store to another (any two backends), resumable and verified.
+    Copy(cmd::copy::Args),
     /// A guided tour: legacy store, refusal, migration, serving, restart, payload evolution, shape policy.
     Demo(cmd::demo::Args),
 }
@@ -62,9 +68,11 @@ fn main() -> ExitCode {
         Command::Status(args) => cmd::status::run(&cli.db, args),
         Command::Migrate(args) => cmd::migrate::run(&cli.db, args),
         Command::Verify(args) => cmd::verify::run(&cli.db, args),
+        Command::Collections(args) => cmd::collections::run(&cli.db, args),
         Command::Inspect(args) => cmd::inspect::run(&cli.db, args),
         Command::Schema(args) => cmd::schema::run(&cli.db, args),
         Command::Fence(args) => cmd::fence::run(&cli.db, args),
+        Command::Copy(args) => cmd::copy::run(args),
         Command::Demo(args) => cmd::demo::run(args),
     };
     exit::finish(result)

@@ -9,7 +9,8 @@
 //! `bytea` compares like `memcmp` (then shorter first), which is exactly the unsigned
 //! byte order the store trait promises; the primary-key B-tree serves every range scan.
 
-use postgres::{Client, Statement};
+use crate::pool::Timeouts;
+use tokio_postgres::{Client, Statement};
 
 /// `CREATE TABLE IF NOT EXISTS` for `table` (a validated identifier).
 pub(crate) fn create_table(table: &str) -> String {
@@ -21,8 +22,55 @@ pub(crate) fn drop_table(table: &str) -> String {
     format!(r#"DROP TABLE IF EXISTS "{table}""#)
 }
 
-/// True when `table` exists in the connection's search path.
-pub(crate) const TABLE_EXISTS: &str = "SELECT to_regclass(quote_ident($1)) IS NOT NULL";
+/// The shape of the relation `table` names in the connection's search path (no row when
+/// there is none): its `relkind`, its columns as `name type[ not null]` in order, and its
+/// primary-key columns.
+pub(crate) const TABLE_SHAPE: &str = r#"SELECT c.relkind::text,
+  ARRAY(SELECT a.attname::text || ' ' || format_type(a.atttypid, a.atttypmod)
+               || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
+        FROM pg_attribute a
+        WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+        ORDER BY a.attnum),
+  ARRAY(SELECT a.attname::text
+        FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+        WHERE i.indrelid = c.oid AND i.indisprimary
+        ORDER BY a.attnum)
+FROM pg_class c WHERE c.oid = to_regclass(quote_ident($1))"#;
+
+/// What is wrong with a relation of shape `(relkind, columns, primary key)` (see
+/// [`TABLE_SHAPE`]) as a store table, or `None` when it is exactly
+/// `(k bytea primary key, v bytea not null)`.
+pub(crate) fn shape_problem(relkind: &str, columns: &[String], key: &[String]) -> Option<String> {
+    let kind = match relkind {
+        "r" => None,
+        "v" => Some("a view"),
+        "m" => Some("a materialized view"),
+        "p" => Some("a partitioned table"),
+        "f" => Some("a foreign table"),
+        "S" => Some("a sequence"),
+        "i" | "I" => Some("an index"),
+        "c" => Some("a composite type"),
+        _ => Some("not a plain table"),
+    };
+    if let Some(kind) = kind {
+        return Some(format!("is {kind}, not a table"));
+    }
+    let expected = ["k bytea not null", "v bytea not null"];
+    if columns != expected {
+        return Some(format!(
+            "has columns ({}), not (k bytea, v bytea not null)",
+            columns.join(", ")
+        ));
+    }
+    if key != ["k"] {
+        return Some(if key.is_empty() {
+            "has no primary key (k must be its primary key)".to_string()
+        } else {
+            format!("has primary key ({}), not (k)", key.join(", "))
+        });
+    }
+    None
+}
 
 /// The body of a page query: keys in order with their value lengths, and the value only
 /// while the running total of key+value bytes stays within the budget (`$B`) and the row
@@ -76,42 +124,102 @@ pub(crate) struct Statements {
 }
 
 impl Statements {
-    pub(crate) fn prepare(client: &mut Client, table: &str) -> Result<Self, postgres::Error> {
-        client.batch_execute(SESSION_SETTINGS)?;
+    pub(crate) async fn prepare(
+        client: &Client,
+        table: &str,
+        timeouts: Timeouts,
+    ) -> Result<Self, tokio_postgres::Error> {
+        client.batch_execute(SESSION_SETTINGS).await?;
+        client.batch_execute(&session_timeouts(timeouts)).await?;
         let t = table;
-        let mut p = |sql: &str| client.prepare(sql);
+        let p = |sql: String| async move { client.prepare(&sql).await };
         Ok(Statements {
-            get: p(&format!(r#"SELECT v FROM "{t}" WHERE k = $1"#))?,
+            get: p(format!(r#"SELECT v FROM "{t}" WHERE k = $1"#)).await?,
             scan: [
                 [
-                    p(&scan_sql(t, false, false))?,
-                    p(&scan_sql(t, false, true))?,
+                    p(scan_sql(t, false, false)).await?,
+                    p(scan_sql(t, false, true)).await?,
                 ],
-                [p(&scan_sql(t, true, false))?, p(&scan_sql(t, true, true))?],
+                [
+                    p(scan_sql(t, true, false)).await?,
+                    p(scan_sql(t, true, true)).await?,
+                ],
             ],
             exists: [
-                p(&format!(
+                p(format!(
                     r#"SELECT EXISTS (SELECT 1 FROM "{t}" WHERE k >= $1)"#
-                ))?,
-                p(&format!(
+                ))
+                .await?,
+                p(format!(
                     r#"SELECT EXISTS (SELECT 1 FROM "{t}" WHERE k >= $1 AND k < $2)"#
-                ))?,
+                ))
+                .await?,
             ],
-            lock_table_shared: p("SELECT pg_advisory_xact_lock_shared($1::int8)")?,
-            lock_table_exclusive: p("SELECT pg_advisory_xact_lock($1::int8)")?,
+            lock_table_shared: p("SELECT pg_advisory_xact_lock_shared($1::int8)".into()).await?,
+            lock_table_exclusive: p("SELECT pg_advisory_xact_lock($1::int8)".into()).await?,
             // `unnest` yields the (sorted) ids in array order: the locks are taken in
             // that one global order.
             lock_keys: p(
-                "SELECT count(pg_advisory_xact_lock($1::int4, id)) FROM unnest($2::int4[]) AS id",
-            )?,
-            check: p(&format!(
+                "SELECT count(pg_advisory_xact_lock($1::int4, id)) FROM unnest($2::int4[]) AS id"
+                    .into(),
+            )
+            .await?,
+            check: p(format!(
                 r#"SELECT k, v FROM "{t}" WHERE k = ANY($1::bytea[]) FOR UPDATE"#
-            ))?,
-            upsert: p(&format!(
+            ))
+            .await?,
+            upsert: p(format!(
                 r#"INSERT INTO "{t}" (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[])
 ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"#
-            ))?,
-            delete: p(&format!(r#"DELETE FROM "{t}" WHERE k = ANY($1::bytea[])"#))?,
+            ))
+            .await?,
+            delete: p(format!(r#"DELETE FROM "{t}" WHERE k = ANY($1::bytea[])"#)).await?,
         })
+    }
+}
+
+/// The server-side timeouts of a session: statements the client no longer waits for are
+/// cancelled by the server too, and lock waits end with an error after `lock_wait`.
+pub(crate) fn session_timeouts(t: Timeouts) -> String {
+    format!(
+        "SET statement_timeout = {}; SET lock_timeout = {}",
+        t.statement.as_millis().max(1),
+        t.lock_wait.as_millis().max(1)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cols(c: &[&str]) -> Vec<String> {
+        c.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn only_the_exact_shape_passes() {
+        let good = cols(&["k bytea not null", "v bytea not null"]);
+        assert_eq!(shape_problem("r", &good, &cols(&["k"])), None);
+        assert_eq!(
+            shape_problem("v", &good, &[]).as_deref(),
+            Some("is a view, not a table")
+        );
+        assert_eq!(
+            shape_problem("r", &good, &[]).as_deref(),
+            Some("has no primary key (k must be its primary key)")
+        );
+        assert_eq!(
+            shape_problem("r", &good, &cols(&["k", "v"])).as_deref(),
+            Some("has primary key (k, v), not (k)")
+        );
+        let text = cols(&["k text not null", "v text not null"]);
+        assert_eq!(
+            shape_problem("r", &text, &cols(&["k"])).as_deref(),
+            Some("has columns (k text not null, v text not null), not (k bytea, v bytea not null)")
+        );
+        let extra = cols(&["k bytea not null", "v bytea not null", "x integer"]);
+        assert!(shape_problem("r", &extra, &cols(&["k"])).is_some());
+        let nullable = cols(&["k bytea not null", "v bytea"]);
+        assert!(shape_problem("r", &nullable, &cols(&["k"])).is_some());
     }
 }

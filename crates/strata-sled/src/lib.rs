@@ -39,6 +39,11 @@
 //! ```
 #![deny(missing_docs)]
 
+mod guard;
+mod safety;
+
+pub use safety::is_sled_dir;
+
 use std::fmt;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -116,22 +121,39 @@ impl SledOptions {
 
     /// Opens the datastore at `path`, creating it (and missing parent directories) if it
     /// does not exist.
+    ///
+    /// An existing datastore is checked first (see [`SledOptions::open_existing`]); a
+    /// directory whose `conf`/`db` are not sled's (or are symlinks) is refused with
+    /// [`StoreError::Damaged`] and left untouched.
     pub fn open(&self, path: impl AsRef<Path>) -> Result<SledStore> {
-        self.open_at(path.as_ref())
+        let path = path.as_ref();
+        if safety::inspect(path)? == safety::Found::Sled {
+            safety::prepare_existing(path, self.lock_wait)?;
+        }
+        self.open_at(path)
     }
 
     /// Opens an existing datastore at `path` (for readers and inspection): a missing path,
     /// or a directory that holds no sled datastore, is [`StoreError::NotFound`] and nothing
     /// is created.
+    ///
+    /// Before sled sees the directory: `conf` must be sled's configuration and `conf`/`db`
+    /// regular files (not symlinks), else [`StoreError::Damaged`] naming the file; a `db`
+    /// shorter than at the last clean close is [`StoreError::Damaged`] (sled would cut it
+    /// down to what it can read); an empty `snap.*.generating` leftover is removed, any
+    /// other is reported; media sled cannot write are [`StoreError::CannotOpen`] (sled
+    /// writes on every open). A panic inside sled while opening is [`StoreError::Damaged`].
     pub fn open_existing(&self, path: impl AsRef<Path>) -> Result<SledStore> {
         let path = path.as_ref();
-        // sled keeps its data in the file `db` inside the datastore directory.
-        if !path.join("db").is_file() {
-            return Err(StoreError::NotFound {
+        match safety::inspect(path)? {
+            safety::Found::Nothing => Err(StoreError::NotFound {
                 path: path.to_path_buf(),
-            });
+            }),
+            safety::Found::Sled => {
+                safety::prepare_existing(path, self.lock_wait)?;
+                self.open_at(path)
+            }
         }
-        self.open_at(path)
     }
 
     fn open_at(&self, path: &Path) -> Result<SledStore> {
@@ -143,9 +165,15 @@ impl SledOptions {
         let config = sled::Config::new()
             .path(path)
             .cache_capacity(self.cache_capacity);
-        let db = retry_while_locked(|| config.open(), self.lock_wait, std::thread::sleep)
-            .map_err(|e| open_error(path, e))?;
+        let db = guard::guarded(path, || {
+            retry_while_locked(|| config.open(), self.lock_wait, std::thread::sleep)
+        })?
+        .map_err(|e| open_error(path, e))?;
         Ok(SledStore {
+            _seal: Arc::new(Sealer {
+                db: db.clone(),
+                path: path.to_path_buf(),
+            }),
             db,
             path: path.to_path_buf(),
             writers: Arc::default(),
@@ -168,6 +196,26 @@ pub struct SledStore {
     /// It guards no data (a panic while holding it leaves nothing half-done: the checks
     /// write nothing and the write is one atomic sled call), so poisoning is ignored.
     writers: Arc<RwLock<()>>,
+    /// Flushes and seals the datastore when the last clone is dropped.
+    _seal: Arc<Sealer>,
+}
+
+/// On a clean close (the last clone of a [`SledStore`] dropped): flushes and records the
+/// length of `db` in the seal that the next open checks against truncation.
+struct Sealer {
+    db: sled::Db,
+    path: PathBuf,
+}
+
+impl Drop for Sealer {
+    fn drop(&mut self) {
+        match self.db.flush() {
+            Ok(_) => safety::write_seal(&self.path),
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "flushing sled on close failed; not sealed")
+            }
+        }
+    }
 }
 
 impl fmt::Debug for SledStore {

@@ -58,6 +58,24 @@ pub enum StoreError {
         /// The datastore path.
         path: PathBuf,
     },
+    /// The datastore's files exist but cannot be read as a datastore (truncated, corrupted,
+    /// or not a datastore of this backend); nothing was changed.
+    #[error("datastore `{}` is damaged: {reason}; nothing was changed, restore it from a backup or a copy", .path.display())]
+    Damaged {
+        /// The damaged file (or datastore directory).
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The datastore cannot be opened the way it was asked (for example a backend that
+    /// must write on open, on read-only media); nothing was changed.
+    #[error("datastore `{}` cannot be opened: {reason}", .path.display())]
+    CannotOpen {
+        /// The datastore path.
+        path: PathBuf,
+        /// Why, and what to do.
+        reason: String,
+    },
     /// A caller passed an invalid argument (for example a zero limit).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -85,7 +85,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 fn open(dir: &std::path::Path) -> (Store, Database, Collection<Account>) {
     let store = strata_sled::SledStore::open_store(dir).unwrap();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = db.collection::<Account>("acc", options()).unwrap();
     (store, db, c)
 }

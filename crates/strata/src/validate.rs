@@ -73,13 +73,13 @@ pub struct TableStatus {
 #[non_exhaustive]
 pub enum ValidationError {
     /// Data without a header.
-    #[error("legacy unversioned data found in {table}; an explicit migration is required (run `strata migrate`)")]
+    #[error("legacy unversioned data found in {table}; an explicit migration is required (run the migrator)")]
     Legacy {
         /// The table.
         table: String,
     },
     /// An older header.
-    #[error("schema for {table} is at version {found}, current version is {current}; an explicit migration is required (run `strata migrate`)")]
+    #[error("schema for {table} is at version {found}, current version is {current}; an explicit migration is required (run the migrator)")]
     MigrationRequired {
         /// The table.
         table: String,

@@ -8,6 +8,7 @@ use strata_store::{Batch, ConflictReason, KvRead, KvWrite, Store, StoreError};
 const PER_HANDLE: usize = 4;
 
 #[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn absent_claims_from_two_handles_have_exactly_one_winner() {
     let url = require_pg!();
     let table = scratch_table();
@@ -63,6 +64,7 @@ fn absent_claims_from_two_handles_have_exactly_one_winner() {
 }
 
 #[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn compare_and_swap_from_two_handles_loses_no_update() {
     const PER_THREAD: u64 = 20;
     let url = require_pg!();
@@ -107,6 +109,7 @@ fn compare_and_swap_from_two_handles_loses_no_update() {
 }
 
 #[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn a_large_batch_is_atomic_against_a_concurrent_claim() {
     // A batch over more keys than the per-key lock limit takes the table-wide lock; a claim
     // on one of its keys from another handle still sees all of it or none of it.

@@ -11,6 +11,7 @@ use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
 const LEGACY_RECORDS: u64 = 250;
 
 #[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn legacy_records_migrate_to_v1_and_another_handle_then_opens() {
     let url = require_pg!();
     let table = scratch_table();
@@ -90,6 +91,7 @@ fn legacy_records_migrate_to_v1_and_another_handle_then_opens() {
 }
 
 #[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn an_empty_store_is_initialized_once_across_handles() {
     let url = require_pg!();
     let table = scratch_table();

@@ -1,6 +1,7 @@
 //! The one error type of the collections and payload layer.
 
 use crate::payload::chain::StepError;
+use crate::policy::Refusal;
 use crate::validate::ValidationError;
 use std::fmt;
 use strata_store::{escape_key, StoreError};
@@ -178,6 +179,23 @@ pub enum CollectionError {
         #[source]
         source: StepError,
     },
+    /// A document written by a newer build (above this build's payload version) does not
+    /// bind to this build's type: no upcast step can fix it, this instance must be
+    /// upgraded.
+    #[error("document `{}` in collection `{collection}` was written by a newer build (payload v{stored}, this build knows v{current}); upgrade this instance (the stored document is unchanged)", esc(.key))]
+    NewerBuild {
+        /// The collection.
+        collection: String,
+        /// The document key.
+        key: String,
+        /// The payload version stored.
+        stored: i32,
+        /// This build's current payload version.
+        current: i32,
+        /// The serde error.
+        #[source]
+        source: serde_json::Error,
+    },
     /// The (upcast) JSON does not bind to the Rust type.
     #[error("document `{}` in collection `{collection}` at payload v{stored} (read as v{version}) does not bind to the collection's type; the stored document is unchanged, add or fix an upcast step", esc(.key))]
     Bind {
@@ -203,14 +221,23 @@ pub enum CollectionError {
         /// Why.
         reason: String,
     },
-    /// A write guard (policy, fence) refused the write; nothing was written.
-    #[error("write to collection `{collection}` refused")]
+    /// The shape policy refused the write (a rejected schema change, a pending cutover's
+    /// fence, a moved schema generation); nothing was written. The message is the
+    /// refusal's.
+    #[error("{}", .reason.message(.collection))]
+    Refused {
+        /// The collection.
+        collection: String,
+        /// Why.
+        reason: Refusal,
+    },
+    /// A user write guard refused the write; nothing was written.
+    #[error("write to collection `{collection}` refused by a write guard: {error}")]
     Guard {
         /// The collection.
         collection: String,
-        /// The guard's error.
-        #[source]
-        source: GuardError,
+        /// The guard's error (printed in the message, so not returned as the source).
+        error: GuardError,
     },
     /// The sweep marker is unreadable.
     #[error("corrupted sweep marker `__nx/sweep/{collection}`: {reason}; delete it to make the next sweep rescan the collection")]
@@ -230,6 +257,16 @@ pub enum CollectionError {
         /// The underlying error, if any.
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    },
+    /// The policy layer failed while checking or declaring the collection (a store error
+    /// on a policy record, a corrupted fence); nothing was written.
+    #[error("policy check of collection `{collection}` failed")]
+    Policy {
+        /// The collection (empty when none applies).
+        collection: String,
+        /// The policy error.
+        #[source]
+        source: Box<crate::policy::PolicyError>,
     },
     /// The store failed.
     #[error("store error in collection `{collection}`")]
@@ -253,6 +290,29 @@ impl CollectionError {
         matches!(self, CollectionError::AheadOfBuild { .. })
     }
 
+    /// The policy refusal, when the write was refused by the shape policy.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            CollectionError::Refused { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// True for a write refused by a pending cutover's fence.
+    pub fn is_fenced(&self) -> bool {
+        self.refusal().is_some_and(Refusal::is_fenced)
+    }
+
+    /// True for a write refused because the schema generation moved (reopen needed).
+    pub fn is_migration_required(&self) -> bool {
+        self.refusal().is_some_and(Refusal::is_migration_required)
+    }
+
+    /// True for a write refused by a schema-update strategy.
+    pub fn is_rejection(&self) -> bool {
+        self.refusal().is_some_and(Refusal::is_rejection)
+    }
+
     /// True for an invalid upcast chain declaration.
     pub fn is_chain_error(&self) -> bool {
         matches!(
@@ -261,6 +321,19 @@ impl CollectionError {
                 | CollectionError::ChainDuplicate { .. }
                 | CollectionError::ChainBelowInitial { .. }
         )
+    }
+
+    /// A policy error met by a write or an open of `collection`: a refusal stays typed.
+    pub(crate) fn policy(collection: &str, e: crate::policy::PolicyError) -> Self {
+        match e {
+            crate::policy::PolicyError::Refused { collection, reason } => {
+                CollectionError::Refused { collection, reason }
+            }
+            other => CollectionError::Policy {
+                collection: collection.to_string(),
+                source: Box::new(other),
+            },
+        }
     }
 
     pub(crate) fn store(collection: &str, source: StoreError) -> Self {

@@ -59,6 +59,11 @@ pub(crate) struct CollectionInner {
     pub(crate) upcaster: Upcaster,
     pub(crate) read_repair: bool,
     pub(crate) guards: Vec<Arc<dyn WriteGuard>>,
+    /// The database handle's policy link: every write obeys the stored fence through it.
+    pub(crate) policy: Arc<crate::policy::PolicyLink>,
+    /// True when the collection is under policy (a persisted schema): writers register
+    /// their presence before writing it.
+    pub(crate) governed: bool,
     /// Collections (of this database) whose ahead-guard refusal was already logged.
     pub(crate) ahead_warned: Arc<Mutex<HashSet<String>>>,
     pub(crate) sweeping: Arc<Mutex<HashSet<String>>>,
@@ -164,19 +169,42 @@ impl<T> Collection<T> {
         Ok(())
     }
 
-    /// Runs every write guard; returns the preconditions the write's batch must carry so
+    /// Runs the policy's check (fence, generation, strategy verdict) and every write
+    /// guard; returns the preconditions the write's batch must carry so
     /// that the guards' verdicts still hold when it commits.
     pub(crate) fn check_guards(&self) -> Result<Vec<Precondition>, CollectionError> {
-        let mut preconditions = Vec::new();
+        let fence = self
+            .inner
+            .policy
+            .guard_write(&self.inner.name, self.inner.governed)
+            .map_err(|e| CollectionError::policy(&self.inner.name, e))?;
+        let mut preconditions = vec![fence];
         for g in &self.inner.guards {
-            preconditions.extend(g.guard_write(&self.inner.name).map_err(|source| {
-                CollectionError::Guard {
-                    collection: self.inner.name.clone(),
-                    source,
-                }
-            })?);
+            preconditions.extend(
+                g.guard_write(&self.inner.name)
+                    .map_err(|error| self.guard_refusal(error))?,
+            );
         }
         Ok(preconditions)
+    }
+
+    /// A guard's error as a collection error: a policy refusal stays typed.
+    pub(crate) fn guard_refusal(&self, error: GuardError) -> CollectionError {
+        match error.downcast::<crate::policy::PolicyError>() {
+            Ok(e) => match *e {
+                crate::policy::PolicyError::Refused { collection, reason } => {
+                    CollectionError::Refused { collection, reason }
+                }
+                other => CollectionError::Guard {
+                    collection: self.inner.name.clone(),
+                    error: Box::new(other),
+                },
+            },
+            Err(error) => CollectionError::Guard {
+                collection: self.inner.name.clone(),
+                error,
+            },
+        }
     }
 
     pub(crate) fn get_raw(&self, full_key: &[u8]) -> Result<Option<Vec<u8>>, CollectionError> {
@@ -313,14 +341,25 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             Decoded::Direct(env) => {
                 // At or above the current version: bind straight from the bytes.
                 let json = &bytes[envelope::ENVELOPE_HEADER_LEN..];
-                let value =
-                    serde_json::from_slice::<T>(json).map_err(|e| CollectionError::Bind {
-                        collection: self.inner.name.clone(),
-                        key: key.to_string(),
-                        stored: env.payload_version,
-                        version: env.payload_version,
-                        source: e,
-                    })?;
+                let value = serde_json::from_slice::<T>(json).map_err(|e| {
+                    if self.inner.upcaster.is_ahead(env.payload_version) {
+                        CollectionError::NewerBuild {
+                            collection: self.inner.name.clone(),
+                            key: key.to_string(),
+                            stored: env.payload_version,
+                            current: self.current_version(),
+                            source: e,
+                        }
+                    } else {
+                        CollectionError::Bind {
+                            collection: self.inner.name.clone(),
+                            key: key.to_string(),
+                            stored: env.payload_version,
+                            version: env.payload_version,
+                            source: e,
+                        }
+                    }
+                })?;
                 Ok((value, env, false))
             }
             Decoded::Upcast { env, obj, version } => {

@@ -2,13 +2,14 @@
 
 use crate::collection::GuardError;
 use crate::payload::chain::{JsonObject, Mode, Step, StepError};
+use crate::policy::SchemaOptions;
 use std::fmt::Debug;
 use std::sync::Arc;
 use strata_store::Precondition;
 
 /// A pre-write check run before every write of a collection (`put`, `insert`, `update`,
-/// `delete`, read-repair and sweep rewrites). The policy layer implements it (strategy
-/// rejection, write fence, stale generation); returning an error refuses the write with
+/// `delete`, read-repair and sweep rewrites), after the shape policy's own check (which
+/// every collection runs, see [`crate::policy`]); returning an error refuses the write with
 /// [`CollectionError::Guard`](crate::collection::CollectionError::Guard) and nothing is
 /// written.
 pub trait WriteGuard: Send + Sync + Debug {
@@ -53,6 +54,7 @@ pub struct CollectionOptions {
     steps: Vec<Step>,
     read_repair: bool,
     guards: Vec<Arc<dyn WriteGuard>>,
+    schema: SchemaOptions,
 }
 
 impl CollectionOptions {
@@ -118,6 +120,14 @@ impl CollectionOptions {
         self
     }
 
+    /// The shape policy of the collection: persist its JSON Schema (derived from the
+    /// document type) and run schema-update strategies on open. See
+    /// [`crate::policy`].
+    pub fn schema(mut self, schema: SchemaOptions) -> Self {
+        self.schema = schema;
+        self
+    }
+
     /// The declared steps, in declaration order.
     pub fn steps(&self) -> &[Step] {
         &self.steps
@@ -136,6 +146,7 @@ impl CollectionOptions {
             steps: self.steps,
             read_repair: self.read_repair,
             guards: self.guards,
+            schema: self.schema,
         }
     }
 }
@@ -146,4 +157,5 @@ pub(crate) struct OptionParts {
     pub(crate) steps: Vec<Step>,
     pub(crate) read_repair: bool,
     pub(crate) guards: Vec<Arc<dyn WriteGuard>>,
+    pub(crate) schema: SchemaOptions,
 }

@@ -111,7 +111,7 @@ pub enum MigrateError {
         prefix: Vec<u8>,
     },
     /// A checkpoint remains on a table whose header is already current.
-    #[error("stale migration checkpoint for {table}: the table is already at the current version {version}; delete `__nx/migration/{table}` after checking the table with `strata verify`")]
+    #[error("stale migration checkpoint for {table}: the table is already at the current version {version}; delete `__nx/migration/{table}` after verifying the table")]
     StaleCheckpoint {
         /// The table.
         table: String,

@@ -1,6 +1,8 @@
 //! The Numax-compatible sync layout: the 14 managed tables, their wire types and decoders.
 
 use crate::catalog::{Catalog, TableDef};
+use crate::header::{checkpoint_key, header_key};
+use strata_store::{KvRead, StoreError};
 
 pub mod decode;
 pub mod wire;
@@ -56,6 +58,32 @@ pub fn catalog() -> Catalog {
     c
 }
 
+/// True when `store` uses the sync layout: any of the 14 tables has a schema header, a
+/// migration checkpoint or data. A store holding only collections does not, and its tools
+/// leave the sync tables alone (no headers are written for it); the sync runtime
+/// initializes them when it first opens the store.
+pub fn in_use(store: &impl KvRead) -> Result<bool, StoreError> {
+    for &(_, name, prefix) in &NUMAX_TABLES {
+        if store.get(&header_key(name))?.is_some()
+            || store.get(&checkpoint_key(name))?.is_some()
+            || store.prefix_exists(prefix.as_bytes())?
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The 14 Numax tables when `store` uses them ([`in_use`]), otherwise an empty catalog:
+/// what the tools manage in a store they did not create.
+pub fn catalog_in_use(store: &impl KvRead) -> Result<Catalog, StoreError> {
+    Ok(if in_use(store)? {
+        catalog()
+    } else {
+        Catalog::new()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,5 +96,27 @@ mod tests {
         }
         assert_eq!(catalog().tables().len(), 14);
         assert_eq!(c.get("op-log").map(TableDef::id), Some(14));
+    }
+
+    #[test]
+    fn sync_tables_are_in_use_only_with_a_header_a_checkpoint_or_data() {
+        use strata_store::{Batch, KvWrite, MemoryStore};
+        let store = MemoryStore::new();
+        store
+            .apply(Batch::new().set(b"__nx/doc/users/a".to_vec(), b"x".to_vec()))
+            .unwrap();
+        assert!(!in_use(&store).unwrap());
+        assert!(catalog_in_use(&store).unwrap().tables().is_empty());
+        for key in [
+            header_key("rga-state"),
+            checkpoint_key("op-log"),
+            b"__nx/crdt/orset/k".to_vec(),
+        ] {
+            let s = MemoryStore::new();
+            s.apply(Batch::new().set(key.clone(), b"x".to_vec()))
+                .unwrap();
+            assert!(in_use(&s).unwrap(), "{key:?}");
+            assert_eq!(catalog_in_use(&s).unwrap().tables().len(), 14);
+        }
     }
 }

@@ -110,7 +110,7 @@ pub enum PassError {
     },
     /// A single stored record is larger than the byte budget (raised before its value
     /// was copied).
-    #[error("record `{}` in table `{table}` is {size} bytes (key + value), larger than the batch byte budget of {limit} bytes; nothing was written (checkpoint {}), raise the byte budget (--max-bytes)", escape_key(.key), CursorDisplay(.checkpoint.as_deref()))]
+    #[error("record `{}` in table `{table}` is {size} bytes (key + value), larger than the batch byte budget of {limit} bytes; nothing was written (checkpoint {}), raise the byte budget", escape_key(.key), CursorDisplay(.checkpoint.as_deref()))]
     RecordTooLarge {
         /// The table.
         table: String,
@@ -125,7 +125,7 @@ pub enum PassError {
     },
     /// One record plus the mutations generated for it exceed the byte budget even in a
     /// batch of its own.
-    #[error("record `{}` in table `{table}` and its generated mutations need {size} bytes, more than the batch byte budget of {limit} bytes; nothing of it was written (checkpoint {}), raise the byte budget (--max-bytes)", escape_key(.key), CursorDisplay(.checkpoint.as_deref()))]
+    #[error("record `{}` in table `{table}` and its generated mutations need {size} bytes, more than the batch byte budget of {limit} bytes; nothing of it was written (checkpoint {}), raise the byte budget", escape_key(.key), CursorDisplay(.checkpoint.as_deref()))]
     BatchTooLarge {
         /// The table.
         table: String,

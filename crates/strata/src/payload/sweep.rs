@@ -828,9 +828,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     break Outcome::LeaseLost
                 }
                 Err(PassError::Hook { source, .. }) => {
-                    break Outcome::Failed(CollectionError::Guard {
-                        collection: name.clone(),
-                        source,
+                    break Outcome::Failed(match source.downcast::<CollectionError>() {
+                        Ok(e) => *e,
+                        Err(source) => self.guard_refusal(source),
                     });
                 }
                 Err(PassError::Aborted { .. }) => {
@@ -923,10 +923,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             .guard_checkpoint(true)
             .abort_when(move || abort.as_ref().is_some_and(|a| a()))
             .on_batch(|batch: &mut Batch, info: &BatchInfo<'_>| -> Result<(), HookError> {
-                let guarded = self.check_guards().map_err(|e| match e {
-                    CollectionError::Guard { source, .. } => source,
-                    other => Box::new(other) as HookError,
-                })?;
+                let guarded = self
+                    .check_guards()
+                    .map_err(|e| Box::new(e) as HookError)?;
                 for p in guarded {
                     batch.push_precondition(p);
                 }

@@ -315,7 +315,7 @@ impl SchemaGate {
     ///    clears them from the pending list (one atomic batch), then returns to `normal`.
     ///
     /// This handle moves to the new generation; other handles get
-    /// [`PolicyError::MigrationRequired`] on their next write.
+    /// [`super::Refusal::MigrationRequired`] on their next write.
     pub fn run_schema_cutover(
         &self,
         mut options: CutoverOptions<'_>,
@@ -326,14 +326,16 @@ impl SchemaGate {
         let mut fence = Fence::update(self.store(), |cur| {
             let now = self.clock().now_ms();
             if cur.generation > self.generation() {
-                return Err(PolicyError::MigrationRequired {
+                return Err(PolicyError::Refused {
                     collection: cur
                         .pending
                         .first()
                         .map(|p| p.collection.clone())
                         .unwrap_or_default(),
-                    opened: self.generation(),
-                    current: cur.generation,
+                    reason: super::Refusal::MigrationRequired {
+                        opened: self.generation(),
+                        current: cur.generation,
+                    },
                 });
             }
             let mut next = cur.clone();

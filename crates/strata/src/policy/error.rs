@@ -1,5 +1,7 @@
 //! The policy layer's one error type.
 
+use super::fence::FenceState;
+use std::fmt;
 use strata_store::{escape_key, StoreError};
 
 /// Renders a list of names as `[a, b]` (the seed's delta notation).
@@ -12,56 +14,18 @@ pub(crate) fn list(items: &[String]) -> String {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PolicyError {
-    /// `additive_only()` refused a non-additive change (text as in the seed).
-    #[error("Non-additive schema change to \"{collection}\" (added: {}, removed: {}, changed: {}). Register a coordinated_cutover() strategy to migrate, or revert the change.", list(.added), list(.removed), list(.changed))]
-    NonAdditiveSchemaChange {
-        /// The collection.
-        collection: String,
-        /// New top-level properties.
-        added: Vec<String>,
-        /// Removed top-level properties.
-        removed: Vec<String>,
-        /// Changed top-level properties.
-        changed: Vec<String>,
-    },
-    /// `lock_schema()` refused a change (text as in the seed).
-    #[error("Schema for \"{collection}\" is locked; the change was refused.")]
-    SchemaLocked {
-        /// The collection.
-        collection: String,
-    },
-    /// A user strategy refused a change.
-    #[error("schema change to `{collection}` refused by strategy `{strategy}`: {reason}; revert the change or adjust the strategy")]
-    Rejected {
-        /// The collection.
-        collection: String,
-        /// The strategy's name.
-        strategy: String,
-        /// The strategy's reason.
-        reason: String,
-    },
-    /// A coordinated cutover of the collection is pending: writes are fenced.
-    #[error("writes to `{collection}` are fenced: a schema cutover is pending (fence {state}, generation {generation}); run run_schema_cutover() (or `strata fence` to inspect)")]
-    SchemaFence {
-        /// The collection.
-        collection: String,
-        /// The fence state when the write was refused.
-        state: String,
-        /// The schema generation.
-        generation: u64,
-    },
-    /// The schema generation moved since this handle opened.
-    #[error("migration required: the schema generation of this store moved from {opened} to {current} since this handle opened (write to `{collection}` refused); reopen the database to pick up the new schema")]
-    MigrationRequired {
+    /// A write refused by the policy: a strategy rejected the collection's schema change,
+    /// a coordinated cutover fences it, or the schema generation moved since this handle
+    /// opened. The message is the refusal's (the seed's text where it has one).
+    #[error("{}", .reason.message(.collection))]
+    Refused {
         /// The collection the write was for.
         collection: String,
-        /// The generation this handle opened at.
-        opened: u64,
-        /// The store's current generation.
-        current: u64,
+        /// Why it was refused.
+        reason: Refusal,
     },
     /// Live clients did not acknowledge the drain in time.
-    #[error("schema cutover timed out after {waited_ms} ms waiting for clients {} to quiesce; the fence stays draining: close or upgrade them and rerun, or run abort_schema_cutover() (`strata fence abort`)", list(.holdouts))]
+    #[error("schema cutover timed out after {waited_ms} ms waiting for clients {} to quiesce; the fence stays draining: close or upgrade them and rerun, or abort the cutover (abort_schema_cutover())", list(.holdouts))]
     QuiesceTimeout {
         /// How long the barrier waited.
         waited_ms: u64,
@@ -166,34 +130,215 @@ impl PolicyError {
         }
     }
 
+    /// The refusal, when this is a refused write.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            PolicyError::Refused { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
     /// True for a write refused by the fence (pending cutover).
     pub fn is_fenced(&self) -> bool {
-        matches!(self, PolicyError::SchemaFence { .. })
+        self.refusal().is_some_and(Refusal::is_fenced)
     }
 
     /// True for a write refused because the generation moved (reopen needed).
     pub fn is_migration_required(&self) -> bool {
-        matches!(self, PolicyError::MigrationRequired { .. })
+        self.refusal().is_some_and(Refusal::is_migration_required)
     }
 
     /// True for a write refused by a strategy (non-additive, locked, user rejection).
     pub fn is_rejection(&self) -> bool {
-        matches!(
-            self,
-            PolicyError::NonAdditiveSchemaChange { .. }
-                | PolicyError::SchemaLocked { .. }
-                | PolicyError::Rejected { .. }
-        )
+        self.refusal().is_some_and(Refusal::is_rejection)
     }
 }
 
 /// What to do about a corrupted policy record, by kind of record.
 fn corrupted_remedy(key: &[u8]) -> &'static str {
     if key == super::fence::FENCE_KEY {
-        "restore it from a backup, or rewrite it with `strata fence abort --reset-corrupt <generation>`"
+        "restore it from a backup, or reset the fence to normal at a chosen generation (`Fence::dangerous_reset`)"
     } else if key.starts_with(super::baseline::JSONSCHEMA_PREFIX) {
         "restore it from a backup, or delete it so the next declaration registers the current schema as the baseline"
     } else {
         "restore it from a backup, or delete it (a live client rewrites its presence record on its next heartbeat)"
+    }
+}
+
+/// Why the policy refused a write. Typed, so callers can tell a fence from a rejection
+/// from a stale handle without parsing messages; [`Refusal::message`] renders it for a
+/// collection (the seed's text for the non-additive and locked cases).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// `additive_only()` refused a non-additive schema change.
+    NonAdditive {
+        /// New top-level properties.
+        added: Vec<String>,
+        /// Removed top-level properties.
+        removed: Vec<String>,
+        /// Changed top-level properties.
+        changed: Vec<String>,
+    },
+    /// `lock_schema()` refused a schema change.
+    Locked,
+    /// A user strategy refused a schema change.
+    Rejected {
+        /// The strategy's name.
+        strategy: String,
+        /// The strategy's reason (lowercase, says what to do).
+        reason: String,
+    },
+    /// A coordinated cutover of the collection is pending: its writes are fenced.
+    Fenced {
+        /// The fence state when the write was refused.
+        state: FenceState,
+        /// The schema generation.
+        generation: u64,
+    },
+    /// The schema generation moved since this handle opened: reopen it.
+    MigrationRequired {
+        /// The generation this handle opened at.
+        opened: u64,
+        /// The store's current generation.
+        current: u64,
+    },
+}
+
+impl Refusal {
+    /// True for [`Refusal::Fenced`].
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Refusal::Fenced { .. })
+    }
+
+    /// True for [`Refusal::MigrationRequired`].
+    pub fn is_migration_required(&self) -> bool {
+        matches!(self, Refusal::MigrationRequired { .. })
+    }
+
+    /// True for a strategy's rejection (non-additive, locked, user rejection).
+    pub fn is_rejection(&self) -> bool {
+        matches!(
+            self,
+            Refusal::NonAdditive { .. } | Refusal::Locked | Refusal::Rejected { .. }
+        )
+    }
+
+    /// The message of this refusal for a write to `collection`.
+    pub fn message<'a>(&'a self, collection: &'a str) -> RefusalMessage<'a> {
+        RefusalMessage {
+            collection,
+            refusal: self,
+        }
+    }
+}
+
+/// The rendered message of a [`Refusal`] (see [`Refusal::message`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RefusalMessage<'a> {
+    collection: &'a str,
+    refusal: &'a Refusal,
+}
+
+impl fmt::Display for RefusalMessage<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = self.collection;
+        match self.refusal {
+            Refusal::NonAdditive {
+                added,
+                removed,
+                changed,
+            } => write!(
+                f,
+                "Non-additive schema change to \"{c}\" (added: {}, removed: {}, changed: {}). Register a coordinated_cutover() strategy to migrate, or revert the change.",
+                list(added),
+                list(removed),
+                list(changed)
+            ),
+            Refusal::Locked => write!(f, "Schema for \"{c}\" is locked; the change was refused."),
+            Refusal::Rejected { strategy, reason } => write!(
+                f,
+                "schema change to `{c}` refused by strategy `{strategy}`: {reason}; revert the change or adjust the strategy"
+            ),
+            Refusal::Fenced { state, generation } => write!(
+                f,
+                "writes to `{c}` are fenced: a schema cutover is pending (fence {state}, generation {generation}); run the cutover (run_schema_cutover()) or abort it, then write again"
+            ),
+            Refusal::MigrationRequired { opened, current } => write!(
+                f,
+                "migration required: the schema generation of this store moved from {opened} to {current} since this handle opened (write to `{c}` refused); reopen the database to pick up the new schema"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::collection::CollectionError;
+
+    /// Every refusal, as a collection write error and as a policy error, displays its
+    /// reason (not only "refused"), names the collection, no CLI flag, and has no source
+    /// to print twice.
+    #[test]
+    fn every_refusal_displays_its_reason() {
+        let cases = [
+            (
+                Refusal::NonAdditive {
+                    added: vec![],
+                    removed: vec!["amount".into()],
+                    changed: vec![],
+                },
+                "Non-additive schema change to \"orders\" (added: [], removed: [amount], changed: []). Register a coordinated_cutover() strategy to migrate, or revert the change.",
+            ),
+            (
+                Refusal::Locked,
+                "Schema for \"orders\" is locked; the change was refused.",
+            ),
+            (
+                Refusal::Rejected {
+                    strategy: "no-drops".into(),
+                    reason: "drops are forbidden".into(),
+                },
+                "refused by strategy `no-drops`: drops are forbidden",
+            ),
+            (
+                Refusal::Fenced {
+                    state: FenceState::Draining,
+                    generation: 4,
+                },
+                "writes to `orders` are fenced: a schema cutover is pending (fence draining, generation 4)",
+            ),
+            (
+                Refusal::MigrationRequired {
+                    opened: 1,
+                    current: 2,
+                },
+                "generation of this store moved from 1 to 2",
+            ),
+        ];
+        for (reason, text) in cases {
+            let c = CollectionError::Refused {
+                collection: "orders".into(),
+                reason: reason.clone(),
+            };
+            let p = PolicyError::Refused {
+                collection: "orders".into(),
+                reason: reason.clone(),
+            };
+            for msg in [c.to_string(), p.to_string()] {
+                assert!(msg.contains(text), "{msg}");
+                assert!(msg.contains("orders"), "{msg}");
+                assert!(!msg.contains("strata "), "{msg}");
+                assert!(!msg.contains("--"), "{msg}");
+            }
+            assert!(std::error::Error::source(&c).is_none());
+            assert_eq!(c.refusal(), Some(&reason));
+            assert_eq!(p.refusal(), Some(&reason));
+            assert_eq!(c.is_fenced(), reason.is_fenced());
+            assert_eq!(p.is_migration_required(), reason.is_migration_required());
+            assert_eq!(c.is_rejection(), reason.is_rejection());
+        }
     }
 }

@@ -19,7 +19,7 @@
 //! assert_eq!(verdict.strategy.as_deref(), Some("lock_schema"));
 //! ```
 
-use super::error::PolicyError;
+use super::error::{PolicyError, Refusal};
 use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
@@ -106,7 +106,7 @@ impl fmt::Debug for Transform {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Rejection {
-    /// A non-additive change ([`PolicyError::NonAdditiveSchemaChange`]).
+    /// A non-additive change ([`Refusal::NonAdditive`]).
     NonAdditive {
         /// New top-level properties.
         added: Vec<String>,
@@ -115,9 +115,9 @@ pub enum Rejection {
         /// Changed top-level properties.
         changed: Vec<String>,
     },
-    /// The schema is locked ([`PolicyError::SchemaLocked`]).
+    /// The schema is locked ([`Refusal::Locked`]).
     Locked,
-    /// A user strategy's reason ([`PolicyError::Rejected`]).
+    /// A user strategy's reason ([`Refusal::Rejected`]).
     Custom {
         /// The reason (lowercase, says what to do).
         reason: String,
@@ -134,27 +134,31 @@ impl Rejection {
         }
     }
 
-    /// The error a refused write of `collection` gets.
-    pub fn to_error(&self, collection: &str, strategy: &str) -> PolicyError {
+    /// The refusal a write gets while `strategy` rejects the change.
+    pub fn to_refusal(&self, strategy: &str) -> Refusal {
         match self {
             Rejection::NonAdditive {
                 added,
                 removed,
                 changed,
-            } => PolicyError::NonAdditiveSchemaChange {
-                collection: collection.to_string(),
+            } => Refusal::NonAdditive {
                 added: added.clone(),
                 removed: removed.clone(),
                 changed: changed.clone(),
             },
-            Rejection::Locked => PolicyError::SchemaLocked {
-                collection: collection.to_string(),
-            },
-            Rejection::Custom { reason } => PolicyError::Rejected {
-                collection: collection.to_string(),
+            Rejection::Locked => Refusal::Locked,
+            Rejection::Custom { reason } => Refusal::Rejected {
                 strategy: strategy.to_string(),
                 reason: reason.clone(),
             },
+        }
+    }
+
+    /// The error a refused write of `collection` gets.
+    pub fn to_error(&self, collection: &str, strategy: &str) -> PolicyError {
+        PolicyError::Refused {
+            collection: collection.to_string(),
+            reason: self.to_refusal(strategy),
         }
     }
 }
@@ -248,7 +252,7 @@ impl SchemaUpdateStrategy for AdditiveOnly {
 }
 
 /// Allows unchanged and additive deltas (new optional top-level fields); rejects anything
-/// else with [`PolicyError::NonAdditiveSchemaChange`]. The recommended backstop.
+/// else with [`Refusal::NonAdditive`]. The recommended backstop.
 pub fn additive_only() -> Strategy {
     Arc::new(AdditiveOnly)
 }
@@ -275,7 +279,7 @@ impl SchemaUpdateStrategy for LockSchema {
     }
 }
 
-/// Refuses any schema change with [`PolicyError::SchemaLocked`], additive or not.
+/// Refuses any schema change with [`Refusal::Locked`], additive or not.
 pub fn lock_schema() -> Strategy {
     Arc::new(LockSchema { fields: None })
 }

@@ -674,7 +674,7 @@ fn oversize_record_is_rejected_and_changes_nothing() {
         matches!(err, MigrateError::Pass(PassError::RecordTooLarge { ref table, limit: 128, .. }) if table == "lww-register-materialized"),
         "{err}"
     );
-    assert!(err.to_string().contains("--max-bytes"), "{err}");
+    assert!(err.to_string().contains("raise the byte budget"), "{err}");
     assert_unchanged(&m, &before, "lww-register-materialized");
 }
 

@@ -425,7 +425,7 @@ fn a_failing_step_fails_that_read_names_everything_and_keeps_the_row() {
 fn a_chain_declared_after_the_data_was_written_still_migrates() {
     let store = mem_store();
     {
-        let db = Database::open(store.clone()).unwrap();
+        let db = Database::builder(store.clone()).open().unwrap();
         #[derive(Serialize, Deserialize)]
         struct V1 {
             id: String,
@@ -444,7 +444,7 @@ fn a_chain_declared_after_the_data_was_written_still_migrates() {
         .unwrap();
         assert_eq!(stored_env(&store, "acc", "a").payload_version, 1);
     }
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = db
         .collection::<Account>("acc", dollars_to_cents(CollectionOptions::new()))
         .unwrap();
@@ -512,7 +512,7 @@ fn read_repair_writes_the_upcast_row_back_keeping_the_lock() {
 #[test]
 fn read_repair_never_resurrects_a_deleted_row_nor_overwrites_a_concurrent_write() {
     let (spy, store) = Spy::new();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = db
         .collection::<Account>(
             "acc",
@@ -593,9 +593,46 @@ fn the_ahead_guard_refuses_and_keeps_the_row_readable() {
 }
 
 #[test]
+fn a_newer_row_that_does_not_bind_says_upgrade_this_instance() {
+    let (store, db) = mem_db();
+    let c = db
+        .collection::<Account>("acc", dollars_to_cents(CollectionOptions::new()))
+        .unwrap();
+    // Payload v5 renamed a field this build (v2) requires.
+    raw_put(&store, "acc", "n", 5, 1, r#"{"ident":"n","cents":1}"#);
+    let err = c.get("n").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CollectionError::NewerBuild {
+                stored: 5,
+                current: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains(
+            "written by a newer build (payload v5, this build knows v2); upgrade this instance"
+        ),
+        "{msg}"
+    );
+    assert!(!msg.contains("upcast step"), "{msg}");
+    // The serde error is the source, not repeated in the message.
+    let source = std::error::Error::source(&err).unwrap().to_string();
+    assert!(!msg.contains(&source), "{msg}");
+    // A row at this build's version that does not bind still points at the steps.
+    raw_put(&store, "acc", "c", 2, 1, r#"{"ident":"c"}"#);
+    let err = c.get("c").unwrap_err();
+    assert!(matches!(err, CollectionError::Bind { .. }), "{err}");
+}
+
+#[test]
 fn envelope_versions_are_readable_without_json() {
     let store: Store = mem_store();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = db
         .collection::<Account>("acc", CollectionOptions::new())
         .unwrap();

@@ -23,13 +23,13 @@ pub fn mem() -> Store {
     Store::new(MemoryStore::new())
 }
 
-/// The policy error inside a refused collection write.
+/// A refused collection write as the policy error.
 pub fn guard_err(e: CollectionError) -> PolicyError {
     match e {
-        CollectionError::Guard { source, .. } => *source
-            .downcast::<PolicyError>()
-            .expect("guard error is a PolicyError"),
-        other => panic!("expected a guard refusal, got {other}"),
+        CollectionError::Refused { collection, reason } => {
+            PolicyError::Refused { collection, reason }
+        }
+        other => panic!("expected a policy refusal, got {other}"),
     }
 }
 

@@ -122,7 +122,7 @@ fn the_sweep_rewrites_every_stale_row_through_the_eager_cascade() {
 #[test]
 fn a_completed_sweep_skips_the_scan_with_one_read() {
     let (spy, store) = Spy::new();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = coll(&db);
     seed(&store, 30);
     let (_, clk) = clock();
@@ -242,7 +242,7 @@ fn two_handles_contend_and_the_second_gets_contended() {
     let c = coll(&db);
     seed(&store, 40);
     let (_, clk) = clock();
-    let other_db = Database::open(store.clone()).unwrap();
+    let other_db = Database::builder(store.clone()).open().unwrap();
     let other = coll(&other_db);
     let seen = Arc::new(Mutex::new(None));
     let sweeping = Arc::new(Mutex::new(None));
@@ -323,7 +323,7 @@ fn a_lease_taken_over_mid_sweep_stops_the_sweep_with_lease_lost() {
 #[test]
 fn a_concurrent_delete_during_a_sweep_is_not_resurrected() {
     let (spy, store) = Spy::new();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = coll(&db);
     seed(&store, 25);
     let victim = layout::doc_key("acc", "r00013");
@@ -385,7 +385,7 @@ fn the_marker_layout_is_documented_json() {
 #[test]
 fn losing_the_claim_race_reports_lease_not_claimed() {
     let (spy, store) = Spy::new();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = coll(&db);
     seed(&store, 5);
     let key = layout::sweep_key("acc");
@@ -482,7 +482,7 @@ fn race_first_row_batch(spy: &Spy, writes: Batch) -> Arc<AtomicUsize> {
 #[test]
 fn conflicted_counts_rows_and_the_rest_of_the_batch_is_still_rewritten() {
     let (spy, store) = Spy::new();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = coll(&db);
     seed(&store, 10);
     // Between the sweep's read and its write: three rows modified (one by an old build,
@@ -536,7 +536,7 @@ fn conflicted_counts_rows_and_the_rest_of_the_batch_is_still_rewritten() {
 #[test]
 fn a_narrowed_batch_is_followed_by_more_batches_and_the_marker_counts_stay_exact() {
     let (spy, store) = Spy::new();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = coll(&db);
     seed(&store, 35);
     // The first row batch is r00000..r00009; race two of its rows and one row of a
@@ -591,7 +591,7 @@ fn a_narrowed_batch_is_followed_by_more_batches_and_the_marker_counts_stay_exact
 #[test]
 fn every_row_rewrite_carries_its_own_compare_and_swap_when_the_byte_budget_splits_pages() {
     let (spy, store) = Spy::new();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = coll(&db);
     seed(&store, 40);
     let doc_prefix = layout::doc_prefix("acc");
@@ -664,7 +664,7 @@ fn a_row_that_no_longer_upcasts_on_the_narrowed_retry_fails_instead_of_being_wri
     let calls = Arc::new(AtomicUsize::new(0));
     let k = calls.clone();
     let (spy, store) = Spy::new();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c: Collection<Account> = db
         .collection(
             "acc",

@@ -100,7 +100,7 @@ fn rejects_legacy_table_and_writes_no_header_at_all() {
     assert!(matches!(&err, ValidationError::Legacy { table } if table == "op-log"));
     assert_eq!(
         err.to_string(),
-        "legacy unversioned data found in op-log; an explicit migration is required (run `strata migrate`)"
+        "legacy unversioned data found in op-log; an explicit migration is required (run the migrator)"
     );
     for (_, name, _) in numax::NUMAX_TABLES {
         assert_eq!(store.get(&header_key(name)).unwrap(), None, "{name}");

@@ -1,0 +1,348 @@
+//! `strata collections [--json]`: per collection its row count, the histogram of stored
+//! payload versions, the rows behind and ahead of the newest version the store knows of,
+//! the sweep marker and the fence (read-only).
+//!
+//! Only the 17-byte envelope header of each row is read: no JSON is parsed.
+//!
+//! The reference version ("newest version seen") is the highest of the persisted schema
+//! baseline's payload version and the sweep marker's completed or in-progress target; a
+//! store with neither uses the highest stored version (then no row is ahead).
+
+use crate::db;
+use crate::exit::{CmdResult, Failure, OK};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use strata::collection::layout;
+use strata::payload::envelope;
+use strata::payload::SweepMarker;
+use strata::policy::{Baseline, Fence, FenceDoc};
+use strata::TableDef;
+use strata_store::{KvRead, ScanLimits, Store, StoreError};
+
+/// Arguments of `strata collections`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Where the reference version of a collection comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VersionSource {
+    /// The persisted JSON Schema baseline (written by the application).
+    Baseline,
+    /// The sweep marker (the target of a completed or running sweep).
+    SweepMarker,
+    /// Neither is recorded: the highest payload version stored.
+    Stored,
+    /// The collection has no rows and nothing recorded.
+    None,
+}
+
+/// The sweep marker of a collection, as shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum SweepState {
+    /// No sweep ever ran.
+    None,
+    /// The last sweep completed (to `completed`), none is running.
+    Completed {
+        /// The version it brought the rows to.
+        completed: i32,
+    },
+    /// A sweep is in progress (or was interrupted and will resume).
+    InProgress {
+        /// Its target version.
+        target: i32,
+        /// The runner holding (or last holding) the lease.
+        runner: Option<String>,
+        /// Rows processed so far.
+        scanned: u64,
+    },
+    /// The marker cannot be read.
+    Corrupt {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The fence as it concerns one collection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FenceInfo {
+    /// The store's fence state (`normal`, `draining`, `migrating`, `complete`), or
+    /// `corrupt`.
+    pub state: String,
+    /// The store's schema generation (absent when the record is unreadable).
+    pub generation: Option<u64>,
+    /// True when a cutover of this collection is pending.
+    pub cutover_pending: bool,
+}
+
+/// What `strata collections` reports about one collection.
+#[derive(Debug, Clone, Serialize)]
+pub struct CollectionSurvey {
+    /// The collection name.
+    pub collection: String,
+    /// Its table id.
+    pub table_id: u16,
+    /// Rows stored.
+    pub rows: u64,
+    /// Rows per stored payload version (versions as strings, JSON object keys).
+    pub versions: BTreeMap<i32, u64>,
+    /// Rows whose envelope cannot be read (`strata verify` names them).
+    pub unreadable: u64,
+    /// The reference version rows are compared with.
+    pub newest_version: Option<i32>,
+    /// Where [`CollectionSurvey::newest_version`] comes from.
+    pub newest_version_source: VersionSource,
+    /// Rows stored below the reference version (a sweep would rewrite them).
+    pub rows_behind: u64,
+    /// Rows stored above the reference version (written by a newer build).
+    pub rows_ahead: u64,
+    /// The sweep marker.
+    pub sweep: SweepState,
+    /// The fence.
+    pub fence: FenceInfo,
+}
+
+impl CollectionSurvey {
+    /// True when rows are stored at an older payload version.
+    pub fn sweep_pending(&self) -> bool {
+        self.rows_behind > 0
+    }
+}
+
+/// The `--json` document (format 1).
+#[derive(Debug, Serialize)]
+struct CollectionsDoc<'a> {
+    format: u32,
+    db: String,
+    collections: &'a [CollectionSurvey],
+}
+
+/// The fence record, read once per command.
+pub(crate) fn read_fence(store: &Store) -> Result<Option<FenceDoc>, Failure> {
+    match Fence::read(store) {
+        Ok(f) => Ok(Some(f)),
+        Err(strata::PolicyError::Corrupted { .. }) => Ok(None),
+        Err(e) => Err(Failure::error(e)),
+    }
+}
+
+/// Surveys every collection recorded in `store` (in name order).
+pub(crate) fn survey_all(store: &Store) -> Result<Vec<CollectionSurvey>, Failure> {
+    let catalog = strata::database::read_catalog(store).map_err(Failure::error)?;
+    let fence = read_fence(store)?;
+    catalog
+        .tables()
+        .iter()
+        .map(|t| survey(store, t, fence.as_ref()))
+        .collect()
+}
+
+/// Surveys one collection: reads every row's envelope header, the baseline, the sweep
+/// marker; `fence` is the fence record (`None`: unreadable).
+pub(crate) fn survey(
+    store: &Store,
+    table: &TableDef,
+    fence: Option<&FenceDoc>,
+) -> Result<CollectionSurvey, Failure> {
+    let name = table.name();
+    let mut versions: BTreeMap<i32, u64> = BTreeMap::new();
+    let mut rows = 0u64;
+    let mut unreadable = 0u64;
+    let limits = ScanLimits::new(4096, 16 << 20)?;
+    let mut cursor: Option<Vec<u8>> = None;
+    let mut tally = |value: &[u8]| {
+        rows += 1;
+        match envelope::decode(value) {
+            Ok((env, _json)) => *versions.entry(env.payload_version).or_insert(0) += 1,
+            Err(_) => unreadable += 1,
+        }
+    };
+    loop {
+        let page = match store.scan(table.prefix(), cursor.as_deref(), limits) {
+            Ok(p) => p,
+            // A row larger than the page budget: read it alone.
+            Err(StoreError::RecordTooLarge { key, .. }) => {
+                if let Some(value) = store.get(&key)? {
+                    tally(&value);
+                }
+                cursor = Some(key);
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for r in &page.records {
+            tally(&r.value);
+        }
+        match page.cursor() {
+            Some(c) if page.more => cursor = Some(c.to_vec()),
+            _ => break,
+        }
+    }
+
+    let sweep = match store.get(&layout::sweep_key(name))? {
+        None => SweepState::None,
+        Some(bytes) => match SweepMarker::decode(name, &bytes) {
+            Ok(m) => match m.in_progress {
+                Some(target) => SweepState::InProgress {
+                    target,
+                    runner: m.runner.clone(),
+                    scanned: m.counters.scanned,
+                },
+                None => SweepState::Completed {
+                    completed: m.completed,
+                },
+            },
+            Err(e) => SweepState::Corrupt {
+                reason: e.to_string(),
+            },
+        },
+    };
+    // An unreadable baseline is `strata verify`'s business; here it only gives no version.
+    let baseline_version = Baseline::load(store, name)
+        .ok()
+        .flatten()
+        .and_then(|b| b.payload_version);
+    let marker_version = match &sweep {
+        SweepState::Completed { completed } if *completed > 0 => Some(*completed),
+        SweepState::InProgress { target, .. } => Some(*target),
+        _ => None,
+    };
+    let (newest_version, newest_version_source) = match (baseline_version, marker_version) {
+        (Some(b), Some(m)) if m > b => (Some(m), VersionSource::SweepMarker),
+        (Some(b), _) => (Some(b), VersionSource::Baseline),
+        (None, Some(m)) => (Some(m), VersionSource::SweepMarker),
+        (None, None) => match versions.keys().next_back() {
+            Some(&v) => (Some(v), VersionSource::Stored),
+            None => (None, VersionSource::None),
+        },
+    };
+    let (mut rows_behind, mut rows_ahead) = (0, 0);
+    if let Some(newest) = newest_version {
+        for (&v, &n) in &versions {
+            if v < newest {
+                rows_behind += n;
+            } else if v > newest {
+                rows_ahead += n;
+            }
+        }
+    }
+    let fence = match fence {
+        Some(f) => FenceInfo {
+            state: f.state.to_string(),
+            generation: Some(f.generation),
+            cutover_pending: f.is_pending(name),
+        },
+        None => FenceInfo {
+            state: "corrupt".into(),
+            generation: None,
+            cutover_pending: false,
+        },
+    };
+    Ok(CollectionSurvey {
+        collection: name.to_string(),
+        table_id: table.id(),
+        rows,
+        versions,
+        unreadable,
+        newest_version,
+        newest_version_source,
+        rows_behind,
+        rows_ahead,
+        sweep,
+        fence,
+    })
+}
+
+/// Runs the command.
+pub fn run(db_path: &Path, args: Args) -> CmdResult {
+    let store = db::open_existing(db_path)?;
+    let surveys = survey_all(&store)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let doc = CollectionsDoc {
+            format: 1,
+            db: db::describe(db_path),
+            collections: &surveys,
+        };
+        serde_json::to_writer_pretty(&mut out, &doc)?;
+        writeln!(out)?;
+        return Ok(OK);
+    }
+    if surveys.is_empty() {
+        writeln!(
+            out,
+            "no collections in `{}` (an application records one when it first opens it)",
+            db::describe(db_path)
+        )?;
+        return Ok(OK);
+    }
+    let name_w = surveys
+        .iter()
+        .map(|s| s.collection.len())
+        .max()
+        .unwrap_or(10)
+        .max(10);
+    writeln!(
+        out,
+        "{:<name_w$}  {:>9}  {:<24}  {:>6}  {:>6}  {:>6}  {:<18}  FENCE",
+        "COLLECTION", "ROWS", "VERSIONS", "NEWEST", "BEHIND", "AHEAD", "SWEEP"
+    )?;
+    for s in &surveys {
+        let mut hist: Vec<String> = s
+            .versions
+            .iter()
+            .map(|(v, n)| format!("v{v}:{n}"))
+            .collect();
+        if s.unreadable > 0 {
+            hist.push(format!("unreadable:{}", s.unreadable));
+        }
+        let hist = if hist.is_empty() {
+            "-".to_string()
+        } else {
+            hist.join(" ")
+        };
+        let newest = s
+            .newest_version
+            .map_or_else(|| "-".to_string(), |v| format!("v{v}"));
+        let sweep = match &s.sweep {
+            SweepState::None if s.sweep_pending() => "pending".to_string(),
+            SweepState::None => "-".to_string(),
+            SweepState::Completed { completed } if s.sweep_pending() => {
+                format!("pending (done v{completed})")
+            }
+            SweepState::Completed { completed } => format!("done v{completed}"),
+            SweepState::InProgress { target, .. } => format!("running to v{target}"),
+            SweepState::Corrupt { .. } => "corrupt marker".to_string(),
+        };
+        let fence = if s.fence.cutover_pending {
+            format!("{}, cutover pending", s.fence.state)
+        } else {
+            s.fence.state.clone()
+        };
+        let line = format!(
+            "{:<name_w$}  {:>9}  {:<24}  {:>6}  {:>6}  {:>6}  {:<18}  {}",
+            s.collection, s.rows, hist, newest, s.rows_behind, s.rows_ahead, sweep, fence
+        );
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    let pending: Vec<&str> = surveys
+        .iter()
+        .filter(|s| s.sweep_pending())
+        .map(|s| s.collection.as_str())
+        .collect();
+    if !pending.is_empty() {
+        writeln!(
+            out,
+            "\nsweep pending for {}: rows are stored at an older payload version (they are upcast on read; run the application's sweep to rewrite them)",
+            pending.join(", ")
+        )?;
+    }
+    Ok(OK)
+}

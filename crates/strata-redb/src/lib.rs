@@ -1,0 +1,632 @@
+//! The redb backend of strata's store trait: the embedded default for new stores.
+//!
+//! [`RedbStore`] keeps every strata table in one redb table (`strata`, byte keys to byte
+//! values), strata tables being key prefixes, so a scan is one ordered range scan and a
+//! batch spanning tables is one redb write transaction. The store is **one file**.
+//!
+//! **Conditional batches**: every [`Batch`] is one redb write transaction. redb runs one
+//! write transaction at a time per database, so a batch's preconditions are read inside
+//! the transaction that then writes its mutations: check-then-write is atomic against
+//! every other writer, and a failed precondition aborts the transaction, writing nothing
+//! ([`StoreError::Conflict`]). redb locks the file, so another process opening it gets
+//! [`StoreError::InUse`], as does a second open in this process.
+//!
+//! **Durability** (chosen deliberately, see [`RedbDurability`]): by default every batch is
+//! committed with redb's `Durability::Immediate`: when [`KvWrite::apply`] returns, the
+//! batch is on disk (redb's commit fsyncs, its copy-on-write B-tree and checksummed commit
+//! slots make a torn commit roll back to the previous one). A crash or power loss loses
+//! **no acknowledged batch**; an interrupted one is absent as a whole. [`KvWrite::flush`]
+//! has nothing left to do. [`RedbDurability::Deferred`] trades that for throughput:
+//! batches are committed without fsync and a crash may lose every batch since the last
+//! [`KvWrite::flush`] (never part of one).
+//!
+//! **Opening safely**: [`RedbOptions::create`] refuses an existing file that is not a redb
+//! database (it is left byte for byte unchanged) and a dangling symlink (it would create
+//! the link's target); [`RedbOptions::open_existing`] never creates anything and falls back
+//! to a read-only open when the file or its medium is not writable (writes then fail with
+//! [`StoreError::CannotOpen`]); a panic inside redb while opening a damaged file becomes
+//! [`StoreError::Damaged`] naming the file.
+//!
+//! ```
+//! use strata_redb::RedbStore;
+//! use strata_store::{Batch, KvRead, KvWrite, ScanLimits};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let store = RedbStore::create(dir.path().join("store.redb"))?;
+//! store.apply(Batch::new().set(b"t/a".to_vec(), b"1".to_vec()))?;
+//! let page = store.scan(b"t/", None, ScanLimits::new(10, 1024)?)?;
+//! assert_eq!(page.records[0].value, b"1");
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs)]
+
+mod guard;
+
+use redb::{Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableDefinition};
+use std::fmt;
+use std::io::Read;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use strata_store::{
+    Backend, Batch, KvRead, KvWrite, Mutation, Offer, PageBuilder, Result, ScanLimits, ScanPage,
+    Store, StoreError, Visit, VisitEnd,
+};
+
+/// The backend name used in messages and [`StoreError::Backend`].
+const NAME: &str = "redb";
+
+/// The one redb table holding every strata key.
+const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("strata");
+
+/// The first bytes of every redb file (redb's header magic number).
+pub const MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
+
+/// True when `path` is a regular file (after following symlinks) that starts with redb's
+/// magic number. Reads at most 9 bytes; never writes.
+pub fn is_redb_file(path: &Path) -> bool {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    if !file.metadata().map(|m| m.is_file()).unwrap_or(false) {
+        return false;
+    }
+    let mut head = [0u8; MAGIC.len()];
+    file.read_exact(&mut head).is_ok() && head == MAGIC
+}
+
+/// When a committed batch reaches the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RedbDurability {
+    /// Every batch is fsynced by its commit: a returned [`KvWrite::apply`] survives a crash
+    /// or power loss. The default.
+    #[default]
+    Immediate,
+    /// Batches are committed without fsync; [`KvWrite::flush`] makes them durable. A crash
+    /// may lose the batches since the last flush (each one whole, never part of it).
+    Deferred,
+}
+
+/// How to open a redb store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedbOptions {
+    cache_capacity: usize,
+    durability: RedbDurability,
+}
+
+impl Default for RedbOptions {
+    fn default() -> Self {
+        RedbOptions {
+            cache_capacity: Self::DEFAULT_CACHE_CAPACITY,
+            durability: RedbDurability::Immediate,
+        }
+    }
+}
+
+impl RedbOptions {
+    /// The default page-cache capacity: 64 MiB (redb's own default is 1 GiB).
+    pub const DEFAULT_CACHE_CAPACITY: usize = 64 * 1024 * 1024;
+
+    /// Options with the defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets redb's page-cache capacity in bytes.
+    pub fn cache_capacity(mut self, bytes: usize) -> Self {
+        self.cache_capacity = bytes;
+        self
+    }
+
+    /// Sets when committed batches reach the disk.
+    pub fn durability(mut self, durability: RedbDurability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    fn builder(&self) -> redb::Builder {
+        let mut builder = redb::Builder::new();
+        builder.set_cache_size(self.cache_capacity);
+        builder
+    }
+
+    /// Opens the redb store at `path`, creating the file (not its parent directory) when
+    /// nothing exists there. An existing file that is not a redb database is refused with
+    /// [`StoreError::Damaged`] and left unchanged; so is a symlink whose target is missing.
+    pub fn create(&self, path: impl AsRef<Path>) -> Result<RedbStore> {
+        let path = path.as_ref();
+        match std::fs::symlink_metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                tracing::debug!(path = %path.display(), "creating redb store");
+                let db = guard::guarded(path, || self.builder().create(path))?
+                    .map_err(|e| open_error(path, e.into()))?;
+                // Create the table now, so that a read-only open of a new store finds it.
+                let store = RedbStore::from_db(path, Db::Rw(db), self.durability);
+                store.write(Vec::new(), &[], true)?;
+                Ok(store)
+            }
+            Err(e) => Err(io_error(path, e)),
+            Ok(_) if !path.exists() => Err(StoreError::CannotOpen {
+                path: path.to_path_buf(),
+                reason: "it is a symlink to a missing file; point --db at the real location".into(),
+            }),
+            Ok(_) => self.open_existing(path),
+        }
+    }
+
+    /// Opens the existing redb store at `path` for reading and writing; never creates
+    /// anything. A missing path is [`StoreError::NotFound`]; a file that is not a redb
+    /// database is [`StoreError::Damaged`] (and is not modified). When the file or its
+    /// medium is not writable, the store is opened read-only (reads work, writes fail with
+    /// [`StoreError::CannotOpen`]).
+    pub fn open_existing(&self, path: impl AsRef<Path>) -> Result<RedbStore> {
+        let path = path.as_ref();
+        self.check_existing(path)?;
+        tracing::debug!(path = %path.display(), "opening redb store");
+        match guard::guarded(path, || self.builder().open(path))? {
+            Ok(db) => Ok(RedbStore::from_db(path, Db::Rw(db), self.durability)),
+            Err(redb::DatabaseError::Storage(redb::StorageError::Io(e))) if is_not_writable(&e) => {
+                tracing::debug!(path = %path.display(), error = %e, "not writable; opening read-only");
+                self.open_read_only(path)
+            }
+            Err(e) => Err(open_error(path, e.into())),
+        }
+    }
+
+    /// Opens the existing redb store at `path` read-only: nothing is written to the file,
+    /// so it works on read-only media and for other users. A store that needs crash
+    /// recovery cannot be opened this way ([`StoreError::CannotOpen`]: open it once
+    /// writable). Writes fail with [`StoreError::CannotOpen`].
+    pub fn open_read_only(&self, path: impl AsRef<Path>) -> Result<RedbStore> {
+        let path = path.as_ref();
+        self.check_existing(path)?;
+        match guard::guarded(path, || self.builder().open_read_only(path))? {
+            Ok(db) => Ok(RedbStore::from_db(path, Db::Ro(db), self.durability)),
+            Err(redb::DatabaseError::RepairAborted) => Err(StoreError::CannotOpen {
+                path: path.to_path_buf(),
+                reason: "it needs crash recovery, which a read-only open cannot do; open it once with write access (any strata command on a writable copy)".into(),
+            }),
+            Err(e) => Err(open_error(path, e.into())),
+        }
+    }
+
+    fn check_existing(&self, path: &Path) -> Result<()> {
+        if !path.exists() {
+            return Err(StoreError::NotFound {
+                path: path.to_path_buf(),
+            });
+        }
+        if !is_redb_file(path) {
+            return Err(StoreError::Damaged {
+                path: path.to_path_buf(),
+                reason: "it is not a redb database (no redb header)".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn is_not_writable(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+    )
+}
+
+enum Db {
+    Rw(Database),
+    Ro(ReadOnlyDatabase),
+}
+
+struct Inner {
+    db: Db,
+    path: PathBuf,
+    durability: RedbDurability,
+}
+
+/// A strata store in one redb file (one process at a time).
+///
+/// Clones (and clones of the [`Store`] made from it) share one open database. redb locks
+/// the file while it is open: another process opening it, or a second open in this
+/// process, gets [`StoreError::InUse`].
+#[derive(Clone)]
+pub struct RedbStore {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for RedbStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedbStore")
+            .field("path", &self.inner.path)
+            .field("read_only", &self.is_read_only())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedbStore {
+    fn from_db(path: &Path, db: Db, durability: RedbDurability) -> Self {
+        RedbStore {
+            inner: Arc::new(Inner {
+                db,
+                path: path.to_path_buf(),
+                durability,
+            }),
+        }
+    }
+
+    /// Opens (creating if nothing is there) the store at `path` with default
+    /// [`RedbOptions`].
+    pub fn create(path: impl AsRef<Path>) -> Result<Self> {
+        RedbOptions::new().create(path)
+    }
+
+    /// Opens the existing store at `path` with default [`RedbOptions`]; never creates one.
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Self> {
+        RedbOptions::new().open_existing(path)
+    }
+
+    /// Opens the existing store at `path` read-only with default [`RedbOptions`].
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self> {
+        RedbOptions::new().open_read_only(path)
+    }
+
+    /// Opens (creating if needed) the store at `path` and wraps it in a [`Store`] handle.
+    pub fn create_store(path: impl AsRef<Path>) -> Result<Store> {
+        Self::create(path).map(Self::into_store)
+    }
+
+    /// Wraps this backend in a [`Store`] handle (which adds the write lease).
+    pub fn into_store(self) -> Store {
+        Store::new(self)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// True when the store was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        matches!(self.inner.db, Db::Ro(_))
+    }
+
+    /// Bytes the database file occupies.
+    pub fn size_on_disk(&self) -> Result<u64> {
+        std::fs::metadata(&self.inner.path)
+            .map(|m| m.len())
+            .map_err(|e| io_error(&self.inner.path, e))
+    }
+
+    fn error(&self, e: impl Into<redb::Error>) -> StoreError {
+        map_error(&self.inner.path, e.into())
+    }
+
+    fn begin_read(&self) -> Result<redb::ReadTransaction> {
+        match &self.inner.db {
+            Db::Rw(db) => db.begin_read(),
+            Db::Ro(db) => db.begin_read(),
+        }
+        .map_err(|e| self.error(e))
+    }
+
+    /// The strata table in a read transaction, `None` when it was never created (an empty
+    /// store).
+    fn read_table(&self) -> Result<Option<redb::ReadOnlyTable<&'static [u8], &'static [u8]>>> {
+        let txn = self.begin_read()?;
+        match txn.open_table(TABLE) {
+            Ok(table) => Ok(Some(table)),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => Err(self.error(e)),
+        }
+    }
+
+    /// One write transaction: checks `preconditions`, applies `mutations`, commits (with
+    /// `Durability::Immediate` when `durable` or the store's durability asks for it).
+    fn write(
+        &self,
+        mutations: Vec<Mutation>,
+        preconditions: &[strata_store::Precondition],
+        durable: bool,
+    ) -> Result<()> {
+        let db = match &self.inner.db {
+            Db::Rw(db) => db,
+            Db::Ro(_) => {
+                return Err(StoreError::CannotOpen {
+                    path: self.inner.path.clone(),
+                    reason: "it was opened read-only (the file or its medium is not writable), so it cannot be written; give strata write access to it".into(),
+                })
+            }
+        };
+        let mut txn = db.begin_write().map_err(|e| self.error(e))?;
+        if !durable && self.inner.durability == RedbDurability::Deferred {
+            txn.set_durability(redb::Durability::None)
+                .map_err(|e| self.error(e))?;
+        }
+        let outcome = (|| {
+            let mut table = txn.open_table(TABLE).map_err(|e| self.error(e))?;
+            for p in preconditions {
+                let current = table.get(p.key()).map_err(|e| self.error(e))?;
+                p.check(current.as_ref().map(|g| g.value()))?;
+            }
+            for m in mutations {
+                match m {
+                    Mutation::Set { key, value } => {
+                        table
+                            .insert(key.as_slice(), value.as_slice())
+                            .map_err(|e| self.error(e))?;
+                    }
+                    Mutation::Delete { key } => {
+                        table.remove(key.as_slice()).map_err(|e| self.error(e))?;
+                    }
+                }
+            }
+            Ok(())
+        })();
+        match outcome {
+            Ok(()) => txn.commit().map_err(|e| self.error(e)),
+            Err(e) => {
+                if let Err(abort) = txn.abort() {
+                    tracing::warn!(path = %self.inner.path.display(), error = %abort, "aborting a redb write transaction failed");
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The lower bound of a scan of `prefix` resuming after `after`.
+fn start_bound<'a>(prefix: &'a [u8], after: Option<&'a [u8]>) -> Bound<&'a [u8]> {
+    match after {
+        Some(a) if a >= prefix => Bound::Excluded(a),
+        _ => Bound::Included(prefix),
+    }
+}
+
+impl KvRead for RedbStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let Some(table) = self.read_table()? else {
+            return Ok(None);
+        };
+        let value = table.get(key).map_err(|e| self.error(e))?;
+        Ok(value.map(|v| v.value().to_vec()))
+    }
+
+    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
+        let mut page = PageBuilder::new(limits);
+        let Some(table) = self.read_table()? else {
+            return Ok(page.finish());
+        };
+        let range = table
+            .range::<&[u8]>((start_bound(prefix, after), Bound::Unbounded))
+            .map_err(|e| self.error(e))?;
+        for item in range {
+            let (key, value) = item.map_err(|e| self.error(e))?;
+            let (key, value) = (key.value(), value.value());
+            if !key.starts_with(prefix) {
+                break;
+            }
+            // Decide on the length first: an oversize value is never copied.
+            match page.offer(key, value.len())? {
+                Offer::Take => page.push(key.to_vec(), value.to_vec()),
+                Offer::Stop => break,
+            }
+        }
+        Ok(page.finish())
+    }
+
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
+    ) -> Result<VisitEnd> {
+        let (mut records, mut used) = (0usize, 0usize);
+        let Some(table) = self.read_table()? else {
+            return Ok(VisitEnd {
+                records,
+                more: false,
+            });
+        };
+        let range = table
+            .range::<&[u8]>((start_bound(prefix, after), Bound::Unbounded))
+            .map_err(|e| self.error(e))?;
+        for item in range {
+            let (key, value) = item.map_err(|e| self.error(e))?;
+            let (key, value) = (key.value(), value.value());
+            if !key.starts_with(prefix) {
+                break;
+            }
+            let size = key.len().saturating_add(value.len());
+            if size > limits.max_bytes() && records == 0 {
+                return Err(StoreError::RecordTooLarge {
+                    key: key.to_vec(),
+                    size,
+                    limit: limits.max_bytes(),
+                });
+            }
+            if records >= limits.max_records() || used.saturating_add(size) > limits.max_bytes() {
+                return Ok(VisitEnd {
+                    records,
+                    more: true,
+                });
+            }
+            records += 1;
+            used += size;
+            if visit(key, value) == Visit::Stop {
+                return Ok(VisitEnd {
+                    records,
+                    more: true,
+                });
+            }
+        }
+        Ok(VisitEnd {
+            records,
+            more: false,
+        })
+    }
+
+    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
+        let Some(table) = self.read_table()? else {
+            return Ok(false);
+        };
+        let mut range = table
+            .range::<&[u8]>((Bound::Included(prefix), Bound::Unbounded))
+            .map_err(|e| self.error(e))?;
+        match range.next() {
+            None => Ok(false),
+            Some(Ok((key, _))) => Ok(key.value().starts_with(prefix)),
+            Some(Err(e)) => Err(self.error(e)),
+        }
+    }
+}
+
+impl KvWrite for RedbStore {
+    fn apply(&self, batch: Batch) -> Result<()> {
+        batch.validate()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let (mutations, preconditions) = batch.into_parts();
+        self.write(mutations, &preconditions, false)
+    }
+
+    fn flush(&self) -> Result<()> {
+        match (&self.inner.db, self.inner.durability) {
+            // Every commit was already durable; a read-only store has nothing to flush.
+            (Db::Ro(_), _) | (_, RedbDurability::Immediate) => Ok(()),
+            // An empty durable commit makes every earlier non-durable one durable.
+            (Db::Rw(_), RedbDurability::Deferred) => self.write(Vec::new(), &[], true),
+        }
+    }
+}
+
+impl Backend for RedbStore {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> StoreError {
+    map_error(path, redb::Error::Io(e))
+}
+
+fn open_error(path: &Path, e: redb::Error) -> StoreError {
+    map_error(path, e)
+}
+
+fn map_error(path: &Path, e: redb::Error) -> StoreError {
+    match e {
+        redb::Error::DatabaseAlreadyOpen => StoreError::InUse {
+            path: path.to_path_buf(),
+        },
+        redb::Error::Corrupted(reason) => StoreError::Damaged {
+            path: path.to_path_buf(),
+            reason,
+        },
+        redb::Error::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
+            StoreError::Damaged {
+                path: path.to_path_buf(),
+                reason: io.to_string(),
+            }
+        }
+        other => StoreError::backend(
+            NAME,
+            RedbError {
+                path: path.to_path_buf(),
+                source: other,
+            },
+        ),
+    }
+}
+
+/// The boxed source of [`StoreError::Backend`] for redb: names the file, carries redb's
+/// error as its own source. Private: redb's types are not part of the API.
+#[derive(Debug, thiserror::Error)]
+#[error("redb store `{}` failed; check the disk (space, permissions) and the path, then retry", .path.display())]
+struct RedbError {
+    path: PathBuf,
+    #[source]
+    source: redb::Error,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_refuses_a_foreign_file_and_leaves_it_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.txt");
+        std::fs::write(&path, b"hello, not a database\n").unwrap();
+        let err = RedbStore::create(&path).unwrap_err();
+        assert!(matches!(err, StoreError::Damaged { .. }), "{err:?}");
+        assert!(err.to_string().contains("notes.txt"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"hello, not a database\n");
+        // An empty file is not silently turned into a store either.
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, b"").unwrap();
+        assert!(matches!(
+            RedbStore::create(&empty).unwrap_err(),
+            StoreError::Damaged { .. }
+        ));
+        assert_eq!(std::fs::read(&empty).unwrap(), b"");
+    }
+
+    #[test]
+    fn create_refuses_a_dangling_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("link");
+        let target = dir.path().join("target.redb");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let err = RedbStore::create(&link).unwrap_err();
+        assert!(matches!(err, StoreError::CannotOpen { .. }), "{err:?}");
+        assert!(!target.exists());
+    }
+
+    #[test]
+    fn open_existing_creates_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing.redb");
+        assert!(matches!(
+            RedbStore::open_existing(&path).unwrap_err(),
+            StoreError::NotFound { .. }
+        ));
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn magic_is_recognised() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb");
+        let store = RedbStore::create(&path).unwrap();
+        drop(store);
+        assert!(is_redb_file(&path));
+        assert!(!is_redb_file(dir.path()));
+        assert!(!is_redb_file(&dir.path().join("nope")));
+    }
+
+    #[test]
+    fn deferred_durability_flushes_with_an_empty_durable_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb");
+        let store = RedbOptions::new()
+            .durability(RedbDurability::Deferred)
+            .create(&path)
+            .unwrap();
+        store
+            .apply(Batch::new().set(b"k".to_vec(), b"v".to_vec()))
+            .unwrap();
+        store.flush().unwrap();
+        drop(store);
+        let store = RedbStore::open_read_only(&path).unwrap();
+        assert_eq!(store.get(b"k").unwrap(), Some(b"v".to_vec()));
+        let err = store
+            .apply(Batch::new().set(b"k".to_vec(), b"w".to_vec()))
+            .unwrap_err();
+        assert!(matches!(err, StoreError::CannotOpen { .. }), "{err:?}");
+        assert!(store.is_read_only());
+    }
+}

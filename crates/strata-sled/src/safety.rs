@@ -1,0 +1,270 @@
+//! Checks made before a path is handed to sled, which never refuses anything: it creates
+//! `conf`/`db` in any directory, overwrites a `db` that is not a sled log, follows
+//! symlinks, and "recovers" a truncated log by cutting it down to what it can read.
+//!
+//! * **Signature**: an existing `conf` must be sled's configuration text
+//!   (`segment_size: …` / `use_compression: …` / `version: …` plus a 4-byte checksum) and
+//!   both `conf` and `db` must be regular files, not symlinks, with `db` present when
+//!   `conf` is (and the other way round). Anything else is [`StoreError::Damaged`] and is
+//!   never opened, so nothing is overwritten.
+//! * **Seal**: a clean close writes `strata.seal` (the length of `db` after the final
+//!   flush); the next open refuses a `db` shorter than that (a truncated copy or restore)
+//!   instead of letting sled cut it down to nothing, then removes the seal (a crash while
+//!   open leaves no seal, so a later open does not compare against a stale length).
+//! * **Leftover snapshot**: `snap.*.generating` is a snapshot sled was writing when it
+//!   stopped (disk full, crash); sled then reads it as the newest snapshot and fails with
+//!   "Read corrupted data" forever. One of 12 bytes or fewer cannot hold a snapshot (its
+//!   trailer alone is 12 bytes): it is removed (under the datastore's lock). Any other is
+//!   reported with what to do.
+//! * **Writable**: sled writes on every open; on read-only media or without write
+//!   permission it is refused in one line, before sled can fail half-way.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use strata_store::{Result, StoreError};
+
+/// The seal file written on a clean close.
+pub(crate) const SEAL: &str = "strata.seal";
+
+const SEAL_HEADER: &str = "strata sled seal v1";
+
+/// What [`inspect`] found at a datastore path.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// Nothing there, or a directory with neither `conf` nor `db`: sled may create one.
+    Nothing,
+    /// A sled datastore directory that passed every check.
+    Sled,
+}
+
+fn damaged(path: &Path, reason: impl Into<String>) -> StoreError {
+    StoreError::Damaged {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+fn io(path: &Path, e: std::io::Error) -> StoreError {
+    StoreError::CannotOpen {
+        path: path.to_path_buf(),
+        reason: format!("{e}; check the path and its permissions"),
+    }
+}
+
+/// True when `dir` looks like a sled datastore: a `conf` regular file holding sled's
+/// configuration text and a `db` regular file (neither a symlink). Reads only `conf`.
+pub fn is_sled_dir(dir: &Path) -> bool {
+    matches!(inspect(dir), Ok(Found::Sled))
+}
+
+/// Checks the signature at `dir` without writing anything.
+pub(crate) fn inspect(dir: &Path) -> Result<Found> {
+    let meta = match fs::metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Nothing),
+        Err(e) => return Err(io(dir, e)),
+        Ok(m) => m,
+    };
+    if !meta.is_dir() {
+        return Err(damaged(
+            dir,
+            "it is a file, not a sled datastore directory (sled would write its files beside it)",
+        ));
+    }
+    let conf = dir.join("conf");
+    let db = dir.join("db");
+    let conf_meta = fs::symlink_metadata(&conf).ok();
+    let db_meta = fs::symlink_metadata(&db).ok();
+    match (&conf_meta, &db_meta) {
+        (None, None) => return Ok(Found::Nothing),
+        (Some(_), None) => {
+            return Err(damaged(
+                &db,
+                "the datastore has a `conf` but no `db` log (was it copied only in part?)",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(damaged(
+                &conf,
+                "there is a `db` file but no sled `conf` beside it, so it is not a sled datastore (or its `conf` was lost); it was left untouched",
+            ))
+        }
+        (Some(_), Some(_)) => {}
+    }
+    for (file, m) in [(&conf, &conf_meta), (&db, &db_meta)] {
+        if let Some(m) = m {
+            if m.file_type().is_symlink() {
+                return Err(damaged(
+                    file,
+                    "it is a symlink; sled would write through it into whatever it points at, so it is refused (point --db at the real directory)",
+                ));
+            }
+            if !m.is_file() {
+                return Err(damaged(file, "it is not a regular file"));
+            }
+        }
+    }
+    let mut text = Vec::new();
+    fs::File::open(&conf)
+        .and_then(|f| f.take(4096).read_to_end(&mut text))
+        .map_err(|e| io(&conf, e))?;
+    if !is_sled_conf(&text) {
+        return Err(damaged(
+            &conf,
+            "it is not a sled configuration file, so this is not a sled datastore; it was left untouched",
+        ));
+    }
+    Ok(Found::Sled)
+}
+
+/// sled 0.34's `conf`: three `key: value` lines then a 4-byte checksum.
+fn is_sled_conf(bytes: &[u8]) -> bool {
+    if bytes.len() <= 4 {
+        return false;
+    }
+    let Ok(text) = std::str::from_utf8(&bytes[..bytes.len() - 4]) else {
+        return false;
+    };
+    let mut keys = text
+        .lines()
+        .filter_map(|l| l.split_once(": ").map(|(k, _)| k));
+    keys.next() == Some("segment_size")
+        && keys.next() == Some("use_compression")
+        && keys.next() == Some("version")
+}
+
+/// The seal of `dir`: `Some(len)` when a clean close recorded `db`'s length.
+fn read_seal(dir: &Path) -> Option<u64> {
+    let text = fs::read_to_string(dir.join(SEAL)).ok()?;
+    let mut lines = text.lines();
+    if lines.next() != Some(SEAL_HEADER) {
+        return None;
+    }
+    lines
+        .next()?
+        .strip_prefix("db_len: ")
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// Records `db`'s current length in the seal (called after the final flush of a clean
+/// close). Failures are logged: the seal only adds a check.
+pub(crate) fn write_seal(dir: &Path) {
+    let result = fs::metadata(dir.join("db")).and_then(|m| {
+        let tmp = dir.join(format!("{SEAL}.tmp"));
+        fs::write(&tmp, format!("{SEAL_HEADER}\ndb_len: {}\n", m.len()))?;
+        fs::rename(&tmp, dir.join(SEAL))
+    });
+    if let Err(e) = result {
+        tracing::warn!(dir = %dir.display(), error = %e, "could not write the sled seal");
+    }
+}
+
+/// The checks of an existing datastore before sled opens it (see the module doc). Holds
+/// the `db` lock while it removes an empty snapshot leftover. Writes nothing else.
+pub(crate) fn prepare_existing(dir: &Path, lock_wait: Duration) -> Result<()> {
+    let db = dir.join("db");
+    // sled writes on every open: refuse media it cannot write, before it fails half-way.
+    let file = match fs::OpenOptions::new().read(true).write(true).open(&db) {
+        Ok(f) => f,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            return Err(StoreError::CannotOpen {
+                path: dir.to_path_buf(),
+                reason: format!("sled cannot open a datastore without write access, even to read it ({e}); copy the directory to writable storage, or convert it with `strata copy` from a writable copy"),
+            });
+        }
+        Err(e) => return Err(io(&db, e)),
+    };
+    // The same lock sled takes: another process using the datastore is not disturbed.
+    let mut slept = Duration::ZERO;
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(fs::TryLockError::WouldBlock) if slept < lock_wait => {
+                let step = Duration::from_millis(10).min(lock_wait - slept);
+                std::thread::sleep(step);
+                slept += step;
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(StoreError::InUse {
+                    path: dir.to_path_buf(),
+                })
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io(&db, e)),
+        }
+    }
+    let len = file.metadata().map_err(|e| io(&db, e))?.len();
+    if let Some(sealed) = read_seal(dir) {
+        if len < sealed {
+            return Err(damaged(
+                &db,
+                format!("the sled log is {len} bytes but was {sealed} bytes when the datastore was last closed: it was truncated (an interrupted copy or restore?)"),
+            ));
+        }
+    }
+    for leftover in generating_snapshots(dir)? {
+        let size = fs::metadata(&leftover).map(|m| m.len()).unwrap_or(0);
+        if size <= 12 {
+            tracing::warn!(file = %leftover.display(), size, "removing an incomplete sled snapshot left by an interrupted write");
+            fs::remove_file(&leftover).map_err(|e| io(&leftover, e))?;
+        } else {
+            return Err(damaged(
+                &leftover,
+                "it is a snapshot sled did not finish writing (disk full or a crash), and sled cannot open the datastore while it is there; after freeing space, move it out of the directory (sled rebuilds its snapshot from the log) and retry",
+            ));
+        }
+    }
+    // The seal is consumed: a crash from here on must not be compared with it later.
+    match fs::remove_file(dir.join(SEAL)) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(&dir.join(SEAL), e)),
+    }
+    drop(file); // releases the lock; sled takes it again.
+    Ok(())
+}
+
+fn generating_snapshots(dir: &Path) -> Result<Vec<PathBuf>> {
+    let entries = fs::read_dir(dir).map_err(|e| io(dir, e))?;
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| io(dir, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            found.push(entry.path());
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conf_signature() {
+        assert!(is_sled_conf(
+            b"segment_size: 524288\nuse_compression: false\nversion: 0.34\n\x01\x02\x03\x04"
+        ));
+        assert!(!is_sled_conf(b"segment_size: 524288\n"));
+        assert!(!is_sled_conf(b"SQLite format 3\0............"));
+        assert!(!is_sled_conf(b""));
+    }
+
+    #[test]
+    fn seal_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read_seal(dir.path()), None);
+        fs::write(dir.path().join("db"), vec![0u8; 1234]).unwrap();
+        write_seal(dir.path());
+        assert_eq!(read_seal(dir.path()), Some(1234));
+    }
+}
