@@ -578,3 +578,36 @@ fn a_stale_sealer_cannot_write_past_a_rotation_and_refreshes_without_the_passphr
         .unwrap();
     assert!(fresh.refresh(&store).unwrap_err().is_wrong_key());
 }
+
+#[test]
+fn a_raw_copy_to_another_backend_opens_with_the_same_passphrase() {
+    let (store, sealer) = sealed_db();
+    let k = b"__nx/doc/c/a".as_slice();
+    let body = sealer.seal(ctx(k, 1024, HEADER), b"{\"a\":1}").unwrap();
+    store
+        .apply(Batch::new().set(k.to_vec(), [HEADER, &body].concat()))
+        .unwrap();
+    // `strata copy` copies every key and value as is: ciphertext and keyring included.
+    let dir = tempfile::tempdir().unwrap();
+    let sled = strata_sled::SledStore::open_store(dir.path()).unwrap();
+    let mut batch = Batch::new();
+    for (key, value) in snapshot(&store) {
+        batch = batch.set(key, value);
+    }
+    sled.apply(batch).unwrap();
+    let there = Keyring::database()
+        .unlock(&sled, &pass("alice's passphrase"))
+        .unwrap();
+    let stored = sled.get(k).unwrap().unwrap();
+    assert_eq!(stored, [HEADER, &body].concat(), "ciphertext copied as is");
+    assert_eq!(
+        there
+            .open(ctx(k, 1024, HEADER), &stored[HEADER.len()..])
+            .unwrap(),
+        b"{\"a\":1}"
+    );
+    assert!(Keyring::database()
+        .unlock(&sled, &pass("wrong"))
+        .unwrap_err()
+        .is_wrong_key());
+}
