@@ -334,7 +334,7 @@ fn verify_and_status_fail_with_4_on_a_corrupt_collection_header_or_catalog_recor
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     with_store(&db, |s| {
-        let database = strata::Database::open(s.clone()).unwrap();
+        let database = strata::Database::builder(s.clone()).open().unwrap();
         database
             .collection::<serde_json::Value>("users", strata::CollectionOptions::new())
             .unwrap();
@@ -358,7 +358,7 @@ fn verify_fails_with_4_on_an_unreadable_fence_or_sweep_marker() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     with_store(&db, |s| {
-        let database = strata::Database::open(s.clone()).unwrap();
+        let database = strata::Database::builder(s.clone()).open().unwrap();
         database
             .collection::<serde_json::Value>("users", strata::CollectionOptions::new())
             .unwrap();
