@@ -3,7 +3,8 @@
 //! Thin by design: each subcommand parses its arguments, calls the library and renders the
 //! result. Results go to stdout, errors to stderr prefixed `strata: `, progress to stderr
 //! (a bar with rate and ETA on a terminal, plain lines otherwise). Exit codes: 0 success, 1 error, 2 usage, 3 migration
-//! required, 4 future or corrupt metadata, 6 non-additive schema change.
+//! required, 4 future or corrupt metadata, 6 incompatible schema change. Under `--json` an
+//! error is also printed on stdout as `{"format":1,"error":{"message":"…","exit_code":N}}`.
 
 mod cmd;
 mod db;
@@ -11,7 +12,7 @@ mod exit;
 
 mod size;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// strata — safe, resumable evolution of data in a key-value store.
@@ -19,7 +20,8 @@ use std::process::ExitCode;
 #[command(name = "strata", version, about, long_about = None)]
 pub struct Cli {
     /// The datastore: a path (auto-detected: a redb file or a sled directory), or
-    /// `redb:PATH`, `sled:PATH`, `postgres://user@host/db[?strata_table=NAME]`.
+    /// `redb:PATH`, `sled:PATH`, `postgres://user@host/db[?strata_table=NAME]` (not read by
+    /// `demo`, `copy` and `schema diff`, which refuse it).
     #[arg(
         long,
         global = true,
@@ -55,15 +57,57 @@ enum Command {
     Demo(cmd::demo::Args),
 }
 
-fn main() -> ExitCode {
+/// True when the command line asks for `--json` (errors are then JSON documents too).
+fn wants_json() -> bool {
+    std::env::args_os().skip(1).any(|a| a == "--json")
+}
+
+/// Logs go to stderr, with colour only on a terminal and when `NO_COLOR` is unset.
+fn init_logging() {
+    use std::io::IsTerminal;
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
+        .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+}
+
+fn main() -> ExitCode {
+    init_logging();
+    let json = wants_json();
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (m, cli)));
+    let (matches, cli) = match parsed {
+        Ok(ok) => ok,
+        Err(e) => {
+            if json && e.use_stderr() {
+                let rendered = e.render().to_string();
+                let first = rendered.lines().next().unwrap_or_default();
+                let msg = first.strip_prefix("error: ").unwrap_or(first);
+                println!("{}", exit::error_document(msg, exit::USAGE));
+            }
+            e.exit()
+        }
+    };
+    // `--db` is global for convenience; a command that does not read it refuses it rather
+    // than silently ignoring it.
+    let db_given = matches.value_source("db") == Some(clap::parser::ValueSource::CommandLine);
+    if db_given {
+        if let Some(what) = cli.command.ignores_db() {
+            return exit::finish(
+                Err(exit::Failure::with_code(
+                    exit::USAGE,
+                    format!("`{what}` does not read `--db`; {}", cli.command.db_hint()),
+                )),
+                json,
+            );
+        }
+    }
     let result = match cli.command {
         Command::Status(args) => cmd::status::run(&cli.db, args),
         Command::Migrate(args) => cmd::migrate::run(&cli.db, args),
@@ -75,5 +119,28 @@ fn main() -> ExitCode {
         Command::Copy(args) => cmd::copy::run(args),
         Command::Demo(args) => cmd::demo::run(args),
     };
-    exit::finish(result)
+    exit::finish(result, json)
+}
+
+impl Command {
+    /// The name of the command when it does not read `--db`.
+    fn ignores_db(&self) -> Option<&'static str> {
+        match self {
+            Command::Demo(_) => Some("strata demo"),
+            Command::Copy(_) => Some("strata copy"),
+            Command::Schema(args) if args.ignores_db() => Some("strata schema diff"),
+            _ => None,
+        }
+    }
+
+    /// What to pass instead of `--db`.
+    fn db_hint(&self) -> &'static str {
+        match self {
+            Command::Demo(_) => "pass the demo directory as `strata demo DIR`",
+            Command::Copy(_) => "pass the stores as `--from A --to B`",
+            _ => {
+                "compare two files, or a file with a stored baseline with `--against DB COLLECTION`"
+            }
+        }
+    }
 }

@@ -180,11 +180,10 @@ fn inspect_decodes_envelopes_and_raw_keeps_hex() {
     let dbs = db.to_str().unwrap();
     let out = strata(&["--db", dbs, "inspect", "users", "--limit", "2", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let lines: Vec<Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let doc = json_of(&out);
+    assert_eq!(doc["format"], 1);
+    assert_eq!(doc["table"], "users");
+    let lines = doc["records"].as_array().unwrap();
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0]["key"], "__nx/doc/users/a");
     assert_eq!(lines[0]["id"], "a");
@@ -203,7 +202,7 @@ fn inspect_decodes_envelopes_and_raw_keeps_hex() {
     let out = strata(&[
         "--db", dbs, "inspect", "users", "--limit", "1", "--raw", "--json",
     ]);
-    let line: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let line = json_of(&out)["records"][0].clone();
     assert!(
         line["value_hex"]
             .as_str()

@@ -243,7 +243,13 @@ fn invalid_json_is_an_error_naming_the_file() {
     let err = stderr(&out);
     assert!(err.contains("broken.json"), "{err}");
     assert!(err.contains("not valid JSON"), "{err}");
-    assert!(out.stdout.is_empty());
+    // Under --json, stdout holds the error document only.
+    let doc = json_of(&out);
+    assert_eq!(doc["error"]["exit_code"], 1);
+    assert!(doc["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("broken.json"));
 }
 
 #[test]
@@ -354,7 +360,13 @@ fn show_of_an_unknown_collection_is_a_clear_error() {
     assert!(err.starts_with("strata: "), "{err}");
     assert!(err.contains("`payments`"), "{err}");
     assert!(err.contains("no persisted schema"), "{err}");
-    assert!(out.stdout.is_empty());
+    // Under `--json` the error is also a JSON document on stdout.
+    let doc = json_of(&out);
+    assert_eq!(doc["format"], 1);
+    assert_eq!(doc["error"]["exit_code"], 1);
+    let message = doc["error"]["message"].as_str().unwrap();
+    assert!(message.contains("`payments`"), "{message}");
+    assert_eq!(format!("strata: {message}\n"), err);
 }
 
 #[test]

@@ -232,11 +232,11 @@ fn inspect_prints_records_of_a_table() {
         "--json",
     ]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let doc = json(&out);
+    assert_eq!(doc["format"], 1);
+    assert_eq!(doc["db"], dbs);
+    assert_eq!(doc["table"], "gcounter-materialized");
+    let lines = doc["records"].as_array().unwrap();
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0]["key"], "__nx/crdt/gcounter/a");
     assert_eq!(lines[1]["value_hex"], "0200000000000000");

@@ -543,3 +543,71 @@ fn store_errors_pass_through() {
     let err: SealError = StoreError::InvalidArgument("x".into()).into();
     assert!(!err.is_wrong_key() && !err.is_authentication());
 }
+
+#[test]
+fn a_stale_sealer_cannot_write_past_a_rotation_and_refreshes_without_the_passphrase() {
+    let (store, _) = sealed_db();
+    let ring = Keyring::database();
+    let alice = pass("alice's passphrase");
+    let stale = ring.unlock(&store, &alice).unwrap();
+    assert_eq!(stale.refresh(&store).unwrap().key_ids(), vec![1]);
+    let k = b"__nx/doc/c/a".as_slice();
+
+    // Another process starts a rotation.
+    ring.begin_rotation(&store, &[&alice]).unwrap();
+    // A write sealed by the stale sealer carries its keyring precondition: refused.
+    let body = stale.seal(ctx(k, 1024, HEADER), b"{}").unwrap();
+    let mut batch = Batch::new().set(k.to_vec(), [HEADER, &body].concat());
+    batch.push_precondition(stale.keyring_precondition());
+    assert!(store.apply(batch).unwrap_err().is_conflict());
+    assert_eq!(store.get(k).unwrap(), None);
+
+    // Refresh (no passphrase): both keys, sealing under the new one; the retry commits.
+    let fresh = stale.refresh(&store).unwrap();
+    assert_eq!(fresh.key_ids(), vec![1, 2]);
+    assert_eq!(fresh.active_key_id(), 2);
+    let body = fresh.seal(ctx(k, 1024, HEADER), b"{}").unwrap();
+    let mut batch = Batch::new().set(k.to_vec(), [HEADER, &body].concat());
+    batch.push_precondition(fresh.keyring_precondition());
+    store.apply(batch).unwrap();
+
+    // Another entry added: refresh still works; the entry re-wrapped: it does not.
+    ring.add_entry(&store, &alice, "kms", &kms(9)).unwrap();
+    assert_eq!(fresh.refresh(&store).unwrap().key_ids(), vec![1, 2]);
+    ring.rewrap(&store, &alice, &pass("rotated passphrase"))
+        .unwrap();
+    assert!(fresh.refresh(&store).unwrap_err().is_wrong_key());
+}
+
+#[test]
+fn a_raw_copy_to_another_backend_opens_with_the_same_passphrase() {
+    let (store, sealer) = sealed_db();
+    let k = b"__nx/doc/c/a".as_slice();
+    let body = sealer.seal(ctx(k, 1024, HEADER), b"{\"a\":1}").unwrap();
+    store
+        .apply(Batch::new().set(k.to_vec(), [HEADER, &body].concat()))
+        .unwrap();
+    // `strata copy` copies every key and value as is: ciphertext and keyring included.
+    let dir = tempfile::tempdir().unwrap();
+    let sled = strata_sled::SledStore::open_store(dir.path()).unwrap();
+    let mut batch = Batch::new();
+    for (key, value) in snapshot(&store) {
+        batch = batch.set(key, value);
+    }
+    sled.apply(batch).unwrap();
+    let there = Keyring::database()
+        .unlock(&sled, &pass("alice's passphrase"))
+        .unwrap();
+    let stored = sled.get(k).unwrap().unwrap();
+    assert_eq!(stored, [HEADER, &body].concat(), "ciphertext copied as is");
+    assert_eq!(
+        there
+            .open(ctx(k, 1024, HEADER), &stored[HEADER.len()..])
+            .unwrap(),
+        b"{\"a\":1}"
+    );
+    assert!(Keyring::database()
+        .unlock(&sled, &pass("wrong"))
+        .unwrap_err()
+        .is_wrong_key());
+}

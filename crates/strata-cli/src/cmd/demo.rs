@@ -210,11 +210,10 @@ pub fn run(args: Args) -> CmdResult {
 
     writeln!(
         out,
-        "\ndone in {:.1?}. Try: strata --db {} status; strata --db {} fence; strata --db {} schema show invoices",
+        "\ndone in {:.1?}. Try: strata --db {} status; strata --db {docs} collections; strata --db {docs} inspect accounts; strata --db {docs} fence; strata --db {docs} schema show invoices",
         started.elapsed(),
         sync_path.display(),
-        docs_path.display(),
-        docs_path.display()
+        docs = docs_path.display(),
     )?;
     Ok(0)
 }
@@ -356,7 +355,10 @@ fn payload_chapter(out: &mut impl Write, store: &Store) -> Result<(), Failure> {
             balance: 1,
         },
     ) {
-        Err(e) if e.is_ahead() => writeln!(out, "an old build writing bob is refused: {e}")?,
+        Err(e) if e.is_ahead() => writeln!(
+            out,
+            "an old build writing bob is refused: {e}\n  (expected: the engine also logs this refusal once per collection, the WARN line on stderr)"
+        )?,
         Err(e) => return Err(e.into()),
         Ok(_) => return Err(bug("an old build overwrote a newer row")),
     }
@@ -545,7 +547,7 @@ fn policy_chapter(out: &mut impl Write, store: &Store) -> Result<(), Failure> {
         let o = declare(&db, 3, vec![additive_only()])?;
         writeln!(
             out,
-            "build 3 removes `total`, still under additive_only: the collection opens (verdict {}), the first write fails:",
+            "build 3 removes `total`, still under additive_only: the collection opens (verdict {}), the first write fails:\n  (expected: the engine logs the rejection, the WARN line on stderr)",
             verdict_word(&o.verdict)
         )?;
         if !matches!(o.verdict, Verdict::Rejected { .. }) {

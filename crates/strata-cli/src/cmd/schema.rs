@@ -34,10 +34,17 @@ enum SchemaCommand {
     Show {
         /// The collection.
         collection: String,
-        /// Print `{"collection","hash","payload_version","schema"}` as JSON.
+        /// Print `{"format","db","collection","hash","payload_version","schema"}` as JSON.
         #[arg(long)]
         json: bool,
     },
+}
+
+impl Args {
+    /// True for the subcommands that do not read `--db`.
+    pub fn ignores_db(&self) -> bool {
+        matches!(self.command, SchemaCommand::Diff { .. })
+    }
 }
 
 fn read_json(path: &Path) -> Result<serde_json::Value, Failure> {
@@ -95,6 +102,8 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             let mut out = std::io::stdout().lock();
             if json {
                 let doc = serde_json::json!({
+                    "format": 1,
+                    "db": db::describe(db_path),
                     "collection": collection,
                     "hash": b.hash,
                     "payload_version": b.payload_version,

@@ -17,11 +17,13 @@
 //!         | header length u8 | envelope header bytes | data key id u32 BE
 //! ```
 
+use super::keyring::Origin;
 use super::SealError;
 use chacha20poly1305::aead::{AeadInOut, Generate};
 use chacha20poly1305::{KeyInit, Tag, XChaCha20Poly1305, XNonce};
 use std::fmt;
 use std::sync::Arc;
+use strata_store::{KvRead, Precondition};
 use zeroize::Zeroizing;
 
 /// Length of the data key id in front of a sealed body.
@@ -144,6 +146,7 @@ pub fn body_key_id(body: &[u8]) -> Option<u32> {
 
 struct SealerInner {
     keyring: Vec<u8>,
+    origin: Origin,
     active: u32,
     /// Every data key the keyring holds (one, or two during a rotation), by id.
     keys: Vec<(u32, XChaCha20Poly1305)>,
@@ -172,18 +175,42 @@ impl fmt::Debug for Sealer {
 
 impl Sealer {
     pub(crate) fn new(
-        keyring: Vec<u8>,
+        origin: Origin,
         active: u32,
         keys: Vec<(u32, Zeroizing<[u8; DATA_KEY_LEN]>)>,
     ) -> Self {
         let keys = keys.iter().map(|(id, k)| (*id, cipher(k))).collect();
         Sealer {
             inner: Arc::new(SealerInner {
-                keyring,
+                keyring: origin.scope.store_key().to_vec(),
+                origin,
                 active,
                 keys,
             }),
         }
+    }
+
+    /// "The keyring still holds the bytes this sealer was unlocked from": a write sealed
+    /// with this sealer carries it, so it cannot commit after a data-key rotation started
+    /// (or a re-wrap) elsewhere. On a conflict, [`Sealer::refresh`] and retry.
+    pub fn keyring_precondition(&self) -> Precondition {
+        Precondition::Equals {
+            key: self.inner.keyring.clone(),
+            value: self.inner.origin.bytes.clone(),
+        }
+    }
+
+    /// The sealer for the keyring as it is now: this one when it is unchanged, else the
+    /// keyring re-opened through the same entry with the KEK kept from unlocking (no
+    /// passphrase, no Argon2 run) — it then holds the keys of a rotation that started
+    /// meanwhile. [`SealError::WrongKey`] when that entry was re-wrapped or removed: unlock
+    /// again with the current credential.
+    pub fn refresh<S: KvRead + ?Sized>(&self, store: &S) -> Result<Sealer, SealError> {
+        let origin = &self.inner.origin;
+        Ok(origin
+            .scope
+            .reopen(store, origin)?
+            .unwrap_or_else(|| self.clone()))
     }
 
     /// The id of the data key new seals use.

@@ -365,6 +365,22 @@ impl Entry {
     }
 }
 
+/// An entry opened by a credential: its index, its KEK and every data key.
+struct Opened {
+    index: usize,
+    kek: Zeroizing<[u8; DATA_KEY_LEN]>,
+    keys: Vec<(u32, Zeroizing<[u8; DATA_KEY_LEN]>)>,
+}
+
+/// Where a [`Sealer`] came from: the keyring bytes it was unlocked from and the entry
+/// (label and KEK, zeroized on drop) that opened it.
+pub(crate) struct Origin {
+    pub(crate) scope: Keyring,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) label: String,
+    pub(crate) kek: Zeroizing<[u8; DATA_KEY_LEN]>,
+}
+
 /// What [`KeyringRecord::entries`] tells about one wrapping entry (no secrets).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EntryInfo {
@@ -687,29 +703,23 @@ impl Keyring {
     }
 
     /// Opens `rec` with `cred`: the index of the entry it opened and every data key.
-    #[allow(clippy::type_complexity)]
     fn open_with(
         &self,
         rec: &KeyringRecord,
         cred: &Credential,
-    ) -> Result<Option<(usize, Vec<(u32, Zeroizing<[u8; DATA_KEY_LEN]>)>)>, SealError> {
-        for (i, entry) in rec.entries.iter().enumerate() {
+    ) -> Result<Option<Opened>, SealError> {
+        for (index, entry) in rec.entries.iter().enumerate() {
             let Some(kek) = cred.kek(&entry.spec)? else {
                 continue;
             };
             if let Some(keys) = entry.unwrap_all(&self.key, &kek)? {
-                return Ok(Some((i, keys)));
+                return Ok(Some(Opened { index, kek, keys }));
             }
         }
         Ok(None)
     }
 
-    #[allow(clippy::type_complexity)]
-    fn open_or_wrong(
-        &self,
-        rec: &KeyringRecord,
-        cred: &Credential,
-    ) -> Result<(usize, Vec<(u32, Zeroizing<[u8; DATA_KEY_LEN]>)>), SealError> {
+    fn open_or_wrong(&self, rec: &KeyringRecord, cred: &Credential) -> Result<Opened, SealError> {
         self.open_with(rec, cred)?.ok_or_else(|| self.wrong_key())
     }
 
@@ -736,12 +746,48 @@ impl Keyring {
         }
     }
 
+    /// A sealer for the keyring `bytes` (= `rec`), opened through entry `label` with
+    /// `kek` (kept so [`Sealer::refresh`] can re-open the keyring after a change).
     fn sealer(
         &self,
+        bytes: Vec<u8>,
         rec: &KeyringRecord,
+        label: &str,
+        kek: Zeroizing<[u8; DATA_KEY_LEN]>,
         keys: Vec<(u32, Zeroizing<[u8; DATA_KEY_LEN]>)>,
     ) -> Sealer {
-        Sealer::new(self.key.clone(), rec.active, keys)
+        Sealer::new(
+            Origin {
+                scope: self.clone(),
+                bytes,
+                label: label.to_owned(),
+                kek,
+            },
+            rec.active,
+            keys,
+        )
+    }
+
+    /// Re-opens the keyring for `origin` after it may have changed: the same sealer when
+    /// the bytes are unchanged, else the entry with the same label unwrapped with the kept
+    /// KEK ([`SealError::WrongKey`] when that entry was re-wrapped or removed).
+    pub(crate) fn reopen<S: KvRead + ?Sized>(
+        &self,
+        store: &S,
+        origin: &Origin,
+    ) -> Result<Option<Sealer>, SealError> {
+        let (bytes, rec) = self.read_existing(store)?;
+        if bytes == origin.bytes {
+            return Ok(None);
+        }
+        let Some(entry) = rec.entries.iter().find(|e| e.label == origin.label) else {
+            return Err(self.wrong_key());
+        };
+        let keys = entry
+            .unwrap_all(&self.key, &origin.kek)?
+            .ok_or_else(|| self.wrong_key())?;
+        let kek = Zeroizing::new(*origin.kek);
+        Ok(Some(self.sealer(bytes, &rec, &origin.label, kek, keys)))
     }
 
     /// Creates the keyring: a fresh random data key (id 1), wrapped by `cred` in an entry
@@ -770,9 +816,10 @@ impl Keyring {
             retiring: None,
             entries: vec![Entry::wrap_all(&self.key, label, spec, &kek, &keys)?],
         };
+        let bytes = rec.encode();
         let batch = Batch::new()
             .require_absent(self.key.clone())
-            .set(self.key.clone(), rec.encode());
+            .set(self.key.clone(), bytes.clone());
         store.apply(batch).map_err(|e| {
             if e.is_conflict() {
                 exists()
@@ -781,7 +828,7 @@ impl Keyring {
             }
         })?;
         tracing::info!(keyring = %strata_store::escape_key(&self.key), "keyring created");
-        Ok(self.sealer(&rec, keys))
+        Ok(self.sealer(bytes, &rec, label, kek, keys))
     }
 
     /// Unlocks the keyring with `cred`: [`SealError::WrongKey`] when no entry opens with
@@ -792,9 +839,10 @@ impl Keyring {
         store: &S,
         cred: &Credential,
     ) -> Result<Sealer, SealError> {
-        let (_, rec) = self.read_existing(store)?;
-        let (_, keys) = self.open_or_wrong(&rec, cred)?;
-        Ok(self.sealer(&rec, keys))
+        let (bytes, rec) = self.read_existing(store)?;
+        let opened = self.open_or_wrong(&rec, cred)?;
+        let label = rec.entries[opened.index].label.clone();
+        Ok(self.sealer(bytes, &rec, &label, opened.kek, opened.keys))
     }
 
     /// Adds an entry `label` wrapping the data key(s) under `new`, authorized by `unlock`
@@ -808,7 +856,7 @@ impl Keyring {
     ) -> Result<(), SealError> {
         validate_label(label)?;
         let (read, rec) = self.read_existing(store)?;
-        let (_, keys) = self.open_or_wrong(&rec, unlock)?;
+        let keys = self.open_or_wrong(&rec, unlock)?.keys;
         if rec.entries.iter().any(|e| e.label == label) {
             return Err(SealError::DuplicateLabel {
                 keyring: self.key.clone(),
@@ -842,7 +890,7 @@ impl Keyring {
         new: &Credential,
     ) -> Result<(), SealError> {
         let (read, rec) = self.read_existing(store)?;
-        let (index, keys) = self.open_or_wrong(&rec, old)?;
+        let Opened { index, keys, .. } = self.open_or_wrong(&rec, old)?;
         let spec = new.new_spec()?;
         let Some(kek) = new.kek(&spec)? else {
             return Err(self.wrong_key());
@@ -904,7 +952,7 @@ impl Keyring {
             });
         }
         // Every entry must open with some credential: find a KEK for each.
-        let mut keks = Vec::with_capacity(rec.entries.len());
+        let mut keks: Vec<Zeroizing<[u8; DATA_KEY_LEN]>> = Vec::with_capacity(rec.entries.len());
         let mut missing = Vec::new();
         let mut old_key = None;
         for entry in &rec.entries {
@@ -958,9 +1006,18 @@ impl Keyring {
                 &keys,
             )?);
         }
-        self.replace(store, read, &next)?;
+        let bytes = next.encode();
+        store
+            .apply(
+                Batch::new()
+                    .require_eq(self.key.clone(), read)
+                    .set(self.key.clone(), bytes.clone()),
+            )
+            .map_err(|e| self.map_conflict(e))?;
         tracing::info!(keyring = %strata_store::escape_key(&self.key), new_key = new_id, "data-key rotation started");
-        Ok(self.sealer(&next, keys))
+        let label = next.entries[0].label.clone();
+        let kek = Zeroizing::new(*keks[0]);
+        Ok(self.sealer(bytes, &next, &label, kek, keys))
     }
 
     /// Adds the end of a rotation to `batch`: the keyring without the retiring key, guarded
