@@ -1,7 +1,7 @@
 //! Explicit, resumable, memory-bounded migrations (the "Migration boundary", "Migration
 //! registry" and "Legacy migration" parts of the Numax seed).
 //!
-//! * Every table owns a [`TableMigrations`] registry of `N → N+1` [`Step`]s, validated
+//! * Every table owns a [`TableMigrations`] registry of `N → N+1` [`RecordStep`]s, validated
 //!   before anything runs ([`Registry::validate`]).
 //! * A [`Migrator`] takes the store's exclusive write lease for its whole session, then
 //!   walks every table independently: it reads the header (no header, or an explicit v0
@@ -9,7 +9,7 @@
 //!   step as one [`crate::pass`] whose final batch writes the step's header and deletes the
 //!   checkpoint atomically. A chain `0 → 1 → 2` writes the intermediate header before the
 //!   next step starts from a fresh checkpoint.
-//! * The legacy step ([`Step::certify`]) validates every record with the table decoder and
+//! * The legacy step ([`RecordStep::certify`]) validates every record with the table decoder and
 //!   never rewrites a payload.
 //! * [`verify`] is the read-only full certification scan behind `strata verify`.
 //!
@@ -38,7 +38,7 @@ pub use checkpoint::{
     CHECKPOINT_FORMAT, CHECKPOINT_MAGIC,
 };
 pub use error::MigrateError;
-pub use registry::{RecordStepFn, Registry, Step, TableMigrations};
+pub use registry::{RecordStep, RecordStepFn, Registry, TableMigrations};
 
 use crate::catalog::{Catalog, TableDef};
 use crate::header::{checkpoint_key, header_key, SchemaHeader};
@@ -475,7 +475,7 @@ fn read_header(t: &TableDef, bytes: &[u8]) -> Result<u16, MigrateError> {
 /// table, names this step, and its cursor lies inside the table prefix. Returns the cursor.
 fn precheck_checkpoint(
     t: &TableDef,
-    step: &Step,
+    step: &RecordStep,
     key: &[u8],
     bytes: &[u8],
 ) -> Result<Option<Vec<u8>>, MigrateError> {
