@@ -101,7 +101,10 @@ pub fn finish(result: CmdResult, json: bool) -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(f) if f.code == OK || is_broken_pipe(f.error.as_ref()) => ExitCode::SUCCESS,
         Err(f) => {
-            let line = message(f.error.as_ref());
+            let mut line = message(f.error.as_ref());
+            if let Some(hint) = cli_hint(f.error.as_ref()) {
+                line.push_str(hint);
+            }
             eprintln!("strata: {line}");
             if json {
                 println!("{}", error_document(&line, f.code));
@@ -109,4 +112,20 @@ pub fn finish(result: CmdResult, json: bool) -> ExitCode {
             ExitCode::from(f.code)
         }
     }
+}
+
+/// The command-line remedy for a library error whose message names no flag (library
+/// messages say "raise the byte budget"; the CLI says which option does it).
+fn cli_hint(e: &(dyn Error + 'static)) -> Option<&'static str> {
+    let mut cur: Option<&(dyn Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(
+            strata::PassError::RecordTooLarge { .. } | strata::PassError::BatchTooLarge { .. },
+        ) = err.downcast_ref::<strata::PassError>()
+        {
+            return Some(" (pass a larger `--max-bytes`)");
+        }
+        cur = err.source();
+    }
+    None
 }

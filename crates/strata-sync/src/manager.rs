@@ -125,6 +125,11 @@ impl SyncOptions {
         self.scan_records
     }
 
+    /// The most ops per store batch.
+    pub fn max_ops_per_batch_value(&self) -> usize {
+        self.max_ops_per_batch
+    }
+
     /// The op-log limit.
     pub fn op_log_limit_value(&self) -> usize {
         self.op_log_limit

@@ -287,7 +287,9 @@ fn our_sweep(rows: usize, batch: usize) -> Duration {
     let (store, _db, c) = open(tmp.path());
     seed(&store, rows, 1, v1_json);
     let t = Instant::now();
-    let report = c.sweep(SweepOptions::new().batch_size(batch)).unwrap();
+    let report = c
+        .sweep(SweepOptions::new().limits(strata::pass::PassLimits::new(batch, 4 << 20).unwrap()))
+        .unwrap();
     let elapsed = t.elapsed();
     assert_eq!(report.rewritten() as usize, rows);
     elapsed

@@ -68,7 +68,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
-use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
+use strata_store::{Batch, KvRead, KvWrite, Pages, ScanLimits, Store};
 
 /// How many times collection registration retries after losing a race.
 const MAX_REGISTER_ATTEMPTS: usize = 32;
@@ -397,33 +397,24 @@ pub fn read_catalog(store: &impl KvRead) -> Result<Catalog, CollectionError> {
     let st = |e| CollectionError::store("", e);
     let limits = ScanLimits::new(1024, 1 << 20).map_err(st)?;
     let mut catalog = Catalog::new();
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let page = store
-            .scan(CATALOG_PREFIX, after.as_deref(), limits)
-            .map_err(st)?;
-        for rec in &page.records {
-            let name_bytes = &rec.key[CATALOG_PREFIX.len()..];
-            let name =
-                std::str::from_utf8(name_bytes).map_err(|_| CollectionError::CorruptCatalog {
-                    collection: strata_store::escape_key(name_bytes),
-                    key: rec.key.clone(),
-                    reason: "the collection name is not UTF-8".into(),
-                })?;
-            let id = layout::decode_catalog_record(name, &rec.value)?;
-            let def: TableDef = layout::table_def(name, id);
-            catalog
-                .add(def)
-                .map_err(|e| CollectionError::CorruptCatalog {
-                    collection: name.to_string(),
-                    key: rec.key.clone(),
-                    reason: e.to_string(),
-                })?;
-        }
-        if !page.more {
-            break;
-        }
-        after = page.cursor().map(<[u8]>::to_vec);
+    for rec in Pages::new(store, CATALOG_PREFIX, limits).records() {
+        let rec = rec.map_err(st)?;
+        let name_bytes = &rec.key[CATALOG_PREFIX.len()..];
+        let name =
+            std::str::from_utf8(name_bytes).map_err(|_| CollectionError::CorruptCatalog {
+                collection: strata_store::escape_key(name_bytes),
+                key: rec.key.clone(),
+                reason: "the collection name is not UTF-8".into(),
+            })?;
+        let id = layout::decode_catalog_record(name, &rec.value)?;
+        let def: TableDef = layout::table_def(name, id);
+        catalog
+            .add(def)
+            .map_err(|e| CollectionError::CorruptCatalog {
+                collection: name.to_string(),
+                key: rec.key.clone(),
+                reason: e.to_string(),
+            })?;
     }
     Ok(catalog)
 }

@@ -23,11 +23,14 @@ pub mod clock;
 pub mod collection;
 pub mod database;
 pub mod header;
+pub mod keys;
 pub mod migrate;
 pub mod numax;
 pub mod pass;
 pub mod payload;
 pub mod policy;
+#[cfg(feature = "seal")]
+pub mod seal;
 pub mod validate;
 
 pub use catalog::{Catalog, CatalogError, TableDef};

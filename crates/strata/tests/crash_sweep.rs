@@ -78,9 +78,8 @@ fn child(dir: &str) {
         .sweep(
             SweepOptions::new()
                 .runner_id("crash-child")
-                .batch_size(256)
-                .max_bytes(20_000)
-                .abort_check(|| {
+                .limits(strata::pass::PassLimits::new(256, 20_000).unwrap())
+                .abort_when(|| {
                     println!("batch");
                     false
                 }),

@@ -211,6 +211,16 @@ pub enum CollectionError {
         #[source]
         source: serde_json::Error,
     },
+    /// A cutover transform failed on one document; nothing of its batch was written.
+    #[error("cutover transform of `{}` in collection `{collection}` failed: {reason}; fix the transform or the document and rerun the cutover", esc(.key))]
+    Transform {
+        /// The collection.
+        collection: String,
+        /// The document key.
+        key: String,
+        /// The transform's reason.
+        reason: String,
+    },
     /// A value could not be serialized to a JSON object.
     #[error("cannot store `{}` in collection `{collection}`: {reason}; documents must serialize to a JSON object", esc(.key))]
     Encode {

@@ -62,6 +62,13 @@ pub const DEFAULT_MAX_RECORDS: usize = 512;
 pub const DEFAULT_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// The two bounds of one batch: a record count and one shared byte budget.
+///
+/// Every bulk rewrite takes its settings the same way — one `PassLimits` (`.limits(..)`)
+/// and one abort check (`.abort_when(..)`, polled at every batch boundary) — on
+/// [`Migrator`](crate::migrate::Migrator),
+/// [`SweepOptions`](crate::payload::SweepOptions) and
+/// [`CutoverOptions`](crate::policy::CutoverOptions), with the one set of defaults below
+/// ([`DEFAULT_MAX_RECORDS`] records, [`DEFAULT_MAX_BYTES`] bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PassLimits {
     max_records: usize,

@@ -299,8 +299,7 @@ impl Upcaster {
         // One snapshot serves every step: after each step the protected fields are put
         // back to it, so they hold the snapshot's values again before the next one. A field
         // the step left alone is not rewritten (no clone, no allocation).
-        let snapshot: Vec<Option<Value>> =
-            self.protected.iter().map(|f| obj.get(f).cloned()).collect();
+        let snapshot = self.snapshot(obj);
         let mut version = stored;
         while version < current {
             let Some(step) = self.chain.step_from(version) else {
@@ -311,19 +310,7 @@ impl Upcaster {
                 from: version,
                 source,
             })?;
-            for (name, saved) in self.protected.iter().zip(&snapshot) {
-                if obj.get(name) == saved.as_ref() {
-                    continue;
-                }
-                match saved {
-                    Some(v) => {
-                        obj.insert(name.clone(), v.clone());
-                    }
-                    None => {
-                        obj.remove(name);
-                    }
-                }
-            }
+            self.restore(obj, &snapshot);
             version = step.to();
         }
         if version != stored {
@@ -332,9 +319,50 @@ impl Upcaster {
         Ok(version)
     }
 
+    /// An upcaster whose chain is `version - 1` steps that change nothing: for a
+    /// collection declared to the policy by its raw schema and payload version only (no
+    /// chain known), so that rows above `version` still count as written by a newer
+    /// build.
+    pub(crate) fn identity_to(version: i32) -> Self {
+        let steps: Vec<Step> = (INITIAL_PAYLOAD_VERSION..version.max(INITIAL_PAYLOAD_VERSION))
+            .map(|from| Step::new(from, Mode::Lazy, |_| Ok(())))
+            .collect();
+        Upcaster {
+            chain: UpcastChain {
+                steps: steps.into(),
+            },
+            protected: Arc::from(Vec::new()),
+            version_field: None,
+        }
+    }
+
+    /// The values of the protected fields (`None`: absent), to restore after code that
+    /// must not change them (a step, a cutover transform).
+    pub(crate) fn snapshot(&self, obj: &JsonObject) -> Vec<Option<Value>> {
+        self.protected.iter().map(|f| obj.get(f).cloned()).collect()
+    }
+
+    /// Puts the protected fields back to `snapshot` (absent stays absent, null stays
+    /// null); a field left alone is not rewritten.
+    pub(crate) fn restore(&self, obj: &mut JsonObject, snapshot: &[Option<Value>]) {
+        for (name, saved) in self.protected.iter().zip(snapshot) {
+            if obj.get(name) == saved.as_ref() {
+                continue;
+            }
+            match saved {
+                Some(v) => {
+                    obj.insert(name.clone(), v.clone());
+                }
+                None => {
+                    obj.remove(name);
+                }
+            }
+        }
+    }
+
     /// Writes `version` into the version field, if one is configured (in place when the
     /// field exists: no key allocation).
-    fn stamp(&self, obj: &mut JsonObject, version: i32) {
+    pub(crate) fn stamp(&self, obj: &mut JsonObject, version: i32) {
         let Some(f) = &self.version_field else {
             return;
         };

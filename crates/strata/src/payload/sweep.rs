@@ -21,11 +21,11 @@
 
 use crate::clock::{SharedClock, SystemClock};
 use crate::collection::layout::sweep_key;
-use crate::collection::{Collection, CollectionError, Decoded};
+use crate::collection::rewrite::RowRewrite;
+use crate::collection::{Collection, CollectionError};
 use crate::pass::{
     BatchInfo, CheckpointCodec, HookError, Pass, PassError, PassLimits, RecordError, RecordRef,
 };
-use crate::payload::envelope::Envelope;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -42,8 +42,6 @@ pub const DEFAULT_BATCH_SIZE: usize = 256;
 pub const DEFAULT_LEASE_MS: u64 = 60_000;
 /// Default minimum spacing between progress lines.
 pub const DEFAULT_PROGRESS_LOG_MS: u64 = 5_000;
-/// Default byte budget of one batch (rows read + rows written).
-pub const DEFAULT_MAX_BYTES: usize = 16 << 20;
 /// Consecutive batch conflicts not explained by a changed row (a write guard's state moved)
 /// tolerated before the sweep gives up for this run.
 const MAX_CONFLICT_RETRIES: u64 = 1_000;
@@ -54,8 +52,7 @@ type AbortCheck = Arc<dyn Fn() -> bool + Send + Sync>;
 #[derive(Clone)]
 pub struct SweepOptions {
     runner_id: String,
-    batch_size: usize,
-    max_bytes: usize,
+    limits: PassLimits,
     abort: Option<AbortCheck>,
     lease_ms: u64,
     progress_log_ms: u64,
@@ -66,8 +63,7 @@ impl fmt::Debug for SweepOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SweepOptions")
             .field("runner_id", &self.runner_id)
-            .field("batch_size", &self.batch_size)
-            .field("max_bytes", &self.max_bytes)
+            .field("limits", &self.limits)
             .field("abort", &self.abort.is_some())
             .field("lease_ms", &self.lease_ms)
             .field("progress_log_ms", &self.progress_log_ms)
@@ -97,13 +93,13 @@ fn random_runner_id() -> String {
 }
 
 impl SweepOptions {
-    /// Defaults: a fresh runner id, batches of 256, 16 MiB byte budget, never aborts, 60 s
-    /// lease, a progress line at most every 5 s, the system clock.
+    /// Defaults: a fresh runner id, the bulk pass's default limits
+    /// ([`PassLimits::default`]: 512 rows, 4 MiB), never aborts, 60 s lease, a progress line
+    /// at most every 5 s, the system clock.
     pub fn new() -> Self {
         SweepOptions {
             runner_id: random_runner_id(),
-            batch_size: DEFAULT_BATCH_SIZE,
-            max_bytes: DEFAULT_MAX_BYTES,
+            limits: PassLimits::default(),
             abort: None,
             lease_ms: DEFAULT_LEASE_MS,
             progress_log_ms: DEFAULT_PROGRESS_LOG_MS,
@@ -117,21 +113,16 @@ impl SweepOptions {
         self
     }
 
-    /// Rows per batch; also the lease-renewal and abort-poll granularity (clamped to ≥ 1).
-    pub fn batch_size(mut self, n: usize) -> Self {
-        self.batch_size = n.max(1);
-        self
-    }
-
-    /// Byte budget of one batch (clamped to ≥ 1).
-    pub fn max_bytes(mut self, n: usize) -> Self {
-        self.max_bytes = n.max(1);
+    /// The batch limits (rows and byte budget) of the bulk pass under the sweep; the rows
+    /// per batch are also the lease-renewal and abort-poll granularity.
+    pub fn limits(mut self, limits: PassLimits) -> Self {
+        self.limits = limits;
         self
     }
 
     /// Polled at every batch boundary; `true` stops the sweep, releasing the lease and
     /// leaving it resumable.
-    pub fn abort_check(mut self, check: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+    pub fn abort_when(mut self, check: impl Fn() -> bool + Send + Sync + 'static) -> Self {
         self.abort = Some(Arc::new(check));
         self
     }
@@ -159,9 +150,9 @@ impl SweepOptions {
         &self.runner_id
     }
 
-    /// The batch size.
-    pub fn get_batch_size(&self) -> usize {
-        self.batch_size
+    /// The batch limits.
+    pub fn get_limits(&self) -> PassLimits {
+        self.limits
     }
 
     /// The lease duration.
@@ -786,13 +777,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             lease_ms: options.lease_ms,
             target,
         };
-        let limits = PassLimits::new(options.batch_size, options.max_bytes).map_err(|e| {
-            CollectionError::Sweep {
-                collection: name.clone(),
-                reason: e.to_string(),
-                source: None,
-            }
-        })?;
+        let limits = options.limits;
         let mut conflicts_in_a_row = 0u64;
         let outcome = loop {
             let result = self.run_pass(&shared, limits, &options);
@@ -963,37 +948,15 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             .map(|_| ())
     }
 
-    /// Decides what the sweep does with one stored row.
+    /// Decides what the sweep does with one stored row: the one row rewrite, checking
+    /// that the rewritten row binds to the collection's type.
     fn sweep_row(&self, id: &str, bytes: &[u8]) -> Result<RowAction, CollectionError> {
-        match self.decode_stored(id, bytes)? {
-            Decoded::Direct(env) => {
-                if self.upcaster().is_ahead(env.payload_version) {
-                    Ok(RowAction::Ahead)
-                } else {
-                    Ok(RowAction::Keep)
-                }
-            }
-            Decoded::Upcast { env, obj, version } => {
-                let tree = serde_json::Value::Object(obj);
-                T::deserialize(&tree).map_err(|e| CollectionError::Bind {
-                    collection: self.name().to_string(),
-                    key: id.to_string(),
-                    stored: env.payload_version,
-                    version,
-                    source: e,
-                })?;
-                // Serialized straight behind the envelope header: one buffer, sized for
-                // the stored document plus growth.
-                let mut out = Vec::with_capacity(bytes.len() + bytes.len() / 4 + 64);
-                out.extend_from_slice(&Envelope::new(version, env.lock_version).header_bytes());
-                serde_json::to_writer(&mut out, &tree).map_err(|e| CollectionError::Encode {
-                    collection: self.name().to_string(),
-                    key: id.to_string(),
-                    reason: e.to_string(),
-                })?;
-                Ok(RowAction::Rewrite(out))
-            }
-        }
+        let check = |tree: &serde_json::Value| T::deserialize(tree).map(|_| ());
+        Ok(match self.rewriter(None).rewrite(id, bytes, check)? {
+            RowRewrite::Keep => RowAction::Keep,
+            RowRewrite::Ahead { .. } => RowAction::Ahead,
+            RowRewrite::Rewrite(value) => RowAction::Rewrite(value),
+        })
     }
 
     /// Releases this runner's lease (expiry 0), keeping the cursor so the next run

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use strata_store::{Batch, KvRead, KvWrite};
 
 /// Prefix of persisted schema records.
-pub const JSONSCHEMA_PREFIX: &[u8] = b"__nx/jsonschema/";
+pub const JSONSCHEMA_PREFIX: &[u8] = crate::keys::JSONSCHEMA_PREFIX;
 /// Format version of a persisted schema record.
 pub const BASELINE_FORMAT: u64 = 1;
 

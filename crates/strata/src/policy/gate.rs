@@ -137,9 +137,9 @@ pub(crate) struct Registration {
     pub(crate) strategy_names: Vec<String>,
     /// The transform and target of a pending cutover.
     pub(crate) cutover: Option<(Transform, Baseline)>,
-    /// The collection's upcaster, when it was declared by opening the collection.
-    #[allow(dead_code)] // read by the cutover once it rewrites rows through the upcaster
-    pub(crate) upcaster: Option<Upcaster>,
+    /// The collection's upcaster: the one it was opened with, or for a raw declaration
+    /// one that knows only the declared payload version (taken as 1 when none is given).
+    pub(crate) upcaster: Upcaster,
 }
 
 #[derive(Debug)]
@@ -259,7 +259,10 @@ impl SchemaGate {
                     .map(|s| s.name().to_string())
                     .collect(),
                 cutover,
-                upcaster: decl.upcaster.clone(),
+                upcaster: decl
+                    .upcaster
+                    .clone()
+                    .unwrap_or_else(|| Upcaster::identity_to(decl.payload_version.unwrap_or(1))),
             },
         );
         DeclareOutcome {

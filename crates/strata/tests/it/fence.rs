@@ -886,3 +886,263 @@ fn a_plain_handle_on_an_undeclared_collection_must_reopen_after_a_bump() {
     assert!(err.is_migration_required(), "{err}");
     assert!(misc.get("m").unwrap().is_some(), "reads stay open");
 }
+
+// ---- issue 9: the cutover rewrites rows through the collection's one row rewrite ----
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+struct OrdV3 {
+    id: String,
+    qty: i64,
+    price_cents: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+struct Money {
+    cents: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+struct OrdNew {
+    id: String,
+    qty: i64,
+    price: Money,
+}
+
+/// The v3 chain of `orders`: v1 `{id, price}` (dollars) → v2 adds `qty` → v3 stores
+/// `price_cents`. Each step also tries to re-key the document (a protected field).
+fn orders_chain() -> CollectionOptions {
+    CollectionOptions::new()
+        .identity_fields(["id"])
+        .upcast(1, strata::payload::Mode::Lazy, |o| {
+            o.insert("qty".into(), json!(1));
+            o.insert("id".into(), json!("step-rekeyed"));
+            Ok(())
+        })
+        .upcast(2, strata::payload::Mode::Lazy, |o| {
+            let dollars = o.remove("price").and_then(|v| v.as_i64()).unwrap_or(0);
+            o.insert("price_cents".into(), json!(dollars * 100));
+            Ok(())
+        })
+}
+
+fn order_key(id: &str) -> Vec<u8> {
+    strata::collection::layout::doc_key("orders", id)
+}
+
+fn raw_order(store: &Store, id: &str, version: i32, lock: u64, json: &str) {
+    let value = strata::payload::envelope::encode(
+        strata::payload::envelope::Envelope::new(version, lock),
+        json.as_bytes(),
+    );
+    store.apply(Batch::new().set(order_key(id), value)).unwrap();
+}
+
+/// Issue 9 test: a cutover over v1 rows with a v3 chain hands the transform each row at
+/// v3 (upcast, protected fields kept) exactly once; a row written by a newer build (v5) is
+/// left byte-identical and reported by key.
+#[test]
+fn cutover_upcasts_old_rows_keeps_protected_fields_and_reports_newer_rows() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    {
+        let gen0 = Database::builder(store.clone())
+            .policy(config(&clock))
+            .open()
+            .unwrap();
+        gen0.collection::<OrdV3>(
+            "orders",
+            orders_chain().schema(SchemaOptions::of::<OrdV3>()),
+        )
+        .unwrap();
+    }
+    for i in 0..5 {
+        raw_order(
+            &store,
+            &format!("o{i}"),
+            1,
+            7,
+            &format!(r#"{{"id":"o{i}","price":{i}}}"#),
+        );
+    }
+    raw_order(
+        &store,
+        "o2-current",
+        3,
+        2,
+        r#"{"id":"o2-current","qty":4,"price_cents":50}"#,
+    );
+    raw_order(
+        &store,
+        "o9-newer",
+        5,
+        3,
+        r#"{"id":"o9-newer","qty":2,"price_v5":{"cents":1}}"#,
+    );
+    let newer_before = store.get(&order_key("o9-newer")).unwrap();
+
+    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (seen_t, calls_t) = (Arc::clone(&seen), Arc::clone(&calls));
+    let transform = move |d: Value| {
+        calls_t.fetch_add(1, Ordering::SeqCst);
+        seen_t.lock().unwrap().push(d.clone());
+        Ok(json!({
+            "id": "transform-rekeyed",
+            "qty": d["qty"],
+            "price": {"cents": d["price_cents"]},
+        }))
+    };
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    let orders = db
+        .collection::<OrdNew>(
+            "orders",
+            orders_chain()
+                .schema(SchemaOptions::of::<OrdNew>().strategy(coordinated_cutover(transform))),
+        )
+        .unwrap();
+    assert!(matches!(
+        db.verdict("orders"),
+        Some(Verdict::CutoverPending { .. })
+    ));
+    let report = db.run_schema_cutover(CutoverOptions::new()).unwrap();
+
+    // The transform saw every old and current row once, each at v3 and with its own id.
+    assert_eq!(calls.load(Ordering::SeqCst), 6);
+    for d in seen.lock().unwrap().iter() {
+        let id = d["id"].as_str().unwrap();
+        assert!(id.starts_with('o') && id != "step-rekeyed", "{d}");
+        assert!(
+            d.get("price").is_none(),
+            "v1 field reached the transform: {d}"
+        );
+        assert!(d["qty"].is_i64() && d["price_cents"].is_i64(), "{d}");
+    }
+    for i in 0..5 {
+        let id = format!("o{i}");
+        let doc = orders.get_document(&id).unwrap().unwrap();
+        assert_eq!(
+            doc.value.id, id,
+            "protected id restored after the transform"
+        );
+        assert_eq!(doc.value.qty, 1);
+        assert_eq!(doc.value.price.cents, i * 100);
+        assert_eq!((doc.stored_version, doc.lock_version), (3, 8));
+    }
+    // The newer row: byte-identical, counted and named in the report, never transformed.
+    assert_eq!(store.get(&order_key("o9-newer")).unwrap(), newer_before);
+    assert_eq!(report.skipped_ahead, 1);
+    let c = &report.collections[0];
+    assert_eq!(c.skipped_ahead, 1);
+    assert_eq!(c.ahead_keys, ["o9-newer".to_string()]);
+    assert!(orders.get("o9-newer").is_err(), "this build cannot bind it");
+}
+
+/// Issue 9 test: a sweep never writes into a fenced collection.
+#[test]
+fn a_sweep_refuses_a_fenced_collection() {
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    seed(&store, &clock, 3);
+    // Rows at v1 with an eager step to v2 pending…
+    let sweeper = Database::builder(store.clone()).open().unwrap();
+    let inv = sweeper
+        .collection::<InvOld>(
+            "invoices",
+            CollectionOptions::new().upcast(1, strata::payload::Mode::Eager, |_| Ok(())),
+        )
+        .unwrap();
+    // …while a cutover of the collection is pending.
+    let coord = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    coord
+        .collection::<InvNew>(
+            "invoices",
+            CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+        )
+        .unwrap();
+    let before = store.get(&order_key("unused")).unwrap();
+    let raw_before: Vec<_> = (0..3)
+        .map(|i| {
+            store
+                .get(&strata::collection::layout::doc_key(
+                    "invoices",
+                    &format!("i{i:03}"),
+                ))
+                .unwrap()
+        })
+        .collect();
+    let err = inv.sweep(strata::payload::SweepOptions::new()).unwrap_err();
+    assert!(err.is_fenced(), "{err}");
+    assert!(before.is_none());
+    for (i, b) in raw_before.iter().enumerate() {
+        assert_eq!(
+            &store
+                .get(&strata::collection::layout::doc_key(
+                    "invoices",
+                    &format!("i{i:03}"),
+                ))
+                .unwrap(),
+            b
+        );
+    }
+}
+
+/// Issue 9: the cutover takes the same `PassLimits` + `abort_when` as the migrator and the
+/// sweep; an abort leaves the fence migrating with its checkpoint, and a rerun resumes.
+#[test]
+fn a_cutover_stopped_by_abort_when_resumes_from_its_checkpoint() {
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    seed(&store, &clock, 10);
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    let inv = db
+        .collection::<InvNew>(
+            "invoices",
+            CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+        )
+        .unwrap();
+    let limits = strata::pass::PassLimits::new(3, 1 << 20).unwrap();
+    let mut polls = 0;
+    let err = db
+        .run_schema_cutover(CutoverOptions::new().limits(limits).abort_when(|| {
+            polls += 1;
+            polls > 2
+        }))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PolicyError::Aborted {
+                state: FenceState::Migrating
+            }
+        ),
+        "{err}"
+    );
+    let f = db.fence_state().unwrap();
+    assert_eq!((f.state, f.generation), (FenceState::Migrating, 0));
+    assert!(store
+        .get(&strata::policy::cutover_key("invoices"))
+        .unwrap()
+        .is_some());
+    let report = db
+        .run_schema_cutover(CutoverOptions::new().limits(limits))
+        .unwrap();
+    assert_eq!(report.generation, 1);
+    let c = &report.collections[0];
+    assert!(c.resumed_from.is_some(), "{c:?}");
+    assert!(c.records < 10, "{c:?}");
+    for i in 0..10 {
+        let doc = inv.get(&format!("i{i:03}")).unwrap().unwrap();
+        assert_eq!(doc.amount.gross, i as f64);
+    }
+}

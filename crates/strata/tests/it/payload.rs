@@ -678,6 +678,10 @@ fn the_ahead_guard_is_logged_once_per_collection() {
     let warnings = Arc::new(AtomicUsize::new(0));
     let subscriber = AheadWarnings(Arc::clone(&warnings));
     tracing::subscriber::with_default(subscriber, || {
+        // Another test thread may have registered the warning's callsite while no
+        // subscriber wanted it (interest cached as "never"): recompute it now that this
+        // thread's subscriber exists.
+        tracing::callsite::rebuild_interest_cache();
         let (store, db) = mem_db();
         let first = db
             .collection::<Account>("acc", dollars_to_cents(CollectionOptions::new()))
