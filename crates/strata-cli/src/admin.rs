@@ -350,23 +350,23 @@ impl Extension {
         let marker_key = sweep_key(&reg.name);
         let name = reg.name.clone();
         let last = std::sync::Mutex::new(Instant::now());
-        let options = SweepOptions::new()
-            .batch_size(args.batch_size)
-            .abort_check(move || {
-                let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
-                if last.elapsed() >= Duration::from_secs(1) {
-                    *last = Instant::now();
-                    if let Ok(Some(bytes)) = progress_store.get(&marker_key) {
-                        if let Ok(m) = SweepMarker::decode(&name, &bytes) {
-                            eprintln!(
-                                "  {name}: {} rows scanned, {} rewritten",
-                                m.counters.scanned, m.counters.rewritten
-                            );
-                        }
+        let limits = strata::PassLimits::new(args.batch_size, strata::pass::DEFAULT_MAX_BYTES)
+            .map_err(Failure::error)?;
+        let options = SweepOptions::new().limits(limits).abort_when(move || {
+            let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+            if last.elapsed() >= Duration::from_secs(1) {
+                *last = Instant::now();
+                if let Ok(Some(bytes)) = progress_store.get(&marker_key) {
+                    if let Ok(m) = SweepMarker::decode(&name, &bytes) {
+                        eprintln!(
+                            "  {name}: {} rows scanned, {} rewritten",
+                            m.counters.scanned, m.counters.rewritten
+                        );
                     }
                 }
-                false
-            });
+            }
+            false
+        });
         let report = coll.sweep(options).map_err(Failure::error)?;
         strata_store::KvWrite::flush(&store)?;
         use strata::payload::sweep::SweepNote;
