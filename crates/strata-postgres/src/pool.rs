@@ -170,7 +170,7 @@ impl Pool {
         let closed = conn.client.is_closed();
         self.put_back(conn);
         match out {
-            Err(Failure::Pg(e)) if closed || e.is_closed() => Err(Failure::Lost(e)),
+            Err(Failure::Pg(e)) if closed || connection_ended(&e) => Err(Failure::Lost(e)),
             other => other,
         }
     }
@@ -324,4 +324,19 @@ impl Drop for Slot<'_> {
             self.pool.release_slot();
         }
     }
+}
+
+/// True when `e` means the session is gone: the client saw the socket close, or the
+/// server's last word was a FATAL/PANIC error (e.g. `57P01` "terminating connection due
+/// to administrator command", sent just before it closes the socket — the client may not
+/// have noticed the close yet) or a connection-exception class (`08…`) error.
+fn connection_ended(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    e.as_db_error().is_some_and(|db| {
+        matches!(db.severity(), "FATAL" | "PANIC")
+            || db.code().code().starts_with("08")
+            || db.code().code().starts_with("57P")
+    })
 }
