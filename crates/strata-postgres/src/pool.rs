@@ -166,13 +166,19 @@ impl Pool {
         // On a timeout the connection is in an unknown state (a statement may still be
         // running): it is dropped, and the slot guard frees its place.
         let out = block_on(&self.rt, self.timeouts.client_deadline(), f(&mut conn))?;
-        slot.armed = false;
-        let closed = conn.client.is_closed();
-        self.put_back(conn);
-        match out {
-            Err(Failure::Pg(e)) if closed || connection_ended(&e) => Err(Failure::Lost(e)),
-            other => other,
+        let lost =
+            conn.client.is_closed() || matches!(&out, Err(Failure::Pg(e)) if connection_ended(e));
+        if lost {
+            // Never pooled again: the slot guard frees its place when it drops.
+            drop(conn);
+            return match out {
+                Err(Failure::Pg(e)) => Err(Failure::Lost(e)),
+                other => other,
+            };
         }
+        slot.armed = false;
+        self.put_back(conn);
+        out
     }
 
     fn checkout(&self) -> Result<Conn, PgError> {
