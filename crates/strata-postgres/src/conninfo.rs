@@ -32,6 +32,29 @@ impl Parsed {
             .join(" ")
     }
 
+    /// The value of driver parameter `key`, if given.
+    pub(crate) fn param(&self, key: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Removes driver parameter `key` and returns its (last) value.
+    pub(crate) fn take_param(&mut self, key: &str) -> Option<String> {
+        let mut found = None;
+        self.params.retain(|(k, v)| {
+            if k == key {
+                found = Some(v.clone());
+                false
+            } else {
+                true
+            }
+        });
+        found
+    }
+
     /// Removes and returns strata parameter `key` (an error when given twice).
     pub(crate) fn take_strata(&mut self, key: &str) -> Result<Option<String>, PgError> {
         let mut found = None;

@@ -82,6 +82,39 @@ pub enum PgError {
         /// What is wrong with it.
         problem: String,
     },
+    /// The server did not answer in time.
+    #[error("postgres server at {target} did not answer the {phase} within {after:?}; check that it is up and not overloaded, or raise the timeout in the URL ({})", timeout_param(.phase))]
+    Timeout {
+        /// `connect`, `handshake` or `statement`.
+        phase: &'static str,
+        /// Where (host, port, database, user).
+        target: String,
+        /// The timeout that expired.
+        after: std::time::Duration,
+    },
+    /// The connection broke during an operation (server restart, network loss).
+    #[error("lost the connection to postgres at {target} during {op} on table `{table}`; an unfinished batch is committed whole or not at all: rerun the operation once the server is back")]
+    ConnectionLost {
+        /// The store operation.
+        op: &'static str,
+        /// The table.
+        table: String,
+        /// Where (host, port, database, user).
+        target: String,
+        /// The driver's error.
+        #[source]
+        source: Source,
+    },
+    /// A batch waited for a lock longer than the lock wait.
+    #[error("postgres {op} on table `{table}` waited {after:?} for a lock held by another client and gave up; nothing was written, retry later or raise `strata_lock_wait` in the URL")]
+    LockTimeout {
+        /// The store operation.
+        op: &'static str,
+        /// The table.
+        table: String,
+        /// The lock wait that expired.
+        after: std::time::Duration,
+    },
     /// The server returned something the backend did not ask for.
     #[error("postgres {op} on table `{table}` returned an unexpected row for key `{key}`; check that nothing else writes to the table")]
     Unexpected {
@@ -94,13 +127,27 @@ pub enum PgError {
     },
 }
 
+/// The URL parameter that sets the timeout of `phase`.
+fn timeout_param(phase: &str) -> &'static str {
+    match phase {
+        "connect" => "`connect_timeout`",
+        "handshake" => "`strata_handshake_timeout`",
+        _ => "`strata_statement_timeout`",
+    }
+}
+
 impl PgError {
     /// True when retrying the same operation later may succeed (connection trouble or
     /// contention), false for errors in the arguments.
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            PgError::Connect { .. } | PgError::Query { .. } | PgError::Contention { .. }
+            PgError::Connect { .. }
+                | PgError::Query { .. }
+                | PgError::Contention { .. }
+                | PgError::Timeout { .. }
+                | PgError::ConnectionLost { .. }
+                | PgError::LockTimeout { .. }
         )
     }
 }

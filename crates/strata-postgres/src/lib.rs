@@ -2,8 +2,9 @@
 //! machines share.
 //!
 //! [`PgStore`] implements [`strata_store::Backend`] (name `postgres`) over one table
-//! `(k BYTEA PRIMARY KEY, v BYTEA NOT NULL)` with the synchronous `postgres` driver and a
-//! small connection pool. It passes the same conformance suite as the memory and sled
+//! `(k BYTEA PRIMARY KEY, v BYTEA NOT NULL)` with the `tokio-postgres` driver (driven by a
+//! one-worker runtime per store, so every call has a deadline: connect, handshake and
+//! statement timeouts, see [`DEFAULT_STATEMENT_TIMEOUT`]) and a small connection pool. It passes the same conformance suite as the memory and sled
 //! backends: byte-ordered bounded scans whose byte budget is enforced before a value is
 //! fetched, atomic batches whose preconditions hold across every connection (a key claimed
 //! from two machines has exactly one winner), and durable commits.
@@ -39,7 +40,11 @@ mod store;
 
 pub use conninfo::redact as redact_url;
 pub use error::PgError;
-pub use store::{connect_store, is_postgres_url, PgOptions, PgStore, DEFAULT_TABLE, TABLE_PARAM};
+pub use store::{
+    connect_store, is_postgres_url, PgOptions, PgStore, DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_LOCK_WAIT, DEFAULT_STATEMENT_TIMEOUT, DEFAULT_TABLE,
+    TABLE_PARAM,
+};
 
 /// The backend name reported by [`strata_store::Backend::name`] and in errors.
 pub const BACKEND: &str = "postgres";

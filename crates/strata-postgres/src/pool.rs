@@ -1,16 +1,78 @@
-//! A small blocking connection pool: at most `max` connections, each with its prepared
-//! statements. `postgres::Client` is `Send` but not `Sync`, so every operation checks one
-//! connection out for its duration.
+//! A small blocking connection pool over `tokio-postgres`: at most `max` connections,
+//! each with its prepared statements, driven by one small runtime per store.
+//!
+//! Every operation runs under a client-side deadline (the statement timeout), and
+//! connecting under the connect and handshake timeouts: a server that accepts a
+//! connection and then never answers, or stalls in the middle of a statement, gives a
+//! timeout error instead of a hang. A connection that timed out or was closed by the
+//! server is discarded, never reused.
 
 use crate::error::PgError;
 use crate::sql::Statements;
-use postgres::{Client, Config, NoTls};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+use strata_store::StoreError;
+use tokio::runtime::Runtime;
+use tokio_postgres::{Client, Config, NoTls};
+
+/// The timeouts of a store's connections.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timeouts {
+    /// Opening the TCP connection (per host).
+    pub(crate) connect: Duration,
+    /// The startup and authentication exchange after the TCP connection is open.
+    pub(crate) handshake: Duration,
+    /// One operation (a read, a page, a batch's transaction); also the server's
+    /// `statement_timeout` of the store's sessions.
+    pub(crate) statement: Duration,
+    /// How long an ordinary batch waits for a lock (in particular for another process's
+    /// exclusive store lease) before failing; the server's `lock_timeout`.
+    pub(crate) lock_wait: Duration,
+}
+
+impl Timeouts {
+    /// How long the client waits for one operation: the statement timeout plus a grace
+    /// period, so that the server's own cancellation (a clean error on a connection that
+    /// stays usable) normally comes first and the client's deadline only catches a server
+    /// that stopped answering altogether.
+    pub(crate) fn client_deadline(&self) -> Duration {
+        self.statement.saturating_add(Duration::from_secs(2))
+    }
+}
 
 /// One pooled connection with the statements prepared on it.
 pub(crate) struct Conn {
     pub(crate) client: Client,
     pub(crate) stmts: Statements,
+}
+
+/// Why an operation on a connection failed: a store-level outcome (conflict, oversize
+/// record), a driver error still to be wrapped, or the deadline.
+pub(crate) enum Failure {
+    Store(StoreError),
+    Pg(tokio_postgres::Error),
+    /// The connection was lost (closed by the server, reset, or the server went away).
+    Lost(tokio_postgres::Error),
+    /// The operation did not finish within the statement timeout.
+    Timeout,
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Failure::Store(e)
+    }
+}
+
+impl From<tokio_postgres::Error> for Failure {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Failure::Pg(e)
+    }
+}
+
+impl From<PgError> for Failure {
+    fn from(e: PgError) -> Self {
+        Failure::Store(e.into())
+    }
 }
 
 #[derive(Default)]
@@ -21,7 +83,9 @@ struct State {
 }
 
 pub(crate) struct Pool {
+    rt: Arc<Runtime>,
     config: Config,
+    timeouts: Timeouts,
     target: String,
     table: String,
     max: usize,
@@ -30,19 +94,40 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
-    pub(crate) fn new(config: Config, target: String, table: String, max: usize) -> Self {
-        Pool {
+    pub(crate) fn new(
+        config: Config,
+        timeouts: Timeouts,
+        target: String,
+        table: String,
+        max: usize,
+    ) -> Result<Self, PgError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("strata-postgres")
+            .enable_all()
+            .build()
+            .map_err(|e| PgError::Connect {
+                target: target.clone(),
+                source: Box::new(e),
+            })?;
+        Ok(Pool {
+            rt: Arc::new(rt),
             config,
+            timeouts,
             target,
             table,
             max,
             state: Mutex::new(State::default()),
             freed: Condvar::new(),
-        }
+        })
     }
 
     pub(crate) fn target(&self) -> &str {
         &self.target
+    }
+
+    pub(crate) fn timeouts(&self) -> Timeouts {
+        self.timeouts
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -51,35 +136,60 @@ impl Pool {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Opens a raw connection (no statements prepared), outside the pool's accounting.
+    /// Opens a raw connection (no statements prepared), outside the pool's accounting,
+    /// under the connect and handshake timeouts.
     pub(crate) fn connect_raw(&self) -> Result<Client, PgError> {
-        self.config.connect(NoTls).map_err(|e| PgError::Connect {
-            target: self.target.clone(),
-            source: Box::new(e),
-        })
+        connect(&self.rt, &self.config, self.timeouts, &self.target)
     }
 
-    /// Runs `f` on a checked-out connection: an idle one, a new one while fewer than
-    /// `max` exist, or else the next one returned. The connection goes back to the pool
-    /// afterwards (or is discarded when it broke).
-    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut Conn) -> T) -> Result<T, PgError> {
-        let mut conn = self.checkout()?;
+    /// Runs `fut` on this pool's runtime under the statement timeout.
+    pub(crate) fn block_on<T>(
+        &self,
+        fut: impl std::future::Future<Output = T>,
+    ) -> Result<T, Failure> {
+        block_on(&self.rt, self.timeouts.client_deadline(), fut)
+    }
+
+    /// Runs `f` on a checked-out connection (an idle one, a new one while fewer than
+    /// `max` exist, or else the next one returned) under the statement timeout. The
+    /// connection goes back to the pool afterwards — unless it timed out or broke.
+    pub(crate) fn with<T>(
+        &self,
+        f: impl AsyncFnOnce(&mut Conn) -> Result<T, Failure>,
+    ) -> Result<T, Failure> {
+        let mut conn = self.checkout().map_err(Failure::from)?;
         // Should `f` panic, the connection is dropped (closed) and its slot freed.
         let mut slot = Slot {
             pool: self,
             armed: true,
         };
-        let out = f(&mut conn);
+        // On a timeout the connection is in an unknown state (a statement may still be
+        // running): it is dropped, and the slot guard frees its place.
+        let out = block_on(&self.rt, self.timeouts.client_deadline(), f(&mut conn))?;
+        let lost =
+            conn.client.is_closed() || matches!(&out, Err(Failure::Pg(e)) if connection_ended(e));
+        if lost {
+            // Never pooled again: the slot guard frees its place when it drops.
+            drop(conn);
+            return match out {
+                Err(Failure::Pg(e)) => Err(Failure::Lost(e)),
+                other => other,
+            };
+        }
         slot.armed = false;
         self.put_back(conn);
-        Ok(out)
+        out
     }
 
     fn checkout(&self) -> Result<Conn, PgError> {
         let mut state = self.lock();
         loop {
-            if let Some(conn) = state.idle.pop() {
-                return Ok(conn);
+            while let Some(conn) = state.idle.pop() {
+                if !conn.client.is_closed() {
+                    return Ok(conn);
+                }
+                // Closed while idle (server restart, idle timeout): forget it.
+                state.open -= 1;
             }
             if state.open < self.max {
                 state.open += 1;
@@ -108,12 +218,23 @@ impl Pool {
         self.prepare(self.connect_raw()?)
     }
 
-    fn prepare(&self, mut client: Client) -> Result<Conn, PgError> {
-        let stmts = Statements::prepare(&mut client, &self.table).map_err(|e| PgError::Query {
+    fn prepare(&self, client: Client) -> Result<Conn, PgError> {
+        let query_err = |e: tokio_postgres::Error| PgError::Query {
             op: "prepare",
             table: self.table.clone(),
             source: Box::new(e),
-        })?;
+        };
+        let stmts = block_on(
+            &self.rt,
+            self.timeouts.client_deadline(),
+            Statements::prepare(&client, &self.table, self.timeouts),
+        )
+        .map_err(|_| PgError::Timeout {
+            phase: "statement",
+            target: self.target.clone(),
+            after: self.timeouts.statement,
+        })?
+        .map_err(query_err)?;
         tracing::debug!(target = %self.target, table = %self.table, "opened a postgres connection");
         Ok(Conn { client, stmts })
     }
@@ -130,7 +251,74 @@ impl Pool {
     }
 }
 
-/// Frees a connection slot when the work on a checked-out connection panicked.
+/// Runs `fut` on `rt` (from outside it), giving up after `limit`.
+pub(crate) fn block_on<T>(
+    rt: &Runtime,
+    limit: Duration,
+    fut: impl std::future::Future<Output = T>,
+) -> Result<T, Failure> {
+    rt.block_on(async { tokio::time::timeout(limit, fut).await })
+        .map_err(|_| Failure::Timeout)
+}
+
+/// Opens a connection under the connect timeout (TCP, per host, by the driver) and the
+/// handshake timeout (the whole startup exchange), and spawns its I/O task on `rt`.
+pub(crate) fn connect(
+    rt: &Runtime,
+    config: &Config,
+    timeouts: Timeouts,
+    target: &str,
+) -> Result<Client, PgError> {
+    let limit = timeouts.connect.saturating_add(timeouts.handshake);
+    let attempt = rt.block_on(async {
+        tokio::time::timeout(limit, async {
+            let (client, connection) = config.connect(NoTls).await?;
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!(error = %e, "a postgres connection ended");
+                }
+            });
+            Ok::<_, tokio_postgres::Error>(client)
+        })
+        .await
+    });
+    match attempt {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(e)) => {
+            // The driver's own connect timeout is a plain I/O timeout: report it as ours.
+            if is_io_timeout(&e) {
+                return Err(PgError::Timeout {
+                    phase: "connect",
+                    target: target.to_string(),
+                    after: timeouts.connect,
+                });
+            }
+            Err(PgError::Connect {
+                target: target.to_string(),
+                source: Box::new(e),
+            })
+        }
+        Err(_) => Err(PgError::Timeout {
+            phase: "handshake",
+            target: target.to_string(),
+            after: limit,
+        }),
+    }
+}
+
+fn is_io_timeout(e: &tokio_postgres::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return io.kind() == std::io::ErrorKind::TimedOut;
+        }
+        source = s.source();
+    }
+    false
+}
+
+/// Frees a connection slot when the work on a checked-out connection panicked or timed
+/// out (the connection itself is dropped, which closes it).
 struct Slot<'a> {
     pool: &'a Pool,
     armed: bool,
@@ -142,4 +330,19 @@ impl Drop for Slot<'_> {
             self.pool.release_slot();
         }
     }
+}
+
+/// True when `e` means the session is gone: the client saw the socket close, or the
+/// server's last word was a FATAL/PANIC error (e.g. `57P01` "terminating connection due
+/// to administrator command", sent just before it closes the socket — the client may not
+/// have noticed the close yet) or a connection-exception class (`08…`) error.
+fn connection_ended(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    e.as_db_error().is_some_and(|db| {
+        matches!(db.severity(), "FATAL" | "PANIC")
+            || db.code().code().starts_with("08")
+            || db.code().code().starts_with("57P")
+    })
 }

@@ -9,7 +9,8 @@
 //! `bytea` compares like `memcmp` (then shorter first), which is exactly the unsigned
 //! byte order the store trait promises; the primary-key B-tree serves every range scan.
 
-use postgres::{Client, Statement};
+use crate::pool::Timeouts;
+use tokio_postgres::{Client, Statement};
 
 /// `CREATE TABLE IF NOT EXISTS` for `table` (a validated identifier).
 pub(crate) fn create_table(table: &str) -> String {
@@ -123,44 +124,68 @@ pub(crate) struct Statements {
 }
 
 impl Statements {
-    pub(crate) fn prepare(client: &mut Client, table: &str) -> Result<Self, postgres::Error> {
-        client.batch_execute(SESSION_SETTINGS)?;
+    pub(crate) async fn prepare(
+        client: &Client,
+        table: &str,
+        timeouts: Timeouts,
+    ) -> Result<Self, tokio_postgres::Error> {
+        client.batch_execute(SESSION_SETTINGS).await?;
+        client.batch_execute(&session_timeouts(timeouts)).await?;
         let t = table;
-        let mut p = |sql: &str| client.prepare(sql);
+        let p = |sql: String| async move { client.prepare(&sql).await };
         Ok(Statements {
-            get: p(&format!(r#"SELECT v FROM "{t}" WHERE k = $1"#))?,
+            get: p(format!(r#"SELECT v FROM "{t}" WHERE k = $1"#)).await?,
             scan: [
                 [
-                    p(&scan_sql(t, false, false))?,
-                    p(&scan_sql(t, false, true))?,
+                    p(scan_sql(t, false, false)).await?,
+                    p(scan_sql(t, false, true)).await?,
                 ],
-                [p(&scan_sql(t, true, false))?, p(&scan_sql(t, true, true))?],
+                [
+                    p(scan_sql(t, true, false)).await?,
+                    p(scan_sql(t, true, true)).await?,
+                ],
             ],
             exists: [
-                p(&format!(
+                p(format!(
                     r#"SELECT EXISTS (SELECT 1 FROM "{t}" WHERE k >= $1)"#
-                ))?,
-                p(&format!(
+                ))
+                .await?,
+                p(format!(
                     r#"SELECT EXISTS (SELECT 1 FROM "{t}" WHERE k >= $1 AND k < $2)"#
-                ))?,
+                ))
+                .await?,
             ],
-            lock_table_shared: p("SELECT pg_advisory_xact_lock_shared($1::int8)")?,
-            lock_table_exclusive: p("SELECT pg_advisory_xact_lock($1::int8)")?,
+            lock_table_shared: p("SELECT pg_advisory_xact_lock_shared($1::int8)".into()).await?,
+            lock_table_exclusive: p("SELECT pg_advisory_xact_lock($1::int8)".into()).await?,
             // `unnest` yields the (sorted) ids in array order: the locks are taken in
             // that one global order.
             lock_keys: p(
-                "SELECT count(pg_advisory_xact_lock($1::int4, id)) FROM unnest($2::int4[]) AS id",
-            )?,
-            check: p(&format!(
+                "SELECT count(pg_advisory_xact_lock($1::int4, id)) FROM unnest($2::int4[]) AS id"
+                    .into(),
+            )
+            .await?,
+            check: p(format!(
                 r#"SELECT k, v FROM "{t}" WHERE k = ANY($1::bytea[]) FOR UPDATE"#
-            ))?,
-            upsert: p(&format!(
+            ))
+            .await?,
+            upsert: p(format!(
                 r#"INSERT INTO "{t}" (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[])
 ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"#
-            ))?,
-            delete: p(&format!(r#"DELETE FROM "{t}" WHERE k = ANY($1::bytea[])"#))?,
+            ))
+            .await?,
+            delete: p(format!(r#"DELETE FROM "{t}" WHERE k = ANY($1::bytea[])"#)).await?,
         })
     }
+}
+
+/// The server-side timeouts of a session: statements the client no longer waits for are
+/// cancelled by the server too, and lock waits end with an error after `lock_wait`.
+pub(crate) fn session_timeouts(t: Timeouts) -> String {
+    format!(
+        "SET statement_timeout = {}; SET lock_timeout = {}",
+        t.statement.as_millis().max(1),
+        t.lock_wait.as_millis().max(1)
+    )
 }
 
 #[cfg(test)]

@@ -3,17 +3,17 @@
 use crate::conninfo;
 use crate::error::PgError;
 use crate::keys::{successor, LockIds};
-use crate::pool::{Conn, Pool};
+use crate::pool::{Conn, Failure, Pool, Timeouts};
 use crate::sql;
-use postgres::error::SqlState;
-use postgres::types::ToSql;
-use postgres::Config;
 use std::collections::HashMap;
 use std::time::Duration;
 use strata_store::{
     escape_key, Backend, Batch, KvRead, KvWrite, Mutation, Offer, PageBuilder, Result, ScanLimits,
     ScanPage, Store, StoreError,
 };
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Config;
 
 /// The default table name.
 pub const DEFAULT_TABLE: &str = "strata_kv";
@@ -33,6 +33,18 @@ const MAX_KEY_LOCKS: usize = 48;
 
 /// Attempts of one batch that fails with a serialization failure or a deadlock.
 const MAX_ATTEMPTS: u32 = 8;
+
+/// Default of the URL's `connect_timeout` (seconds): opening the TCP connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default of `strata_handshake_timeout` (seconds): the startup and authentication
+/// exchange once the TCP connection is open.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default of `strata_statement_timeout` (seconds): one operation (a read, a page, a
+/// batch), on the client and as the sessions' server-side `statement_timeout`.
+pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default of `strata_lock_wait` (seconds): how long a batch waits for a lock — in
+/// particular for another process's exclusive store lease — before failing.
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// How [`PgStore::connect_with`] opens a store.
 #[derive(Debug, Clone)]
@@ -164,11 +176,40 @@ impl PgStore {
         let mut parsed = conninfo::parse(url)?;
         let table = parsed.take_strata(TABLE_PARAM)?.unwrap_or(options.table);
         check_table_name(&table)?;
+        let secs = |name: &str, value: Option<String>, default: Duration| match value {
+            None => Ok(default),
+            Some(v) => parse_secs(name, &v),
+        };
+        let handshake = parsed.take_strata("strata_handshake_timeout")?;
+        let statement = parsed.take_strata("strata_statement_timeout")?;
+        let lock_wait = parsed.take_strata("strata_lock_wait")?;
+        let timeouts = Timeouts {
+            connect: secs(
+                "connect_timeout",
+                parsed.take_param("connect_timeout"),
+                DEFAULT_CONNECT_TIMEOUT,
+            )?,
+            handshake: secs(
+                "strata_handshake_timeout",
+                handshake,
+                DEFAULT_HANDSHAKE_TIMEOUT,
+            )?,
+            statement: secs(
+                "strata_statement_timeout",
+                statement,
+                DEFAULT_STATEMENT_TIMEOUT,
+            )?,
+            lock_wait: secs("strata_lock_wait", lock_wait, DEFAULT_LOCK_WAIT)?,
+        };
         if let Some((key, _)) = parsed.strata.first() {
             return Err(PgError::InvalidUrl {
-                reason: format!(
-                    "unknown strata parameter `{key}`; the known one is `{TABLE_PARAM}`"
-                ),
+                reason: format!("unknown strata parameter `{key}`; the known ones are `{TABLE_PARAM}`, `strata_handshake_timeout`, `strata_statement_timeout` and `strata_lock_wait`"),
+            }
+            .into());
+        }
+        if let Some(mode) = parsed.param("sslmode").filter(|m| *m == "require") {
+            return Err(PgError::InvalidUrl {
+                reason: format!("`sslmode={mode}` needs TLS, which this build of strata-postgres does not have; use a private network or a tunnel, or `sslmode=disable`"),
             }
             .into());
         }
@@ -184,69 +225,60 @@ impl PgStore {
             parsed
                 .conninfo()
                 .parse()
-                .map_err(|e: postgres::Error| PgError::InvalidUrl {
+                .map_err(|e: tokio_postgres::Error| PgError::InvalidUrl {
                     reason: e.to_string(),
                 })?;
         if let Some(password) = &parsed.password {
             config.password(password);
         }
+        config.connect_timeout(timeouts.connect);
         let target = describe(&config);
         let pool = Pool::new(
             config,
+            timeouts,
             target.clone(),
             table.clone(),
             options.max_connections,
-        );
+        )?;
 
         // Create (or find) the table on a first, raw connection; the pool's connections
         // prepare their statements against it.
         let mut client = pool.connect_raw()?;
-        let query_err = |op: &'static str| {
-            let table = table.clone();
-            move |e: postgres::Error| PgError::Query {
-                op,
-                table,
-                source: Box::new(e),
-            }
-        };
-        let shape = client
-            .query_opt(sql::TABLE_SHAPE, &[&table])
-            .map_err(query_err("connect"))?;
-        let exists = shape.is_some();
-        if let Some(row) = shape {
-            let decode = |row: &postgres::Row| -> std::result::Result<_, postgres::Error> {
-                Ok((
-                    row.try_get::<_, String>(0)?,
-                    row.try_get::<_, Vec<String>>(1)?,
-                    row.try_get::<_, Vec<String>>(2)?,
-                ))
-            };
-            let (relkind, columns, key) = decode(&row).map_err(query_err("connect"))?;
-            if let Some(problem) = sql::shape_problem(&relkind, &columns, &key) {
-                return Err(PgError::TableShape {
-                    table,
-                    target,
-                    problem,
+        let setup = pool.block_on(async {
+            let shape = client.query_opt(sql::TABLE_SHAPE, &[&table]).await?;
+            if let Some(row) = &shape {
+                let relkind: String = row.try_get(0)?;
+                let columns: Vec<String> = row.try_get(1)?;
+                let key: Vec<String> = row.try_get(2)?;
+                if let Some(problem) = sql::shape_problem(&relkind, &columns, &key) {
+                    return Err(Failure::from(PgError::TableShape {
+                        table: table.clone(),
+                        target: target.clone(),
+                        problem,
+                    }));
                 }
-                .into());
+                return Ok(true);
             }
-        }
-        if !exists {
             if !options.create_table {
-                return Err(StoreError::NotFound {
-                    path: format!("{target} table {table}").into(),
-                });
+                return Ok(false);
             }
             // Serialize concurrent creators (CREATE TABLE IF NOT EXISTS can still race on
             // the catalog) with the table-wide lock.
             let locks = LockIds::new(&table);
-            let mut tx = client.transaction().map_err(query_err("create table"))?;
+            let tx = client.transaction().await?;
             tx.execute("SELECT pg_advisory_xact_lock($1::int8)", &[&locks.table])
-                .map_err(query_err("create table"))?;
-            tx.batch_execute(&sql::create_table(&table))
-                .map_err(query_err("create table"))?;
-            tx.commit().map_err(query_err("create table"))?;
+                .await?;
+            tx.batch_execute(&sql::create_table(&table)).await?;
+            tx.commit().await?;
             tracing::info!(%target, %table, "created the postgres store table");
+            Ok(true)
+        });
+        let exists = flatten(setup)
+            .map_err(|f| failure_error(f, "connect", &table, &target, pool.timeouts()))?;
+        if !exists {
+            return Err(StoreError::NotFound {
+                path: format!("{target} table {table}").into(),
+            });
         }
         // The first connection becomes the pool's first: preparing its statements now
         // makes a table of the wrong shape fail here, not on first use.
@@ -269,31 +301,27 @@ impl PgStore {
         self.pool.target()
     }
 
-    fn query_err(&self, op: &'static str) -> impl Fn(postgres::Error) -> StoreError + '_ {
-        move |e| {
-            PgError::Query {
-                op,
-                table: self.table.clone(),
-                source: Box::new(e),
-            }
-            .into()
-        }
-    }
-
-    /// Runs `f` on a pooled connection; driver errors become [`PgError::Query`].
+    /// Runs `f` on a pooled connection under the statement timeout; failures become
+    /// store errors naming the operation and the table.
     fn with_conn<T>(
         &self,
         op: &'static str,
-        f: impl FnOnce(&mut Conn) -> std::result::Result<T, Failure>,
+        f: impl AsyncFnOnce(&mut Conn) -> std::result::Result<T, Failure>,
     ) -> Result<T> {
-        match self.pool.with(f)? {
-            Ok(v) => Ok(v),
-            Err(Failure::Store(e)) => Err(e),
-            Err(Failure::Pg(e)) => Err(self.query_err(op)(e)),
-        }
+        self.pool.with(f).map_err(|e| self.error(e, op))
     }
 
-    fn scan_rows(
+    fn error(&self, failure: Failure, op: &'static str) -> StoreError {
+        failure_error(
+            failure,
+            op,
+            &self.table,
+            self.pool.target(),
+            self.pool.timeouts(),
+        )
+    }
+
+    async fn scan_rows(
         &self,
         conn: &mut Conn,
         prefix: &[u8],
@@ -318,19 +346,24 @@ impl PgStore {
 
         let mut page = PageBuilder::new(limits);
         if row_limit <= FETCH_ROWS as i64 {
-            let rows = conn.client.query(stmt, &params)?;
+            let rows = conn.client.query(stmt, &params).await?;
             self.offer_rows(&mut page, rows)?;
         } else {
-            let mut tx = conn.client.build_transaction().read_only(true).start()?;
-            let portal = tx.bind(stmt, &params)?;
+            let tx = conn
+                .client
+                .build_transaction()
+                .read_only(true)
+                .start()
+                .await?;
+            let portal = tx.bind(stmt, &params).await?;
             loop {
-                let rows = tx.query_portal(&portal, FETCH_ROWS as i32)?;
+                let rows = tx.query_portal(&portal, FETCH_ROWS as i32).await?;
                 let full = rows.len() == FETCH_ROWS;
                 if !self.offer_rows(&mut page, rows)? || !full {
                     break;
                 }
             }
-            tx.commit()?;
+            tx.commit().await?;
         }
         Ok(page.finish())
     }
@@ -340,7 +373,7 @@ impl PgStore {
     fn offer_rows(
         &self,
         page: &mut PageBuilder,
-        rows: Vec<postgres::Row>,
+        rows: Vec<tokio_postgres::Row>,
     ) -> std::result::Result<bool, Failure> {
         for row in rows {
             let key: Vec<u8> = row.try_get(0)?;
@@ -354,14 +387,11 @@ impl PgStore {
                         // The server withheld a value the builder takes: the two
                         // disagree about the limits, which must not happen.
                         None => {
-                            return Err(Failure::Store(
-                                PgError::Unexpected {
-                                    op: "scan",
-                                    table: self.table.clone(),
-                                    key: escape_key(&key),
-                                }
-                                .into(),
-                            ))
+                            return Err(Failure::from(PgError::Unexpected {
+                                op: "scan",
+                                table: self.table.clone(),
+                                key: escape_key(&key),
+                            }))
                         }
                     }
                 }
@@ -371,28 +401,31 @@ impl PgStore {
     }
 
     /// One attempt at a batch, in one transaction.
-    fn try_apply(
+    async fn try_apply(
         &self,
         conn: &mut Conn,
         batch: &Batch,
         key_locks: Option<&[i32]>,
     ) -> std::result::Result<(), Failure> {
         let Conn { client, stmts } = conn;
-        let mut tx = client.transaction()?;
+        let tx = client.transaction().await?;
         match key_locks {
             Some(ids) => {
-                tx.query(&stmts.lock_table_shared, &[&self.locks.table])?;
-                tx.query(&stmts.lock_keys, &[&self.locks.class, &ids])?;
+                tx.query(&stmts.lock_table_shared, &[&self.locks.table])
+                    .await?;
+                tx.query(&stmts.lock_keys, &[&self.locks.class, &ids])
+                    .await?;
             }
             None => {
-                tx.query(&stmts.lock_table_exclusive, &[&self.locks.table])?;
+                tx.query(&stmts.lock_table_exclusive, &[&self.locks.table])
+                    .await?;
             }
         }
 
         let preconditions = batch.preconditions();
         if !preconditions.is_empty() {
             let keys: Vec<&[u8]> = preconditions.iter().map(|p| p.key()).collect();
-            let rows = tx.query(&stmts.check, &[&keys])?;
+            let rows = tx.query(&stmts.check, &[&keys]).await?;
             let mut current: HashMap<Vec<u8>, Vec<u8>> = HashMap::with_capacity(rows.len());
             for row in rows {
                 current.insert(row.try_get(0)?, row.try_get(1)?);
@@ -416,42 +449,90 @@ impl PgStore {
             }
         }
         if !set_keys.is_empty() {
-            tx.execute(&stmts.upsert, &[&set_keys, &set_values])?;
+            tx.execute(&stmts.upsert, &[&set_keys, &set_values]).await?;
         }
         if !deletes.is_empty() {
-            tx.execute(&stmts.delete, &[&deletes])?;
+            tx.execute(&stmts.delete, &[&deletes]).await?;
         }
-        tx.commit()?;
+        tx.commit().await?;
         Ok(())
     }
 }
 
-/// Why an operation on a connection failed: a store-level outcome (conflict, oversize
-/// record) or a driver error still to be wrapped.
-enum Failure {
-    Store(StoreError),
-    Pg(postgres::Error),
+/// A pool result whose value is itself a connection-level result.
+fn flatten<T>(
+    r: std::result::Result<std::result::Result<T, Failure>, Failure>,
+) -> std::result::Result<T, Failure> {
+    r.and_then(|inner| inner)
 }
 
-impl From<StoreError> for Failure {
-    fn from(e: StoreError) -> Self {
-        Failure::Store(e)
-    }
-}
-
-impl From<postgres::Error> for Failure {
-    fn from(e: postgres::Error) -> Self {
-        Failure::Pg(e)
+/// The store error for a failed operation `op` on `table`.
+fn failure_error(
+    failure: Failure,
+    op: &'static str,
+    table: &str,
+    target: &str,
+    timeouts: Timeouts,
+) -> StoreError {
+    match failure {
+        Failure::Store(e) => e,
+        Failure::Timeout => PgError::Timeout {
+            phase: "statement",
+            target: target.to_string(),
+            after: timeouts.client_deadline(),
+        }
+        .into(),
+        Failure::Lost(e) => PgError::ConnectionLost {
+            op,
+            table: table.to_string(),
+            target: target.to_string(),
+            source: Box::new(e),
+        }
+        .into(),
+        Failure::Pg(e) if e.code() == Some(&SqlState::QUERY_CANCELED) => PgError::Timeout {
+            phase: "statement",
+            target: target.to_string(),
+            after: timeouts.statement,
+        }
+        .into(),
+        Failure::Pg(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => PgError::LockTimeout {
+            op,
+            table: table.to_string(),
+            after: timeouts.lock_wait,
+        }
+        .into(),
+        Failure::Pg(e) => PgError::Query {
+            op,
+            table: table.to_string(),
+            source: Box::new(e),
+        }
+        .into(),
     }
 }
 
 /// Serialization failures and deadlocks: the transaction was rolled back and may simply
 /// be run again.
-fn is_retryable(e: &postgres::Error) -> bool {
+fn is_retryable(e: &tokio_postgres::Error) -> bool {
     matches!(
         e.code(),
         Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
     )
+}
+
+/// A timeout parameter: seconds, a positive decimal number.
+fn parse_secs(name: &str, value: &str) -> Result<Duration> {
+    value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| {
+            PgError::InvalidUrl {
+                reason: format!("`{name}` must be a positive number of seconds"),
+            }
+            .into()
+        })
 }
 
 /// A `usize` limit as the `int8` the SQL compares with.
@@ -478,7 +559,7 @@ fn check_table_name(name: &str) -> Result<()> {
 
 /// `host:port/database as user`, for messages (never the password).
 fn describe(config: &Config) -> String {
-    use postgres::config::Host;
+    use tokio_postgres::config::Host;
     let hosts: Vec<String> = config
         .get_hosts()
         .iter()
@@ -511,8 +592,8 @@ fn describe(config: &Config) -> String {
 
 impl KvRead for PgStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.with_conn("get", |conn| {
-            let row = conn.client.query_opt(&conn.stmts.get, &[&key])?;
+        self.with_conn("get", async |conn| {
+            let row = conn.client.query_opt(&conn.stmts.get, &[&key]).await?;
             Ok(match row {
                 Some(row) => Some(row.try_get(0)?),
                 None => None,
@@ -521,16 +602,24 @@ impl KvRead for PgStore {
     }
 
     fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
-        self.with_conn("scan", |conn| self.scan_rows(conn, prefix, after, limits))
+        self.with_conn("scan", async |conn| {
+            self.scan_rows(conn, prefix, after, limits).await
+        })
     }
 
     fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
-        self.with_conn("prefix_exists", |conn| {
+        self.with_conn("prefix_exists", async |conn| {
             let row = match successor(prefix) {
-                Some(upper) => conn
-                    .client
-                    .query_one(&conn.stmts.exists[1], &[&prefix, &upper])?,
-                None => conn.client.query_one(&conn.stmts.exists[0], &[&prefix])?,
+                Some(upper) => {
+                    conn.client
+                        .query_one(&conn.stmts.exists[1], &[&prefix, &upper])
+                        .await?
+                }
+                None => {
+                    conn.client
+                        .query_one(&conn.stmts.exists[0], &[&prefix])
+                        .await?
+                }
             };
             Ok(row.try_get(0)?)
         })
@@ -555,13 +644,12 @@ impl KvWrite for PgStore {
             attempt += 1;
             let failure = match self
                 .pool
-                .with(|conn| self.try_apply(conn, &batch, key_locks))?
+                .with(async |conn| self.try_apply(conn, &batch, key_locks).await)
             {
                 Ok(()) => return Ok(()),
                 Err(f) => f,
             };
             match failure {
-                Failure::Store(e) => return Err(e),
                 Failure::Pg(e) if is_retryable(&e) && attempt < MAX_ATTEMPTS => {
                     tracing::debug!(table = %self.table, attempt, error = %e, "retrying a postgres batch");
                     // Let the transaction we collided with finish.
@@ -575,7 +663,7 @@ impl KvWrite for PgStore {
                     }
                     .into())
                 }
-                Failure::Pg(e) => return Err(self.query_err("apply")(e)),
+                other => return Err(self.error(other, "apply")),
             }
         }
     }
@@ -598,17 +686,17 @@ impl Drop for PgStore {
         if !self.drop_table_on_drop {
             return;
         }
-        let result = self
-            .pool
-            .with(|conn| conn.client.batch_execute(&sql::drop_table(&self.table)));
+        let drop_sql = sql::drop_table(&self.table);
+        let result = self.pool.with(async |conn| {
+            conn.client.batch_execute(&drop_sql).await?;
+            Ok(())
+        });
         match result {
-            Ok(Ok(())) => {
+            Ok(()) => {
                 tracing::debug!(table = %self.table, "dropped the scratch postgres table")
             }
-            Ok(Err(e)) => {
-                tracing::warn!(table = %self.table, error = %e, "could not drop the scratch postgres table")
-            }
             Err(e) => {
+                let e = self.error(e, "drop table");
                 tracing::warn!(table = %self.table, error = %e, "could not drop the scratch postgres table")
             }
         }

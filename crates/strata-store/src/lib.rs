@@ -46,6 +46,7 @@ mod error;
 mod escape;
 mod lease;
 mod memory;
+mod pages;
 pub(crate) mod scan;
 
 pub use backend::{Backend, KvRead, KvWrite, Visit, VisitEnd};
@@ -54,6 +55,7 @@ pub use error::{ConflictReason, StoreError};
 pub use escape::escape_key;
 pub use lease::{Store, WriteLease};
 pub use memory::MemoryStore;
+pub use pages::{Pages, Records};
 pub use scan::{Offer, PageBuilder, Record, ScanLimits, ScanPage};
 
 /// Result alias for store operations.

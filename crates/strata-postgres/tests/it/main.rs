@@ -8,6 +8,7 @@
 mod claims;
 mod connect;
 mod engine;
+mod faults;
 mod model;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
