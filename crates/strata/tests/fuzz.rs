@@ -447,3 +447,46 @@ fn hex_decode(s: &str) -> Vec<u8> {
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
         .collect()
 }
+
+/// Issue bullet "bad input accepted silently": a document whose JSON is not an object
+/// or is nested 100,000 levels deep is refused by the decoder `verify` runs.
+#[test]
+fn document_decoder_refuses_non_objects_and_deep_nesting() {
+    let doc = |json: &[u8]| envelope::encode(Envelope::new(1, 1), json);
+    let e = run("document", &doc(b"[1,2]")).unwrap_err();
+    assert!(e.contains("not an object"), "{e}");
+    let e = run("document", &doc(b"  1")).unwrap_err();
+    assert!(e.contains("not an object"), "{e}");
+    for open in ["[", "{\"a\":"] {
+        let mut deep = b"{\"a\":".to_vec();
+        deep.extend(open.repeat(100_000).into_bytes());
+        let e = run("document", &doc(&deep)).unwrap_err();
+        assert!(e.contains("deeper than 128"), "{e}");
+    }
+    // Brackets inside strings do not count; 127 levels inside the object are fine.
+    let mut ok = b"{\"s\":\"[[[[{{{{\\\"\",\"a\":".to_vec();
+    ok.extend("[".repeat(127).into_bytes());
+    ok.extend("]".repeat(127).into_bytes());
+    ok.push(b'}');
+    assert_eq!(run("document", &doc(&ok)), Ok(()));
+    assert_eq!(run("document", &doc(br#"{"a":[1,2]}"#)), Ok(()));
+}
+
+/// Issue bullet: a client record with a mismatched or path-like id is refused.
+#[test]
+fn client_records_with_foreign_or_path_ids_are_refused() {
+    let rec = |id: &str| ClientRecord {
+        acked_generation: None,
+        client: id.into(),
+        format: strata::policy::CLIENT_FORMAT,
+        heartbeat_ms: 1,
+        opened_generation: 0,
+        pid: 1,
+        started_ms: 0,
+    };
+    // The `client` decoder reads at `__nx/clients/00112233aabbccdd`.
+    assert_eq!(run("client", &rec("00112233aabbccdd").encode()), Ok(()));
+    assert!(run("client", &rec("00112233aabbccde").encode()).is_err());
+    let bad = rec("../../etc");
+    assert!(ClientRecord::decode(&client_key("../../etc"), &bad.encode()).is_err());
+}
