@@ -44,6 +44,8 @@ mod batch;
 pub mod conformance;
 mod error;
 mod escape;
+#[cfg(feature = "testing")]
+pub mod faults;
 mod lease;
 mod memory;
 mod pages;
