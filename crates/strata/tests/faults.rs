@@ -82,3 +82,42 @@ fn migrate_survives_a_failure_at_every_write_site() {
     }
     assert!(sites >= 2, "only {sites} write sites were exercised");
 }
+
+/// Issue bullet: a dry run after a killed migrate reports the resume point instead of a
+/// false "stale checkpoint"; the real migrate then completes.
+#[test]
+fn dry_run_after_an_interrupted_migrate_is_resumable() {
+    let m = MemoryStore::new();
+    let mut batch = Batch::new();
+    for i in 0..7 {
+        batch = batch.set(
+            format!("__nx/t/k{i}").into_bytes(),
+            format!("v{i}").into_bytes(),
+        );
+    }
+    m.apply(batch).unwrap();
+    // The second batch fails: the first one's checkpoint stays, the header is not written.
+    let faulty = Store::new(FaultyStore::new(m.clone(), FaultKind::Write, 2));
+    assert!(migrator().run(&faulty).is_err());
+    assert!(m
+        .snapshot()
+        .contains_key(&strata::header::checkpoint_key("t")));
+    assert!(!m.snapshot().contains_key(&header_key("t")));
+
+    let mut resumed = None;
+    migrator()
+        .dry_run(true)
+        .on_event(|e| {
+            if let strata::migrate::MigrationEvent::StepStarted { resumed_after, .. } = e {
+                resumed = resumed_after.map(<[u8]>::to_vec);
+            }
+        })
+        .run(&Store::new(m.clone()))
+        .unwrap_or_else(|e| panic!("dry run after an interrupted migrate: {e}"));
+    assert_eq!(resumed.as_deref(), Some(&b"__nx/t/k1"[..]));
+    // The dry run wrote nothing; the real run completes.
+    assert!(!m.snapshot().contains_key(&header_key("t")));
+    migrator().run(&Store::new(m.clone())).unwrap();
+    let h = SchemaHeader::decode(&m.snapshot()[&header_key("t")]).unwrap();
+    assert_eq!(h.version, 1);
+}
