@@ -37,7 +37,7 @@ pub use catalog::{Catalog, CatalogError, TableDef};
 pub use collection::{Collection, CollectionError, CollectionOptions, Document, WriteGuard};
 pub use database::{Database, DatabaseBuilder};
 pub use header::{SchemaHeader, HEADER_LEN};
-pub use migrate::{MigrateError, MigrationReport, Migrator, Registry, Step, TableMigrations};
+pub use migrate::{MigrateError, MigrationReport, Migrator, RecordStep, Registry, TableMigrations};
 pub use pass::{Pass, PassError, PassLimits, PassReport};
 pub use payload::{JsonObject, Mode, StepError, SweepOptions, SweepReport};
 pub use policy::{Policy, PolicyConfig, PolicyError, Refusal, SchemaOptions};

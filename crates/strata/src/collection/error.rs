@@ -289,6 +289,29 @@ pub enum CollectionError {
     },
 }
 
+impl From<crate::payload::chain::ChainError> for CollectionError {
+    fn from(e: crate::payload::chain::ChainError) -> Self {
+        use crate::payload::chain::ChainError;
+        match e {
+            ChainError::Gap {
+                collection,
+                expected,
+                found,
+            } => CollectionError::ChainGap {
+                collection,
+                expected,
+                found,
+            },
+            ChainError::Duplicate { collection, from } => {
+                CollectionError::ChainDuplicate { collection, from }
+            }
+            ChainError::BelowInitial { collection, from } => {
+                CollectionError::ChainBelowInitial { collection, from }
+            }
+        }
+    }
+}
+
 impl CollectionError {
     /// True for an optimistic-lock conflict (re-read and retry).
     pub fn is_conflict(&self) -> bool {

@@ -1,7 +1,7 @@
 //! How a collection is declared: protected fields, the upcast chain, read-repair, guards.
 
 use crate::collection::GuardError;
-use crate::payload::chain::{JsonObject, Mode, Step, StepError};
+use crate::payload::chain::{JsonObject, Mode, StepError, UpcastStep};
 use crate::policy::SchemaOptions;
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -51,7 +51,7 @@ pub struct CollectionOptions {
     identity: Vec<String>,
     lock_field: Option<String>,
     version_field: Option<String>,
-    steps: Vec<Step>,
+    steps: Vec<UpcastStep>,
     read_repair: bool,
     guards: Vec<Arc<dyn WriteGuard>>,
     schema: SchemaOptions,
@@ -96,12 +96,12 @@ impl CollectionOptions {
     where
         F: Fn(&mut JsonObject) -> Result<(), StepError> + Send + Sync + 'static,
     {
-        self.steps.push(Step::new(from, mode, step));
+        self.steps.push(UpcastStep::new(from, mode, step));
         self
     }
 
     /// Adds an already built step.
-    pub fn step(mut self, step: Step) -> Self {
+    pub fn step(mut self, step: UpcastStep) -> Self {
         self.steps.push(step);
         self
     }
@@ -129,7 +129,7 @@ impl CollectionOptions {
     }
 
     /// The declared steps, in declaration order.
-    pub fn steps(&self) -> &[Step] {
+    pub fn steps(&self) -> &[UpcastStep] {
         &self.steps
     }
 
@@ -159,7 +159,7 @@ impl CollectionOptions {
 pub(crate) struct OptionParts {
     pub(crate) protected: Vec<String>,
     pub(crate) version_field: Option<String>,
-    pub(crate) steps: Vec<Step>,
+    pub(crate) steps: Vec<UpcastStep>,
     pub(crate) read_repair: bool,
     pub(crate) guards: Vec<Arc<dyn WriteGuard>>,
     pub(crate) schema: SchemaOptions,
