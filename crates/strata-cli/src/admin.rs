@@ -293,6 +293,19 @@ impl Extension {
                     .map_err(usage)
                     .and_then(|a| self.sweep(db, a)),
             ),
+            Some(("collections", m)) => Some(
+                crate::cmd::collections::Args::from_arg_matches(m)
+                    .map_err(usage)
+                    .and_then(|a| {
+                        let code = self
+                            .admin
+                            .collections
+                            .iter()
+                            .map(|c| (c.name.clone(), c.current_version()))
+                            .collect();
+                        crate::cmd::collections::run_with(db, a, &code)
+                    }),
+            ),
             Some(("cutover", m)) => Some(
                 CutoverArgs::from_arg_matches(m)
                     .map_err(usage)
@@ -363,7 +376,7 @@ impl Extension {
             .open()
             .map_err(Failure::error)?;
         let coll = (reg.open)(&database, &reg.name, reg.options.clone()).map_err(Failure::error)?;
-        let before = survey(&store, &table, None)?;
+        let before = survey(&store, &table, None, Some(reg.current_version()))?;
         eprintln!(
             "sweeping `{}` to payload v{}: {} of {} rows behind (resumable: an interrupted sweep continues from its cursor)",
             reg.name,

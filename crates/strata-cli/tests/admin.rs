@@ -68,6 +68,13 @@ fn versions(db: &Path, collection: &str) -> Value {
 fn sweep_rewrites_stale_rows_with_the_applications_chain_and_exits_0() {
     let (_dir, db) = seeded(&[]);
     assert_eq!(versions(&db, "accounts"), json!({"1": 3}));
+    // The application's binary knows its chain: every v1 row is behind v3.
+    let out = run(&db, &["collections", "--json"]);
+    let accounts = doc(&out)["collections"][0].clone();
+    assert_eq!(accounts["collection"], "accounts");
+    assert_eq!(accounts["newest_version"], 3);
+    assert_eq!(accounts["newest_version_source"], "application");
+    assert_eq!(accounts["rows_behind"], 3);
 
     // The dry run writes nothing.
     let out = run(&db, &["sweep", "accounts", "--dry-run", "--json"]);
