@@ -166,13 +166,19 @@ impl Pool {
         // On a timeout the connection is in an unknown state (a statement may still be
         // running): it is dropped, and the slot guard frees its place.
         let out = block_on(&self.rt, self.timeouts.client_deadline(), f(&mut conn))?;
-        slot.armed = false;
-        let closed = conn.client.is_closed();
-        self.put_back(conn);
-        match out {
-            Err(Failure::Pg(e)) if closed || e.is_closed() => Err(Failure::Lost(e)),
-            other => other,
+        let lost =
+            conn.client.is_closed() || matches!(&out, Err(Failure::Pg(e)) if connection_ended(e));
+        if lost {
+            // Never pooled again: the slot guard frees its place when it drops.
+            drop(conn);
+            return match out {
+                Err(Failure::Pg(e)) => Err(Failure::Lost(e)),
+                other => other,
+            };
         }
+        slot.armed = false;
+        self.put_back(conn);
+        out
     }
 
     fn checkout(&self) -> Result<Conn, PgError> {
@@ -324,4 +330,19 @@ impl Drop for Slot<'_> {
             self.pool.release_slot();
         }
     }
+}
+
+/// True when `e` means the session is gone: the client saw the socket close, or the
+/// server's last word was a FATAL/PANIC error (e.g. `57P01` "terminating connection due
+/// to administrator command", sent just before it closes the socket — the client may not
+/// have noticed the close yet) or a connection-exception class (`08…`) error.
+fn connection_ended(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    e.as_db_error().is_some_and(|db| {
+        matches!(db.severity(), "FATAL" | "PANIC")
+            || db.code().code().starts_with("08")
+            || db.code().code().starts_with("57P")
+    })
 }
