@@ -53,7 +53,7 @@ mod types;
 pub use error::{HookError, MutationRule, PassError, RecordError};
 pub use types::{
     BatchInfo, CheckpointCodec, PassLimits, PassReport, Processor, Progress, RawCheckpoint,
-    RecordRef, DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS,
+    RecordRef, RowCounters, RowOutcome, DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS,
 };
 
 use crate::header::{MIGRATION_PREFIX, SCHEMA_PREFIX};
@@ -266,6 +266,7 @@ impl<'a> Pass<'a> {
             mutations: 0,
             batches: 0,
             started,
+            counters: RowCounters::default(),
         };
         let mut acc = Acc::default();
         let mut scratch: Vec<Mutation> = Vec::new();
@@ -299,12 +300,13 @@ impl<'a> Pass<'a> {
                         &ck_key,
                     ) {
                         Ok(None) => Visit::Continue,
-                        Ok(Some(cost)) => {
+                        Ok(Some((cost, row))) => {
                             outcome = PageOutcome::Overflow {
                                 key: key.to_vec(),
                                 value: this.row_conditions.then(|| value.to_vec()),
                                 value_len: value.len(),
                                 cost,
+                                row,
                             };
                             Visit::Stop
                         }
@@ -365,6 +367,7 @@ impl<'a> Pass<'a> {
                 value,
                 value_len,
                 cost,
+                row,
             } = outcome
             {
                 // Commit what the batch holds; this record starts the next one.
@@ -375,6 +378,7 @@ impl<'a> Pass<'a> {
                     value.as_deref(),
                     value_len,
                     cost,
+                    row,
                     &mut scratch,
                     &mut acc,
                     &mut st,
@@ -397,6 +401,7 @@ impl<'a> Pass<'a> {
             elapsed: started.elapsed(),
             resumed_from,
             dry_run: self.dry_run,
+            counters: st.counters,
         })
     }
 
@@ -413,7 +418,7 @@ impl<'a> Pass<'a> {
         acc: &mut Acc,
         st: &mut RunState,
         ck_key: &[u8],
-    ) -> Result<Option<usize>, PassError> {
+    ) -> Result<Option<(usize, RowOutcome)>, PassError> {
         scratch.clear();
         let view = RecordRef {
             table: &self.table,
@@ -428,6 +433,13 @@ impl<'a> Pass<'a> {
                 checkpoint: st.durable_cursor.clone(),
             });
         }
+        let row = processor.outcome().unwrap_or_else(|| {
+            if scratch.iter().any(|m| m.key() == key) {
+                RowOutcome::Rewritten
+            } else {
+                RowOutcome::Unchanged
+            }
+        });
         let mut cost = key.len() + value.len();
         for (i, m) in scratch.iter().enumerate() {
             let rule = self.rule_violation(m.key(), key, ck_key).or_else(|| {
@@ -454,9 +466,9 @@ impl<'a> Pass<'a> {
             && (acc.records >= self.limits.max_records()
                 || acc.bytes.saturating_add(cost) > self.limits.max_bytes())
         {
-            return Ok(Some(cost));
+            return Ok(Some((cost, row)));
         }
-        self.admit(key, Some(value), value.len(), cost, scratch, acc, st)?;
+        self.admit(key, Some(value), value.len(), cost, row, scratch, acc, st)?;
         Ok(None)
     }
 
@@ -468,6 +480,7 @@ impl<'a> Pass<'a> {
         value: Option<&[u8]>,
         value_len: usize,
         cost: usize,
+        row: RowOutcome,
         scratch: &mut Vec<Mutation>,
         acc: &mut Acc,
         st: &mut RunState,
@@ -494,6 +507,7 @@ impl<'a> Pass<'a> {
         }
         acc.records += 1;
         acc.bytes += cost;
+        acc.counters.count(row);
         st.records += 1;
         st.bytes += (key.len() + value_len) as u64;
         // Reuse the cursor buffer within a batch (the commit takes it).
@@ -568,6 +582,7 @@ impl<'a> Pass<'a> {
         let ck_key = self.checkpoint.key().to_vec();
         let mut mutations = std::mem::take(&mut acc.mutations);
         let mut rows = std::mem::take(&mut acc.rows);
+        let mut counters = std::mem::take(&mut acc.counters);
         let info_records = acc.records;
         let info_bytes = acc.bytes;
         acc.records = 0;
@@ -594,11 +609,11 @@ impl<'a> Pass<'a> {
                 }
             }
             let new_value = if done {
-                self.checkpoint.finished()
+                self.checkpoint.finished_counted(&counters)
             } else {
                 Some(
                     self.checkpoint
-                        .encode(new_cursor.as_deref().unwrap_or_default()),
+                        .encode_counted(new_cursor.as_deref().unwrap_or_default(), &counters),
                 )
             };
             if self.dry_run {
@@ -699,6 +714,9 @@ impl<'a> Pass<'a> {
                 let start = new_index[r.mutations.start];
                 r.mutations = start..start + r.mutations.len();
             }
+            let n = dropped.len() as u64;
+            counters.rewritten = counters.rewritten.saturating_sub(n);
+            counters.conflicted += n;
             if let Some(f) = self.on_narrow.as_mut() {
                 f(&dropped);
             }
@@ -710,6 +728,7 @@ impl<'a> Pass<'a> {
         st.cursor = new_cursor.clone();
         st.batches += 1;
         st.mutations += n_mutations;
+        st.counters.add(&counters);
         tracing::debug!(table = %self.table, records = info_records, bytes = info_bytes, done, "pass batch committed");
         if let Some(f) = self.progress.as_mut() {
             f(&Progress {
@@ -720,6 +739,7 @@ impl<'a> Pass<'a> {
                 elapsed: st.started.elapsed(),
                 cursor: new_cursor.as_deref(),
                 done,
+                counters: st.counters,
             });
         }
         Ok(())
@@ -727,6 +747,8 @@ impl<'a> Pass<'a> {
 }
 
 struct RunState {
+    /// Per-row counters of the committed batches.
+    counters: RowCounters,
     /// What the checkpoint key holds in the store (the precondition of the next batch).
     durable_value: Option<Vec<u8>>,
     /// The cursor of the last committed batch.
@@ -751,6 +773,7 @@ enum PageOutcome {
         value: Option<Vec<u8>>,
         value_len: usize,
         cost: usize,
+        row: RowOutcome,
     },
     /// Processing a record failed.
     Failed(PassError),
@@ -808,6 +831,7 @@ struct RowCond {
 struct Acc {
     mutations: Vec<Mutation>,
     rows: Vec<RowCond>,
+    counters: RowCounters,
     keys: HashSet<Vec<u8>>,
     records: usize,
     bytes: usize,

@@ -83,6 +83,21 @@ pub trait CheckpointCodec {
     fn finished(&self) -> Option<Vec<u8>> {
         None
     }
+
+    /// [`CheckpointCodec::encode`] with the per-row counters of the batch this value
+    /// commits (after any narrowing: exactly the rows the batch writes), for a checkpoint
+    /// that carries counters. The default ignores them.
+    fn encode_counted(&self, cursor: &[u8], batch: &RowCounters) -> Vec<u8> {
+        let _ = batch;
+        self.encode(cursor)
+    }
+
+    /// [`CheckpointCodec::finished`] with the counters of the final batch. The default
+    /// ignores them.
+    fn finished_counted(&self, batch: &RowCounters) -> Option<Vec<u8>> {
+        let _ = batch;
+        self.finished()
+    }
 }
 
 impl<T: CheckpointCodec + ?Sized> CheckpointCodec for &T {
@@ -97,6 +112,12 @@ impl<T: CheckpointCodec + ?Sized> CheckpointCodec for &T {
     }
     fn finished(&self) -> Option<Vec<u8>> {
         (**self).finished()
+    }
+    fn encode_counted(&self, cursor: &[u8], batch: &RowCounters) -> Vec<u8> {
+        (**self).encode_counted(cursor, batch)
+    }
+    fn finished_counted(&self, batch: &RowCounters) -> Option<Vec<u8>> {
+        (**self).finished_counted(batch)
     }
 }
 
@@ -164,6 +185,62 @@ impl RecordRef<'_> {
     }
 }
 
+/// What became of one record in a pass (counted in [`RowCounters`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RowOutcome {
+    /// The record is rewritten (a mutation of its own key).
+    Rewritten,
+    /// Left as it is.
+    Unchanged,
+    /// Left as it is because a newer build wrote it.
+    SkippedAhead,
+    /// Left as it is because it could not be processed (the pass goes on).
+    Failed,
+}
+
+/// Per-row counters of a pass (of one batch, or of a run).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RowCounters {
+    /// Records processed.
+    pub scanned: u64,
+    /// Records rewritten.
+    pub rewritten: u64,
+    /// Records left unchanged.
+    pub unchanged: u64,
+    /// Records dropped from their batch because a concurrent write changed them after
+    /// they were read (see [`crate::pass::Pass::row_conditions`]); left as that write made
+    /// them.
+    pub conflicted: u64,
+    /// Records left unchanged because a newer build wrote them.
+    pub skipped_ahead: u64,
+    /// Records that could not be processed (left unchanged).
+    pub failed: u64,
+}
+
+impl RowCounters {
+    /// Counts one record.
+    pub fn count(&mut self, outcome: RowOutcome) {
+        self.scanned += 1;
+        match outcome {
+            RowOutcome::Rewritten => self.rewritten += 1,
+            RowOutcome::Unchanged => self.unchanged += 1,
+            RowOutcome::SkippedAhead => self.skipped_ahead += 1,
+            RowOutcome::Failed => self.failed += 1,
+        }
+    }
+
+    /// Adds `other` to these counters.
+    pub fn add(&mut self, other: &RowCounters) {
+        self.scanned += other.scanned;
+        self.rewritten += other.rewritten;
+        self.unchanged += other.unchanged;
+        self.conflicted += other.conflicted;
+        self.skipped_ahead += other.skipped_ahead;
+        self.failed += other.failed;
+    }
+}
+
 /// Per-record logic of a pass: inspects one record and pushes the mutations it needs onto
 /// `out` (nothing, for a pure validation). Any closure
 /// `FnMut(&RecordRef<'_>, &mut Vec<Mutation>) -> Result<(), RecordError>` is a processor.
@@ -175,6 +252,13 @@ pub trait Processor {
         record: &RecordRef<'_>,
         out: &mut Vec<Mutation>,
     ) -> Result<(), RecordError>;
+
+    /// The typed outcome of the record just processed. `None` (the default): the pass
+    /// infers it — [`RowOutcome::Rewritten`] when the record's mutations write its own
+    /// key, [`RowOutcome::Unchanged`] otherwise.
+    fn outcome(&mut self) -> Option<RowOutcome> {
+        None
+    }
 }
 
 impl<F> Processor for F
@@ -207,6 +291,8 @@ pub struct Progress<'a> {
     pub cursor: Option<&'a [u8]>,
     /// True for the final batch (the scan is complete).
     pub done: bool,
+    /// Per-row counters of the committed batches of this run.
+    pub counters: RowCounters,
 }
 
 /// What the per-batch hook learns about the batch it may extend.
@@ -245,4 +331,6 @@ pub struct PassReport {
     pub resumed_from: Option<Vec<u8>>,
     /// True when nothing was written.
     pub dry_run: bool,
+    /// Per-row counters of this run.
+    pub counters: RowCounters,
 }
