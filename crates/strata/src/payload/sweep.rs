@@ -622,11 +622,12 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     return Ok(report);
                 }
                 Err(e) => {
+                    // The pass error is the source (printed once, by the chain).
                     break Outcome::Failed(CollectionError::Sweep {
                         collection: name.clone(),
-                        reason: e.to_string(),
+                        reason: "the bulk pass failed".into(),
                         source: Some(Box::new(e)),
-                    })
+                    });
                 }
             }
         };
