@@ -316,3 +316,21 @@ fn a_collections_only_store_gets_no_crdt_headers_from_any_command() {
     );
     assert_eq!(before, after, "a command changed the store");
 }
+
+#[test]
+fn a_backend_store_opens_a_database_directly_and_the_root_reexports_suffice() {
+    // The getting-started path: `Database::builder(SledStore::open(path)?)`, with
+    // `Mode`, `StepError` and `Store` at the crate root.
+    let dir = tempfile::tempdir().unwrap();
+    let sled = strata_sled::SledStore::open(dir.path().join("db")).unwrap();
+    let db = strata::Database::builder(sled).open().unwrap();
+    let options = strata::CollectionOptions::new().upcast(1, strata::Mode::Lazy, |obj| {
+        obj.get("id")
+            .ok_or_else(|| strata::StepError::new("no id"))?;
+        Ok(())
+    });
+    let c = db.collection::<Value>("things", options).unwrap();
+    assert_eq!(c.current_version(), 2);
+    let store: &strata::Store = db.store();
+    assert!(store.get(&doc_key("things", "x")).unwrap().is_none());
+}

@@ -174,10 +174,12 @@ fn validation(e: ValidationError) -> CollectionError {
 }
 
 impl Database {
-    /// Starts opening a database over `store` (see [`DatabaseBuilder`]).
-    pub fn builder(store: Store) -> DatabaseBuilder {
+    /// Starts opening a database over `store` (see [`DatabaseBuilder`]): a [`Store`] or a
+    /// backend that converts into one (`SledStore`, `RedbStore`), e.g.
+    /// `Database::builder(SledStore::open(path)?)`.
+    pub fn builder(store: impl Into<Store>) -> DatabaseBuilder {
         DatabaseBuilder {
-            store,
+            store: store.into(),
             policy: None,
             guards: Vec::new(),
         }

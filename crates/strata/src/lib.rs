@@ -39,5 +39,7 @@ pub use database::{Database, DatabaseBuilder};
 pub use header::{SchemaHeader, HEADER_LEN};
 pub use migrate::{MigrateError, MigrationReport, Migrator, RecordStep, Registry, TableMigrations};
 pub use pass::{Pass, PassError, PassLimits, PassReport};
+pub use payload::{JsonObject, Mode, StepError, SweepOptions, SweepReport};
 pub use policy::{Policy, PolicyConfig, PolicyError, Refusal, SchemaOptions};
+pub use strata_store::Store;
 pub use validate::{TableState, TableStatus, ValidationError, ValidationReport};

@@ -133,6 +133,11 @@ impl CollectionOptions {
         &self.steps
     }
 
+    /// The schema options given with [`CollectionOptions::schema`].
+    pub fn schema_options(&self) -> &SchemaOptions {
+        &self.schema
+    }
+
     pub(crate) fn into_parts(self) -> OptionParts {
         let mut protected = self.identity;
         if let Some(l) = self.lock_field {

@@ -737,9 +737,21 @@ impl SchemaGate {
                 .require(FENCE_KEY.to_vec(), raw)
                 .set(FENCE_KEY.to_vec(), next.encode());
             for (collection, rewrite) in migrated {
-                batch = batch
-                    .set(baseline_key(collection), rewrite.target.encode())
-                    .delete(cutover_key(collection));
+                let key = baseline_key(collection);
+                let previous = self
+                    .store()
+                    .get(&key)
+                    .map_err(|e| PolicyError::store(&key, e))?;
+                let target = rewrite.target.encode();
+                batch = super::history::append(
+                    self.store(),
+                    batch,
+                    collection,
+                    previous.as_deref(),
+                    target.clone(),
+                )?
+                .set(key, target)
+                .delete(cutover_key(collection));
             }
             match self.store().apply(batch) {
                 Ok(()) => return Ok(next),

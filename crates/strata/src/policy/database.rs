@@ -51,6 +51,17 @@ impl SchemaOptions {
         self.schema.is_some()
     }
 
+    /// The JSON Schema to persist, if any (what an admin's `schema check` compares with
+    /// the stored baseline).
+    pub fn schema_value(&self) -> Option<&Value> {
+        self.schema.as_ref()
+    }
+
+    /// The strategies, in evaluation order.
+    pub fn strategies(&self) -> &[Strategy] {
+        &self.strategies
+    }
+
     pub(crate) fn into_parts(self) -> (Option<Value>, Vec<Strategy>) {
         (self.schema, self.strategies)
     }

@@ -37,6 +37,7 @@ mod database;
 mod error;
 mod fence;
 mod gate;
+mod history;
 mod presence;
 mod strategy;
 
@@ -50,6 +51,7 @@ pub use database::SchemaOptions;
 pub use error::{PolicyError, Refusal, RefusalMessage};
 pub use fence::{Fence, FenceDoc, FenceState, PendingCutover, FENCE_FORMAT, FENCE_KEY};
 pub use gate::{DeclareOutcome, SchemaDeclaration, SchemaGate, Verdict};
+pub use history::{history_key, history_prefix, read_history, SchemaVersion, HISTORY_PREFIX};
 pub use presence::{
     client_key, list_clients, new_client_id, remove_client, ClientRecord, Heartbeat, Presence,
     PresenceConfig, CLIENTS_PREFIX, CLIENT_FORMAT, DEFAULT_HEARTBEAT_MS, DEFAULT_STALE_AFTER_MS,
