@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
 
-const PROGRESS_KEY: &[u8] = b"__strata/copy/progress";
-const MANIFEST_KEY: &[u8] = b"__strata/copy/manifest";
+const PROGRESS_KEY: &[u8] = b"__nx/copy/progress";
+const MANIFEST_KEY: &[u8] = b"__nx/copy/manifest";
 
 fn strata(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_strata"))
@@ -56,7 +56,7 @@ fn dump(store: &Store) -> Vec<(Vec<u8>, Vec<u8>)> {
 fn dump_without_reserved(store: &Store) -> Vec<(Vec<u8>, Vec<u8>)> {
     dump(store)
         .into_iter()
-        .filter(|(k, _)| !k.starts_with(b"__strata/copy/"))
+        .filter(|(k, _)| !k.starts_with(b"__nx/copy/"))
         .collect()
 }
 
