@@ -1,19 +1,135 @@
 //! Opening the datastore named by `--db`.
+//!
+//! `--db` is a path (auto-detected: a redb file or a sled directory; anything else is
+//! refused and left untouched), or explicit: `redb:PATH`, `sled:PATH`, `postgres://…`.
+//! Where a command creates a store (`copy --to`), a plain missing path becomes a new redb
+//! file: redb is the default for new stores, sled is kept for existing Numax datastores.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use strata_store::{Store, StoreError};
+
+/// The backend and location `--db` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A redb file.
+    Redb(PathBuf),
+    /// A sled datastore directory.
+    Sled(PathBuf),
+    /// A PostgreSQL URL (with an optional `strata_table` parameter).
+    Postgres(String),
+}
+
+impl Target {
+    /// Short backend name.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Target::Redb(_) => "redb",
+            Target::Sled(_) => "sled",
+            Target::Postgres(_) => "postgres",
+        }
+    }
+}
+
+/// What a path holds, found without writing anything.
+enum Detected {
+    Redb,
+    Sled,
+    Missing,
+}
+
+/// Detects the kind of store at a plain path; refuses anything that is not a store.
+fn detect(path: &Path) -> Result<Detected, StoreError> {
+    let Ok(meta) = std::fs::metadata(path) else {
+        if std::fs::symlink_metadata(path).is_ok() {
+            return Err(StoreError::CannotOpen {
+                path: path.to_path_buf(),
+                reason: "it is a symlink to a missing file; point --db at the real location".into(),
+            });
+        }
+        return Ok(Detected::Missing);
+    };
+    if meta.is_file() {
+        if strata_redb::is_redb_file(path) {
+            return Ok(Detected::Redb);
+        }
+        return Err(StoreError::CannotOpen {
+            path: path.to_path_buf(),
+            reason: "it is neither a redb file nor a sled directory, so it is not a strata store; it was left untouched (point --db at a store, or say which with redb:PATH / sled:PATH)".into(),
+        });
+    }
+    if meta.is_dir() {
+        if strata_sled::is_sled_dir(path) {
+            return Ok(Detected::Sled);
+        }
+        let empty = std::fs::read_dir(path)
+            .map(|mut d| d.next().is_none())
+            .unwrap_or(false);
+        if std::fs::symlink_metadata(path.join("conf")).is_ok() {
+            // A sled `conf` that fails the checks: let sled's checks say what is wrong.
+            return strata_sled::SledStore::open_existing(path).map(|_| Detected::Sled);
+        }
+        let what = if empty {
+            "it is an empty directory, so it is"
+        } else if std::fs::symlink_metadata(path.join("db")).is_ok() {
+            "it holds a `db` that is not a sled datastore (no sled `conf` beside it; it was left untouched), so it is"
+        } else {
+            "it is a directory that holds no sled datastore, so it is"
+        };
+        return Err(StoreError::CannotOpen {
+            path: path.to_path_buf(),
+            reason: format!("{what} not a strata store; point --db at a redb file or a sled directory (nothing was created)"),
+        });
+    }
+    Err(StoreError::CannotOpen {
+        path: path.to_path_buf(),
+        reason: "it is not a regular file or directory, so it is not a strata store".into(),
+    })
+}
+
+/// Parses `--db`: an explicit scheme, or a plain path that must already hold a store
+/// (`create`: a missing plain path is a new redb store instead of an error).
+pub fn target(db: &Path, create: bool) -> Result<Target, StoreError> {
+    if let Some(s) = db.to_str() {
+        if is_postgres_url(s) {
+            return Ok(Target::Postgres(s.to_string()));
+        }
+        if let Some(p) = s.strip_prefix("redb:") {
+            return Ok(Target::Redb(PathBuf::from(p)));
+        }
+        if let Some(p) = s.strip_prefix("sled:") {
+            return Ok(Target::Sled(PathBuf::from(p)));
+        }
+    }
+    match detect(db)? {
+        Detected::Redb => Ok(Target::Redb(db.to_path_buf())),
+        Detected::Sled => Ok(Target::Sled(db.to_path_buf())),
+        Detected::Missing if create => Ok(Target::Redb(db.to_path_buf())),
+        Detected::Missing => Err(StoreError::NotFound {
+            path: db.to_path_buf(),
+        }),
+    }
+}
 
 /// Opens an existing datastore; a missing one is an error and is not created.
 ///
 /// `--db postgres://…` (or `postgresql://…`, optionally with `?strata_table=NAME`) opens
 /// the PostgreSQL store in that table (default `strata_kv`) when the CLI is built with the
-/// `postgres` feature; a missing table is reported like a missing directory. Anything
-/// else is a sled directory.
+/// `postgres` feature; a missing table is reported like a missing path. A redb file that
+/// is not writable (read-only media, another user's file) opens read-only.
 pub fn open_existing(path: &Path) -> Result<Store, StoreError> {
-    if let Some(url) = path.to_str().filter(|s| is_postgres_url(s)) {
-        return open_postgres(url);
+    open_target(&target(path, false)?, false)
+}
+
+/// Opens the store `target` names; `create` creates a missing one (never for postgres
+/// tables, which are created by the backend when `create` is set).
+pub fn open_target(target: &Target, create: bool) -> Result<Store, StoreError> {
+    match target {
+        Target::Postgres(url) => open_postgres(url, create),
+        Target::Redb(path) if create => strata_redb::RedbStore::create(path).map(Store::new),
+        Target::Redb(path) => strata_redb::RedbStore::open_existing(path).map(Store::new),
+        Target::Sled(path) if create => strata_sled::SledStore::open(path).map(Store::new),
+        Target::Sled(path) => strata_sled::SledStore::open_existing(path).map(Store::new),
     }
-    strata_sled::SledStore::open_existing(path).map(Store::new)
 }
 
 /// True for a `postgres://` or `postgresql://` URL (checked without the backend, so a
@@ -23,13 +139,13 @@ fn is_postgres_url(s: &str) -> bool {
 }
 
 #[cfg(feature = "postgres")]
-fn open_postgres(url: &str) -> Result<Store, StoreError> {
-    let options = strata_postgres::PgOptions::new().create_table(false);
+fn open_postgres(url: &str, create: bool) -> Result<Store, StoreError> {
+    let options = strata_postgres::PgOptions::new().create_table(create);
     strata_postgres::PgStore::connect_with(url, options).map(Store::new)
 }
 
 #[cfg(not(feature = "postgres"))]
-fn open_postgres(_url: &str) -> Result<Store, StoreError> {
+fn open_postgres(_url: &str, _create: bool) -> Result<Store, StoreError> {
     Err(StoreError::InvalidArgument(
         "`--db postgres://…` needs the PostgreSQL backend, but this strata was built without it; rebuild strata-cli with `--features postgres`".into(),
     ))
@@ -110,6 +226,30 @@ mod tests {
             assert!(!shown.contains("p@ss") && !shown.contains("ss@"), "{shown}");
             assert!(shown.contains("***"), "{shown}");
         }
+    }
+
+    #[test]
+    fn explicit_schemes_and_new_stores_default_to_redb() {
+        assert_eq!(
+            target(Path::new("redb:/x/s.redb"), false).unwrap(),
+            Target::Redb("/x/s.redb".into())
+        );
+        assert_eq!(
+            target(Path::new("sled:/x/numax"), false).unwrap(),
+            Target::Sled("/x/numax".into())
+        );
+        assert_eq!(
+            target(Path::new("postgres://u@h/db"), false).unwrap(),
+            Target::Postgres("postgres://u@h/db".into())
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let new = dir.path().join("new-store");
+        assert_eq!(target(&new, true).unwrap(), Target::Redb(new.clone()));
+        assert!(matches!(
+            target(&new, false).unwrap_err(),
+            StoreError::NotFound { .. }
+        ));
+        assert!(!new.exists());
     }
 
     #[test]

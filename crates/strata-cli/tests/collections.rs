@@ -51,7 +51,7 @@ fn json_of(out: &Output) -> Value {
 /// sweep to v3 completed. `empty`: a recorded collection with no rows.
 fn mixed_store(db: &Path) {
     with_store(db, |s| {
-        let database = Database::open(s.clone()).unwrap();
+        let database = Database::builder(s.clone()).open().unwrap();
         database
             .collection::<Value>("users", CollectionOptions::new())
             .unwrap();
@@ -124,7 +124,7 @@ fn a_baseline_version_is_the_reference_and_without_one_the_highest_stored_versio
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     with_store(&db, |s| {
-        let database = Database::open(s.clone()).unwrap();
+        let database = Database::builder(s.clone()).open().unwrap();
         database
             .collection::<Value>("items", CollectionOptions::new())
             .unwrap();
@@ -156,7 +156,7 @@ fn an_unreadable_envelope_is_counted_not_fatal() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     with_store(&db, |s| {
-        let database = Database::open(s.clone()).unwrap();
+        let database = Database::builder(s.clone()).open().unwrap();
         database
             .collection::<Value>("items", CollectionOptions::new())
             .unwrap();
@@ -180,11 +180,10 @@ fn inspect_decodes_envelopes_and_raw_keeps_hex() {
     let dbs = db.to_str().unwrap();
     let out = strata(&["--db", dbs, "inspect", "users", "--limit", "2", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let lines: Vec<Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let doc = json_of(&out);
+    assert_eq!(doc["format"], 1);
+    assert_eq!(doc["table"], "users");
+    let lines = doc["records"].as_array().unwrap();
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0]["key"], "__nx/doc/users/a");
     assert_eq!(lines[0]["id"], "a");
@@ -203,7 +202,7 @@ fn inspect_decodes_envelopes_and_raw_keeps_hex() {
     let out = strata(&[
         "--db", dbs, "inspect", "users", "--limit", "1", "--raw", "--json",
     ]);
-    let line: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let line = json_of(&out)["records"][0].clone();
     assert!(
         line["value_hex"]
             .as_str()
@@ -316,4 +315,22 @@ fn a_collections_only_store_gets_no_crdt_headers_from_any_command() {
         "sync keys appeared"
     );
     assert_eq!(before, after, "a command changed the store");
+}
+
+#[test]
+fn a_backend_store_opens_a_database_directly_and_the_root_reexports_suffice() {
+    // The getting-started path: `Database::builder(SledStore::open(path)?)`, with
+    // `Mode`, `StepError` and `Store` at the crate root.
+    let dir = tempfile::tempdir().unwrap();
+    let sled = strata_sled::SledStore::open(dir.path().join("db")).unwrap();
+    let db = strata::Database::builder(sled).open().unwrap();
+    let options = strata::CollectionOptions::new().upcast(1, strata::Mode::Lazy, |obj| {
+        obj.get("id")
+            .ok_or_else(|| strata::StepError::new("no id"))?;
+        Ok(())
+    });
+    let c = db.collection::<Value>("things", options).unwrap();
+    assert_eq!(c.current_version(), 2);
+    let store: &strata::Store = db.store();
+    assert!(store.get(&doc_key("things", "x")).unwrap().is_none());
 }

@@ -11,9 +11,10 @@ use strata::clock::ManualClock;
 use strata::collection::CollectionOptions;
 use strata::policy::{
     additive_only, client_key, coordinated_cutover, ClientRecord, CutoverOptions, Fence, FenceDoc,
-    FenceState, PendingCutover, PolicyConfig, PolicyDatabase, PolicyError, SchemaDeclaration,
-    Verdict, CLIENT_FORMAT, FENCE_KEY,
+    FenceState, PendingCutover, PolicyConfig, PolicyError, SchemaDeclaration, Verdict,
+    CLIENT_FORMAT, FENCE_KEY,
 };
+use strata::Database;
 use strata_store::{Batch, KvRead, KvWrite, Store};
 
 fn strata(db: &Path, args: &[&str]) -> Output {
@@ -96,12 +97,15 @@ fn left_draining(db: &Path) -> (String, String, String) {
     let clock = ManualClock::new(1_000);
     with_store(db, |store| {
         {
-            let gen0 = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+            let gen0 = Database::builder(store.clone())
+                .policy(config(&clock))
+                .open()
+                .unwrap();
             let inv = gen0
-                .database()
                 .collection::<InvOld>("invoices", CollectionOptions::new())
                 .unwrap();
-            gen0.declare(SchemaDeclaration::new("invoices", old_schema()).payload(1, []));
+            gen0.declare(SchemaDeclaration::new("invoices", old_schema()).payload(1, []))
+                .unwrap();
             for (id, total) in [("i1", 100.0), ("i2", 5.0)] {
                 inv.put(
                     id,
@@ -113,13 +117,18 @@ fn left_draining(db: &Path) -> (String, String, String) {
                 .unwrap();
             }
         }
-        let holdout = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
-        let coord = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+        let holdout = Database::builder(store.clone())
+            .policy(config(&clock))
+            .open()
+            .unwrap();
+        let coord = Database::builder(store.clone())
+            .policy(config(&clock))
+            .open()
+            .unwrap();
         let inv = coord
-            .database()
             .collection::<InvNew>("invoices", CollectionOptions::new())
             .unwrap();
-        let outcome = coord.declare(cutover_decl(inv.current_version()));
+        let outcome = coord.declare(cutover_decl(inv.current_version())).unwrap();
         assert!(
             matches!(outcome.verdict, Verdict::CutoverPending { .. }),
             "{outcome:?}"
@@ -131,7 +140,7 @@ fn left_draining(db: &Path) -> (String, String, String) {
                     .poll(|| clock.advance(250)),
             )
             .unwrap_err();
-        let holdout_id = holdout.policy().client_id().to_string();
+        let holdout_id = holdout.policy().unwrap().client_id().to_string();
         match &err {
             PolicyError::QuiesceTimeout { holdouts, .. } => {
                 assert_eq!(holdouts, std::slice::from_ref(&holdout_id), "{err}")
@@ -140,7 +149,7 @@ fn left_draining(db: &Path) -> (String, String, String) {
         }
         let fence = coord.fence_state().unwrap();
         assert_eq!(fence.state, FenceState::Draining);
-        let coordinator = coord.policy().client_id().to_string();
+        let coordinator = coord.policy().unwrap().client_id().to_string();
         assert_eq!(fence.coordinator.as_deref(), Some(coordinator.as_str()));
         let hash = fence.pending[0].target_hash.clone();
         (coordinator, holdout_id, hash)
@@ -275,12 +284,14 @@ fn abort_resets_a_draining_fence_without_bumping_the_generation() {
         store
             .apply(Batch::new().delete(client_key("00000000deadbeef")))
             .unwrap();
-        let pdb = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+        let pdb = Database::builder(store.clone())
+            .policy(config(&clock))
+            .open()
+            .unwrap();
         let inv = pdb
-            .database()
             .collection::<InvNew>("invoices", CollectionOptions::new())
             .unwrap();
-        pdb.declare(cutover_decl(inv.current_version()));
+        pdb.declare(cutover_decl(inv.current_version())).unwrap();
         let report = pdb.run_schema_cutover(CutoverOptions::new()).unwrap();
         assert_eq!(
             (report.migrated, report.records, report.generation),

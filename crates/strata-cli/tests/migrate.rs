@@ -268,10 +268,12 @@ fn future_header_exits_4() {
 fn verify_is_read_only_and_names_the_first_bad_record() {
     let dir = tempfile::tempdir().unwrap();
     let db = legacy_db(dir.path());
-    // Legacy tables are verified too (verify does not need headers).
+    // Legacy tables are verified too (verify does not need headers), and verify exits
+    // like `status`: 3, a migration is required.
     let out = strata(&db, &["verify", "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["verdict"], "migration_required");
     assert_eq!(doc["tables"].as_array().unwrap().len(), 14);
     assert!(doc["tables"]
         .as_array()

@@ -7,7 +7,8 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use strata::collection::CollectionOptions;
-use strata::policy::{additive_only, PolicyConfig, PolicyDatabase, SchemaDeclaration, Verdict};
+use strata::policy::{additive_only, PolicyConfig, SchemaDeclaration, Verdict};
+use strata::Database;
 use strata_store::KvWrite;
 
 fn strata(args: &[&str]) -> Output {
@@ -65,7 +66,10 @@ fn identical_schemas_are_none_and_exit_0() {
     let (out, v) = diff_json(tmp.path(), &base(), &base(), &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(v["kind"], "none");
-    assert_eq!(v["collection"], "schema");
+    // The title names the new file (or `--collection`, or the `--against` collection).
+    assert_eq!(v["collection"], "new.json");
+    assert_eq!(v["mode"], "additive");
+    assert_eq!(v["compatible"], true);
     for k in ["added", "removed", "changed", "paths", "renames"] {
         assert_eq!(v[k], json!([]), "{k} in {v}");
     }
@@ -119,7 +123,7 @@ fn a_new_optional_property_is_additive_and_exits_0() {
     assert_eq!(out.status.code(), Some(0));
     let text = stdout(&out);
     assert!(
-        text.starts_with("schema delta for `schema`: additive\n"),
+        text.starts_with("schema delta for `new.json`: additive\n"),
         "{text}"
     );
     assert!(text.contains("  added:   note\n"), "{text}");
@@ -242,7 +246,13 @@ fn invalid_json_is_an_error_naming_the_file() {
     let err = stderr(&out);
     assert!(err.contains("broken.json"), "{err}");
     assert!(err.contains("not valid JSON"), "{err}");
-    assert!(out.stdout.is_empty());
+    // Under --json, stdout holds the error document only.
+    let doc = json_of(&out);
+    assert_eq!(doc["error"]["exit_code"], 1);
+    assert!(doc["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("broken.json"));
 }
 
 #[test]
@@ -276,20 +286,24 @@ struct Invoice {
 }
 
 /// Declares `invoices` with a persisted schema on a sled store at `db` (the way
-/// `PolicyDatabase::collection` does for a schemars type), writes one record, closes.
+/// `Database::collection` does for a schemars type), writes one record, closes.
 fn store_with_invoices(db: &Path) -> Value {
     let store = strata_sled::SledStore::open_store(db).unwrap();
     {
-        let pdb = PolicyDatabase::open(store.clone(), PolicyConfig::new().heartbeat(None)).unwrap();
+        let pdb = Database::builder(store.clone())
+            .policy(PolicyConfig::new().heartbeat(None))
+            .open()
+            .unwrap();
         let invoices = pdb
-            .database()
             .collection::<Invoice>("invoices", CollectionOptions::new())
             .unwrap();
-        let outcome = pdb.declare(
-            SchemaDeclaration::new("invoices", base())
-                .payload(invoices.current_version(), [])
-                .strategy(additive_only()),
-        );
+        let outcome = pdb
+            .declare(
+                SchemaDeclaration::new("invoices", base())
+                    .payload(invoices.current_version(), [])
+                    .strategy(additive_only()),
+            )
+            .unwrap();
         assert!(
             matches!(outcome.verdict, Verdict::Registered),
             "{outcome:?}"
@@ -349,7 +363,13 @@ fn show_of_an_unknown_collection_is_a_clear_error() {
     assert!(err.starts_with("strata: "), "{err}");
     assert!(err.contains("`payments`"), "{err}");
     assert!(err.contains("no persisted schema"), "{err}");
-    assert!(out.stdout.is_empty());
+    // Under `--json` the error is also a JSON document on stdout.
+    let doc = json_of(&out);
+    assert_eq!(doc["format"], 1);
+    assert_eq!(doc["error"]["exit_code"], 1);
+    let message = doc["error"]["message"].as_str().unwrap();
+    assert!(message.contains("`payments`"), "{message}");
+    assert_eq!(format!("strata: {message}\n"), err);
 }
 
 #[test]
@@ -388,4 +408,275 @@ fn status_lists_a_recorded_collection_as_a_current_managed_table() {
             .any(|l| l.starts_with("invoices ") && l.contains(" current")),
         "{text}"
     );
+}
+
+/// The schema-change case table: (old, new, additive, backward, forward, full).
+fn case_table() -> Vec<(&'static str, Value, Value, [bool; 4])> {
+    let obj = |props: Value, required: Value| json!({"type": "object", "properties": props, "required": required});
+    vec![
+        (
+            "optional property added",
+            obj(json!({"id": {"type": "string"}}), json!(["id"])),
+            obj(
+                json!({"id": {"type": "string"}, "note": {"type": "string"}}),
+                json!(["id"]),
+            ),
+            [true, true, true, true],
+        ),
+        (
+            "null allowed",
+            obj(
+                json!({"id": {"type": "string"}, "n": {"type": "integer"}}),
+                json!(["id"]),
+            ),
+            obj(
+                json!({"id": {"type": "string"}, "n": {"type": ["integer", "null"]}}),
+                json!(["id"]),
+            ),
+            [false, true, false, false],
+        ),
+        (
+            "required property removed",
+            obj(
+                json!({"id": {"type": "string"}, "t": {"type": "number"}}),
+                json!(["id", "t"]),
+            ),
+            obj(json!({"id": {"type": "string"}}), json!(["id"])),
+            [false, true, false, false],
+        ),
+        (
+            "required property added",
+            obj(json!({"id": {"type": "string"}}), json!(["id"])),
+            obj(
+                json!({"id": {"type": "string"}, "t": {"type": "number"}}),
+                json!(["id", "t"]),
+            ),
+            [false, false, true, false],
+        ),
+        (
+            "type changed",
+            obj(json!({"id": {"type": "string"}}), json!(["id"])),
+            obj(json!({"id": {"type": "integer"}}), json!(["id"])),
+            [false, false, false, false],
+        ),
+    ]
+}
+
+#[test]
+fn every_mode_on_the_schema_change_case_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let modes = ["additive", "backward", "forward", "full"];
+    for (name, old, new, expected) in case_table() {
+        for (mode, want) in modes.iter().zip(expected) {
+            let (out, v) = diff_json(tmp.path(), &old, &new, &["--mode", mode]);
+            let code = if want { 0 } else { 6 };
+            assert_eq!(out.status.code(), Some(code), "{name} under {mode}: {v}");
+            assert_eq!(v["compatible"], want, "{name} under {mode}");
+            assert_eq!(v["mode"], *mode);
+        }
+    }
+}
+
+#[test]
+fn transitive_modes_check_every_earlier_version() {
+    let tmp = tempfile::tempdir().unwrap();
+    // v1 requires `n`, v2 makes it optional, v3 requires it again: v3 is forward
+    // compatible with v2 but not backward (v2 rows may lack `n`).
+    let v1 = json!({"type": "object", "properties": {"id": {"type": "string"}, "n": {"type": "integer"}}, "required": ["id", "n"]});
+    let v2 = json!({"type": "object", "properties": {"id": {"type": "string"}, "n": {"type": "integer"}}, "required": ["id"]});
+    let v3 = json!({"type": "object", "properties": {"id": {"type": "string"}, "n": {"type": "integer"}}, "required": ["id", "n"]});
+    let f1 = write(tmp.path(), "v1.json", &v1);
+    let f2 = write(tmp.path(), "v2.json", &v2);
+    let f3 = write(tmp.path(), "v3.json", &v3);
+    let out = strata(&[
+        "schema",
+        "diff",
+        s(&f1),
+        s(&f2),
+        s(&f3),
+        "--mode",
+        "forward",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(json_of(&out)["checked"].as_array().unwrap().len(), 1);
+    let out = strata(&[
+        "schema",
+        "diff",
+        s(&f1),
+        s(&f2),
+        s(&f3),
+        "--mode",
+        "backward",
+    ]);
+    assert_eq!(out.status.code(), Some(6));
+    // Closed models: a {id}, b {id, x?}, c {id, x?, y?}. New `b` after [a, b]: forward
+    // holds against b (identical) but not against a (a closed model rejects `x`), so
+    // only the transitive form fails.
+    let a = json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"], "additionalProperties": false});
+    let b = json!({"type": "object", "properties": {"id": {"type": "string"}, "x": {"type": "string"}}, "required": ["id"], "additionalProperties": false});
+    let c = json!({"type": "object", "properties": {"id": {"type": "string"}, "x": {"type": "string"}, "y": {"type": "string"}}, "required": ["id"], "additionalProperties": false});
+    let fa = write(tmp.path(), "a.json", &a);
+    let fb = write(tmp.path(), "b.json", &b);
+    let fc = write(tmp.path(), "c.json", &c);
+    let out = strata(&[
+        "schema",
+        "diff",
+        s(&fa),
+        s(&fb),
+        s(&fc),
+        "--mode",
+        "backward-transitive",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let v = json_of(&out);
+    assert_eq!(v["checked"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["mode"], "backward-transitive");
+    let out = strata(&[
+        "schema",
+        "diff",
+        s(&fa),
+        s(&fb),
+        s(&fc),
+        "--mode",
+        "full-transitive",
+    ]);
+    assert_eq!(out.status.code(), Some(6));
+    let out = strata(&[
+        "schema",
+        "diff",
+        s(&fa),
+        s(&fb),
+        s(&fb),
+        "--mode",
+        "forward",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = strata(&[
+        "schema",
+        "diff",
+        s(&fa),
+        s(&fb),
+        s(&fb),
+        "--mode",
+        "forward-transitive",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(6), "{}", stdout(&out));
+    let v = json_of(&out);
+    assert_eq!(v["compatible"], false);
+    let checked = v["checked"].as_array().unwrap();
+    assert_eq!(checked[0]["compatible"], false, "{v}");
+    assert_eq!(checked[1]["compatible"], true, "{v}");
+    let out = strata(&[
+        "schema",
+        "diff",
+        s(&fa),
+        s(&fb),
+        s(&fb),
+        "--mode",
+        "additive-transitive",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "adding optional `x` is additive: {}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn schema_log_numbers_every_baseline_change_and_diff_against_compares_with_the_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let store = strata_sled::SledStore::open_store(&db).unwrap();
+    let v1 =
+        json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]});
+    let v2 = json!({"type": "object", "properties": {"id": {"type": "string"}, "a": {"type": "string"}}, "required": ["id"]});
+    let v3 = json!({"type": "object", "properties": {"id": {"type": "string"}, "a": {"type": "string"}, "b": {"type": "integer"}}, "required": ["id"]});
+    let mut prev: Option<Vec<u8>> = None;
+    for (i, schema) in [&v1, &v2, &v3].iter().enumerate() {
+        let b = strata::policy::Baseline::new(schema, Some(i as i32 + 1));
+        assert!(b.compare_and_swap(&store, "items", prev.clone()).unwrap());
+        prev = Some(b.encode());
+    }
+    store.flush().unwrap();
+    drop(store);
+    let out = strata(&["--db", s(&db), "schema", "log", "items", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json_of(&out);
+    assert_eq!(v["format"], 1);
+    let versions = v["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 3, "{v}");
+    for (i, row) in versions.iter().enumerate() {
+        assert_eq!(row["version"], i + 1);
+        assert_eq!(row["payload_version"], i + 1);
+    }
+    assert_eq!(versions[0]["change"]["kind"], "initial");
+    assert_eq!(versions[1]["change"]["added"], json!(["a"]));
+    assert_eq!(versions[2]["change"]["added"], json!(["b"]));
+    assert_eq!(versions[2]["hash"], strata_schema::schema_hash(&v3));
+    let out = strata(&["--db", s(&db), "schema", "log", "items"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("v1 ") && text.contains("v3 ") && text.contains("added: b"),
+        "{text}"
+    );
+
+    // --against: a new file compared with the stored versions.
+    let v4 = json!({"type": "object", "properties": {"id": {"type": "string"}, "a": {"type": "string"}}, "required": ["id"]});
+    let f4 = write(tmp.path(), "v4.json", &v4);
+    let out = strata(&[
+        "schema",
+        "diff",
+        s(&f4),
+        "--against",
+        s(&db),
+        "items",
+        "--mode",
+        "backward",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json_of(&out);
+    assert_eq!(v["collection"], "items");
+    assert_eq!(v["removed"], json!(["b"]));
+    // Removing `b` is not forward against v3; transitively it is checked against all 3.
+    let out = strata(&[
+        "schema",
+        "diff",
+        s(&f4),
+        "--against",
+        s(&db),
+        "items",
+        "--mode",
+        "forward-transitive",
+        "--json",
+    ]);
+    let v = json_of(&out);
+    assert_eq!(v["checked"].as_array().unwrap().len(), 3, "{v}");
+    assert_eq!(
+        out.status.code(),
+        Some(if v["compatible"] == true { 0 } else { 6 })
+    );
+    // The human title names the collection.
+    let out = strata(&["schema", "diff", s(&f4), "--against", s(&db), "items"]);
+    assert!(
+        stdout(&out).starts_with("schema delta for `items`"),
+        "{}",
+        stdout(&out)
+    );
+    // --against with two files is a usage error.
+    let out = strata(&[
+        "schema",
+        "diff",
+        s(&f4),
+        s(&f4),
+        "--against",
+        s(&db),
+        "items",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
 }

@@ -232,11 +232,11 @@ fn inspect_prints_records_of_a_table() {
         "--json",
     ]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let doc = json(&out);
+    assert_eq!(doc["format"], 1);
+    assert_eq!(doc["db"], dbs);
+    assert_eq!(doc["table"], "gcounter-materialized");
+    let lines = doc["records"].as_array().unwrap();
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0]["key"], "__nx/crdt/gcounter/a");
     assert_eq!(lines[1]["value_hex"], "0200000000000000");
@@ -284,4 +284,97 @@ fn a_closed_stdout_is_not_an_error() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+fn verify(db: &Path, json: bool) -> Output {
+    let db = db.to_str().unwrap();
+    if json {
+        strata(&["--db", db, "verify", "--json"])
+    } else {
+        strata(&["--db", db, "verify"])
+    }
+}
+
+#[test]
+fn verify_fails_like_status_on_a_corrupt_or_future_header() {
+    for (value, code) in [
+        (b"BAD!\0\x01\0\x0e".to_vec(), 4),
+        (SchemaHeader::new(2, 14).encode().to_vec(), 4),
+        (SchemaHeader::new(0, 14).encode().to_vec(), 3),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        with_store(&db, |s| put(s, &header_key("op-log"), &value));
+        assert_eq!(status(&db, false).status.code(), Some(code));
+        let out = verify(&db, false);
+        assert_eq!(out.status.code(), Some(code), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("op-log"), "{text}");
+        let out = verify(&db, true);
+        assert_eq!(out.status.code(), Some(code), "{out:?}");
+        let doc = json(&out);
+        assert_eq!(doc["format"], 1);
+        assert_eq!(
+            doc["verdict"],
+            if code == 4 {
+                "unsupported"
+            } else {
+                "migration_required"
+            }
+        );
+        assert!(
+            doc["problems"][0].as_str().unwrap().contains("op-log"),
+            "{doc}"
+        );
+    }
+}
+
+#[test]
+fn verify_and_status_fail_with_4_on_a_corrupt_collection_header_or_catalog_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    with_store(&db, |s| {
+        let database = strata::Database::builder(s.clone()).open().unwrap();
+        database
+            .collection::<serde_json::Value>("users", strata::CollectionOptions::new())
+            .unwrap();
+        put(s, &header_key("users"), b"garbage!");
+    });
+    assert_eq!(status(&db, false).status.code(), Some(4));
+    let out = verify(&db, false);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("users"));
+
+    with_store(&db, |s| put(s, b"__nx/catalog/users", b"NXCL\x09\x04\x00"));
+    for out in [status(&db, true), verify(&db, true)] {
+        assert_eq!(out.status.code(), Some(4), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("users"), "{err}");
+    }
+}
+
+#[test]
+fn verify_fails_with_4_on_an_unreadable_fence_or_sweep_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    with_store(&db, |s| {
+        let database = strata::Database::builder(s.clone()).open().unwrap();
+        database
+            .collection::<serde_json::Value>("users", strata::CollectionOptions::new())
+            .unwrap();
+    });
+    assert_eq!(verify(&db, false).status.code(), Some(0));
+    with_store(&db, |s| put(s, b"__nx/sweep/users", b"{not json"));
+    let out = verify(&db, true);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(json(&out)["problems"][0]
+        .as_str()
+        .unwrap()
+        .contains("users"));
+    with_store(&db, |s| {
+        s.apply(Batch::new().delete(b"__nx/sweep/users".to_vec()))
+            .unwrap();
+        put(s, b"__nx/fence", b"{}");
+    });
+    assert_eq!(verify(&db, false).status.code(), Some(4));
 }

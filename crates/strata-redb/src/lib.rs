@@ -551,6 +551,13 @@ struct RedbError {
     source: redb::Error,
 }
 
+/// `Database::builder(RedbStore::create(path)?)`: a redb datastore is a [`Store`].
+impl From<RedbStore> for Store {
+    fn from(store: RedbStore) -> Store {
+        store.into_store()
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {

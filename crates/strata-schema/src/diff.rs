@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use crate::budget::{Scope, MAX_DIFF_WORK};
 use crate::canonical::schema_hash;
 use crate::delta::{ChangeKind, Compatibility, DeltaKind, DiffOptions, FieldChange, SchemaDelta};
 use crate::engine::{child_path, Engine};
@@ -29,8 +30,16 @@ pub fn diff_with(
     let old_props = check_document(collection, Side::Old, old)?;
     let new_props = check_document(collection, Side::New, new)?;
 
+    let budget = Scope::enter(MAX_DIFF_WORK);
     let mut engine = Engine::new(old, new, *options);
     engine.compare("/", old, new);
+    if budget.spent() {
+        return Err(SchemaError::TooComplex {
+            collection: printable(collection),
+            limit: MAX_DIFF_WORK,
+        });
+    }
+    drop(budget);
 
     let added: Vec<String> = new_props.difference(&old_props).cloned().collect();
     let removed: Vec<String> = old_props.difference(&new_props).cloned().collect();

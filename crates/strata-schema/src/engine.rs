@@ -1,17 +1,19 @@
 //! The recursive comparison that produces path-level changes and verdicts.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
 
 use serde_json::{Map, Value};
 
+use crate::budget;
 use crate::canonical::canonical_bytes;
 use crate::delta::{
     AmbiguousRename, ChangeKind, ContentModel, DiffOptions, OpenContentPolicy, PathChange,
     RenameCandidate,
 };
 use crate::view::{
-    build_view, deref, escape_segment, fingerprint, is_annotation, is_interpreted, Resolved, View,
-    MAX_DEPTH,
+    build_view, deref, escape_segment, fingerprint, is_annotation, is_interpreted, Fingerprints,
+    Resolved, View, MAX_DEPTH,
 };
 
 static TRUE_SCHEMA: Value = Value::Bool(true);
@@ -50,6 +52,15 @@ impl Additional<'_> {
     }
 }
 
+/// What comparing one pair of pure references produced, with paths relative to where it
+/// was compared, so it can be replayed at another path.
+#[derive(Default)]
+struct Memo {
+    changes: Vec<(String, ChangeKind, bool, bool)>,
+    renames: Vec<RenameCandidate>,
+    ambiguous: Vec<AmbiguousRename>,
+}
+
 pub(crate) struct Engine<'a> {
     old_root: &'a Value,
     new_root: &'a Value,
@@ -57,6 +68,15 @@ pub(crate) struct Engine<'a> {
     /// Pairs of schema nodes being compared on the current recursion path, by address.
     stack: Vec<(usize, usize)>,
     depth: usize,
+    /// Results of comparing pairs of pure `$ref`s whose comparison met no cut, by the two
+    /// reference strings: a shared definition is compared once, however often it is used.
+    memo: HashMap<(String, String), Rc<Memo>>,
+    /// Recursion cuts met so far (stack repeats and the depth limit).
+    cuts: u64,
+    /// Depth-limit cuts met so far (the only cuts that depend on the caller's context).
+    depth_cuts: u64,
+    old_prints: Fingerprints,
+    new_prints: Fingerprints,
     top_field: Option<String>,
     pub(crate) changes: Vec<PathChange>,
     pub(crate) renames: Vec<RenameCandidate>,
@@ -71,6 +91,11 @@ impl<'a> Engine<'a> {
             opts,
             stack: Vec::new(),
             depth: 0,
+            memo: HashMap::new(),
+            cuts: 0,
+            depth_cuts: 0,
+            old_prints: Fingerprints::default(),
+            new_prints: Fingerprints::default(),
             top_field: None,
             changes: Vec::new(),
             renames: Vec::new(),
@@ -90,10 +115,13 @@ impl<'a> Engine<'a> {
 
     /// Whether every value valid under `a` (in `a_root`) is valid under `b` (in `b_root`),
     /// as far as this comparison can tell.
-    fn accepts_all(&self, a_root: &Value, a: &Value, b_root: &Value, b: &Value) -> bool {
+    fn accepts_all(&mut self, a_root: &Value, a: &Value, b_root: &Value, b: &Value) -> bool {
         let mut sub = Engine::new(a_root, b_root, self.opts);
         sub.depth = self.depth;
         sub.compare("/", a, b);
+        // The sub-comparison has its own stack; only the depth limit ties it to this path.
+        self.cuts += sub.depth_cuts;
+        self.depth_cuts += sub.depth_cuts;
         sub.changes.iter().all(|c| c.backward)
     }
 
@@ -101,14 +129,43 @@ impl<'a> Engine<'a> {
     ///
     /// Recursion is cut when the same pair of schema nodes is already being compared
     /// further up: descending again would only repeat the same changes at a longer path.
+    ///
+    /// A pair of pure `$ref`s is compared once: its changes are remembered relative to
+    /// `path` and replayed when the same pair is met again at another path, which keeps
+    /// the work polynomial when definitions are shared. Results that met a recursion cut
+    /// depend on the path that led to them and are not remembered.
     pub(crate) fn compare(&mut self, path: &str, old: &Value, new: &Value) {
+        if !budget::tick(1) {
+            return;
+        }
         if self.depth >= MAX_DEPTH {
+            self.cuts += 1;
+            self.depth_cuts += 1;
             return;
         }
         let key = (node_id(self.old_root, old), node_id(self.new_root, new));
         if self.stack.contains(&key) {
+            self.cuts += 1;
             return;
         }
+        // The root is compared once per engine, and its paths cannot be rebased.
+        let memo_key = if path == "/" {
+            None
+        } else {
+            pure_ref(old).zip(pure_ref(new))
+        };
+        if let Some(k) = &memo_key {
+            if let Some(memo) = self.memo.get(k).cloned() {
+                self.replay(path, &memo);
+                return;
+            }
+        }
+        let marks = (
+            self.changes.len(),
+            self.renames.len(),
+            self.ambiguous.len(),
+            self.cuts,
+        );
         let vo = build_view(self.old_root, old);
         let vn = build_view(self.new_root, new);
         self.stack.push(key);
@@ -116,6 +173,62 @@ impl<'a> Engine<'a> {
         self.compare_views(path, &vo, &vn);
         self.depth -= 1;
         self.stack.pop();
+        if let Some(k) = memo_key {
+            if self.cuts == marks.3 && !budget::exhausted() {
+                if let Some(memo) = self.record(path, marks) {
+                    self.memo.insert(k, Rc::new(memo));
+                }
+            }
+        }
+    }
+
+    /// The changes emitted since `marks`, with paths relative to `path`.
+    fn record(&self, path: &str, marks: (usize, usize, usize, u64)) -> Option<Memo> {
+        let rel = |p: &str| p.strip_prefix(path).map(str::to_string);
+        let mut memo = Memo::default();
+        for c in self.changes.get(marks.0..)? {
+            memo.changes
+                .push((rel(&c.path)?, c.change.clone(), c.backward, c.forward));
+        }
+        for r in self.renames.get(marks.1..)? {
+            memo.renames.push(RenameCandidate {
+                path: rel(&r.path)?,
+                ..r.clone()
+            });
+        }
+        for a in self.ambiguous.get(marks.2..)? {
+            memo.ambiguous.push(AmbiguousRename {
+                path: rel(&a.path)?,
+                ..a.clone()
+            });
+        }
+        Some(memo)
+    }
+
+    /// Emits a remembered comparison at `path`.
+    fn replay(&mut self, path: &str, memo: &Memo) {
+        let n = memo.changes.len() + memo.renames.len() + memo.ambiguous.len();
+        let units = u64::try_from(n)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(budget::REPLAY_COST);
+        if !budget::tick(units) {
+            return;
+        }
+        for (rel, change, backward, forward) in &memo.changes {
+            self.emit(&format!("{path}{rel}"), change.clone(), *backward, *forward);
+        }
+        for r in &memo.renames {
+            self.renames.push(RenameCandidate {
+                path: format!("{path}{}", r.path),
+                ..r.clone()
+            });
+        }
+        for a in &memo.ambiguous {
+            self.ambiguous.push(AmbiguousRename {
+                path: format!("{path}{}", a.path),
+                ..a.clone()
+            });
+        }
     }
 
     fn compare_views(&mut self, path: &str, vo: &View, vn: &View) {
@@ -377,17 +490,17 @@ impl<'a> Engine<'a> {
     /// Pairs old branches with new ones: identical shapes first, then the most similar
     /// (same `$ref` name, same types, shared property names). `(new position, exact)`.
     fn match_branches(
-        &self,
+        &mut self,
         old: &[(usize, &Value)],
         new: &[(usize, &Value)],
     ) -> Vec<Option<(usize, bool)>> {
         let fo: Vec<Vec<u8>> = old
             .iter()
-            .map(|(_, b)| fingerprint(self.old_root, b))
+            .map(|(_, b)| fingerprint(self.old_root, b, &mut self.old_prints))
             .collect();
         let fnew: Vec<Vec<u8>> = new
             .iter()
-            .map(|(_, b)| fingerprint(self.new_root, b))
+            .map(|(_, b)| fingerprint(self.new_root, b, &mut self.new_prints))
             .collect();
         let mut pairs: Vec<Option<(usize, bool)>> = vec![None; old.len()];
         let mut used = vec![false; new.len()];
@@ -461,7 +574,7 @@ impl<'a> Engine<'a> {
             for r in &removed {
                 if let Some(s) = props_o.get(*r) {
                     groups
-                        .entry(fingerprint(self.old_root, s))
+                        .entry(fingerprint(self.old_root, s, &mut self.old_prints))
                         .or_default()
                         .0
                         .push((*r).clone());
@@ -469,7 +582,8 @@ impl<'a> Engine<'a> {
             }
             for a in &added {
                 if let Some(s) = props_n.get(*a) {
-                    if let Some(g) = groups.get_mut(&fingerprint(self.new_root, s)) {
+                    let print = fingerprint(self.new_root, s, &mut self.new_prints);
+                    if let Some(g) = groups.get_mut(&print) {
                         g.1.push((*a).clone());
                     }
                 }
@@ -809,6 +923,15 @@ enum Verdict {
     Tightened,
     Loosened,
     Changed,
+}
+
+/// The reference of a node that is only a `$ref` (annotations aside).
+fn pure_ref(value: &Value) -> Option<String> {
+    let map = value.as_object()?;
+    let reference = map.get("$ref")?.as_str()?;
+    map.keys()
+        .all(|k| k == "$ref" || is_annotation(k))
+        .then(|| reference.to_string())
 }
 
 /// Identity of a schema node: the address of the node a pure `$ref` (annotations aside)

@@ -74,6 +74,20 @@ pub enum SchemaError {
         /// The reference text.
         reference: String,
     },
+    /// Comparing the two schemas would take more work than [`crate::MAX_DIFF_WORK`]
+    /// allows (definitions that fan out exponentially, or a change reached by an
+    /// exponential number of paths).
+    #[error(
+        "schema of collection `{collection}` is too complex to compare: the diff needs more \
+         than {limit} steps; flatten definitions that refer to the next level several times, \
+         or replace the persisted schema with the new one deliberately"
+    )]
+    TooComplex {
+        /// Collection the schemas belong to.
+        collection: String,
+        /// The work budget that was exceeded.
+        limit: u64,
+    },
     /// A persisted schema record could not be parsed as JSON.
     #[error(
         "persisted schema record of collection `{collection}` is not valid JSON; \

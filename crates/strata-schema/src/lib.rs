@@ -107,6 +107,15 @@
 //! # }
 //! ```
 //!
+//! # Bounded work
+//!
+//! A definition shared by many paths is compared (and fingerprinted) once and its
+//! findings are replayed at each path, so the cost is polynomial in the schema size even
+//! when each level of `$defs` refers to the next one several times. A hard budget of
+//! [`MAX_DIFF_WORK`] steps is the last guard: a diff that would need more (for instance
+//! a change reachable by millions of paths) fails with [`SchemaError::TooComplex`]
+//! instead of running for minutes, so opening a collection never hangs on its schema.
+//!
 //! What this crate is not: it does not validate instances against schemas, does not
 //! fetch remote `$ref`s, and does not decide policy (allow / reject / cutover) — callers
 //! do that from [`SchemaDelta::kind`] and [`SchemaDelta::compatibility`].
@@ -114,6 +123,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod budget;
 mod canonical;
 mod delta;
 mod diff;
@@ -122,6 +132,7 @@ mod error;
 mod render;
 mod view;
 
+pub use budget::MAX_DIFF_WORK;
 pub use canonical::{
     canonical_bytes, canonicalize, schema_hash, PersistedSchema, PERSISTED_SCHEMA_FORMAT,
 };

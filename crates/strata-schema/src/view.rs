@@ -3,10 +3,12 @@
 //! unions of constants collapsed into one enum, and implicit types inferred.
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 
+use crate::budget;
 use crate::canonical::canonical_bytes;
 
 /// Hard limit on `$ref` hops and on recursion depth; real schemas are far shallower.
@@ -280,10 +282,30 @@ fn is_null_branch(root: &Value, branch: &Value) -> bool {
 
 /// Builds the normalized view of `value`, resolving references against `root`.
 pub(crate) fn build_view<'v>(root: &'v Value, value: &'v Value) -> View<'v> {
+    build_view_at(root, value, 0, &mut Vec::new())
+}
+
+/// [`build_view`] for a node met `depth` levels into building another view, below the
+/// references in `seen`. A reference met again (a union that contains itself) gives an
+/// unconstrained view, which only makes type inference for the outer union give up.
+fn build_view_at<'v>(
+    root: &'v Value,
+    value: &'v Value,
+    depth: usize,
+    seen: &mut Vec<String>,
+) -> View<'v> {
+    budget::tick(1);
     let mut refs = Vec::new();
     match deref(root, value, &mut refs) {
         Resolved::Bool(b) => View::boolean(b, refs),
-        Resolved::Map(map) => view_of_map(root, map, refs, 0),
+        Resolved::Map(_) if refs.iter().any(|r| seen.contains(r)) => View::boolean(true, refs),
+        Resolved::Map(map) => {
+            let pushed = refs.len();
+            seen.extend(refs.iter().cloned());
+            let v = view_of_map(root, map, refs, depth, seen);
+            seen.truncate(seen.len().saturating_sub(pushed));
+            v
+        }
     }
 }
 
@@ -292,6 +314,7 @@ fn view_of_map<'v>(
     map: Cow<'v, Map<String, Value>>,
     mut refs: Vec<String>,
     depth: usize,
+    seen: &mut Vec<String>,
 ) -> View<'v> {
     // Unions: pull out null branches; a single remaining branch is flattened into this node.
     let union_kind = if map.get("anyOf").is_some_and(Value::is_array) {
@@ -332,7 +355,7 @@ fn view_of_map<'v>(
             let mut outer = map.into_owned();
             outer.remove(kw);
             let Some((_, only)) = rest.pop() else {
-                let mut v = view_of_map(root, Cow::Owned(outer), refs, depth + 1);
+                let mut v = view_of_map(root, Cow::Owned(outer), refs, depth + 1, seen);
                 v.types = Some(BTreeSet::new());
                 v.null = union_null;
                 return v;
@@ -361,7 +384,7 @@ fn view_of_map<'v>(
                 }
                 Cow::Owned(merged)
             };
-            let mut v = view_of_map(root, merged, refs, depth + 1);
+            let mut v = view_of_map(root, merged, refs, depth + 1, seen);
             v.null |= union_null;
             return v;
         }
@@ -406,8 +429,13 @@ fn view_of_map<'v>(
     // Unions whose branches are all plain constants collapse into one enum.
     let mut collapsed_union_null = None;
     if let Some((_, branches)) = &union {
-        if depth < MAX_DEPTH {
-            let views: Vec<View<'_>> = branches.iter().map(|(_, b)| build_view(root, b)).collect();
+        // Branch views nest (a branch may be a union of references to unions): the depth
+        // bound stops reference cycles and the budget stops exponential fan-out.
+        if depth < MAX_DEPTH && !budget::exhausted() {
+            let views: Vec<View<'_>> = branches
+                .iter()
+                .map(|(_, b)| build_view_at(root, b, depth + 1, seen))
+                .collect();
             let all_consts = views.iter().all(|v| {
                 v.enum_values.is_some()
                     && v.union.is_none()
@@ -467,81 +495,133 @@ fn union_types(views: &[View<'_>]) -> Option<BTreeSet<String>> {
     Some(all)
 }
 
-/// A canonical, annotation-free, ref-inlined form of a subschema: equal fingerprints mean
-/// identical shapes. Recursive references are kept as `{"$ref": …}` on their second visit.
-pub(crate) fn fingerprint(root: &Value, value: &Value) -> Vec<u8> {
-    let mut stack = Vec::new();
-    canonical_bytes(&normalize(root, value, &mut stack, 0))
+/// Digests of pure `$ref` nodes whose expansion met no recursion cut, by (root address,
+/// reference). Such a digest does not depend on where the reference is met, so it is
+/// computed once per document: this keeps fingerprints linear in the schema size even
+/// when definitions are shared many times over.
+#[derive(Default)]
+pub(crate) struct Fingerprints {
+    refs: HashMap<(usize, String), Vec<u8>>,
 }
 
-fn normalize(root: &Value, value: &Value, stack: &mut Vec<String>, depth: usize) -> Value {
-    let Value::Object(map) = value else {
-        return value.clone();
+/// A digest of the canonical, annotation-free, ref-inlined form of a subschema: equal
+/// fingerprints mean identical shapes. Recursive references are kept as `{"$ref": …}` on
+/// their second visit.
+pub(crate) fn fingerprint(root: &Value, value: &Value, cache: &mut Fingerprints) -> Vec<u8> {
+    let mut walk = Walk {
+        root,
+        root_id: std::ptr::from_ref(root) as usize,
+        cache,
+        stack: Vec::new(),
+        cuts: 0,
     };
-    if depth > MAX_DEPTH {
-        return value.clone();
-    }
-    if let Some(Value::String(reference)) = map.get("$ref") {
-        if stack.contains(reference) {
+    walk.digest(value, 0)
+}
+
+struct Walk<'r, 'c> {
+    root: &'r Value,
+    root_id: usize,
+    cache: &'c mut Fingerprints,
+    /// References being expanded on the current path.
+    stack: Vec<String>,
+    /// Recursion cuts met so far (a cut makes a digest depend on the path).
+    cuts: u64,
+}
+
+fn sha(bytes: &[u8]) -> Vec<u8> {
+    Sha256::digest(bytes).to_vec()
+}
+
+impl Walk<'_, '_> {
+    fn digest(&mut self, value: &Value, depth: usize) -> Vec<u8> {
+        let Value::Object(map) = value else {
+            return sha(&canonical_bytes(value));
+        };
+        if !budget::tick(1) {
+            return Vec::new();
+        }
+        if depth > MAX_DEPTH {
+            self.cuts += 1;
+            return sha(&canonical_bytes(value));
+        }
+        let Some(Value::String(reference)) = map.get("$ref") else {
+            return self.digest_map(map, depth);
+        };
+        if self.stack.contains(reference) {
+            self.cuts += 1;
             let mut cut = Map::new();
             cut.insert("$ref".into(), Value::String(reference.clone()));
-            return Value::Object(cut);
+            return sha(&canonical_bytes(&Value::Object(cut)));
+        }
+        let pure = map.keys().all(|k| k == "$ref" || is_annotation(k));
+        let key = (self.root_id, reference.clone());
+        if pure {
+            if let Some(d) = self.cache.refs.get(&key) {
+                return d.clone();
+            }
         }
         let mut refs = Vec::new();
-        let resolved = match deref(root, value, &mut refs) {
-            Resolved::Bool(b) => return Value::Bool(b),
-            Resolved::Map(m) => Value::Object(m.into_owned()),
+        let root = self.root;
+        let cuts_before = self.cuts;
+        let pushed;
+        let out = match deref(root, value, &mut refs) {
+            Resolved::Bool(b) => return sha(&canonical_bytes(&Value::Bool(b))),
+            Resolved::Map(m) => {
+                pushed = refs.len();
+                self.stack.extend(refs);
+                self.digest_map(&m, depth + 1)
+            }
         };
-        let pushed = refs.len();
-        stack.extend(refs);
-        let out = normalize(root, &resolved, stack, depth + 1);
-        stack.truncate(stack.len().saturating_sub(pushed));
-        return out;
-    }
-    let mut out = Map::new();
-    for (k, v) in map {
-        if is_annotation(k) {
-            continue;
+        self.stack.truncate(self.stack.len().saturating_sub(pushed));
+        if pure && self.cuts == cuts_before && !budget::exhausted() {
+            self.cache.refs.insert(key, out.clone());
         }
-        let nv = match (k.as_str(), v) {
-            ("properties" | "patternProperties" | "dependentSchemas", Value::Object(m)) => {
-                Value::Object(
-                    m.iter()
-                        .map(|(pk, pv)| (pk.clone(), normalize(root, pv, stack, depth + 1)))
-                        .collect(),
-                )
-            }
-            ("prefixItems" | "anyOf" | "oneOf" | "allOf" | "items", Value::Array(list)) => {
-                Value::Array(
-                    list.iter()
-                        .map(|b| normalize(root, b, stack, depth + 1))
-                        .collect(),
-                )
-            }
-            (
-                "items"
-                | "additionalProperties"
-                | "additionalItems"
-                | "not"
-                | "contains"
-                | "propertyNames"
-                | "if"
-                | "then"
-                | "else"
-                | "unevaluatedProperties"
-                | "unevaluatedItems",
-                _,
-            ) => normalize(root, v, stack, depth + 1),
-            ("required" | "enum" | "type", Value::Array(list)) => {
-                let mut list = list.clone();
-                sort_values(&mut list);
-                Value::Array(list)
-            }
-            _ => v.clone(),
-        };
-        out.insert(k.clone(), nv);
+        out
     }
-    Value::Object(out)
+
+    fn digest_map(&mut self, map: &Map<String, Value>, depth: usize) -> Vec<u8> {
+        let mut out = Map::new();
+        let child = |w: &mut Self, v: &Value| Value::String(hex::encode(w.digest(v, depth + 1)));
+        for (k, v) in map {
+            if is_annotation(k) {
+                continue;
+            }
+            let nv = match (k.as_str(), v) {
+                ("properties" | "patternProperties" | "dependentSchemas", Value::Object(m)) => {
+                    Value::Object(
+                        m.iter()
+                            .map(|(pk, pv)| (pk.clone(), child(self, pv)))
+                            .collect(),
+                    )
+                }
+                ("prefixItems" | "anyOf" | "oneOf" | "allOf" | "items", Value::Array(list)) => {
+                    Value::Array(list.iter().map(|b| child(self, b)).collect())
+                }
+                (
+                    "items"
+                    | "additionalProperties"
+                    | "additionalItems"
+                    | "not"
+                    | "contains"
+                    | "propertyNames"
+                    | "if"
+                    | "then"
+                    | "else"
+                    | "unevaluatedProperties"
+                    | "unevaluatedItems",
+                    _,
+                ) => child(self, v),
+                ("required" | "enum" | "type", Value::Array(list)) => {
+                    let mut list = list.clone();
+                    sort_values(&mut list);
+                    Value::Array(list)
+                }
+                _ => v.clone(),
+            };
+            out.insert(k.clone(), nv);
+        }
+        sha(&canonical_bytes(&Value::Object(out)))
+    }
 }
 
 /// Walks a whole schema document and reports the first `$ref` that is not local or does

@@ -288,6 +288,13 @@ impl SledStore {
     }
 }
 
+/// `Database::builder(SledStore::open(path)?)`: a sled datastore is a [`Store`].
+impl From<SledStore> for Store {
+    fn from(store: SledStore) -> Store {
+        store.into_store()
+    }
+}
+
 impl KvRead for SledStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.db

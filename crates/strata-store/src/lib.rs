@@ -47,6 +47,7 @@ mod escape;
 mod exclusive;
 mod lease;
 mod memory;
+mod pages;
 pub(crate) mod scan;
 
 pub use backend::{Backend, KvRead, KvWrite, Visit, VisitEnd};
@@ -56,6 +57,7 @@ pub use escape::escape_key;
 pub use exclusive::{lease_holder, CrossProcessLease, ExclusiveSession, HeldLease};
 pub use lease::{Store, WriteLease};
 pub use memory::MemoryStore;
+pub use pages::{Pages, Records};
 pub use scan::{Offer, PageBuilder, Record, ScanLimits, ScanPage};
 
 /// Result alias for store operations.

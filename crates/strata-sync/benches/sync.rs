@@ -6,6 +6,13 @@
 //! * hydration (`Runtime::new`) of a store holding 100k ops vs a raw sled scan of the same
 //!   records.
 //!
+//! * apply throughput with eviction on (op-log and seen-ops limits of
+//!   `STRATA_BENCH_EVICT_LIMIT`, default 1,000, so every batch evicts as much as it
+//!   inserts) vs off (unbounded limits);
+//! * hydration with the default limits (10,000 op-log records retained) after
+//!   `STRATA_BENCH_HISTORY` ops (comma-separated, default `100000,1000000`) were applied:
+//!   it must not grow with history.
+//!
 //! `STRATA_BENCH_OPS` (default 20000) sets the apply workload, `STRATA_BENCH_HYDRATE_OPS`
 //! (default 100000) the hydration workload.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
@@ -105,8 +112,9 @@ fn raw_sled(batches: &[Vec<Mutation>]) -> Duration {
     for b in batches {
         let mut sb = sled::Batch::default();
         for m in b {
-            if let Mutation::Set { key, value } = m {
-                sb.insert(key.as_slice(), value.as_slice());
+            match m {
+                Mutation::Set { key, value } => sb.insert(key.as_slice(), value.as_slice()),
+                Mutation::Delete { key } => sb.remove(key.as_slice()),
             }
         }
         db.apply_batch(sb).unwrap();
@@ -116,12 +124,13 @@ fn raw_sled(batches: &[Vec<Mutation>]) -> Duration {
 }
 
 fn synced(ops: &[Op], group: usize) -> Duration {
+    synced_with(ops, SyncOptions::default().max_ops_per_batch(group))
+}
+
+fn synced_with(ops: &[Op], options: SyncOptions) -> Duration {
+    let group = options.max_ops_per_batch_value();
     let dir = tempfile::tempdir().unwrap();
-    let rt = Runtime::with_options(
-        dir.path().join("db"),
-        SyncOptions::default().max_ops_per_batch(group),
-    )
-    .unwrap();
+    let rt = Runtime::with_options(dir.path().join("db"), options).unwrap();
     let t = Instant::now();
     for chunk in ops.chunks(group) {
         rt.sync().apply_batch(chunk).unwrap();
@@ -174,6 +183,10 @@ fn main() {
     let hydrate = t.elapsed();
     assert_eq!(rt.sync().next_sequences(), (h, h));
     drop(rt);
+    hydrate_after_history();
+    eviction_on_off(&ops);
+    let rt = Runtime::new(&path).unwrap();
+    drop(rt);
     let db = sled::Config::new()
         .path(&path)
         .cache_capacity(64 << 20)
@@ -195,4 +208,74 @@ fn main() {
         raw.as_secs_f64(),
         hydrate.as_secs_f64() / raw.as_secs_f64()
     );
+}
+
+fn eviction_on_off(ops: &[Op]) {
+    let limit = env("STRATA_BENCH_EVICT_LIMIT", 1_000) as usize;
+    let n = ops.len();
+    for group in [1usize, 512] {
+        let on = synced_with(
+            ops,
+            SyncOptions::default()
+                .max_ops_per_batch(group)
+                .op_log_limit(limit)
+                .seen_ops_limit(limit),
+        );
+        let off = synced_with(
+            ops,
+            SyncOptions::default()
+                .max_ops_per_batch(group)
+                .op_log_limit(usize::MAX)
+                .seen_ops_limit(usize::MAX),
+        );
+        let rate = |d: Duration| n as f64 / d.as_secs_f64();
+        println!(
+            "apply with eviction (limits {limit}) vs without (ops per batch = {group:>3}): on {:>10.0} ops/s, off {:>10.0} ops/s; on/off time ratio {:.2}",
+            rate(on),
+            rate(off),
+            on.as_secs_f64() / off.as_secs_f64()
+        );
+    }
+}
+
+fn hydrate_after_history() {
+    let histories: Vec<u64> = std::env::var("STRATA_BENCH_HISTORY")
+        .unwrap_or_else(|_| "100000,1000000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let mut first: Option<f64> = None;
+    for h in histories {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let t = Instant::now();
+        {
+            let rt = Runtime::with_options(&path, SyncOptions::default()).unwrap();
+            let mut at = 0;
+            while at < h {
+                let end = (at + 4096).min(h);
+                let chunk: Vec<Op> = (at..end).map(op).collect();
+                rt.sync().apply_batch(&chunk).unwrap();
+                at = end;
+            }
+            rt.sync().flush().unwrap();
+        }
+        let fill = t.elapsed();
+        // Best of 3 opens.
+        let mut best = f64::MAX;
+        let mut retained = 0;
+        for _ in 0..3 {
+            let t = Instant::now();
+            let rt = Runtime::new(&path).unwrap();
+            best = best.min(t.elapsed().as_secs_f64());
+            assert_eq!(rt.sync().next_sequences(), (h, h));
+            retained = rt.sync().op_log().count();
+        }
+        let base = *first.get_or_insert(best);
+        println!(
+            "hydrate after {h} ops applied ({retained} op-log records retained, default limits): Runtime::new {best:.3} s (best of 3), {:.2}x the first history size; filling took {:.1} s",
+            best / base,
+            fill.as_secs_f64()
+        );
+    }
 }

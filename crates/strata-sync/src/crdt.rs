@@ -203,9 +203,20 @@ impl Crdt for LwwRegisterState {
     }
 }
 
+/// LWW-map order, exactly Numax's: timestamp, then writer, then — on a tie of both — a
+/// tombstone beats a value and the larger value beats the smaller (so a set and a remove
+/// with one timestamp and one writer leave the field removed, in either order).
 fn entry_wins(candidate: &LwwMapEntry, current: &LwwMapEntry) -> bool {
-    (candidate.timestamp_ms, &candidate.writer, &candidate.value)
-        > (current.timestamp_ms, &current.writer, &current.value)
+    match (candidate.timestamp_ms, &candidate.writer).cmp(&(current.timestamp_ms, &current.writer))
+    {
+        std::cmp::Ordering::Greater => true,
+        std::cmp::Ordering::Less => false,
+        std::cmp::Ordering::Equal => match (&candidate.value, &current.value) {
+            (None, Some(_)) => true,
+            (Some(_), None) | (None, None) => false,
+            (Some(c), Some(v)) => c > v,
+        },
+    }
 }
 
 fn apply_entry(map: &mut LwwMapState, field: &str, candidate: LwwMapEntry) {
@@ -440,6 +451,40 @@ impl CrdtState {
             CrdtState::ORSet(s) => s.encode_value(),
             CrdtState::Rga(s) => s.encode_value(),
         }
+    }
+
+    /// The state Numax hydrates for a counter stored in the early layout — a materialized
+    /// value and NO state record: the whole value is the contribution of the local node
+    /// (`local`); a negative PN value is its decrement. `None` for the other families
+    /// (Numax hydrates them from state records only).
+    pub fn from_early_layout(
+        family: Family,
+        local: &str,
+        materialized: &[u8],
+    ) -> Result<Option<Self>, SyncError> {
+        Ok(match family {
+            Family::GCounter => {
+                let value = wire::decode_gcounter_materialized(materialized)?;
+                let mut s = GCounterState::default();
+                s.counts.insert(local.to_string(), value);
+                Some(CrdtState::GCounter(s))
+            }
+            Family::PNCounter => {
+                let value = wire::decode_pncounter_materialized(materialized)?;
+                let mut s = PNCounterState::default();
+                if value >= 0 {
+                    s.positive
+                        .counts
+                        .insert(local.to_string(), value.unsigned_abs());
+                } else {
+                    s.negative
+                        .counts
+                        .insert(local.to_string(), value.unsigned_abs());
+                }
+                Some(CrdtState::PNCounter(s))
+            }
+            _ => None,
+        })
     }
 
     /// Applies one op (from `origin`) to this state. Returns false, changing nothing, when

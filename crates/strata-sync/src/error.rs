@@ -35,6 +35,20 @@ pub enum SyncError {
         /// Why.
         reason: String,
     },
+    /// A write would store a record larger than the byte budget its readers use
+    /// (hydration scans, `strata migrate`): it could not be read back. Nothing was
+    /// written.
+    #[error("sync write refused: record `{key}` of table `{table}` would be {size} bytes (key + value), more than the read byte budget of {limit} bytes; nothing was written, store a smaller value")]
+    RecordTooLarge {
+        /// The table of the record.
+        table: &'static str,
+        /// The record's key (escaped).
+        key: String,
+        /// Key length plus value length.
+        size: usize,
+        /// The limit ([`crate::MAX_RECORD_BYTES`] or a smaller scan budget).
+        limit: usize,
+    },
     /// The store refused a write because it is not empty / not legacy, or another
     /// precondition of a helper does not hold.
     #[error("{reason}")]

@@ -35,6 +35,8 @@ pub fn write_legacy_fixture(store: &Store, ops: &[Op]) -> Result<usize, SyncErro
     }
     let manager = SyncManager::unvalidated(store.clone(), SyncOptions::default())?;
     let applied = manager.apply_batch(ops)?;
+    // The v0 layout has no sequence record.
+    store.apply(strata_store::Batch::new().delete(crate::SEQUENCES_KEY.as_bytes().to_vec()))?;
     store.flush()?;
     Ok(applied
         .iter()

@@ -9,7 +9,12 @@
 //!   of an empty store atomically) and refuses a legacy, older, future or corrupt store
 //!   with [`SyncError::Schema`]; it never migrates. Then it hydrates with bounded scans.
 //! * [`SyncManager::apply`] writes state + materialized view + seen-op + op-log record of
-//!   an op in ONE atomic batch; an op whose id was seen is a no-op.
+//!   an op (and the evictions beyond `op_log_limit` / `seen_ops_limit`) in ONE atomic
+//!   batch, read-modify-write against the stored records under preconditions, so many
+//!   handles or processes sharing a store converge; an op whose id was seen is a no-op.
+//! * Hydration takes the state records as the truth (rewriting missing or stale
+//!   materialized records); counters in Numax's early layout are the local node's.
+//! * Differences from Numax v0.1.3 on the edges are listed in docs/format.md.
 //! * [`Runtime::new`] opens a sled datastore by path and builds the manager.
 //! * [`legacy::write_legacy_fixture`] writes v0 (header-less) data for fixtures and demos.
 //!
@@ -39,7 +44,10 @@ mod runtime;
 
 pub use crdt::{rga_order, Crdt, CrdtState, Family};
 pub use error::SyncError;
-pub use manager::{Applied, OpLogReader, SyncManager, SyncOptions, VerifyReport};
+pub use manager::{
+    Applied, OpLogReader, SyncManager, SyncOptions, VerifyReport, DEFAULT_NODE_ID,
+    DEFAULT_OP_LOG_LIMIT, DEFAULT_SEEN_OPS_LIMIT, MAX_RECORD_BYTES, SEQUENCES_KEY,
+};
 pub use runtime::Runtime;
 pub use strata::numax::wire::{
     GCounterState, LwwMapEntry, LwwMapState, LwwRegisterState, ORSetState, Op, OpKind, OpLogEntry,

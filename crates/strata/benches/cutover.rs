@@ -5,7 +5,7 @@
 //!
 //! * `raw`: a hand-written loop over `SledStore` — bounded scan, plain batches (no
 //!   preconditions), a cursor key written with every batch;
-//! * `strata`: `PolicyDatabase::run_schema_cutover` (drain barrier with no other client,
+//! * `strata`: `Database::run_schema_cutover` (drain barrier with no other client,
 //!   the bulk pass with its checkpoint compare-and-swap, the lease compare-and-swap on the
 //!   fence in every batch, the final generation bump).
 //!
@@ -23,9 +23,8 @@ use strata::clock::ManualClock;
 use strata::collection::layout::{doc_key, doc_prefix};
 use strata::collection::CollectionOptions;
 use strata::payload::envelope::{self, Envelope};
-use strata::policy::{
-    coordinated_cutover, CutoverOptions, PolicyConfig, PolicyDatabase, SchemaOptions,
-};
+use strata::policy::{coordinated_cutover, CutoverOptions, PolicyConfig, SchemaOptions};
+use strata::Database;
 use strata::PassLimits;
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
 
@@ -63,11 +62,13 @@ fn config() -> PolicyConfig {
 fn seed(path: &Path, n: usize) -> Store {
     let store = strata_sled::SledStore::open_store(path).unwrap();
     {
-        let db = PolicyDatabase::open(store.clone(), config()).unwrap();
+        let db = Database::builder(store.clone())
+            .policy(config())
+            .open()
+            .unwrap();
         db.collection::<V1>(
             "inv",
-            CollectionOptions::new(),
-            SchemaOptions::new().persist_json_schema(true),
+            CollectionOptions::new().schema(SchemaOptions::of::<V1>()),
         )
         .unwrap();
     }
@@ -123,13 +124,14 @@ fn raw_rewrite(store: &Store) -> u64 {
 }
 
 fn strata_cutover(store: &Store) -> u64 {
-    let db = PolicyDatabase::open(store.clone(), config()).unwrap();
+    let db = Database::builder(store.clone())
+        .policy(config())
+        .open()
+        .unwrap();
     db.collection::<V2>(
         "inv",
-        CollectionOptions::new(),
-        SchemaOptions::new()
-            .persist_json_schema(true)
-            .strategy(coordinated_cutover(transform)),
+        CollectionOptions::new()
+            .schema(SchemaOptions::of::<V2>().strategy(coordinated_cutover(transform))),
     )
     .unwrap();
     let report = db

@@ -85,7 +85,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 fn open(dir: &std::path::Path) -> (Store, Database, Collection<Account>) {
     let store = strata_sled::SledStore::open_store(dir).unwrap();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = db.collection::<Account>("acc", options()).unwrap();
     (store, db, c)
 }
@@ -287,7 +287,9 @@ fn our_sweep(rows: usize, batch: usize) -> Duration {
     let (store, _db, c) = open(tmp.path());
     seed(&store, rows, 1, v1_json);
     let t = Instant::now();
-    let report = c.sweep(SweepOptions::new().batch_size(batch)).unwrap();
+    let report = c
+        .sweep(SweepOptions::new().limits(strata::pass::PassLimits::new(batch, 4 << 20).unwrap()))
+        .unwrap();
     let elapsed = t.elapsed();
     assert_eq!(report.rewritten() as usize, rows);
     elapsed

@@ -53,7 +53,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The old build writes v1 rows.
     {
-        let db = Database::open(store.clone())?;
+        let db = Database::builder(store.clone()).open()?;
         let old = db.collection::<AccountV1>("accounts", CollectionOptions::new())?;
         for (id, balance) in [("alice", 12), ("bob", 7), ("carol", 30)] {
             old.put(
@@ -67,7 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // The new build reads them in the new shape, lazily.
-    let db = Database::open(store.clone())?;
+    let db = Database::builder(store.clone()).open()?;
     let accounts = db.collection::<Account>("accounts", new_build())?;
     println!(
         "current payload version v{}, eager target v{}",

@@ -1,4 +1,10 @@
-//! [`Database`]: a store plus the catalog of its collections.
+//! [`Database`]: a store, the catalog of its collections and the policy side of the
+//! handle. [`Database::builder`] is the one way to open one; the shape policy is an
+//! option of the builder ([`DatabaseBuilder::policy`]) and of each collection
+//! ([`CollectionOptions::schema`]). Whatever the options, every write of every collection
+//! obeys the stored fence (a pending cutover fences it, a generation bump makes the
+//! handle reopen), and a handle writing a collection under policy registers its presence
+//! so the drain barrier waits for it.
 //!
 //! ```
 //! use serde::{Deserialize, Serialize};
@@ -10,12 +16,40 @@
 //! struct Account { id: String, balance_cents: i64 }
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let db = Database::open(Store::new(MemoryStore::new()))?;
+//! let db = Database::builder(Store::new(MemoryStore::new())).open()?;
 //! let accounts = db.collection::<Account>("accounts", CollectionOptions::new().identity_fields(["id"]))?;
 //! let lock = accounts.insert("a1", &Account { id: "a1".into(), balance_cents: 500 })?;
 //! assert_eq!(lock, 1);
 //! assert_eq!(accounts.get("a1")?.map(|a| a.balance_cents), Some(500));
 //! assert!(accounts.update("a1", &Account { id: "a1".into(), balance_cents: 0 }, 7).is_err());
+//! # Ok(()) }
+//! ```
+//!
+//! With the shape policy (the seed's `persistJsonSchema` / `schemaUpdate`):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use serde::{Deserialize, Serialize};
+//! use strata::clock::ManualClock;
+//! use strata::collection::CollectionOptions;
+//! use strata::database::Database;
+//! use strata::policy::{additive_only, PolicyConfig, SchemaOptions};
+//! use strata_store::{MemoryStore, Store};
+//!
+//! #[derive(Serialize, Deserialize, schemars::JsonSchema)]
+//! struct Invoice { id: String, amount: f64 }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = Store::new(MemoryStore::new());
+//! let config = PolicyConfig::new().clock(Arc::new(ManualClock::new(0))).heartbeat(None);
+//! let db = Database::builder(store).policy(config).open()?;
+//! let invoices = db.collection::<Invoice>(
+//!     "invoices",
+//!     CollectionOptions::new()
+//!         .schema(SchemaOptions::of::<Invoice>().strategy(additive_only())),
+//! )?;
+//! invoices.put("i1", &Invoice { id: "i1".into(), amount: 10.0 })?;
+//! assert_eq!(db.fence_state()?.generation, 0);
 //! # Ok(()) }
 //! ```
 
@@ -25,12 +59,16 @@ use crate::collection::{
     Collection, CollectionError, CollectionInner, CollectionOptions, WriteGuard,
 };
 use crate::payload::chain::{UpcastChain, Upcaster};
+use crate::policy::{
+    baseline_key, CutoverOptions, CutoverReport, DeclareOutcome, Fence, FenceDoc, Policy,
+    PolicyConfig, PolicyError, PolicyLink, SchemaDeclaration, Verdict,
+};
 use crate::validate::{validate_and_init, ValidationError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
-use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
+use strata_store::{Batch, KvRead, KvWrite, Pages, ScanLimits, Store};
 
 /// How many times collection registration retries after losing a race.
 const MAX_REGISTER_ATTEMPTS: usize = 32;
@@ -52,10 +90,58 @@ struct DbInner {
     sweeping: Arc<Mutex<HashSet<String>>>,
     /// Collections whose ahead-guard refusal was logged (once per collection).
     ahead_warned: Arc<Mutex<HashSet<String>>>,
+    policy: Arc<PolicyLink>,
 }
 
-/// A store plus the catalog of its collections (read from `__nx/catalog/`). Cheap to
-/// clone; clones share the catalog and the in-process sweep registry.
+/// How a [`Database`] is opened, built with chained calls from [`Database::builder`].
+#[derive(Debug)]
+pub struct DatabaseBuilder {
+    store: Store,
+    policy: Option<PolicyConfig>,
+    guards: Vec<Arc<dyn WriteGuard>>,
+}
+
+impl DatabaseBuilder {
+    /// Opens the handle as a policy client now (presence record, heartbeat) with
+    /// `config`. Without it, the handle still obeys the stored fence, and becomes a
+    /// policy client with the default configuration the first time it declares a schema,
+    /// writes a collection under policy or runs a cutover.
+    pub fn policy(mut self, config: PolicyConfig) -> Self {
+        self.policy = Some(config);
+        self
+    }
+
+    /// Adds a write guard applied to every collection (after the policy's own check).
+    pub fn write_guard(mut self, guard: Arc<dyn WriteGuard>) -> Self {
+        self.guards.push(guard);
+        self
+    }
+
+    /// Opens the database: reads every collection recorded under `__nx/catalog/` and
+    /// validates each one's schema header with [`crate::validate::validate_and_init`]
+    /// (nothing is written unless all pass), reads the schema generation the handle runs
+    /// at, and registers the policy client when configured.
+    pub fn open(self) -> Result<Database, CollectionError> {
+        let catalog = read_catalog(&self.store)?;
+        validate_and_init(&self.store, &catalog).map_err(validation)?;
+        let policy = PolicyLink::open(self.store.clone(), self.policy)
+            .map_err(|e| CollectionError::policy("", e))?;
+        Ok(Database {
+            inner: Arc::new(DbInner {
+                store: self.store,
+                guards: self.guards,
+                catalog: Mutex::new(catalog),
+                sweeping: Arc::new(Mutex::new(HashSet::new())),
+                ahead_warned: Arc::new(Mutex::new(HashSet::new())),
+                policy: Arc::new(policy),
+            }),
+        })
+    }
+}
+
+/// A store plus the catalog of its collections (read from `__nx/catalog/`) and the
+/// policy side of the handle. Cheap to clone; clones share the catalog, the in-process
+/// sweep registry and the policy client.
 #[derive(Debug, Clone)]
 pub struct Database {
     inner: Arc<DbInner>,
@@ -88,30 +174,15 @@ fn validation(e: ValidationError) -> CollectionError {
 }
 
 impl Database {
-    /// Opens a database over `store`: reads every collection recorded under
-    /// `__nx/catalog/` and validates each one's schema header with
-    /// [`crate::validate::validate_and_init`] (nothing is written
-    /// unless all pass).
-    pub fn open(store: Store) -> Result<Self, CollectionError> {
-        Self::open_with_guards(store, Vec::new())
-    }
-
-    /// Like [`Database::open`], with write guards applied to every collection.
-    pub fn open_with_guards(
-        store: Store,
-        guards: Vec<Arc<dyn WriteGuard>>,
-    ) -> Result<Self, CollectionError> {
-        let catalog = read_catalog(&store)?;
-        validate_and_init(&store, &catalog).map_err(validation)?;
-        Ok(Database {
-            inner: Arc::new(DbInner {
-                store,
-                guards,
-                catalog: Mutex::new(catalog),
-                sweeping: Arc::new(Mutex::new(HashSet::new())),
-                ahead_warned: Arc::new(Mutex::new(HashSet::new())),
-            }),
-        })
+    /// Starts opening a database over `store` (see [`DatabaseBuilder`]): a [`Store`] or a
+    /// backend that converts into one (`SledStore`, `RedbStore`), e.g.
+    /// `Database::builder(SledStore::open(path)?)`.
+    pub fn builder(store: impl Into<Store>) -> DatabaseBuilder {
+        DatabaseBuilder {
+            store: store.into(),
+            policy: None,
+            guards: Vec::new(),
+        }
     }
 
     /// The store.
@@ -146,7 +217,10 @@ impl Database {
 
     /// Opens the collection `name` with `options`, creating and recording it (stable table
     /// id, schema header) the first time. Validates the upcast chain (gap, duplicate,
-    /// step from below 1) and the collection's header.
+    /// step from below 1) and the collection's header. With a persisted schema
+    /// ([`SchemaOptions::of`](crate::policy::SchemaOptions::of)), declares it to the
+    /// policy with the collection's payload version, upcast steps and protected fields;
+    /// never fails because of a rejected change — the next write does.
     pub fn collection<T: Serialize + DeserializeOwned>(
         &self,
         name: &str,
@@ -176,17 +250,100 @@ impl Database {
         }
         let mut guards = self.inner.guards.clone();
         guards.extend(parts.guards);
+        let upcaster = Upcaster::new(chain, parts.protected, parts.version_field);
+        let (schema, strategies) = parts.schema.into_parts();
+        let persist = schema.is_some();
+        if let Some(schema) = schema {
+            let froms: Vec<i32> = upcaster.chain().steps().iter().map(|s| s.from()).collect();
+            let mut decl = SchemaDeclaration::new(name, schema)
+                .payload(upcaster.chain().current_version(), froms)
+                .strategies(strategies);
+            decl.upcaster = Some(upcaster.clone());
+            self.declare(decl)?;
+        }
+        let governed = persist || self.has_baseline(name)?;
         Ok(Collection::from_inner(CollectionInner {
             name: name.to_string(),
             table_id,
             prefix: layout::doc_prefix(name),
             store: self.inner.store.clone(),
-            upcaster: Upcaster::new(chain, parts.protected, parts.version_field),
+            upcaster,
             read_repair: parts.read_repair,
             guards,
+            policy: Arc::clone(&self.inner.policy),
+            governed,
             ahead_warned: Arc::clone(&self.inner.ahead_warned),
             sweeping: Arc::clone(&self.inner.sweeping),
         }))
+    }
+
+    /// True when a JSON Schema baseline is persisted for `name` (the collection is under
+    /// policy, whoever declared it).
+    fn has_baseline(&self, name: &str) -> Result<bool, CollectionError> {
+        let key = baseline_key(name);
+        self.inner
+            .store
+            .get(&key)
+            .map(|v| v.is_some())
+            .map_err(|e| CollectionError::store(name, e))
+    }
+
+    /// Declares a raw schema for a collection (for callers that derive it themselves):
+    /// persisted on first registration, otherwise compared with the baseline and run
+    /// through the strategies. Opens the policy client if needed; that is the only way it
+    /// fails.
+    pub fn declare(&self, decl: SchemaDeclaration) -> Result<DeclareOutcome, CollectionError> {
+        let name = decl.collection().to_string();
+        let policy = self
+            .inner
+            .policy
+            .ensure()
+            .map_err(|e| CollectionError::policy(&name, e))?;
+        Ok(policy.declare(decl))
+    }
+
+    /// The verdict recorded for `collection` by this handle (`None`: not declared here).
+    pub fn verdict(&self, collection: &str) -> Option<Verdict> {
+        self.inner
+            .policy
+            .get()
+            .and_then(|p| p.gate().verdict(collection))
+    }
+
+    /// The policy client of this handle, once it is open (at open with
+    /// [`DatabaseBuilder::policy`], otherwise at the first declaration, write under policy
+    /// or cutover).
+    pub fn policy(&self) -> Option<&Policy> {
+        self.inner.policy.get()
+    }
+
+    /// One manual heartbeat of this handle's policy client (acknowledges a draining
+    /// fence); does nothing when the handle is no policy client.
+    pub fn heartbeat(&self) -> Result<(), PolicyError> {
+        match self.inner.policy.get() {
+            Some(p) => p.heartbeat(),
+            None => Ok(()),
+        }
+    }
+
+    /// The fence, read from the store (uncached).
+    pub fn fence_state(&self) -> Result<FenceDoc, PolicyError> {
+        Fence::read(&self.inner.store)
+    }
+
+    /// Runs every pending coordinated cutover (see
+    /// [`SchemaGate::run_schema_cutover`](crate::policy::SchemaGate::run_schema_cutover));
+    /// this handle must have declared each pending collection with its transform.
+    pub fn run_schema_cutover(
+        &self,
+        options: CutoverOptions<'_>,
+    ) -> Result<CutoverReport, PolicyError> {
+        self.inner.policy.ensure()?.run_schema_cutover(options)
+    }
+
+    /// Resets the fence to normal without bumping the generation.
+    pub fn abort_schema_cutover(&self) -> Result<FenceDoc, PolicyError> {
+        Fence::abort(&self.inner.store)
     }
 
     /// Reads the collection's table id, allocating and recording one the first time (the
@@ -242,33 +399,24 @@ pub fn read_catalog(store: &impl KvRead) -> Result<Catalog, CollectionError> {
     let st = |e| CollectionError::store("", e);
     let limits = ScanLimits::new(1024, 1 << 20).map_err(st)?;
     let mut catalog = Catalog::new();
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let page = store
-            .scan(CATALOG_PREFIX, after.as_deref(), limits)
-            .map_err(st)?;
-        for rec in &page.records {
-            let name_bytes = &rec.key[CATALOG_PREFIX.len()..];
-            let name =
-                std::str::from_utf8(name_bytes).map_err(|_| CollectionError::CorruptCatalog {
-                    collection: strata_store::escape_key(name_bytes),
-                    key: rec.key.clone(),
-                    reason: "the collection name is not UTF-8".into(),
-                })?;
-            let id = layout::decode_catalog_record(name, &rec.value)?;
-            let def: TableDef = layout::table_def(name, id);
-            catalog
-                .add(def)
-                .map_err(|e| CollectionError::CorruptCatalog {
-                    collection: name.to_string(),
-                    key: rec.key.clone(),
-                    reason: e.to_string(),
-                })?;
-        }
-        if !page.more {
-            break;
-        }
-        after = page.cursor().map(<[u8]>::to_vec);
+    for rec in Pages::new(store, CATALOG_PREFIX, limits).records() {
+        let rec = rec.map_err(st)?;
+        let name_bytes = &rec.key[CATALOG_PREFIX.len()..];
+        let name =
+            std::str::from_utf8(name_bytes).map_err(|_| CollectionError::CorruptCatalog {
+                collection: strata_store::escape_key(name_bytes),
+                key: rec.key.clone(),
+                reason: "the collection name is not UTF-8".into(),
+            })?;
+        let id = layout::decode_catalog_record(name, &rec.value)?;
+        let def: TableDef = layout::table_def(name, id);
+        catalog
+            .add(def)
+            .map_err(|e| CollectionError::CorruptCatalog {
+                collection: name.to_string(),
+                key: rec.key.clone(),
+                reason: e.to_string(),
+            })?;
     }
     Ok(catalog)
 }

@@ -9,11 +9,11 @@
 
 /// Every key strata manages starts with this prefix; application keys outside it are
 /// never touched.
-pub const RESERVED_PREFIX: &[u8] = b"__nx/";
+pub const RESERVED_PREFIX: &[u8] = crate::keys::RESERVED_PREFIX;
 /// Prefix of schema header keys: `__nx/schema/<table-name>`.
-pub const SCHEMA_PREFIX: &[u8] = b"__nx/schema/";
+pub const SCHEMA_PREFIX: &[u8] = crate::keys::SCHEMA_PREFIX;
 /// Prefix of migration checkpoint keys: `__nx/migration/<table-name>`.
-pub const MIGRATION_PREFIX: &[u8] = b"__nx/migration/";
+pub const MIGRATION_PREFIX: &[u8] = crate::keys::MIGRATION_PREFIX;
 /// Magic bytes at the start of a schema header.
 pub const HEADER_MAGIC: [u8; 4] = *b"NXDB";
 /// Exact length of a schema header value.

@@ -23,18 +23,23 @@ pub mod clock;
 pub mod collection;
 pub mod database;
 pub mod header;
+pub mod keys;
 pub mod migrate;
 pub mod numax;
 pub mod pass;
 pub mod payload;
 pub mod policy;
+#[cfg(feature = "seal")]
+pub mod seal;
 pub mod validate;
 
 pub use catalog::{Catalog, CatalogError, TableDef};
 pub use collection::{Collection, CollectionError, CollectionOptions, Document, WriteGuard};
-pub use database::Database;
+pub use database::{Database, DatabaseBuilder};
 pub use header::{SchemaHeader, HEADER_LEN};
-pub use migrate::{MigrateError, MigrationReport, Migrator, Registry, Step, TableMigrations};
+pub use migrate::{MigrateError, MigrationReport, Migrator, RecordStep, Registry, TableMigrations};
 pub use pass::{Pass, PassError, PassLimits, PassReport};
-pub use policy::{Policy, PolicyConfig, PolicyDatabase, PolicyError, SchemaOptions};
+pub use payload::{JsonObject, Mode, StepError, SweepOptions, SweepReport};
+pub use policy::{Policy, PolicyConfig, PolicyError, Refusal, SchemaOptions};
+pub use strata_store::Store;
 pub use validate::{TableState, TableStatus, ValidationError, ValidationReport};

@@ -21,9 +21,9 @@ use strata::collection::layout::doc_key;
 use strata::collection::CollectionOptions;
 use strata::payload::envelope::{self, Envelope};
 use strata::policy::{
-    coordinated_cutover, cutover_key, CutoverOptions, FenceState, PolicyConfig, PolicyDatabase,
-    SchemaOptions,
+    coordinated_cutover, cutover_key, CutoverOptions, FenceState, PolicyConfig, SchemaOptions,
 };
+use strata::Database;
 use strata::PassLimits;
 use strata_sled::SledStore;
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits};
@@ -52,10 +52,8 @@ fn transform(mut d: Value) -> Result<Value, String> {
     Ok(d)
 }
 
-fn v2_options() -> SchemaOptions {
-    SchemaOptions::new()
-        .persist_json_schema(true)
-        .strategy(coordinated_cutover(transform))
+fn v2_options<T: schemars::JsonSchema>() -> SchemaOptions {
+    SchemaOptions::of::<T>().strategy(coordinated_cutover(transform))
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -84,10 +82,16 @@ fn next(state: &mut u64) -> u64 {
 fn child(dir: &Path) {
     let store = SledStore::open_store(dir).unwrap();
     let config = PolicyConfig::new().heartbeat(None).lease_ms(LEASE_MS);
-    let db = PolicyDatabase::open(store, config).unwrap();
-    db.collection::<RecV2>("recs", CollectionOptions::new(), v2_options())
-        .unwrap();
-    println!("role=coordinator client={}", db.policy().client_id());
+    let db = Database::builder(store).policy(config).open().unwrap();
+    db.collection::<RecV2>(
+        "recs",
+        CollectionOptions::new().schema(v2_options::<RecV2>()),
+    )
+    .unwrap();
+    println!(
+        "role=coordinator client={}",
+        db.policy().unwrap().client_id()
+    );
     let mut batches = 0u64;
     let report = db
         .run_schema_cutover(
@@ -106,12 +110,14 @@ fn seed(dir: &Path, n: usize) {
     let store = SledStore::open_store(dir).unwrap();
     let clock = ManualClock::new(0);
     let config = PolicyConfig::new().clock(Arc::new(clock)).heartbeat(None);
-    let db = PolicyDatabase::open(store.clone(), config).unwrap();
+    let db = Database::builder(store.clone())
+        .policy(config)
+        .open()
+        .unwrap();
     let c = db
         .collection::<RecV1>(
             "recs",
-            CollectionOptions::new(),
-            SchemaOptions::new().persist_json_schema(true),
+            CollectionOptions::new().schema(SchemaOptions::of::<RecV1>()),
         )
         .unwrap();
     c.put("k0000000", &RecV1 { n: 0, v: 0 }).unwrap();
@@ -138,7 +144,10 @@ fn verify(dir: &Path, n: usize, iteration: usize) {
         .clock(Arc::new(clock))
         .heartbeat(None)
         .lease_ms(LEASE_MS);
-    let db = PolicyDatabase::open(store.clone(), config).unwrap();
+    let db = Database::builder(store.clone())
+        .policy(config)
+        .open()
+        .unwrap();
     let fence = db.fence_state().unwrap();
     assert!(
         matches!(fence.state, FenceState::Migrating | FenceState::Draining),
@@ -146,7 +155,10 @@ fn verify(dir: &Path, n: usize, iteration: usize) {
         fence.state
     );
     let c = db
-        .collection::<RecV2>("recs", CollectionOptions::new(), v2_options())
+        .collection::<RecV2>(
+            "recs",
+            CollectionOptions::new().schema(v2_options::<RecV2>()),
+        )
         .unwrap();
     let report = db.run_schema_cutover(CutoverOptions::new()).unwrap();
     assert_eq!(report.migrated, 1);

@@ -71,16 +71,15 @@ fn rows() -> usize {
 
 fn child(dir: &str) {
     let store = open(std::path::Path::new(dir));
-    let db = Database::open(store).unwrap();
+    let db = Database::builder(store).open().unwrap();
     let c = collection(&db);
     println!("role=sweeper ready");
     let report = c
         .sweep(
             SweepOptions::new()
                 .runner_id("crash-child")
-                .batch_size(256)
-                .max_bytes(20_000)
-                .abort_check(|| {
+                .limits(strata::pass::PassLimits::new(256, 20_000).unwrap())
+                .abort_when(|| {
                     println!("batch");
                     false
                 }),
@@ -102,7 +101,7 @@ impl Rng {
 
 fn seed(dir: &std::path::Path, n: usize) {
     let store = open(dir);
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     collection(&db);
     let mut b = Batch::new();
     for i in 0..n {
@@ -292,7 +291,7 @@ fn main() {
         "every row scanned and rewritten exactly once over the resumed runs"
     );
     // The collection reads back through the API too.
-    let db = Database::open(open(&dir)).unwrap();
+    let db = Database::builder(open(&dir)).open().unwrap();
     let c = collection(&db);
     assert_eq!(c.get("d0000000").unwrap().unwrap().n, 2);
     println!(

@@ -314,9 +314,10 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         let sweep = match &s.sweep {
             SweepState::None if s.sweep_pending() => "pending".to_string(),
             SweepState::None => "-".to_string(),
-            SweepState::Completed { completed } if s.sweep_pending() => {
+            SweepState::Completed { completed } if s.sweep_pending() && *completed > 0 => {
                 format!("pending (done v{completed})")
             }
+            SweepState::Completed { .. } if s.sweep_pending() => "pending".to_string(),
             SweepState::Completed { completed } => format!("done v{completed}"),
             SweepState::InProgress { target, .. } => format!("running to v{target}"),
             SweepState::Corrupt { .. } => "corrupt marker".to_string(),

@@ -24,7 +24,7 @@ use strata::numax::wire::{Op, OpKind};
 use strata::payload::{Mode, StepError, SweepOptions};
 use strata::policy::{
     additive_only, coordinated_cutover, Baseline, CutoverOptions, DeclareOutcome, PolicyConfig,
-    PolicyDatabase, SchemaDeclaration, Verdict,
+    SchemaDeclaration, Verdict,
 };
 use strata::Database;
 use strata_store::{KvWrite, Store};
@@ -210,11 +210,10 @@ pub fn run(args: Args) -> CmdResult {
 
     writeln!(
         out,
-        "\ndone in {:.1?}. Try: strata --db {} status; strata --db {} fence; strata --db {} schema show invoices",
+        "\ndone in {:.1?}. Try: strata --db {} status; strata --db {docs} collections; strata --db {docs} inspect accounts; strata --db {docs} fence; strata --db {docs} schema show invoices",
         started.elapsed(),
         sync_path.display(),
-        docs_path.display(),
-        docs_path.display()
+        docs = docs_path.display(),
     )?;
     Ok(0)
 }
@@ -269,7 +268,7 @@ fn payload_chapter(out: &mut impl Write, store: &Store) -> Result<(), Failure> {
     )?;
     let accounts_v1 = [("alice", 12), ("bob", 7), ("carol", 30), ("dave", 0)];
     {
-        let db = Database::open(store.clone())?;
+        let db = Database::builder(store.clone()).open()?;
         let old = db.collection::<AccountV1>("accounts", CollectionOptions::new())?;
         for (id, balance) in accounts_v1 {
             old.put(
@@ -288,7 +287,7 @@ fn payload_chapter(out: &mut impl Write, store: &Store) -> Result<(), Failure> {
         )?;
     }
 
-    let db = Database::open(store.clone())?;
+    let db = Database::builder(store.clone()).open()?;
     let accounts = db.collection::<Account>("accounts", accounts_v2())?;
     writeln!(
         out,
@@ -356,7 +355,10 @@ fn payload_chapter(out: &mut impl Write, store: &Store) -> Result<(), Failure> {
             balance: 1,
         },
     ) {
-        Err(e) if e.is_ahead() => writeln!(out, "an old build writing bob is refused: {e}")?,
+        Err(e) if e.is_ahead() => writeln!(
+            out,
+            "an old build writing bob is refused: {e}\n  (expected: the engine also logs this refusal once per collection, the WARN line on stderr)"
+        )?,
         Err(e) => return Err(e.into()),
         Ok(_) => return Err(bug("an old build overwrote a newer row")),
     }
@@ -459,25 +461,24 @@ fn short(hash: &str) -> &str {
 
 /// Opens a policy handle (no heartbeat thread: the cutover's poll hook ticks the other
 /// handle, which keeps the chapter deterministic).
-fn policy_db(store: &Store) -> Result<PolicyDatabase, Failure> {
-    Ok(PolicyDatabase::open(
-        store.clone(),
-        PolicyConfig::new().heartbeat(None),
-    )?)
+fn policy_db(store: &Store) -> Result<Database, Failure> {
+    Ok(Database::builder(store.clone())
+        .policy(PolicyConfig::new().heartbeat(None))
+        .open()?)
 }
 
 /// Declares build `build`'s invoice schema with `strategies` (what
-/// `PolicyDatabase::collection` does for a schemars type) and returns the outcome.
+/// `Database::collection` does for a schemars type) and returns the outcome.
 fn declare(
-    db: &PolicyDatabase,
+    db: &Database,
     build: u32,
     strategies: Vec<strata::policy::Strategy>,
-) -> DeclareOutcome {
-    db.declare(
+) -> Result<DeclareOutcome, Failure> {
+    Ok(db.declare(
         SchemaDeclaration::new("invoices", invoice_schema(build))
             .payload(1, [])
             .strategies(strategies),
-    )
+    )?)
 }
 
 /// Chapter 7: shape policy of the `invoices` collection.
@@ -491,10 +492,8 @@ fn policy_chapter(out: &mut impl Write, store: &Store) -> Result<(), Failure> {
     let baseline_1;
     {
         let db = policy_db(store)?;
-        let invoices = db
-            .database()
-            .collection::<Invoice>("invoices", CollectionOptions::new())?;
-        let o = declare(&db, 1, vec![additive_only()]);
+        let invoices = db.collection::<Invoice>("invoices", CollectionOptions::new())?;
+        let o = declare(&db, 1, vec![additive_only()])?;
         if !matches!(o.verdict, Verdict::Registered) {
             return Err(bug(format!("build 1 was not registered: {:?}", o.verdict)));
         }
@@ -518,10 +517,8 @@ fn policy_chapter(out: &mut impl Write, store: &Store) -> Result<(), Failure> {
 
     // Build 2: a new optional field passes; it stays open until the cutover.
     let build2 = policy_db(store)?;
-    let invoices2 = build2
-        .database()
-        .collection::<Invoice>("invoices", CollectionOptions::new())?;
-    let o = declare(&build2, 2, vec![additive_only()]);
+    let invoices2 = build2.collection::<Invoice>("invoices", CollectionOptions::new())?;
+    let o = declare(&build2, 2, vec![additive_only()])?;
     let kind = o.delta.as_ref().map(|d| d.kind.to_string());
     invoices2.put(
         "i4",
@@ -546,13 +543,11 @@ fn policy_chapter(out: &mut impl Write, store: &Store) -> Result<(), Failure> {
     // Build 3: drops `total`; the open succeeds, the first write is refused.
     {
         let db = policy_db(store)?;
-        let invoices = db
-            .database()
-            .collection::<InvoiceNoTotal>("invoices", CollectionOptions::new())?;
-        let o = declare(&db, 3, vec![additive_only()]);
+        let invoices = db.collection::<InvoiceNoTotal>("invoices", CollectionOptions::new())?;
+        let o = declare(&db, 3, vec![additive_only()])?;
         writeln!(
             out,
-            "build 3 removes `total`, still under additive_only: the collection opens (verdict {}), the first write fails:",
+            "build 3 removes `total`, still under additive_only: the collection opens (verdict {}), the first write fails:\n  (expected: the engine logs the rejection, the WARN line on stderr)",
             verdict_word(&o.verdict)
         )?;
         if !matches!(o.verdict, Verdict::Rejected { .. }) {
@@ -590,10 +585,8 @@ fn policy_chapter(out: &mut impl Write, store: &Store) -> Result<(), Failure> {
 
     // Build 4: reshapes `total` into `amount.gross` through a coordinated cutover.
     let db = policy_db(store)?;
-    let invoices = db
-        .database()
-        .collection::<InvoiceV4>("invoices", CollectionOptions::new())?;
-    let o = declare(&db, 4, vec![coordinated_cutover(reshape), additive_only()]);
+    let invoices = db.collection::<InvoiceV4>("invoices", CollectionOptions::new())?;
+    let o = declare(&db, 4, vec![coordinated_cutover(reshape), additive_only()])?;
     writeln!(
         out,
         "build 4 reshapes `total` into `amount.gross` with coordinated_cutover(reshape), additive_only: verdict {}",
@@ -625,7 +618,7 @@ fn policy_chapter(out: &mut impl Write, store: &Store) -> Result<(), Failure> {
             .join(", ")
     )?;
     let mut batches = 0u64;
-    let build2_policy = build2.policy();
+    let build2_policy = &build2;
     let report = db.run_schema_cutover(
         CutoverOptions::new()
             // Build 2 is still open: its heartbeat acknowledges the drain.

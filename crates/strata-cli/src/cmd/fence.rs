@@ -55,6 +55,8 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         strata_store::KvWrite::flush(&store)?;
         if args.json {
             let doc = serde_json::json!({
+                "format": 1,
+                "db": db::describe(db_path),
                 "reset": was_stuck,
                 "rewritten": rewritten,
                 "state": fence.state,
@@ -104,6 +106,8 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let now = SystemClock.now_ms();
     if args.json {
         let doc = serde_json::json!({
+                "format": 1,
+                "db": db::describe(db_path),
             "state": fence.state,
             "generation": fence.generation,
             "coordinator": fence.coordinator,

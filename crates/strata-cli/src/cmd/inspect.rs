@@ -31,9 +31,10 @@ pub struct Args {
     /// values, 4000 for decoded documents. Not applied to `--json`.
     #[arg(long, value_name = "N", value_parser = crate::size::parse_nonzero)]
     max_chars: Option<usize>,
-    /// Print JSON Lines: `{"key","value_hex","value_utf8"}` per record; a collection's
-    /// documents (without `--raw`) as `{"key","id","payload_version","lock_version",
-    /// "document"}` (or `"error"` and `"value_hex"` when the envelope is unreadable).
+    /// Print one JSON document `{"format":1,"db","table","records":[…]}`: each record
+    /// `{"key","value_hex","value_utf8"}`; a collection's documents (without `--raw`)
+    /// `{"key","id","payload_version","lock_version","document"}` (or `"error"` and
+    /// `"value_hex"` when the envelope is unreadable).
     #[arg(long)]
     json: bool,
 }
@@ -70,6 +71,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         RAW_MAX_CHARS
     });
     let mut out = std::io::stdout().lock();
+    let mut records: Vec<serde_json::Value> = Vec::new();
     let mut printed = 0;
     let mut cursor: Option<Vec<u8>> = None;
     // Page through with bounded scans; a huge value is shown, not refused.
@@ -77,24 +79,19 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         let limits = ScanLimits::new(args.limit - printed, 64 << 20)?;
         let page = store.scan(table.prefix(), cursor.as_deref(), limits)?;
         for r in &page.records {
+            let key = escape_key(&r.key);
             if decode_docs {
                 let id = String::from_utf8_lossy(&r.key[table.prefix().len().min(r.key.len())..]);
-                write_document(
-                    &mut out,
-                    &escape_key(&r.key),
-                    &id,
-                    &r.value,
-                    args.json,
-                    max_chars,
-                )?;
+                let decoded = decode_document(&r.value);
+                if args.json {
+                    records.push(document_json(&key, &id, &r.value, decoded));
+                } else {
+                    write_document(&mut out, &id, &r.value, decoded, max_chars)?;
+                }
+            } else if args.json {
+                records.push(raw_json(&key, &r.value));
             } else {
-                write_raw(
-                    &mut out,
-                    &escape_key(&r.key),
-                    &r.value,
-                    args.json,
-                    max_chars,
-                )?;
+                write_raw(&mut out, &key, &r.value, max_chars)?;
             }
             printed += 1;
         }
@@ -103,59 +100,77 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         }
         cursor = page.cursor().map(<[u8]>::to_vec);
     }
+    if args.json {
+        let doc = serde_json::json!({
+            "format": 1,
+            "db": db::describe(db_path),
+            "table": table.name(),
+            "records": records,
+        });
+        serde_json::to_writer_pretty(&mut out, &doc)?;
+        writeln!(out)?;
+    }
     Ok(0)
+}
+
+fn raw_json(key: &str, value: &[u8]) -> serde_json::Value {
+    serde_json::json!({
+        "key": key,
+        "value_hex": hex(value),
+        "value_utf8": std::str::from_utf8(value).ok(),
+    })
 }
 
 fn write_raw(
     out: &mut impl Write,
     key: &str,
     value: &[u8],
-    json: bool,
     max_chars: usize,
 ) -> std::io::Result<()> {
-    let utf8 = std::str::from_utf8(value).ok();
-    if json {
-        let line = serde_json::json!({
-            "key": key,
-            "value_hex": hex(value),
-            "value_utf8": utf8,
-        });
-        return writeln!(out, "{line}");
-    }
-    let shown = match utf8 {
-        Some(s) if s.chars().all(|c| !c.is_control()) => s.to_string(),
+    let shown = match std::str::from_utf8(value) {
+        Ok(s) if s.chars().all(|c| !c.is_control()) => s.to_string(),
         _ => format!("0x{}", hex(value)),
     };
     writeln!(out, "{key}\t{}", cut(&shown, max_chars))
 }
 
+/// A document's envelope and parsed JSON, or why they cannot be read.
+type Decoded = Result<(envelope::Envelope, serde_json::Value), String>;
+
+fn decode_document(value: &[u8]) -> Decoded {
+    let (env, body) = envelope::decode(value).map_err(|e| e.to_string())?;
+    serde_json::from_slice::<serde_json::Value>(body)
+        .map(|doc| (env, doc))
+        .map_err(|e| format!("{env}: the document JSON is invalid: {e}"))
+}
+
+fn document_json(key: &str, id: &str, value: &[u8], decoded: Decoded) -> serde_json::Value {
+    match decoded {
+        Ok((env, doc)) => serde_json::json!({
+            "key": key,
+            "id": id,
+            "payload_version": env.payload_version,
+            "lock_version": env.lock_version,
+            "document": doc,
+        }),
+        Err(reason) => serde_json::json!({
+            "key": key,
+            "id": id,
+            "error": reason,
+            "value_hex": hex(value),
+        }),
+    }
+}
+
 fn write_document(
     out: &mut impl Write,
-    key: &str,
     id: &str,
     value: &[u8],
-    json: bool,
+    decoded: Decoded,
     max_chars: usize,
 ) -> std::io::Result<()> {
-    let decoded = envelope::decode(value)
-        .map_err(|e| e.to_string())
-        .and_then(|(env, body)| {
-            serde_json::from_slice::<serde_json::Value>(body)
-                .map(|doc| (env, doc))
-                .map_err(|e| format!("{env}: the document JSON is invalid: {e}"))
-        });
-    match (decoded, json) {
-        (Ok((env, doc)), true) => {
-            let line = serde_json::json!({
-                "key": key,
-                "id": id,
-                "payload_version": env.payload_version,
-                "lock_version": env.lock_version,
-                "document": doc,
-            });
-            writeln!(out, "{line}")
-        }
-        (Ok((env, doc)), false) => {
+    match decoded {
+        Ok((env, doc)) => {
             let pretty = serde_json::to_string_pretty(&doc).unwrap_or_default();
             writeln!(
                 out,
@@ -165,16 +180,7 @@ fn write_document(
                 cut(&pretty, max_chars)
             )
         }
-        (Err(reason), true) => {
-            let line = serde_json::json!({
-                "key": key,
-                "id": id,
-                "error": reason,
-                "value_hex": hex(value),
-            });
-            writeln!(out, "{line}")
-        }
-        (Err(reason), false) => writeln!(
+        Err(reason) => writeln!(
             out,
             "{id}  unreadable: {reason}\n0x{}\n",
             cut(&hex(value), max_chars)

@@ -111,11 +111,17 @@ pub(crate) fn migrate_with_progress(
 }
 
 /// Maps a migration error to its exit code: 4 for future or corrupt metadata, 1 otherwise.
+/// A record over the byte budget names the flag that raises it.
 fn failure(e: MigrateError) -> Failure {
+    use strata::pass::PassError;
     if e.is_unsupported_or_corrupt() {
-        Failure::with_code(UNSUPPORTED, e)
-    } else {
-        Failure::error(e)
+        return Failure::with_code(UNSUPPORTED, e);
+    }
+    match &e {
+        MigrateError::Pass(
+            PassError::RecordTooLarge { size, .. } | PassError::BatchTooLarge { size, .. },
+        ) => Failure::error(format!("{e} (pass `--max-bytes {size}` or more)")),
+        _ => Failure::error(e),
     }
 }
 
@@ -162,8 +168,15 @@ impl Reporter {
             let total = count_records(store, catalog)?;
             let bar = ProgressBar::new(total);
             if let Ok(style) = ProgressStyle::with_template(
-                "{prefix:>26} [{bar:30}] {human_pos}/{human_len} records  {per_sec}  ETA {eta}",
+                "{prefix:>26} [{bar:30}] {human_pos}/{human_len} records  {rate}  ETA {eta}",
             ) {
+                // Rates as whole numbers (indicatif's `{per_sec}` prints fractions).
+                let style = style.with_key(
+                    "rate",
+                    |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = write!(w, "{:.0} records/s", state.per_sec());
+                    },
+                );
                 bar.set_style(style.progress_chars("=> "));
             }
             bar.enable_steady_tick(Duration::from_millis(200));

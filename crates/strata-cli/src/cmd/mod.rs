@@ -1,6 +1,7 @@
 //! One module per subcommand. Each exposes `Args` (clap) and `run(db, args) -> CmdResult`.
 
 pub mod collections;
+pub mod copy;
 pub mod demo;
 pub mod fence;
 pub mod inspect;

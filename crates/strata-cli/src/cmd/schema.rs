@@ -1,5 +1,6 @@
-//! `strata schema diff OLD.json NEW.json [--json]` (a CI gate: exit 6 on a non-additive
-//! change) and `strata schema show <collection> [--json]` (the persisted baseline).
+//! `strata schema diff OLD... NEW [--mode M] [--against DB COLLECTION] [--json]` (a CI
+//! gate: exit 6 when the change does not meet the mode), `strata schema show <collection>`
+//! (the persisted baseline) and `strata schema log <collection>` (every recorded version).
 
 use crate::db;
 use crate::exit::{CmdResult, Failure, NON_ADDITIVE, OK};
@@ -14,18 +15,87 @@ pub struct Args {
     command: SchemaCommand,
 }
 
+/// The compatibility a `schema diff` requires (exit 6 otherwise), as schema registries
+/// name them; a `-transitive` mode checks the new schema against every earlier version,
+/// the plain one against the latest only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// Only new optional top-level properties (the `additive_only()` rule).
+    Additive,
+    /// Data written under the old schema is valid under the new one.
+    Backward,
+    /// Data written under the new schema is valid under the old one.
+    Forward,
+    /// Backward and forward.
+    Full,
+    /// Additive against every earlier version.
+    AdditiveTransitive,
+    /// Backward against every earlier version.
+    BackwardTransitive,
+    /// Forward against every earlier version.
+    ForwardTransitive,
+    /// Full against every earlier version.
+    FullTransitive,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Additive => "additive",
+            Mode::Backward => "backward",
+            Mode::Forward => "forward",
+            Mode::Full => "full",
+            Mode::AdditiveTransitive => "additive-transitive",
+            Mode::BackwardTransitive => "backward-transitive",
+            Mode::ForwardTransitive => "forward-transitive",
+            Mode::FullTransitive => "full-transitive",
+        }
+    }
+
+    fn transitive(self) -> bool {
+        matches!(
+            self,
+            Mode::AdditiveTransitive
+                | Mode::BackwardTransitive
+                | Mode::ForwardTransitive
+                | Mode::FullTransitive
+        )
+    }
+
+    /// True when `delta` satisfies the mode.
+    fn accepts(self, delta: &strata_schema::SchemaDelta) -> bool {
+        let c = &delta.compatibility;
+        match self {
+            Mode::Additive | Mode::AdditiveTransitive => !delta.is_non_additive(),
+            Mode::Backward | Mode::BackwardTransitive => c.backward,
+            Mode::Forward | Mode::ForwardTransitive => c.forward,
+            Mode::Full | Mode::FullTransitive => c.backward && c.forward,
+        }
+    }
+}
+
 #[derive(Debug, clap::Subcommand)]
 enum SchemaCommand {
-    /// Compare two JSON Schema files: print the delta, the path-level changes and the
-    /// compatibility verdict. Exit 0 for none/additive, 6 for non-additive.
+    /// Compare JSON Schemas: `OLD... NEW` files (oldest first), or `NEW` with
+    /// `--against DB COLLECTION` (the stored versions). Prints the delta against the
+    /// latest earlier version, the path-level changes and the verdict of `--mode`. Exit 0
+    /// compatible, 6 not.
     Diff {
-        /// The old (baseline) schema file.
-        old: PathBuf,
-        /// The new schema file.
-        new: PathBuf,
-        /// The collection name shown in the delta.
-        #[arg(long, default_value = "schema")]
-        collection: String,
+        /// Schema files: every earlier version (oldest first), then the new one; with
+        /// `--against`, only the new one.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// The compatibility required.
+        #[arg(long, value_enum, default_value = "additive")]
+        mode: Mode,
+        /// Compare with a collection's stored schema versions (its baseline and history)
+        /// in datastore DB.
+        #[arg(long, num_args = 2, value_names = ["DB", "COLLECTION"])]
+        against: Option<Vec<String>>,
+        /// The name shown in the title (default: the collection of `--against`, else the
+        /// new file's name).
+        #[arg(long)]
+        collection: Option<String>,
         /// Print the delta as one JSON document.
         #[arg(long)]
         json: bool,
@@ -34,10 +104,26 @@ enum SchemaCommand {
     Show {
         /// The collection.
         collection: String,
-        /// Print `{"collection","hash","payload_version","schema"}` as JSON.
+        /// Print `{"format","db","collection","hash","payload_version","schema"}` as JSON.
         #[arg(long)]
         json: bool,
     },
+    /// List every recorded version of a collection's schema, with what changed at each
+    /// (read-only).
+    Log {
+        /// The collection.
+        collection: String,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl Args {
+    /// True for the subcommands that do not read `--db`.
+    pub fn ignores_db(&self) -> bool {
+        matches!(self.command, SchemaCommand::Diff { .. })
+    }
 }
 
 fn read_json(path: &Path) -> Result<serde_json::Value, Failure> {
@@ -59,31 +145,13 @@ fn read_json(path: &Path) -> Result<serde_json::Value, Failure> {
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
     match args.command {
         SchemaCommand::Diff {
-            old,
-            new,
+            files,
+            mode,
+            against,
             collection,
             json,
-        } => {
-            let (o, n) = (read_json(&old)?, read_json(&new)?);
-            let delta = strata_schema::diff(&collection, &o, &n).map_err(|e| {
-                Failure::error(format!(
-                    "cannot compare `{}` (old) with `{}` (new): {e}",
-                    old.display(),
-                    new.display()
-                ))
-            })?;
-            let mut out = std::io::stdout().lock();
-            if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&delta)?)?;
-            } else {
-                write!(out, "{}", strata_schema::render_human(&delta))?;
-            }
-            Ok(if delta.is_non_additive() {
-                NON_ADDITIVE
-            } else {
-                OK
-            })
-        }
+        } => diff(files, mode, against, collection, json),
+        SchemaCommand::Log { collection, json } => log(db_path, &collection, json),
         SchemaCommand::Show { collection, json } => {
             let store = db::open_existing(db_path)?;
             let Some(b) = Baseline::load(&store, &collection)? else {
@@ -95,6 +163,8 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             let mut out = std::io::stdout().lock();
             if json {
                 let doc = serde_json::json!({
+                    "format": 1,
+                    "db": db::describe(db_path),
                     "collection": collection,
                     "hash": b.hash,
                     "payload_version": b.payload_version,
@@ -112,5 +182,259 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             }
             Ok(OK)
         }
+    }
+}
+
+/// One earlier schema: a label (file or `vN`) and the schema.
+struct Earlier {
+    label: String,
+    schema: serde_json::Value,
+}
+
+/// The stored versions of `collection` in `db` (its history, or the baseline alone for a
+/// store without history), oldest first.
+fn stored_versions(db_arg: &str, collection: &str) -> Result<Vec<Earlier>, Failure> {
+    let db_path = Path::new(db_arg);
+    let store = db::open_existing(db_path)?;
+    let history = strata::policy::read_history(&store, collection)?;
+    if !history.is_empty() {
+        return Ok(history
+            .into_iter()
+            .map(|v| Earlier {
+                label: format!("`{collection}` v{}", v.version),
+                schema: v.baseline.schema,
+            })
+            .collect());
+    }
+    match Baseline::load(&store, collection)? {
+        Some(b) => Ok(vec![Earlier {
+            label: format!("`{collection}` baseline"),
+            schema: b.schema,
+        }]),
+        None => Err(Failure::error(format!(
+            "no persisted schema for collection `{collection}` in `{}`; a collection persists its schema when opened with schema options",
+            db::describe(db_path)
+        ))),
+    }
+}
+
+fn diff(
+    mut files: Vec<PathBuf>,
+    mode: Mode,
+    against: Option<Vec<String>>,
+    collection: Option<String>,
+    json: bool,
+) -> CmdResult {
+    let (earlier, new_path, default_title) = match &against {
+        Some(a) => {
+            let [db_arg, coll] = a.as_slice() else {
+                return Err(Failure::with_code(
+                    crate::exit::USAGE,
+                    "`--against` takes two values: DB COLLECTION",
+                ));
+            };
+            if files.len() != 1 {
+                return Err(Failure::with_code(
+                    crate::exit::USAGE,
+                    "with `--against DB COLLECTION`, pass only the new schema file",
+                ));
+            }
+            let new = files.remove(0);
+            (stored_versions(db_arg, coll)?, new, coll.clone())
+        }
+        None => {
+            if files.len() < 2 {
+                return Err(Failure::with_code(
+                    crate::exit::USAGE,
+                    "pass OLD... NEW schema files, or NEW with `--against DB COLLECTION`",
+                ));
+            }
+            let new = files.pop().unwrap_or_default();
+            let earlier = files
+                .iter()
+                .map(|f| {
+                    Ok(Earlier {
+                        label: format!("`{}`", f.display()),
+                        schema: read_json(f)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, Failure>>()?;
+            let title = new.file_name().map_or_else(
+                || new.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            (earlier, new, title)
+        }
+    };
+    let title = collection.unwrap_or(default_title);
+    let new_schema = read_json(&new_path)?;
+    let compare = |e: &Earlier| {
+        strata_schema::diff(&title, &e.schema, &new_schema).map_err(|err| {
+            Failure::error(format!(
+                "cannot compare {} (old) with `{}` (new): {err}",
+                e.label,
+                new_path.display()
+            ))
+        })
+    };
+    let Some(latest) = earlier.last() else {
+        return Err(Failure::error("no earlier schema to compare with"));
+    };
+    let delta = compare(latest)?;
+    // Transitive: the new schema against every earlier version, latest included.
+    let mut checks = Vec::new();
+    if mode.transitive() {
+        for e in &earlier {
+            let d = compare(e)?;
+            checks.push((e.label.clone(), mode.accepts(&d), d.compatibility.level));
+        }
+    } else {
+        checks.push((
+            latest.label.clone(),
+            mode.accepts(&delta),
+            delta.compatibility.level,
+        ));
+    }
+    let compatible = checks.iter().all(|(_, ok, _)| *ok);
+    let mut out = std::io::stdout().lock();
+    if json {
+        let mut doc = serde_json::to_value(&delta)?;
+        if let Some(obj) = doc.as_object_mut() {
+            obj.insert("format".into(), 1.into());
+            obj.insert("mode".into(), mode.name().into());
+            obj.insert("compatible".into(), compatible.into());
+            let checked: Vec<serde_json::Value> = checks
+                .iter()
+                .map(|(label, ok, level)| {
+                    serde_json::json!({"against": label, "compatible": ok, "level": level})
+                })
+                .collect();
+            obj.insert("checked".into(), checked.into());
+        }
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+    } else {
+        write!(out, "{}", strata_schema::render_human(&delta))?;
+        for (label, ok, level) in &checks {
+            writeln!(
+                out,
+                "{} against {label}: {} (level {level})",
+                mode.name(),
+                if *ok { "compatible" } else { "NOT compatible" }
+            )?;
+        }
+        writeln!(
+            out,
+            "verdict ({}): {}",
+            mode.name(),
+            if compatible {
+                "compatible"
+            } else {
+                "incompatible"
+            }
+        )?;
+    }
+    Ok(if compatible { OK } else { NON_ADDITIVE })
+}
+
+fn log(db_path: &Path, collection: &str, json: bool) -> CmdResult {
+    let store = db::open_existing(db_path)?;
+    let mut versions: Vec<(u32, Baseline)> = strata::policy::read_history(&store, collection)?
+        .into_iter()
+        .map(|v| (v.version, v.baseline))
+        .collect();
+    if versions.is_empty() {
+        // A store written before the history existed: the baseline is version 1.
+        match Baseline::load(&store, collection)? {
+            Some(b) => versions.push((1, b)),
+            None => {
+                return Err(Failure::error(format!(
+                    "no persisted schema for collection `{collection}` in `{}`; a collection persists its schema when opened with schema options",
+                    db::describe(db_path)
+                )))
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    let mut previous: Option<&Baseline> = None;
+    for (version, b) in &versions {
+        let change = match previous {
+            None => serde_json::json!({"kind": "initial"}),
+            Some(p) => match strata_schema::diff(collection, &p.schema, &b.schema) {
+                Ok(d) => serde_json::json!({
+                    "kind": d.kind,
+                    "added": d.added,
+                    "removed": d.removed,
+                    "changed": d.changed.iter().map(|c| c.field.clone()).collect::<Vec<_>>(),
+                    "level": d.compatibility.level,
+                }),
+                Err(e) => serde_json::json!({"kind": "unknown", "error": e.to_string()}),
+            },
+        };
+        rows.push(serde_json::json!({
+            "version": version,
+            "hash": b.hash,
+            "payload_version": b.payload_version,
+            "change": change,
+        }));
+        previous = Some(b);
+    }
+    let mut out = std::io::stdout().lock();
+    if json {
+        let doc = serde_json::json!({
+            "format": 1,
+            "db": db::describe(db_path),
+            "collection": collection,
+            "versions": rows,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+        return Ok(OK);
+    }
+    writeln!(out, "schema versions of `{collection}`")?;
+    for r in &rows {
+        let c = &r["change"];
+        let list = |k: &str| {
+            c[k].as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default()
+        };
+        let what = match c["kind"].as_str().unwrap_or_default() {
+            "initial" => "initial".to_string(),
+            kind => format!(
+                "{kind} (level {}; added: {}; removed: {}; changed: {})",
+                c["level"].as_str().unwrap_or("?"),
+                or_dash(list("added")),
+                or_dash(list("removed")),
+                or_dash(list("changed"))
+            ),
+        };
+        writeln!(
+            out,
+            "v{:<4} {}  payload {}  {}",
+            r["version"],
+            r["hash"]
+                .as_str()
+                .unwrap_or_default()
+                .chars()
+                .take(12)
+                .collect::<String>(),
+            r["payload_version"]
+                .as_i64()
+                .map_or_else(|| "-".to_string(), |v| format!("v{v}")),
+            what
+        )?;
+    }
+    Ok(OK)
+}
+
+fn or_dash(s: String) -> String {
+    if s.is_empty() {
+        "-".into()
+    } else {
+        s
     }
 }

@@ -2,8 +2,9 @@
 //! initialize missing headers.
 
 use crate::cmd::collections::{read_fence, survey};
+use crate::cmd::verify::catalog_failure;
 use crate::db;
-use crate::exit::{CmdResult, Failure, MIGRATION_REQUIRED, OK, UNSUPPORTED};
+use crate::exit::{CmdResult, MIGRATION_REQUIRED, OK, UNSUPPORTED};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -54,7 +55,7 @@ pub fn verdict(tables: &[TableStatus]) -> (u8, &'static str) {
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let store = db::open_existing(db_path)?;
-    let catalog = db::catalog(&store).map_err(Failure::error)?;
+    let catalog = db::catalog(&store).map_err(catalog_failure)?;
     let tables = inspect(&store, &catalog)?;
     let (code, word) = verdict(&tables);
     // Stale rows are a report, not an error: count them for readable collections.

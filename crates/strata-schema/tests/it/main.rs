@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Integration tests for strata-schema: one binary, one module per capability.
 
+mod bounded;
 mod canonical;
 mod derived;
 mod errors;

@@ -145,3 +145,125 @@ pub fn failing() -> (Store, Arc<AtomicBool>) {
         fail,
     )
 }
+
+/// What a [`Recording`] backend saw.
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// Per applied batch: (op-log sets, op-log deletes, seen-op sets, seen-op deletes).
+    pub batches: Vec<(usize, usize, usize, usize)>,
+    /// Op-log records returned by scans.
+    pub op_log_scanned: usize,
+}
+
+/// A memory backend that records its batches and scans.
+#[derive(Debug)]
+pub struct Recording {
+    inner: MemoryStore,
+    pub seen: Arc<std::sync::Mutex<Seen>>,
+}
+
+impl KvRead for Recording {
+    fn get(&self, key: &[u8]) -> strata_store::Result<Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+    fn scan(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+    ) -> strata_store::Result<ScanPage> {
+        let page = self.inner.scan(prefix, after, limits)?;
+        let n = page
+            .records
+            .iter()
+            .filter(|r| r.key.starts_with(b"__nx/crdt/op-log/"))
+            .count();
+        self.seen.lock().unwrap().op_log_scanned += n;
+        Ok(page)
+    }
+    fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
+        self.inner.prefix_exists(prefix)
+    }
+}
+
+impl KvWrite for Recording {
+    fn apply(&self, batch: Batch) -> strata_store::Result<()> {
+        let mut counts = (0, 0, 0, 0);
+        for m in batch.mutations() {
+            let set = matches!(m, strata_store::Mutation::Set { .. });
+            if m.key().starts_with(b"__nx/crdt/op-log/") {
+                if set {
+                    counts.0 += 1
+                } else {
+                    counts.1 += 1
+                }
+            } else if m.key().starts_with(b"__nx/crdt/seen-op/") {
+                if set {
+                    counts.2 += 1
+                } else {
+                    counts.3 += 1
+                }
+            }
+        }
+        self.inner.apply(batch)?;
+        self.seen.lock().unwrap().batches.push(counts);
+        Ok(())
+    }
+    fn flush(&self) -> strata_store::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl Backend for Recording {
+    fn name(&self) -> &'static str {
+        "recording"
+    }
+}
+
+pub fn recording() -> (Store, Arc<std::sync::Mutex<Seen>>) {
+    let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
+    (
+        Store::new(Recording {
+            inner: MemoryStore::new(),
+            seen: seen.clone(),
+        }),
+        seen,
+    )
+}
+
+/// A grow-only increment of `key` by 1 from `node`.
+pub fn plus_one(id: &str, node: &str, key: &str) -> Op {
+    Op::new(
+        id,
+        node,
+        OpKind::GCounterIncrement {
+            key: key.to_string(),
+            increment: 1,
+        },
+    )
+}
+
+/// (sequence, op id) of every op-log record, by sequence.
+pub fn op_log_by_seq(sync: &SyncManager) -> Vec<(u64, String)> {
+    let mut v: Vec<(u64, String)> = sync
+        .op_log()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.sequence, e.op.id)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// (sequence, op id) of every seen-op record, by sequence.
+pub fn seen_by_seq(sync: &SyncManager) -> Vec<(u64, String)> {
+    let mut v: Vec<(u64, String)> = sync
+        .seen_ops()
+        .unwrap()
+        .into_iter()
+        .map(|(id, s)| (s, id))
+        .collect();
+    v.sort();
+    v
+}

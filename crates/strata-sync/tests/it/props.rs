@@ -218,10 +218,10 @@ proptest! {
         for group in stream.chunks(batch) {
             b.apply_batch(group).unwrap();
         }
-        prop_assert_eq!(a.states(), b.states());
+        prop_assert_eq!(a.states().unwrap(), b.states().unwrap());
         prop_assert_eq!(crdt_records(a.store()), crdt_records(b.store()));
-        let ids_a: Vec<String> = a.seen_ops().into_keys().collect();
-        let ids_b: Vec<String> = b.seen_ops().into_keys().collect();
+        let ids_a: Vec<String> = a.seen_ops().unwrap().into_keys().collect();
+        let ids_b: Vec<String> = b.seen_ops().unwrap().into_keys().collect();
         prop_assert_eq!(ids_a, ids_b);
         prop_assert_eq!(b.op_log().count(), ops.len());
         prop_assert!(b.verify().unwrap().is_consistent());

@@ -88,16 +88,16 @@ fn restart_hydrates_the_exact_state_on_sled() {
         rt.sync().flush().unwrap();
         let log: Vec<_> = rt.sync().op_log().map(Result::unwrap).collect();
         (
-            rt.sync().states(),
-            rt.sync().seen_ops(),
+            rt.sync().states().unwrap(),
+            rt.sync().seen_ops().unwrap(),
             rt.sync().next_sequences(),
             log,
         )
     };
     let rt = Runtime::new(&path).unwrap();
     assert_eq!(rt.path(), Some(path.as_path()));
-    assert_eq!(rt.sync().states(), states);
-    assert_eq!(rt.sync().seen_ops(), seen);
+    assert_eq!(rt.sync().states().unwrap(), states);
+    assert_eq!(rt.sync().seen_ops().unwrap(), seen);
     assert_eq!(rt.sync().next_sequences(), next);
     assert_eq!(
         rt.sync().op_log().map(Result::unwrap).collect::<Vec<_>>(),

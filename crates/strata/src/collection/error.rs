@@ -211,6 +211,16 @@ pub enum CollectionError {
         #[source]
         source: serde_json::Error,
     },
+    /// A cutover transform failed on one document; nothing of its batch was written.
+    #[error("cutover transform of `{}` in collection `{collection}` failed: {reason}; fix the transform or the document and rerun the cutover", esc(.key))]
+    Transform {
+        /// The collection.
+        collection: String,
+        /// The document key.
+        key: String,
+        /// The transform's reason.
+        reason: String,
+    },
     /// A value could not be serialized to a JSON object.
     #[error("cannot store `{}` in collection `{collection}`: {reason}; documents must serialize to a JSON object", esc(.key))]
     Encode {
@@ -258,6 +268,16 @@ pub enum CollectionError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     },
+    /// The policy layer failed while checking or declaring the collection (a store error
+    /// on a policy record, a corrupted fence); nothing was written.
+    #[error("policy check of collection `{collection}` failed")]
+    Policy {
+        /// The collection (empty when none applies).
+        collection: String,
+        /// The policy error.
+        #[source]
+        source: Box<crate::policy::PolicyError>,
+    },
     /// The store failed.
     #[error("store error in collection `{collection}`")]
     Store {
@@ -267,6 +287,29 @@ pub enum CollectionError {
         #[source]
         source: StoreError,
     },
+}
+
+impl From<crate::payload::chain::ChainError> for CollectionError {
+    fn from(e: crate::payload::chain::ChainError) -> Self {
+        use crate::payload::chain::ChainError;
+        match e {
+            ChainError::Gap {
+                collection,
+                expected,
+                found,
+            } => CollectionError::ChainGap {
+                collection,
+                expected,
+                found,
+            },
+            ChainError::Duplicate { collection, from } => {
+                CollectionError::ChainDuplicate { collection, from }
+            }
+            ChainError::BelowInitial { collection, from } => {
+                CollectionError::ChainBelowInitial { collection, from }
+            }
+        }
+    }
 }
 
 impl CollectionError {
@@ -311,6 +354,19 @@ impl CollectionError {
                 | CollectionError::ChainDuplicate { .. }
                 | CollectionError::ChainBelowInitial { .. }
         )
+    }
+
+    /// A policy error met by a write or an open of `collection`: a refusal stays typed.
+    pub(crate) fn policy(collection: &str, e: crate::policy::PolicyError) -> Self {
+        match e {
+            crate::policy::PolicyError::Refused { collection, reason } => {
+                CollectionError::Refused { collection, reason }
+            }
+            other => CollectionError::Policy {
+                collection: collection.to_string(),
+                source: Box::new(other),
+            },
+        }
     }
 
     pub(crate) fn store(collection: &str, source: StoreError) -> Self {

@@ -15,13 +15,13 @@ use crate::payload::envelope;
 use std::sync::Arc;
 
 /// Prefix of collection registrations: `__nx/catalog/<collection>`.
-pub const CATALOG_PREFIX: &[u8] = b"__nx/catalog/";
+pub const CATALOG_PREFIX: &[u8] = crate::keys::CATALOG_PREFIX;
 /// The table-id allocation counter (compare-and-swap).
-pub const CATALOG_SEQ_KEY: &[u8] = b"__nx/catalog-seq";
+pub const CATALOG_SEQ_KEY: &[u8] = crate::keys::CATALOG_SEQ_KEY;
 /// Prefix of all documents: `__nx/doc/<collection>/<id>`.
-pub const DOC_PREFIX: &[u8] = b"__nx/doc/";
+pub const DOC_PREFIX: &[u8] = crate::keys::DOC_PREFIX;
 /// Prefix of sweep markers: `__nx/sweep/<collection>`.
-pub const SWEEP_PREFIX: &[u8] = b"__nx/sweep/";
+pub const SWEEP_PREFIX: &[u8] = crate::keys::SWEEP_PREFIX;
 /// Magic of a catalog record.
 pub const CATALOG_MAGIC: [u8; 4] = *b"NXCL";
 /// Format byte of a catalog record.

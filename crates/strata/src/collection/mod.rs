@@ -13,6 +13,7 @@
 mod error;
 pub mod layout;
 mod options;
+pub(crate) mod rewrite;
 
 pub use error::{CollectionError, Expect, GuardError};
 pub use options::{CollectionOptions, WriteGuard};
@@ -22,11 +23,12 @@ use crate::payload::envelope::{self, Envelope};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashSet;
-use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex};
-use strata_store::{Batch, KvRead, KvWrite, Precondition, Record, ScanLimits, Store};
+use strata_store::{
+    Batch, KvRead, KvWrite, Pages, Precondition, Record, Records, ScanLimits, Store,
+};
 
 /// How many times a write re-reads and retries after losing a compare-and-swap race.
 const MAX_WRITE_ATTEMPTS: usize = 64;
@@ -59,6 +61,11 @@ pub(crate) struct CollectionInner {
     pub(crate) upcaster: Upcaster,
     pub(crate) read_repair: bool,
     pub(crate) guards: Vec<Arc<dyn WriteGuard>>,
+    /// The database handle's policy link: every write obeys the stored fence through it.
+    pub(crate) policy: Arc<crate::policy::PolicyLink>,
+    /// True when the collection is under policy (a persisted schema): writers register
+    /// their presence before writing it.
+    pub(crate) governed: bool,
     /// Collections (of this database) whose ahead-guard refusal was already logged.
     pub(crate) ahead_warned: Arc<Mutex<HashSet<String>>>,
     pub(crate) sweeping: Arc<Mutex<HashSet<String>>>,
@@ -164,10 +171,16 @@ impl<T> Collection<T> {
         Ok(())
     }
 
-    /// Runs every write guard; returns the preconditions the write's batch must carry so
+    /// Runs the policy's check (fence, generation, strategy verdict) and every write
+    /// guard; returns the preconditions the write's batch must carry so
     /// that the guards' verdicts still hold when it commits.
     pub(crate) fn check_guards(&self) -> Result<Vec<Precondition>, CollectionError> {
-        let mut preconditions = Vec::new();
+        let fence = self
+            .inner
+            .policy
+            .guard_write(&self.inner.name, self.inner.governed)
+            .map_err(|e| CollectionError::policy(&self.inner.name, e))?;
+        let mut preconditions = vec![fence];
         for g in &self.inner.guards {
             preconditions.extend(
                 g.guard_write(&self.inner.name)
@@ -226,6 +239,18 @@ impl<T> Collection<T> {
                 current = self.current_version(),
                 "refusing to overwrite a document written by a newer build; this instance is read-only for such documents until it is upgraded (logged once per collection)"
             );
+        }
+    }
+
+    /// The one row rewrite of this collection (see [`rewrite`]).
+    pub(crate) fn rewriter<'a>(
+        &'a self,
+        transform: Option<&'a crate::policy::Transform>,
+    ) -> rewrite::RowRewriter<'a> {
+        rewrite::RowRewriter {
+            collection: &self.inner.name,
+            upcaster: &self.inner.upcaster,
+            transform,
         }
     }
 
@@ -352,20 +377,29 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 Ok((value, env, false))
             }
             Decoded::Upcast { env, obj, version } => {
-                let repaired = if self.inner.read_repair {
-                    serde_json::to_vec(&obj).ok()
-                } else {
-                    None
-                };
-                let value = self.bind_tree(key, env.payload_version, version, obj)?;
-                if let Some(json) = repaired {
-                    self.repair(
-                        key,
-                        full_key,
-                        bytes,
-                        Envelope::new(version, env.lock_version),
-                        &json,
-                    );
+                if !self.inner.read_repair {
+                    let value = self.bind_tree(key, env.payload_version, version, obj)?;
+                    return Ok((value, env, true));
+                }
+                let tree = serde_json::Value::Object(obj);
+                let value = T::deserialize(&tree).map_err(|e| CollectionError::Bind {
+                    collection: self.inner.name.clone(),
+                    key: key.to_string(),
+                    stored: env.payload_version,
+                    version,
+                    source: e,
+                })?;
+                if let serde_json::Value::Object(obj) = tree {
+                    // The tree already binds: the rewrite only encodes it.
+                    match self
+                        .rewriter(None)
+                        .finish(key, env, version, obj, |_| Ok(()))
+                    {
+                        Ok(new) => self.repair(key, full_key, bytes, new),
+                        Err(e) => {
+                            tracing::debug!(collection = %self.inner.name, error = %e, "read-repair skipped");
+                        }
+                    }
                 }
                 Ok((value, env, true))
             }
@@ -390,7 +424,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
 
     /// Read-repair: compare-and-swap the upcast form over exactly the bytes that were
     /// read. Never fails the read.
-    fn repair(&self, key: &str, full_key: &[u8], old: &[u8], env: Envelope, json: &[u8]) {
+    fn repair(&self, key: &str, full_key: &[u8], old: &[u8], new: Vec<u8>) {
         let guarded = match self.check_guards() {
             Ok(p) => p,
             Err(e) => {
@@ -400,7 +434,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         };
         let mut batch = Batch::new()
             .require_eq(full_key.to_vec(), old.to_vec())
-            .set(full_key.to_vec(), envelope::encode(env, json));
+            .set(full_key.to_vec(), new);
         for p in guarded {
             batch.push_precondition(p);
         }
@@ -461,28 +495,12 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             Bound::Included(e) => Bound::Included(self.key_of(e)),
             Bound::Excluded(e) => Bound::Excluded(self.key_of(e)),
         };
-        Iter {
-            coll: self,
-            scan_prefix: prefix,
-            after,
-            first,
-            end,
-            buf: VecDeque::new(),
-            done: false,
-        }
+        Iter::new(self, &prefix, after, first, end)
     }
 
     /// Iterates the documents whose key starts with `key_prefix`, in key order.
     pub fn scan_prefix(&self, key_prefix: &str) -> Iter<'_, T> {
-        Iter {
-            coll: self,
-            scan_prefix: self.key_of(key_prefix),
-            after: None,
-            first: None,
-            end: Bound::Unbounded,
-            buf: VecDeque::new(),
-            done: false,
-        }
+        Iter::new(self, &self.key_of(key_prefix), None, None, Bound::Unbounded)
     }
 
     /// Writes a document unconditionally (last writer wins); returns its new lock
@@ -639,16 +657,16 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
     }
 }
 
-/// An iterator over documents in key order, reading the store page by page. Every item
-/// goes through the payload read path; a document that fails to read yields an `Err`
-/// item and iteration continues with the next one.
+/// An iterator over documents in key order, reading the store page by page (through the
+/// store's one page iterator, [`strata_store::Pages`]). Every item goes through the
+/// payload read path; a document that fails to read yields an `Err` item and iteration
+/// continues with the next one; a failed scan yields one `Err` and ends it.
 pub struct Iter<'a, T> {
     coll: &'a Collection<T>,
-    scan_prefix: Vec<u8>,
-    after: Option<Vec<u8>>,
     first: Option<Vec<u8>>,
+    records: Option<Records<'a, Store>>,
+    failed: Option<CollectionError>,
     end: Bound<Vec<u8>>,
-    buf: VecDeque<Record>,
     done: bool,
 }
 
@@ -661,31 +679,38 @@ impl<T> std::fmt::Debug for Iter<'_, T> {
     }
 }
 
-impl<T: Serialize + DeserializeOwned> Iter<'_, T> {
-    fn fill(&mut self) -> Result<(), CollectionError> {
-        let name = &self.coll.inner.name;
-        if let Some(first) = self.first.take() {
-            if let Some(value) = self.coll.get_raw(&first)? {
-                self.buf.push_back(Record { key: first, value });
-                return Ok(());
-            }
+impl<'a, T> Iter<'a, T> {
+    fn new(
+        coll: &'a Collection<T>,
+        scan_prefix: &[u8],
+        after: Option<Vec<u8>>,
+        first: Option<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+    ) -> Self {
+        let (records, failed) = match ScanLimits::new(ITER_PAGE_RECORDS, ITER_PAGE_BYTES) {
+            Ok(limits) => (
+                Some(
+                    Pages::new(&coll.inner.store, scan_prefix, limits)
+                        .after(after.as_deref())
+                        .records(),
+                ),
+                None,
+            ),
+            Err(e) => (None, Some(CollectionError::store(&coll.inner.name, e))),
+        };
+        Iter {
+            coll,
+            first,
+            records,
+            failed,
+            end,
+            done: false,
         }
-        let limits = ScanLimits::new(ITER_PAGE_RECORDS, ITER_PAGE_BYTES)
-            .map_err(|e| CollectionError::store(name, e))?;
-        let page = self
-            .coll
-            .inner
-            .store
-            .scan(&self.scan_prefix, self.after.as_deref(), limits)
-            .map_err(|e| CollectionError::store(name, e))?;
-        if !page.more {
-            self.done = true;
-        }
-        if let Some(c) = page.cursor() {
-            self.after = Some(c.to_vec());
-        }
-        self.buf.extend(page.records);
-        Ok(())
+    }
+
+    fn stop(&mut self, e: CollectionError) -> Option<Result<Document<T>, CollectionError>> {
+        self.done = true;
+        Some(Err(e))
     }
 }
 
@@ -693,31 +718,47 @@ impl<T: Serialize + DeserializeOwned> Iterator for Iter<'_, T> {
     type Item = Result<Document<T>, CollectionError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some(rec) = self.buf.pop_front() {
-                let past_end = match &self.end {
-                    Bound::Unbounded => false,
-                    Bound::Included(e) => rec.key > *e,
-                    Bound::Excluded(e) => rec.key >= *e,
-                };
-                if past_end {
+        if self.done {
+            return None;
+        }
+        if let Some(e) = self.failed.take() {
+            return self.stop(e);
+        }
+        let rec = match self.first.take() {
+            Some(first) => match self.coll.get_raw(&first) {
+                Ok(Some(value)) => Some(Record { key: first, value }),
+                Ok(None) => None,
+                Err(e) => return self.stop(e),
+            },
+            None => None,
+        };
+        let rec = match rec {
+            Some(r) => r,
+            None => match self.records.as_mut().and_then(Iterator::next) {
+                None => {
                     self.done = true;
-                    self.buf.clear();
                     return None;
                 }
-                let key = match self.coll.suffix_of(&rec.key) {
-                    Ok(k) => k,
-                    Err(e) => return Some(Err(e)),
-                };
-                return Some(self.coll.read_document(key, &rec.key, &rec.value));
-            }
-            if self.done {
-                return None;
-            }
-            if let Err(e) = self.fill() {
-                self.done = true;
-                return Some(Err(e));
-            }
+                Some(Err(e)) => {
+                    let e = CollectionError::store(&self.coll.inner.name, e);
+                    return self.stop(e);
+                }
+                Some(Ok(r)) => r,
+            },
+        };
+        let past_end = match &self.end {
+            Bound::Unbounded => false,
+            Bound::Included(e) => rec.key > *e,
+            Bound::Excluded(e) => rec.key >= *e,
+        };
+        if past_end {
+            self.done = true;
+            return None;
         }
+        let key = match self.coll.suffix_of(&rec.key) {
+            Ok(k) => k,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(self.coll.read_document(key, &rec.key, &rec.value))
     }
 }

@@ -1,14 +1,15 @@
 //! How a collection is declared: protected fields, the upcast chain, read-repair, guards.
 
 use crate::collection::GuardError;
-use crate::payload::chain::{JsonObject, Mode, Step, StepError};
+use crate::payload::chain::{JsonObject, Mode, StepError, UpcastStep};
+use crate::policy::SchemaOptions;
 use std::fmt::Debug;
 use std::sync::Arc;
 use strata_store::Precondition;
 
 /// A pre-write check run before every write of a collection (`put`, `insert`, `update`,
-/// `delete`, read-repair and sweep rewrites). The policy layer implements it (strategy
-/// rejection, write fence, stale generation); returning an error refuses the write with
+/// `delete`, read-repair and sweep rewrites), after the shape policy's own check (which
+/// every collection runs, see [`crate::policy`]); returning an error refuses the write with
 /// [`CollectionError::Guard`](crate::collection::CollectionError::Guard) and nothing is
 /// written.
 pub trait WriteGuard: Send + Sync + Debug {
@@ -50,9 +51,10 @@ pub struct CollectionOptions {
     identity: Vec<String>,
     lock_field: Option<String>,
     version_field: Option<String>,
-    steps: Vec<Step>,
+    steps: Vec<UpcastStep>,
     read_repair: bool,
     guards: Vec<Arc<dyn WriteGuard>>,
+    schema: SchemaOptions,
 }
 
 impl CollectionOptions {
@@ -94,12 +96,12 @@ impl CollectionOptions {
     where
         F: Fn(&mut JsonObject) -> Result<(), StepError> + Send + Sync + 'static,
     {
-        self.steps.push(Step::new(from, mode, step));
+        self.steps.push(UpcastStep::new(from, mode, step));
         self
     }
 
     /// Adds an already built step.
-    pub fn step(mut self, step: Step) -> Self {
+    pub fn step(mut self, step: UpcastStep) -> Self {
         self.steps.push(step);
         self
     }
@@ -118,9 +120,22 @@ impl CollectionOptions {
         self
     }
 
+    /// The shape policy of the collection: persist its JSON Schema (derived from the
+    /// document type) and run schema-update strategies on open. See
+    /// [`crate::policy`].
+    pub fn schema(mut self, schema: SchemaOptions) -> Self {
+        self.schema = schema;
+        self
+    }
+
     /// The declared steps, in declaration order.
-    pub fn steps(&self) -> &[Step] {
+    pub fn steps(&self) -> &[UpcastStep] {
         &self.steps
+    }
+
+    /// The schema options given with [`CollectionOptions::schema`].
+    pub fn schema_options(&self) -> &SchemaOptions {
+        &self.schema
     }
 
     pub(crate) fn into_parts(self) -> OptionParts {
@@ -136,6 +151,7 @@ impl CollectionOptions {
             steps: self.steps,
             read_repair: self.read_repair,
             guards: self.guards,
+            schema: self.schema,
         }
     }
 }
@@ -143,7 +159,8 @@ impl CollectionOptions {
 pub(crate) struct OptionParts {
     pub(crate) protected: Vec<String>,
     pub(crate) version_field: Option<String>,
-    pub(crate) steps: Vec<Step>,
+    pub(crate) steps: Vec<UpcastStep>,
     pub(crate) read_repair: bool,
     pub(crate) guards: Vec<Arc<dyn WriteGuard>>,
+    pub(crate) schema: SchemaOptions,
 }

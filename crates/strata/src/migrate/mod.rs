@@ -1,7 +1,7 @@
 //! Explicit, resumable, memory-bounded migrations (the "Migration boundary", "Migration
 //! registry" and "Legacy migration" parts of the Numax seed).
 //!
-//! * Every table owns a [`TableMigrations`] registry of `N → N+1` [`Step`]s, validated
+//! * Every table owns a [`TableMigrations`] registry of `N → N+1` [`RecordStep`]s, validated
 //!   before anything runs ([`Registry::validate`]).
 //! * A [`Migrator`] takes the store's exclusive write lease for its whole session, then
 //!   walks every table independently: it reads the header (no header, or an explicit v0
@@ -9,7 +9,7 @@
 //!   step as one [`crate::pass`] whose final batch writes the step's header and deletes the
 //!   checkpoint atomically. A chain `0 → 1 → 2` writes the intermediate header before the
 //!   next step starts from a fresh checkpoint.
-//! * The legacy step ([`Step::certify`]) validates every record with the table decoder and
+//! * The legacy step ([`RecordStep::certify`]) validates every record with the table decoder and
 //!   never rewrites a payload.
 //! * [`verify`] is the read-only full certification scan behind `strata verify`.
 //!
@@ -38,16 +38,15 @@ pub use checkpoint::{
     CHECKPOINT_FORMAT, CHECKPOINT_MAGIC,
 };
 pub use error::MigrateError;
-pub use registry::{RecordStepFn, Registry, Step, TableMigrations};
+pub use registry::{RecordStep, RecordStepFn, Registry, TableMigrations};
 
 use crate::catalog::{Catalog, TableDef};
 use crate::header::{checkpoint_key, header_key, SchemaHeader};
-use crate::pass::{Pass, PassError, PassLimits, Progress, RecordRef};
+use crate::pass::{Pass, PassError, PassLimits, Progress, RawCheckpoint, RecordError, RecordRef};
 use serde::Serialize;
 use std::time::Instant;
 use strata_store::{
-    lease_holder, Batch, ExclusiveSession, KvRead, KvWrite, Mutation, ScanLimits, Store,
-    StoreError, Visit,
+    lease_holder, Batch, ExclusiveSession, KvRead, KvWrite, Mutation, Store, StoreError,
 };
 
 /// What happened to one table.
@@ -482,7 +481,7 @@ fn read_header(t: &TableDef, bytes: &[u8]) -> Result<u16, MigrateError> {
 /// table, names this step, and its cursor lies inside the table prefix. Returns the cursor.
 fn precheck_checkpoint(
     t: &TableDef,
-    step: &Step,
+    step: &RecordStep,
     key: &[u8],
     bytes: &[u8],
 ) -> Result<Option<Vec<u8>>, MigrateError> {
@@ -541,21 +540,13 @@ pub struct VerifyReport {
     pub seconds: f64,
 }
 
-/// The error [`verify`] returns for the first record that does not decode.
-fn verify_failure(t: &TableDef, key: Vec<u8>, reason: String) -> MigrateError {
-    MigrateError::VerifyFailed {
-        table: t.name().to_string(),
-        key,
-        reason,
-    }
-}
-
 /// The read-only full certification scan (`strata verify`): decodes every record of every
-/// table of `catalog` (current tables too) in pages bounded by `limits`, and stops at the
-/// first record that does not decode with [`MigrateError::VerifyFailed`] (naming table,
-/// key and reason). Writes nothing, takes no lease.
-/// A record larger than the page budget is read on its own (verification never refuses
-/// a record for its size).
+/// table of `catalog` (current tables too) with the bulk pass run read-only
+/// ([`Pass::run_read_only`], the same loop as a dry run) in pages bounded by `limits`, and
+/// stops at the first record that does not decode with [`MigrateError::VerifyFailed`]
+/// (naming table, key and reason). Writes nothing, takes no lease.
+/// A record larger than the page budget is read on its own (a read-only pass commits
+/// nothing, so verification never refuses a record for its size).
 pub fn verify<S: KvRead + ?Sized>(
     store: &S,
     catalog: &Catalog,
@@ -563,78 +554,31 @@ pub fn verify<S: KvRead + ?Sized>(
     mut on_progress: impl FnMut(&Progress<'_>),
 ) -> Result<VerifyReport, MigrateError> {
     let started = Instant::now();
-    let scan_limits = ScanLimits::new(limits.max_records(), limits.max_bytes()).map_err(|e| {
-        MigrateError::Pass(PassError::InvalidLimits {
-            reason: e.to_string(),
-        })
-    })?;
     let mut out = Vec::with_capacity(catalog.tables().len());
     for t in catalog.tables() {
-        let table_started = Instant::now();
-        let store_err = |source| MigrateError::Store {
-            table: t.name().to_string(),
-            source,
+        // Never written: a read-only pass reads its checkpoint key once and finds nothing.
+        let codec = RawCheckpoint::new([b"__nx/verify/", t.name().as_bytes()].concat());
+        let processor = |r: &RecordRef<'_>, _: &mut Vec<Mutation>| -> Result<(), RecordError> {
+            t.decode(r.key, r.value).map_err(RecordError::new)
         };
-        let (mut records, mut bytes, mut pages) = (0u64, 0u64, 0u64);
-        let mut cursor: Option<Vec<u8>> = None;
-        let mut last: Vec<u8> = Vec::new();
-        loop {
-            // Records are decoded in place, as the backend hands them over (no copy).
-            let mut failure: Option<(Vec<u8>, String)> = None;
-            let scanned = store.scan_visit(
-                t.prefix(),
-                cursor.as_deref(),
-                scan_limits,
-                &mut |key: &[u8], value: &[u8]| {
-                    if let Err(reason) = t.decode(key, value) {
-                        failure = Some((key.to_vec(), reason));
-                        return Visit::Stop;
-                    }
-                    records += 1;
-                    bytes += (key.len() + value.len()) as u64;
-                    last.clear();
-                    last.extend_from_slice(key);
-                    Visit::Continue
+        let report = Pass::new(t.name(), t.prefix().to_vec(), &codec)
+            .limits(limits)
+            .on_progress(|p: &Progress<'_>| on_progress(p))
+            .run_read_only(store, processor)
+            .map_err(|e| match e {
+                PassError::InvalidRecord {
+                    table, key, reason, ..
+                } => MigrateError::VerifyFailed { table, key, reason },
+                PassError::Store { source, .. } => MigrateError::Store {
+                    table: t.name().to_string(),
+                    source,
                 },
-            );
-            if let Some((key, reason)) = failure {
-                return Err(verify_failure(t, key, reason));
-            }
-            let end = match scanned {
-                Ok(end) => end,
-                Err(StoreError::RecordTooLarge { key, .. }) => {
-                    let value = store.get(&key).map_err(store_err)?.unwrap_or_default();
-                    if let Err(reason) = t.decode(&key, &value) {
-                        return Err(verify_failure(t, key, reason));
-                    }
-                    records += 1;
-                    bytes += (key.len() + value.len()) as u64;
-                    cursor = Some(key);
-                    continue;
-                }
-                Err(e) => return Err(store_err(e)),
-            };
-            pages += 1;
-            if end.records > 0 {
-                cursor = Some(last.clone());
-            }
-            on_progress(&Progress {
-                table: t.name(),
-                records,
-                bytes,
-                batches: pages,
-                elapsed: table_started.elapsed(),
-                cursor: cursor.as_deref(),
-                done: !end.more,
-            });
-            if !end.more {
-                break;
-            }
-        }
+                other => MigrateError::Pass(other),
+            })?;
         out.push(VerifiedTable {
             table: t.name().to_string(),
-            records,
-            bytes,
+            records: report.records,
+            bytes: report.bytes,
         });
     }
     Ok(VerifyReport {

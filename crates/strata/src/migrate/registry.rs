@@ -21,15 +21,15 @@ enum StepAction {
 
 /// One `from → to` step of a table's registry.
 #[derive(Clone)]
-pub struct Step {
+pub struct RecordStep {
     from: u16,
     to: u16,
     action: StepAction,
 }
 
-impl fmt::Debug for Step {
+impl fmt::Debug for RecordStep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Step")
+        f.debug_struct("RecordStep")
             .field("from", &self.from)
             .field("to", &self.to)
             .field("certify", &matches!(self.action, StepAction::Certify))
@@ -37,11 +37,11 @@ impl fmt::Debug for Step {
     }
 }
 
-impl Step {
+impl RecordStep {
     /// A certification step: validates every record with the table's decoder and rewrites
     /// nothing (the legacy `v0 → v1` step).
     pub fn certify(from: u16, to: u16) -> Self {
-        Step {
+        RecordStep {
             from,
             to,
             action: StepAction::Certify,
@@ -54,7 +54,7 @@ impl Step {
         to: u16,
         f: impl Fn(&RecordRef<'_>) -> Result<Vec<Mutation>, RecordError> + Send + Sync + 'static,
     ) -> Self {
-        Step {
+        RecordStep {
             from,
             to,
             action: StepAction::Records(Arc::new(f)),
@@ -101,7 +101,7 @@ impl Step {
 pub struct TableMigrations {
     table: TableDef,
     oldest: u16,
-    steps: Vec<Step>,
+    steps: Vec<RecordStep>,
 }
 
 impl TableMigrations {
@@ -121,7 +121,7 @@ impl TableMigrations {
     }
 
     /// Adds a step (order of registration does not matter).
-    pub fn step(mut self, step: Step) -> Self {
+    pub fn step(mut self, step: RecordStep) -> Self {
         self.steps.push(step);
         self.steps.sort_by_key(|s| s.from);
         self
@@ -138,12 +138,12 @@ impl TableMigrations {
     }
 
     /// The steps in version order.
-    pub fn steps(&self) -> &[Step] {
+    pub fn steps(&self) -> &[RecordStep] {
         &self.steps
     }
 
     /// The step leaving `version`.
-    pub fn step_from(&self, version: u16) -> Option<&Step> {
+    pub fn step_from(&self, version: u16) -> Option<&RecordStep> {
         self.steps.iter().find(|s| s.from == version)
     }
 
@@ -234,7 +234,7 @@ impl Registry {
         for t in catalog.tables() {
             let mut tm = TableMigrations::new(t.clone());
             for v in 0..t.current_version() {
-                tm = tm.step(Step::certify(v, v + 1));
+                tm = tm.step(RecordStep::certify(v, v + 1));
             }
             r = r.table(tm);
         }

@@ -5,6 +5,7 @@ use crate::header::{checkpoint_key, header_key};
 use strata_store::{KvRead, StoreError};
 
 pub mod decode;
+mod error;
 pub mod wire;
 
 /// The version of every Numax table this build reads and writes.

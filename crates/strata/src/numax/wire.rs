@@ -29,7 +29,7 @@
 //! # Ok::<(), strata::numax::decode::DecodeError>(())
 //! ```
 
-use crate::numax::decode::DecodeError;
+use crate::numax::error::DecodeError;
 use crate::numax::NUMAX_TABLES;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};

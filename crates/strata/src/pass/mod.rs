@@ -62,6 +62,13 @@ pub const DEFAULT_MAX_RECORDS: usize = 512;
 pub const DEFAULT_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// The two bounds of one batch: a record count and one shared byte budget.
+///
+/// Every bulk rewrite takes its settings the same way — one `PassLimits` (`.limits(..)`)
+/// and one abort check (`.abort_when(..)`, polled at every batch boundary) — on
+/// [`Migrator`](crate::migrate::Migrator),
+/// [`SweepOptions`](crate::payload::SweepOptions) and
+/// [`CutoverOptions`](crate::policy::CutoverOptions), with the one set of defaults below
+/// ([`DEFAULT_MAX_RECORDS`] records, [`DEFAULT_MAX_BYTES`] bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PassLimits {
     max_records: usize,
@@ -295,6 +302,7 @@ type AbortFn<'a> = Box<dyn FnMut() -> bool + 'a>;
 type ProgressFn<'a> = Box<dyn FnMut(&Progress<'_>) + 'a>;
 type BatchHookFn<'a> = Box<dyn FnMut(&mut Batch, &BatchInfo<'_>) -> Result<(), HookError> + 'a>;
 type CompleteHookFn<'a> = Box<dyn FnMut(&mut Batch) -> Result<(), HookError> + 'a>;
+type NarrowFn<'a> = Box<dyn FnMut(&[Vec<u8>]) + 'a>;
 
 /// A configured bulk pass over one table (see the [module docs](self)).
 pub struct Pass<'a> {
@@ -308,6 +316,9 @@ pub struct Pass<'a> {
     progress: Option<ProgressFn<'a>>,
     on_batch: Option<BatchHookFn<'a>>,
     on_complete: Option<CompleteHookFn<'a>>,
+    row_conditions: bool,
+    on_narrow: Option<NarrowFn<'a>>,
+    read_only: bool,
 }
 
 impl std::fmt::Debug for Pass<'_> {
@@ -344,7 +355,30 @@ impl<'a> Pass<'a> {
             progress: None,
             on_batch: None,
             on_complete: None,
+            row_conditions: false,
+            on_narrow: None,
+            read_only: false,
         }
+    }
+
+    /// Per-row conditional writes (off by default): every record whose mutations write its
+    /// own key is written only if it still holds the bytes the pass read (the batch carries
+    /// one precondition per such row). When a batch fails because rows changed since they
+    /// were read, the pass re-reads its rows, drops the changed ones (and their
+    /// mutations), tells [`Pass::on_narrow`] which, re-encodes the checkpoint and retries
+    /// the narrowed batch; a conflict no row explains is returned. Every retry drops at
+    /// least one row, so a batch is tried at most rows + 1 times. Not in a dry run.
+    pub fn row_conditions(mut self, on: bool) -> Self {
+        self.row_conditions = on;
+        self
+    }
+
+    /// Called with the full keys of the rows dropped from a batch because they changed
+    /// since they were read (see [`Pass::row_conditions`]), before the checkpoint of the
+    /// narrowed batch is encoded.
+    pub fn on_narrow(mut self, f: impl FnMut(&[Vec<u8>]) + 'a) -> Self {
+        self.on_narrow = Some(Box::new(f));
+        self
     }
 
     /// Sets the batch limits.
@@ -402,6 +436,21 @@ impl<'a> Pass<'a> {
     pub fn on_complete(mut self, f: impl FnMut(&mut Batch) -> Result<(), HookError> + 'a) -> Self {
         self.on_complete = Some(Box::new(f));
         self
+    }
+
+    /// Runs the pass read-only over a store that need not be writable (verification):
+    /// a dry run whose byte budget bounds only what one page reads. The one oversize rule:
+    /// the budget binds what a batch commits, so a writing pass (and its dry run) refuses
+    /// a record it could not commit within it ([`PassError::RecordTooLarge`]), while a
+    /// read-only pass, which commits nothing, reads such a record on its own.
+    pub fn run_read_only<S, P>(mut self, store: &S, processor: P) -> Result<PassReport, PassError>
+    where
+        S: KvRead + ?Sized,
+        P: Processor,
+    {
+        self.dry_run = true;
+        self.read_only = true;
+        self.run(&ReadOnly(store), processor)
     }
 
     /// Runs the pass to completion over `store` (a [`strata_store::Store`], a
@@ -490,6 +539,7 @@ impl<'a> Pass<'a> {
                         Ok(Some(cost)) => {
                             outcome = PageOutcome::Overflow {
                                 key: key.to_vec(),
+                                value: this.row_conditions.then(|| value.to_vec()),
                                 value_len: value.len(),
                                 cost,
                             };
@@ -508,6 +558,28 @@ impl<'a> Pass<'a> {
             }
             let end = match scanned {
                 Ok(end) => end,
+                Err(StoreError::RecordTooLarge { key, .. }) if self.read_only => {
+                    // Nothing is committed: read the record on its own.
+                    if acc.records > 0 {
+                        self.commit(store, &mut acc, &mut st, false)?;
+                        self.poll_abort(&st)?;
+                    }
+                    let value = store
+                        .get(&key)
+                        .map_err(|e| self.store_err(&st, e))?
+                        .unwrap_or_default();
+                    self.take(
+                        &key,
+                        &value,
+                        &mut processor,
+                        &mut scratch,
+                        &mut acc,
+                        &mut st,
+                        &ck_key,
+                    )?;
+                    cursor = Some(key);
+                    continue;
+                }
                 Err(StoreError::RecordTooLarge { .. }) if acc.records > 0 => {
                     // The next record does not fit in what is left of this batch.
                     self.commit(store, &mut acc, &mut st, false)?;
@@ -527,6 +599,7 @@ impl<'a> Pass<'a> {
             };
             if let PageOutcome::Overflow {
                 key,
+                value,
                 value_len,
                 cost,
             } = outcome
@@ -534,7 +607,15 @@ impl<'a> Pass<'a> {
                 // Commit what the batch holds; this record starts the next one.
                 self.commit(store, &mut acc, &mut st, false)?;
                 self.poll_abort(&st)?;
-                self.admit(&key, value_len, cost, &mut scratch, &mut acc, &mut st)?;
+                self.admit(
+                    &key,
+                    value.as_deref(),
+                    value_len,
+                    cost,
+                    &mut scratch,
+                    &mut acc,
+                    &mut st,
+                )?;
             }
             if let Some(k) = &acc.last_key {
                 cursor = Some(k.clone());
@@ -597,7 +678,7 @@ impl<'a> Pass<'a> {
             }
             cost = cost.saturating_add(m.size());
         }
-        if cost > self.limits.max_bytes {
+        if cost > self.limits.max_bytes && !self.read_only {
             return Err(PassError::BatchTooLarge {
                 table: self.table.clone(),
                 key: key.to_vec(),
@@ -612,14 +693,16 @@ impl<'a> Pass<'a> {
         {
             return Ok(Some(cost));
         }
-        self.admit(key, value.len(), cost, scratch, acc, st)?;
+        self.admit(key, Some(value), value.len(), cost, scratch, acc, st)?;
         Ok(None)
     }
 
     /// Adds a processed record (its mutations are in `scratch`) to the batch.
+    #[allow(clippy::too_many_arguments)]
     fn admit(
         &self,
         key: &[u8],
+        value: Option<&[u8]>,
         value_len: usize,
         cost: usize,
         scratch: &mut Vec<Mutation>,
@@ -631,9 +714,20 @@ impl<'a> Pass<'a> {
                 return Err(self.forbidden(st, key, m.key(), MutationRule::Duplicate));
             }
         }
+        let start = acc.mutations.len();
+        let own = self.row_conditions && scratch.iter().any(|m| m.key() == key);
         for m in scratch.drain(..) {
             acc.keys.insert(m.key().to_vec());
             acc.mutations.push(m);
+        }
+        if own {
+            if let Some(old) = value {
+                acc.rows.push(RowCond {
+                    key: key.to_vec(),
+                    old: old.to_vec(),
+                    mutations: start..acc.mutations.len(),
+                });
+            }
         }
         acc.records += 1;
         acc.bytes += cost;
@@ -695,6 +789,8 @@ impl<'a> Pass<'a> {
     }
 
     /// Commits the accumulated batch (plus checkpoint, plus hooks) and resets `acc`.
+    /// With per-row conditions, a batch that conflicts because rows changed is narrowed
+    /// and retried (see [`Pass::row_conditions`]).
     fn commit<S>(
         &mut self,
         store: &S,
@@ -707,25 +803,44 @@ impl<'a> Pass<'a> {
     {
         let new_cursor = acc.last_key.take().or_else(|| st.cursor.clone());
         let ck_key = self.checkpoint.key().to_vec();
-        let mut batch = Batch::new();
-        let n_mutations = acc.mutations.len() as u64;
-        for m in acc.mutations.drain(..) {
-            batch.push(m);
-        }
-        let new_value = if done {
-            self.checkpoint.finished()
-        } else {
-            Some(
-                self.checkpoint
-                    .encode(new_cursor.as_deref().unwrap_or_default()),
-            )
-        };
+        let mut mutations = std::mem::take(&mut acc.mutations);
+        let mut rows = std::mem::take(&mut acc.rows);
         let info_records = acc.records;
         let info_bytes = acc.bytes;
         acc.records = 0;
         acc.bytes = 0;
         acc.keys.clear();
-        if !self.dry_run {
+        let conditioned = self.row_conditions && !self.dry_run && !rows.is_empty();
+        let (n_mutations, new_value) = loop {
+            let mut batch = Batch::new();
+            let n_mutations = mutations.len() as u64;
+            if conditioned {
+                // Kept for a retry: the store consumes the batch.
+                for m in &mutations {
+                    batch.push(m.clone());
+                }
+                for r in &rows {
+                    batch.push_precondition(strata_store::Precondition::Equals {
+                        key: r.key.clone(),
+                        value: r.old.clone(),
+                    });
+                }
+            } else {
+                for m in mutations.drain(..) {
+                    batch.push(m);
+                }
+            }
+            let new_value = if done {
+                self.checkpoint.finished()
+            } else {
+                Some(
+                    self.checkpoint
+                        .encode(new_cursor.as_deref().unwrap_or_default()),
+                )
+            };
+            if self.dry_run {
+                break (n_mutations, new_value);
+            }
             if self.guard_checkpoint {
                 batch.push_precondition(match &st.durable_value {
                     Some(v) => strata_store::Precondition::Equals {
@@ -770,9 +885,62 @@ impl<'a> Pass<'a> {
                     source,
                 })?;
             }
-            if let Err(source) = store.apply(batch) {
+            let source = match store.apply(batch) {
+                Ok(()) => break (n_mutations, new_value),
+                Err(source) => source,
+            };
+            if !(conditioned && source.is_conflict()) {
                 return Err(self.store_err(st, source));
             }
+            // Which rows changed since they were read?
+            let mut changed = Vec::new();
+            for (i, r) in rows.iter().enumerate() {
+                let now = store.get(&r.key).map_err(|e| self.store_err(st, e))?;
+                if now.as_deref() != Some(r.old.as_slice()) {
+                    changed.push(i);
+                }
+            }
+            if changed.is_empty() {
+                return Err(self.store_err(st, source));
+            }
+            tracing::debug!(table = %self.table, rows = changed.len(), "concurrent writes changed rows of a batch; committing the others");
+            let dropped: Vec<Vec<u8>> = changed.iter().map(|&i| rows[i].key.clone()).collect();
+            let mut keep = vec![true; mutations.len()];
+            for &i in &changed {
+                for j in rows[i].mutations.clone() {
+                    keep[j] = false;
+                }
+            }
+            // Re-index the remaining rows' mutation ranges.
+            let mut new_index = Vec::with_capacity(mutations.len());
+            let mut next = 0;
+            for k in &keep {
+                new_index.push(next);
+                if *k {
+                    next += 1;
+                }
+            }
+            let mut idx = 0;
+            mutations.retain(|_| {
+                let k = keep[idx];
+                idx += 1;
+                k
+            });
+            let mut i = 0;
+            rows.retain(|_| {
+                let k = !changed.contains(&i);
+                i += 1;
+                k
+            });
+            for r in &mut rows {
+                let start = new_index[r.mutations.start];
+                r.mutations = start..start + r.mutations.len();
+            }
+            if let Some(f) = self.on_narrow.as_mut() {
+                f(&dropped);
+            }
+        };
+        if !self.dry_run {
             st.durable_value = new_value;
             st.durable_cursor = new_cursor.clone();
         }
@@ -816,6 +984,8 @@ enum PageOutcome {
     /// The last visited record was processed but the batch must be committed first.
     Overflow {
         key: Vec<u8>,
+        /// The value read (kept only for per-row conditions).
+        value: Option<Vec<u8>>,
         value_len: usize,
         cost: usize,
     },
@@ -823,9 +993,58 @@ enum PageOutcome {
     Failed(PassError),
 }
 
+/// The store of a read-only pass: reads pass through, a write is a bug (a dry run never
+/// writes) and is refused.
+struct ReadOnly<'s, S: ?Sized>(&'s S);
+
+impl<S: KvRead + ?Sized> KvRead for ReadOnly<'_, S> {
+    fn get(&self, key: &[u8]) -> strata_store::Result<Option<Vec<u8>>> {
+        self.0.get(key)
+    }
+    fn scan(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+    ) -> strata_store::Result<strata_store::ScanPage> {
+        self.0.scan(prefix, after, limits)
+    }
+    fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
+        self.0.prefix_exists(prefix)
+    }
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
+    ) -> strata_store::Result<strata_store::VisitEnd> {
+        self.0.scan_visit(prefix, after, limits, visit)
+    }
+}
+
+impl<S: ?Sized> KvWrite for ReadOnly<'_, S> {
+    fn apply(&self, _: Batch) -> strata_store::Result<()> {
+        Err(StoreError::InvalidArgument(
+            "a read-only pass does not write".into(),
+        ))
+    }
+    fn flush(&self) -> strata_store::Result<()> {
+        Ok(())
+    }
+}
+
+/// One conditioned row of a batch: its key, the bytes read, its mutations' range.
+struct RowCond {
+    key: Vec<u8>,
+    old: Vec<u8>,
+    mutations: std::ops::Range<usize>,
+}
+
 #[derive(Default)]
 struct Acc {
     mutations: Vec<Mutation>,
+    rows: Vec<RowCond>,
     keys: HashSet<Vec<u8>>,
     records: usize,
     bytes: usize,

@@ -1,6 +1,5 @@
 //! Upcast chains: pure steps over the raw JSON object, declared per collection in code.
 
-use crate::collection::CollectionError;
 use serde_json::{Map, Value};
 use std::fmt;
 use std::sync::Arc;
@@ -76,29 +75,29 @@ pub type StepFn = Arc<dyn Fn(&mut JsonObject) -> Result<(), StepError> + Send + 
 
 /// One upcast step `from → from + 1`.
 #[derive(Clone)]
-pub struct Step {
+pub struct UpcastStep {
     from: i32,
     mode: Mode,
     func: StepFn,
 }
 
-impl fmt::Debug for Step {
+impl fmt::Debug for UpcastStep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Step")
+        f.debug_struct("UpcastStep")
             .field("from", &self.from)
             .field("mode", &self.mode)
             .finish_non_exhaustive()
     }
 }
 
-impl Step {
+impl UpcastStep {
     /// A step upcasting from `from` to `from + 1`.
     pub fn new(
         from: i32,
         mode: Mode,
         func: impl Fn(&mut JsonObject) -> Result<(), StepError> + Send + Sync + 'static,
     ) -> Self {
-        Step {
+        UpcastStep {
             from,
             mode,
             func: Arc::new(func),
@@ -126,36 +125,69 @@ impl Step {
     }
 }
 
+/// An invalid upcast chain declaration (see [`UpcastChain::new`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChainError {
+    /// The chain skips a version.
+    #[error("upcast chain of collection `{collection}` has a gap: expected a step from v{expected}, found one from v{found}; declare every step from 1 up without holes")]
+    Gap {
+        /// The collection.
+        collection: String,
+        /// The `from` version the chain needed next.
+        expected: i32,
+        /// The `from` version found instead.
+        found: i32,
+    },
+    /// Two steps upcast from the same version.
+    #[error("upcast chain of collection `{collection}` declares two steps from v{from}; declare each step once")]
+    Duplicate {
+        /// The collection.
+        collection: String,
+        /// The duplicated `from` version.
+        from: i32,
+    },
+    /// A step from below the initial payload version 1.
+    #[error("upcast chain of collection `{collection}` declares a step from v{from}, below the initial payload version 1; steps start at 1")]
+    BelowInitial {
+        /// The collection.
+        collection: String,
+        /// The offending `from` version.
+        from: i32,
+    },
+}
+
 /// A validated, contiguous chain of steps starting at [`INITIAL_PAYLOAD_VERSION`].
 /// Cloning is cheap and shares the steps.
 #[derive(Debug, Clone, Default)]
 pub struct UpcastChain {
-    steps: Arc<[Step]>,
+    steps: Arc<[UpcastStep]>,
 }
 
 impl UpcastChain {
     /// Validates `steps` (in any order) for `collection`: a step from below 1 is
-    /// [`CollectionError::ChainBelowInitial`], two steps from one version
-    /// [`CollectionError::ChainDuplicate`], a missing version [`CollectionError::ChainGap`].
+    /// [`ChainError::BelowInitial`], two steps from one version [`ChainError::Duplicate`],
+    /// a missing version [`ChainError::Gap`] (each becomes the same-named
+    /// `CollectionError::Chain*` when a collection is opened).
     ///
     /// ```
-    /// use strata::payload::{Mode, Step, UpcastChain};
+    /// use strata::payload::{Mode, UpcastStep, UpcastChain};
     /// let chain = UpcastChain::new("accounts", vec![
-    ///     Step::new(2, Mode::Eager, |_| Ok(())),
-    ///     Step::new(1, Mode::Lazy, |_| Ok(())),
+    ///     UpcastStep::new(2, Mode::Eager, |_| Ok(())),
+    ///     UpcastStep::new(1, Mode::Lazy, |_| Ok(())),
     /// ])?;
     /// assert_eq!(chain.current_version(), 3);
     /// assert_eq!(chain.eager_target_version(), Some(3));
     /// let gap = UpcastChain::new("accounts", vec![
-    ///     Step::new(1, Mode::Lazy, |_| Ok(())),
-    ///     Step::new(3, Mode::Lazy, |_| Ok(())),
+    ///     UpcastStep::new(1, Mode::Lazy, |_| Ok(())),
+    ///     UpcastStep::new(3, Mode::Lazy, |_| Ok(())),
     /// ]);
     /// assert!(gap.is_err());
-    /// # Ok::<(), strata::collection::CollectionError>(())
+    /// # Ok::<(), strata::payload::chain::ChainError>(())
     /// ```
-    pub fn new(collection: &str, mut steps: Vec<Step>) -> Result<Self, CollectionError> {
+    pub fn new(collection: &str, mut steps: Vec<UpcastStep>) -> Result<Self, ChainError> {
         if let Some(s) = steps.iter().find(|s| s.from < INITIAL_PAYLOAD_VERSION) {
-            return Err(CollectionError::ChainBelowInitial {
+            return Err(ChainError::BelowInitial {
                 collection: collection.to_string(),
                 from: s.from,
             });
@@ -163,7 +195,7 @@ impl UpcastChain {
         steps.sort_by_key(|s| s.from);
         for pair in steps.windows(2) {
             if pair[0].from == pair[1].from {
-                return Err(CollectionError::ChainDuplicate {
+                return Err(ChainError::Duplicate {
                     collection: collection.to_string(),
                     from: pair[0].from,
                 });
@@ -172,7 +204,7 @@ impl UpcastChain {
         let mut expected = INITIAL_PAYLOAD_VERSION;
         for s in &steps {
             if s.from != expected {
-                return Err(CollectionError::ChainGap {
+                return Err(ChainError::Gap {
                     collection: collection.to_string(),
                     expected,
                     found: s.from,
@@ -206,16 +238,16 @@ impl UpcastChain {
             .iter()
             .rev()
             .find(|s| s.mode == Mode::Eager)
-            .map(Step::to)
+            .map(UpcastStep::to)
     }
 
     /// An immutable snapshot of the steps, ordered by `from`.
-    pub fn steps(&self) -> Arc<[Step]> {
+    pub fn steps(&self) -> Arc<[UpcastStep]> {
         Arc::clone(&self.steps)
     }
 
     /// The step upcasting from `from`, if declared.
-    pub fn step_from(&self, from: i32) -> Option<&Step> {
+    pub fn step_from(&self, from: i32) -> Option<&UpcastStep> {
         let idx = usize::try_from(from.checked_sub(INITIAL_PAYLOAD_VERSION)?).ok()?;
         self.steps.get(idx)
     }
@@ -299,8 +331,7 @@ impl Upcaster {
         // One snapshot serves every step: after each step the protected fields are put
         // back to it, so they hold the snapshot's values again before the next one. A field
         // the step left alone is not rewritten (no clone, no allocation).
-        let snapshot: Vec<Option<Value>> =
-            self.protected.iter().map(|f| obj.get(f).cloned()).collect();
+        let snapshot = self.snapshot(obj);
         let mut version = stored;
         while version < current {
             let Some(step) = self.chain.step_from(version) else {
@@ -311,19 +342,7 @@ impl Upcaster {
                 from: version,
                 source,
             })?;
-            for (name, saved) in self.protected.iter().zip(&snapshot) {
-                if obj.get(name) == saved.as_ref() {
-                    continue;
-                }
-                match saved {
-                    Some(v) => {
-                        obj.insert(name.clone(), v.clone());
-                    }
-                    None => {
-                        obj.remove(name);
-                    }
-                }
-            }
+            self.restore(obj, &snapshot);
             version = step.to();
         }
         if version != stored {
@@ -332,9 +351,51 @@ impl Upcaster {
         Ok(version)
     }
 
+    /// An upcaster whose chain is `version - 1` steps that change nothing: for a
+    /// collection declared to the policy by its raw schema and payload version only (no
+    /// chain known), so that rows above `version` still count as written by a newer
+    /// build.
+    pub(crate) fn identity_to(version: i32) -> Self {
+        let steps: Vec<UpcastStep> = (INITIAL_PAYLOAD_VERSION
+            ..version.max(INITIAL_PAYLOAD_VERSION))
+            .map(|from| UpcastStep::new(from, Mode::Lazy, |_| Ok(())))
+            .collect();
+        Upcaster {
+            chain: UpcastChain {
+                steps: steps.into(),
+            },
+            protected: Arc::from(Vec::new()),
+            version_field: None,
+        }
+    }
+
+    /// The values of the protected fields (`None`: absent), to restore after code that
+    /// must not change them (a step, a cutover transform).
+    pub(crate) fn snapshot(&self, obj: &JsonObject) -> Vec<Option<Value>> {
+        self.protected.iter().map(|f| obj.get(f).cloned()).collect()
+    }
+
+    /// Puts the protected fields back to `snapshot` (absent stays absent, null stays
+    /// null); a field left alone is not rewritten.
+    pub(crate) fn restore(&self, obj: &mut JsonObject, snapshot: &[Option<Value>]) {
+        for (name, saved) in self.protected.iter().zip(snapshot) {
+            if obj.get(name) == saved.as_ref() {
+                continue;
+            }
+            match saved {
+                Some(v) => {
+                    obj.insert(name.clone(), v.clone());
+                }
+                None => {
+                    obj.remove(name);
+                }
+            }
+        }
+    }
+
     /// Writes `version` into the version field, if one is configured (in place when the
     /// field exists: no key allocation).
-    fn stamp(&self, obj: &mut JsonObject, version: i32) {
+    pub(crate) fn stamp(&self, obj: &mut JsonObject, version: i32) {
         let Some(f) = &self.version_field else {
             return;
         };
@@ -352,8 +413,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn noop(from: i32, mode: Mode) -> Step {
-        Step::new(from, mode, |_| Ok(()))
+    fn noop(from: i32, mode: Mode) -> UpcastStep {
+        UpcastStep::new(from, mode, |_| Ok(()))
     }
 
     #[test]
@@ -384,7 +445,7 @@ mod tests {
     fn upcast_restores_absent_and_null_protected_fields() {
         let chain = UpcastChain::new(
             "c",
-            vec![Step::new(1, Mode::Lazy, |o| {
+            vec![UpcastStep::new(1, Mode::Lazy, |o| {
                 o.insert("id".into(), json!("hijacked"));
                 o.insert("lock".into(), json!(99));
                 o.insert("x".into(), json!(1));
@@ -405,13 +466,13 @@ mod tests {
         let chain = UpcastChain::new(
             "c",
             vec![
-                Step::new(1, Mode::Lazy, |o| {
+                UpcastStep::new(1, Mode::Lazy, |o| {
                     o.insert("id".into(), json!("hijacked"));
                     o.remove("lock");
                     o.insert("seen1".into(), o.get("v").cloned().unwrap_or_default());
                     Ok(())
                 }),
-                Step::new(2, Mode::Eager, |o| {
+                UpcastStep::new(2, Mode::Eager, |o| {
                     if o.get("id") != Some(&json!("a")) || o.get("lock") != Some(&json!(3)) {
                         return Err(StepError::new("protected fields not restored"));
                     }

@@ -2,7 +2,7 @@
 //! path's upcaster, the ahead guard and the eager sweep.
 //!
 //! * [`envelope`] — `NXDV | format | payload version | lock version | JSON`;
-//! * [`chain`] — [`Step`]s `from → from + 1` over the raw JSON object, validated into an
+//! * [`chain`] — [`UpcastStep`]s `from → from + 1` over the raw JSON object, validated into an
 //!   [`UpcastChain`], run by an [`Upcaster`] that protects identity and lock fields;
 //! * [`sweep`] — the leased, cursor-resumed eager sweep on the bulk pass.
 
@@ -11,7 +11,7 @@ pub mod envelope;
 pub mod sweep;
 
 pub use chain::{
-    JsonObject, Mode, Step, StepError, UpcastChain, UpcastFailure, Upcaster,
+    ChainError, JsonObject, Mode, StepError, UpcastChain, UpcastFailure, UpcastStep, Upcaster,
     INITIAL_PAYLOAD_VERSION,
 };
 pub use envelope::{Envelope, EnvelopeError};

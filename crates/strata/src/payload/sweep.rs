@@ -1,14 +1,17 @@
 //! The eager sweep: rewrite every stale document of a collection in bulk, on the
 //! [bulk pass](crate::pass).
 //!
-//! The sweep is not a second migration engine: each document goes through the same
-//! read path as a `get` (envelope → chain → bind check) and the upcast tree is written
-//! back **update-only**: every rewritten row carries a compare-and-swap against the bytes
-//! that were read. When a concurrent write beats the sweep to some rows of a batch, the
-//! sweep re-reads the batch's rows, counts each changed or deleted one as
-//! [conflicted](SweepCounters::conflicted) and leaves it as that write made it (a deleted
-//! row is never resurrected, a changed one never overwritten), and commits the other rows
-//! of the batch — still each under its own compare-and-swap.
+//! The sweep is not a second migration engine nor a second rewriter: each document goes
+//! through the collection's one row rewrite (envelope → chain → bind check, the ahead
+//! guard) and the bulk pass writes it back **update-only** with its per-row conditions
+//! ([`Pass::row_conditions`](crate::pass::Pass::row_conditions)): every rewritten row
+//! carries a compare-and-swap against the bytes that were read. When a concurrent write
+//! beats the sweep to some rows of a batch, the pass re-reads the batch's rows, drops each
+//! changed or deleted one (counted as [conflicted](SweepCounters::conflicted); a deleted row
+//! is never resurrected, a changed one never overwritten) and commits the other rows of
+//! the batch — still each under its own compare-and-swap, no step run twice. A sweep never
+//! writes into a fenced collection: every batch runs the policy's check and carries the
+//! fence bytes it checked.
 //!
 //! Single runner: the marker at `__nx/sweep/<collection>` is also a lease. A sweep claims
 //! it by compare-and-swap, and every batch renews it in the same atomic batch that writes
@@ -21,20 +24,18 @@
 
 use crate::clock::{SharedClock, SystemClock};
 use crate::collection::layout::sweep_key;
-use crate::collection::{Collection, CollectionError, Decoded};
+use crate::collection::rewrite::RowRewrite;
+use crate::collection::{Collection, CollectionError};
 use crate::pass::{
     BatchInfo, CheckpointCodec, HookError, Pass, PassError, PassLimits, RecordError, RecordRef,
 };
-use crate::payload::envelope::Envelope;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use strata_store::{
-    Batch, KvRead, KvWrite, Mutation, Precondition, ScanLimits, ScanPage, StoreError,
-};
+use strata_store::{Batch, KvRead, KvWrite, Mutation, StoreError};
 
 /// Default rows per batch.
 pub const DEFAULT_BATCH_SIZE: usize = 256;
@@ -42,8 +43,6 @@ pub const DEFAULT_BATCH_SIZE: usize = 256;
 pub const DEFAULT_LEASE_MS: u64 = 60_000;
 /// Default minimum spacing between progress lines.
 pub const DEFAULT_PROGRESS_LOG_MS: u64 = 5_000;
-/// Default byte budget of one batch (rows read + rows written).
-pub const DEFAULT_MAX_BYTES: usize = 16 << 20;
 /// Consecutive batch conflicts not explained by a changed row (a write guard's state moved)
 /// tolerated before the sweep gives up for this run.
 const MAX_CONFLICT_RETRIES: u64 = 1_000;
@@ -54,8 +53,7 @@ type AbortCheck = Arc<dyn Fn() -> bool + Send + Sync>;
 #[derive(Clone)]
 pub struct SweepOptions {
     runner_id: String,
-    batch_size: usize,
-    max_bytes: usize,
+    limits: PassLimits,
     abort: Option<AbortCheck>,
     lease_ms: u64,
     progress_log_ms: u64,
@@ -66,8 +64,7 @@ impl fmt::Debug for SweepOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SweepOptions")
             .field("runner_id", &self.runner_id)
-            .field("batch_size", &self.batch_size)
-            .field("max_bytes", &self.max_bytes)
+            .field("limits", &self.limits)
             .field("abort", &self.abort.is_some())
             .field("lease_ms", &self.lease_ms)
             .field("progress_log_ms", &self.progress_log_ms)
@@ -97,13 +94,13 @@ fn random_runner_id() -> String {
 }
 
 impl SweepOptions {
-    /// Defaults: a fresh runner id, batches of 256, 16 MiB byte budget, never aborts, 60 s
-    /// lease, a progress line at most every 5 s, the system clock.
+    /// Defaults: a fresh runner id, the bulk pass's default limits
+    /// ([`PassLimits::default`]: 512 rows, 4 MiB), never aborts, 60 s lease, a progress line
+    /// at most every 5 s, the system clock.
     pub fn new() -> Self {
         SweepOptions {
             runner_id: random_runner_id(),
-            batch_size: DEFAULT_BATCH_SIZE,
-            max_bytes: DEFAULT_MAX_BYTES,
+            limits: PassLimits::default(),
             abort: None,
             lease_ms: DEFAULT_LEASE_MS,
             progress_log_ms: DEFAULT_PROGRESS_LOG_MS,
@@ -117,21 +114,16 @@ impl SweepOptions {
         self
     }
 
-    /// Rows per batch; also the lease-renewal and abort-poll granularity (clamped to ≥ 1).
-    pub fn batch_size(mut self, n: usize) -> Self {
-        self.batch_size = n.max(1);
-        self
-    }
-
-    /// Byte budget of one batch (clamped to ≥ 1).
-    pub fn max_bytes(mut self, n: usize) -> Self {
-        self.max_bytes = n.max(1);
+    /// The batch limits (rows and byte budget) of the bulk pass under the sweep; the rows
+    /// per batch are also the lease-renewal and abort-poll granularity.
+    pub fn limits(mut self, limits: PassLimits) -> Self {
+        self.limits = limits;
         self
     }
 
     /// Polled at every batch boundary; `true` stops the sweep, releasing the lease and
     /// leaving it resumable.
-    pub fn abort_check(mut self, check: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+    pub fn abort_when(mut self, check: impl Fn() -> bool + Send + Sync + 'static) -> Self {
         self.abort = Some(Arc::new(check));
         self
     }
@@ -159,9 +151,9 @@ impl SweepOptions {
         &self.runner_id
     }
 
-    /// The batch size.
-    pub fn get_batch_size(&self) -> usize {
-        self.batch_size
+    /// The batch limits.
+    pub fn get_limits(&self) -> PassLimits {
+        self.limits
     }
 
     /// The lease duration.
@@ -376,15 +368,10 @@ struct RunShared {
     run: SweepCounters,
     /// Counters of the rows processed and not yet committed.
     pending: SweepCounters,
-    /// (key, bytes read) of every row to rewrite that is not committed yet, in key order.
-    expected: Vec<(Vec<u8>, Vec<u8>)>,
     /// The key of the last processed row (a reused buffer).
     last_key: Vec<u8>,
     /// The counters of the last processed row.
     last_delta: SweepCounters,
-    /// Set when the last committed batch was narrowed: (the marker value the pass
-    /// computed for it, the recounted value written instead).
-    marker_fix: Option<(Vec<u8>, Vec<u8>)>,
     /// Set when the marker turned out to belong to another runner.
     lease_lost: bool,
 }
@@ -407,11 +394,8 @@ impl RunShared {
     /// Forgets everything not committed (a failed pass run).
     fn reset_pending(&mut self) {
         self.pending = SweepCounters::default();
-        self.expected.clear();
         self.last_key.clear();
         self.last_delta = SweepCounters::default();
-        // A new pass run reads the marker from the store.
-        self.marker_fix = None;
     }
 }
 
@@ -472,205 +456,6 @@ impl CheckpointCodec for MarkerCodec<'_> {
         m.cursor_hex = None;
         m.counters = total;
         Some(m.encode())
-    }
-}
-
-/// The store the sweep's pass runs on. Reads pass through; a batch that fails because
-/// rows changed since the sweep read them is narrowed and retried here:
-///
-/// 1. every row precondition of the batch (a key under the collection prefix, holding the
-///    bytes the sweep read) is checked against a fresh read of its key;
-/// 2. each row that changed or vanished loses its precondition and its rewrite, and counts
-///    once as conflicted (its count moves from `rewritten` to `conflicted`, in the marker
-///    value the batch carries too);
-/// 3. the other rows are rewritten from the same bytes again (the steps are pure; the
-///    store still receives each row's rewrite once) and the narrowed batch is applied —
-///    every row under its own compare-and-swap.
-///
-/// Only the preconditions are copied before an attempt (the store consumes the batch).
-/// Every retry drops at least one row, so a batch is tried at most rows + 1 times. A
-/// conflict no row explains (the lease marker or a write guard's key) is returned as is.
-struct SweepStore<'a, T> {
-    coll: &'a Collection<T>,
-    shared: &'a Shared,
-}
-
-impl<T> KvRead for SweepStore<'_, T> {
-    fn get(&self, key: &[u8]) -> strata_store::Result<Option<Vec<u8>>> {
-        self.coll.store().get(key)
-    }
-
-    fn scan(
-        &self,
-        prefix: &[u8],
-        after: Option<&[u8]>,
-        limits: ScanLimits,
-    ) -> strata_store::Result<ScanPage> {
-        self.coll.store().scan(prefix, after, limits)
-    }
-
-    fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
-        self.coll.store().prefix_exists(prefix)
-    }
-}
-
-impl<T: Serialize + DeserializeOwned> KvWrite for SweepStore<'_, T> {
-    fn apply(&self, batch: Batch) -> strata_store::Result<()> {
-        let store = self.coll.store();
-        let prefix = self.coll.inner.prefix.as_slice();
-        let mut batch = self.with_marker_fix(batch);
-        // (the marker value the pass computed, the recounted one written instead)
-        let mut recounted: Option<(Vec<u8>, Vec<u8>)> = None;
-        loop {
-            let mut preconditions = batch.preconditions().to_vec();
-            let mut others: Vec<Mutation> = batch
-                .mutations()
-                .iter()
-                .filter(|m| !m.key().starts_with(prefix))
-                .cloned()
-                .collect();
-            let err = match store.apply(batch) {
-                Ok(()) => {
-                    self.shared.lock().marker_fix = recounted;
-                    return Ok(());
-                }
-                Err(e) => e,
-            };
-            match &err {
-                StoreError::Conflict { key, .. } if key.as_slice() != self.shared.key => {}
-                _ => return Err(err),
-            }
-            let mut changed = 0u64;
-            let mut unreadable = 0u64;
-            let mut rows = Vec::new();
-            let mut kept = Vec::with_capacity(preconditions.len());
-            for p in preconditions.drain(..) {
-                let (key, old) = match p {
-                    Precondition::Equals { key, value } if key.starts_with(prefix) => (key, value),
-                    other => {
-                        kept.push(other);
-                        continue;
-                    }
-                };
-                if store.get(&key)?.as_deref() != Some(old.as_slice()) {
-                    changed += 1;
-                    continue;
-                }
-                match self.rewrite_again(&key, &old) {
-                    Some(value) => {
-                        rows.push(Mutation::Set {
-                            key: key.clone(),
-                            value,
-                        });
-                        kept.push(Precondition::Equals { key, value: old });
-                    }
-                    None => unreadable += 1,
-                }
-            }
-            if changed == 0 {
-                return Err(err);
-            }
-            let dropped = changed + unreadable;
-            tracing::debug!(
-                rows = changed,
-                "sweep: concurrent writes beat the sweep to rows of a batch; committing the others"
-            );
-            let completed_before = {
-                let mut g = self.shared.lock();
-                g.pending.rewritten = g.pending.rewritten.saturating_sub(dropped);
-                g.pending.conflicted += changed;
-                g.pending.failed += unreadable;
-                g.marker.completed
-            };
-            for m in &mut others {
-                if let Mutation::Set { key, value } = m {
-                    if *key == self.shared.key {
-                        let actual = recount_marker(value, changed, unreadable, completed_before);
-                        let computed = std::mem::replace(value, actual.clone());
-                        let original = recounted.take().map_or(computed, |(o, _)| o);
-                        recounted = Some((original, actual));
-                    }
-                }
-            }
-            let mut narrowed = Batch::new();
-            for m in others.into_iter().chain(rows) {
-                narrowed.push(m);
-            }
-            for p in kept {
-                narrowed.push_precondition(p);
-            }
-            batch = narrowed;
-        }
-    }
-
-    fn flush(&self) -> strata_store::Result<()> {
-        self.coll.store().flush()
-    }
-}
-
-impl<T: Serialize + DeserializeOwned> SweepStore<'_, T> {
-    /// The rewrite of an unchanged row of a narrowed batch, from the bytes read before.
-    /// `None` if it no longer upcasts (a step that is not pure): the row is left as is and
-    /// counts as failed.
-    fn rewrite_again(&self, key: &[u8], old: &[u8]) -> Option<Vec<u8>> {
-        let prefix_len = self.coll.inner.prefix.len();
-        let id = std::str::from_utf8(key.get(prefix_len..)?).ok()?;
-        match self.coll.sweep_row(id, old) {
-            Ok(RowAction::Rewrite(value)) => Some(value),
-            other => {
-                tracing::warn!(collection = %self.coll.name(), key = %strata_store::escape_key(key), failed = other.is_err(), "sweep: a row upcast differently on retry (an impure step?); row left as is, it blocks completion");
-                None
-            }
-        }
-    }
-
-    /// The pass expects the marker to hold the value it computed for the previous batch;
-    /// when that batch was narrowed, the marker holds the recounted value instead, and
-    /// this batch's lease compare-and-swap must expect that.
-    fn with_marker_fix(&self, batch: Batch) -> Batch {
-        let Some((computed, actual)) = self.shared.lock().marker_fix.clone() else {
-            return batch;
-        };
-        let (mutations, preconditions) = batch.into_parts();
-        let mut fixed = Batch::new();
-        for m in mutations {
-            fixed.push(m);
-        }
-        for p in preconditions {
-            fixed.push_precondition(match p {
-                Precondition::Equals { key, value }
-                    if key == self.shared.key && value == computed =>
-                {
-                    Precondition::Equals {
-                        key,
-                        value: actual.clone(),
-                    }
-                }
-                other => other,
-            });
-        }
-        fixed
-    }
-}
-
-/// The marker value of a batch with `conflicted` of its rewrites turned into conflicts
-/// and `failed` into failures (`completed_before`: the completed version before this
-/// sweep, which a final marker keeps when a row failed).
-fn recount_marker(value: &[u8], conflicted: u64, failed: u64, completed_before: i32) -> Vec<u8> {
-    match SweepMarker::decode("", value) {
-        Ok(mut m) => {
-            let c = &mut m.counters;
-            c.rewritten = c.rewritten.saturating_sub(conflicted + failed);
-            c.conflicted += conflicted;
-            c.failed += failed;
-            if c.failed > 0 && m.in_progress.is_none() {
-                // A final marker must not claim completion over a failed row.
-                m.completed = completed_before;
-            }
-            m.encode()
-        }
-        // Unreachable: the codec encoded it. The counters are telemetry; keep the value.
-        Err(_) => value.to_vec(),
     }
 }
 
@@ -775,10 +560,8 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 marker: claimed,
                 run: SweepCounters::default(),
                 pending: SweepCounters::default(),
-                expected: Vec::new(),
                 last_key: Vec::new(),
                 last_delta: SweepCounters::default(),
-                marker_fix: None,
                 lease_lost: false,
             }),
             key: key.clone(),
@@ -786,13 +569,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             lease_ms: options.lease_ms,
             target,
         };
-        let limits = PassLimits::new(options.batch_size, options.max_bytes).map_err(|e| {
-            CollectionError::Sweep {
-                collection: name.clone(),
-                reason: e.to_string(),
-                source: None,
-            }
-        })?;
+        let limits = options.limits;
         let mut conflicts_in_a_row = 0u64;
         let outcome = loop {
             let result = self.run_pass(&shared, limits, &options);
@@ -808,7 +585,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     source: StoreError::Conflict { key: k, .. },
                     ..
                 }) if k != key => {
-                    // Not explained by a changed row (the store narrowed those away): a
+                    // Not explained by a changed row (the pass narrowed those away): a
                     // write guard's key moved. Rerun from the cursor; the batch hook checks
                     // the guards again.
                     conflicts_in_a_row += 1;
@@ -888,7 +665,6 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 ..SweepCounters::default()
             };
             let id_bytes = &r.key[prefix_len.min(r.key.len())..];
-            let mut expected = None;
             match std::str::from_utf8(id_bytes) {
                 Err(_) => {
                     delta.failed = 1;
@@ -899,7 +675,6 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     Ok(RowAction::Ahead) => delta.skipped_ahead = 1,
                     Ok(RowAction::Rewrite(value)) => {
                         delta.rewritten = 1;
-                        expected = Some((r.key.to_vec(), r.value.to_vec()));
                         out.push(r.replace(value));
                     }
                     Err(e) => {
@@ -913,7 +688,6 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             g.last_delta = delta;
             g.last_key.clear();
             g.last_key.extend_from_slice(r.key);
-            g.expected.extend(expected);
             Ok(())
         };
         let codec = MarkerCodec(shared);
@@ -922,25 +696,22 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             // The marker compare-and-swap on every batch IS the lease renewal.
             .guard_checkpoint(true)
             .abort_when(move || abort.as_ref().is_some_and(|a| a()))
-            .on_batch(|batch: &mut Batch, info: &BatchInfo<'_>| -> Result<(), HookError> {
+            // Every rewritten row is written only over the bytes read; a batch whose rows
+            // changed meanwhile is narrowed by the pass, the dropped rows count as
+            // conflicted.
+            .row_conditions(true)
+            .on_narrow(|dropped: &[Vec<u8>]| {
+                let n = dropped.len() as u64;
+                let mut g = shared.lock();
+                g.pending.rewritten = g.pending.rewritten.saturating_sub(n);
+                g.pending.conflicted += n;
+            })
+            .on_batch(|batch: &mut Batch, _: &BatchInfo<'_>| -> Result<(), HookError> {
                 let guarded = self
                     .check_guards()
                     .map_err(|e| Box::new(e) as HookError)?;
                 for p in guarded {
                     batch.push_precondition(p);
-                }
-                // Only the rows of this batch: one past its cursor belongs to the next one.
-                let mut g = shared.lock();
-                let end = match info.cursor {
-                    Some(c) => g
-                        .expected
-                        .iter()
-                        .position(|(k, _)| k.as_slice() > c)
-                        .unwrap_or(g.expected.len()),
-                    None => g.expected.len(),
-                };
-                for (k, v) in g.expected.drain(..end) {
-                    batch.push_precondition(Precondition::Equals { key: k, value: v });
                 }
                 Ok(())
             })
@@ -959,41 +730,19 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     tracing::info!(collection = %name, scanned = g.run.scanned, rewritten = g.run.rewritten, elapsed_ms = started.elapsed().as_millis() as u64, done = p.done, "sweep progress");
                 }
             })
-            .run(&SweepStore { coll: self, shared }, processor)
+            .run(self.store(), processor)
             .map(|_| ())
     }
 
-    /// Decides what the sweep does with one stored row.
+    /// Decides what the sweep does with one stored row: the one row rewrite, checking
+    /// that the rewritten row binds to the collection's type.
     fn sweep_row(&self, id: &str, bytes: &[u8]) -> Result<RowAction, CollectionError> {
-        match self.decode_stored(id, bytes)? {
-            Decoded::Direct(env) => {
-                if self.upcaster().is_ahead(env.payload_version) {
-                    Ok(RowAction::Ahead)
-                } else {
-                    Ok(RowAction::Keep)
-                }
-            }
-            Decoded::Upcast { env, obj, version } => {
-                let tree = serde_json::Value::Object(obj);
-                T::deserialize(&tree).map_err(|e| CollectionError::Bind {
-                    collection: self.name().to_string(),
-                    key: id.to_string(),
-                    stored: env.payload_version,
-                    version,
-                    source: e,
-                })?;
-                // Serialized straight behind the envelope header: one buffer, sized for
-                // the stored document plus growth.
-                let mut out = Vec::with_capacity(bytes.len() + bytes.len() / 4 + 64);
-                out.extend_from_slice(&Envelope::new(version, env.lock_version).header_bytes());
-                serde_json::to_writer(&mut out, &tree).map_err(|e| CollectionError::Encode {
-                    collection: self.name().to_string(),
-                    key: id.to_string(),
-                    reason: e.to_string(),
-                })?;
-                Ok(RowAction::Rewrite(out))
-            }
-        }
+        let check = |tree: &serde_json::Value| T::deserialize(tree).map(|_| ());
+        Ok(match self.rewriter(None).rewrite(id, bytes, check)? {
+            RowRewrite::Keep => RowAction::Keep,
+            RowRewrite::Ahead { .. } => RowAction::Ahead,
+            RowRewrite::Rewrite(value) => RowAction::Rewrite(value),
+        })
     }
 
     /// Releases this runner's lease (expiry 0), keeping the cursor so the next run

@@ -26,16 +26,18 @@ use super::presence::list_clients;
 use super::strategy::Transform;
 use super::PolicyError;
 use crate::collection::layout::doc_prefix;
+use crate::collection::rewrite::{RowRewrite, RowRewriter};
+use crate::collection::CollectionError;
 use crate::pass::{
     CheckpointCodec, HookError, Pass, PassError, PassLimits, RecordError, RecordRef,
 };
-use crate::payload::envelope::{self, Envelope};
-use std::collections::HashMap;
+use crate::payload::chain::Upcaster;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 use strata_store::{Batch, KvRead, KvWrite, Mutation, Precondition};
 
 /// Prefix of cutover checkpoints.
-pub const CUTOVER_PREFIX: &[u8] = b"__nx/cutover/";
+pub const CUTOVER_PREFIX: &[u8] = crate::keys::CUTOVER_PREFIX;
 /// Magic of a cutover checkpoint.
 pub const CUTOVER_MAGIC: [u8; 4] = *b"NXCU";
 /// Default time the drain barrier waits for live clients.
@@ -142,6 +144,7 @@ pub struct CutoverProgress<'a> {
 /// Options of [`SchemaGate::run_schema_cutover`], built with chained calls.
 pub struct CutoverOptions<'a> {
     poll: Option<Box<dyn FnMut() + 'a>>,
+    abort: Option<Box<dyn FnMut() -> bool + 'a>>,
     progress: Option<ProgressFn<'a>>,
     poll_interval: Duration,
     quiesce_timeout_ms: u64,
@@ -152,6 +155,7 @@ impl std::fmt::Debug for CutoverOptions<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CutoverOptions")
             .field("poll", &self.poll.is_some())
+            .field("abort", &self.abort.is_some())
             .field("progress", &self.progress.is_some())
             .field("poll_interval", &self.poll_interval)
             .field("quiesce_timeout_ms", &self.quiesce_timeout_ms)
@@ -164,6 +168,7 @@ impl Default for CutoverOptions<'_> {
     fn default() -> Self {
         CutoverOptions {
             poll: None,
+            abort: None,
             progress: None,
             poll_interval: Duration::from_millis(50),
             quiesce_timeout_ms: DEFAULT_QUIESCE_TIMEOUT_MS,
@@ -203,7 +208,16 @@ impl<'a> CutoverOptions<'a> {
         self
     }
 
-    /// The batch limits of the rewrite.
+    /// Polled between barrier checks and at every batch boundary of the rewrite; `true`
+    /// stops the run with [`PolicyError::Aborted`]. The fence stays where it was (draining
+    /// or migrating, with the checkpoint of every committed batch): rerun to resume, or
+    /// abort the cutover.
+    pub fn abort_when(mut self, check: impl FnMut() -> bool + 'a) -> Self {
+        self.abort = Some(Box::new(check));
+        self
+    }
+
+    /// The batch limits of the rewrite (default [`PassLimits::default`]).
     pub fn limits(mut self, limits: PassLimits) -> Self {
         self.limits = limits;
         self
@@ -220,6 +234,36 @@ pub struct CollectionCutover {
     /// The cursor this run resumed after (`None`: started from the beginning, or the
     /// collection was already done).
     pub resumed_from: Option<Vec<u8>>,
+    /// Rows met in this run that a newer build wrote (payload version above the
+    /// collection's): never rewritten, left byte-identical.
+    pub skipped_ahead: u64,
+    /// The document keys of those rows, in key order.
+    pub ahead_keys: Vec<String>,
+}
+
+impl CollectionCutover {
+    fn new(
+        collection: &str,
+        records: u64,
+        resumed_from: Option<Vec<u8>>,
+        ahead: BTreeSet<String>,
+    ) -> Self {
+        CollectionCutover {
+            collection: collection.to_string(),
+            records,
+            resumed_from,
+            skipped_ahead: ahead.len() as u64,
+            ahead_keys: ahead.into_iter().collect(),
+        }
+    }
+}
+
+/// The transform, target baseline and upcaster of one pending collection.
+#[derive(Debug)]
+struct PendingRewrite {
+    transform: Transform,
+    target: super::Baseline,
+    upcaster: Upcaster,
 }
 
 /// What [`SchemaGate::run_schema_cutover`] did.
@@ -227,8 +271,11 @@ pub struct CollectionCutover {
 pub struct CutoverReport {
     /// Collections migrated (the seed's `migrated`).
     pub migrated: usize,
-    /// Records rewritten in this run, over all collections.
+    /// Records processed in this run, over all collections.
     pub records: u64,
+    /// Rows written by a newer build, left unchanged, over all collections (see
+    /// [`CollectionCutover::ahead_keys`]).
+    pub skipped_ahead: u64,
     /// The schema generation after the run.
     pub generation: u64,
     /// Per collection.
@@ -251,13 +298,23 @@ impl SchemaGate {
     fn transforms_for(
         &self,
         fence: &FenceDoc,
-    ) -> Result<HashMap<String, (Transform, super::Baseline)>, PolicyError> {
+    ) -> Result<HashMap<String, PendingRewrite>, PolicyError> {
         let reg = self.registry();
         let mut out = HashMap::new();
         for p in &fence.pending {
-            match reg.get(&p.collection).and_then(|r| r.cutover.clone()) {
-                Some((t, target)) if target.hash == p.target_hash => {
-                    out.insert(p.collection.clone(), (t, target));
+            let found = reg
+                .get(&p.collection)
+                .and_then(|r| r.cutover.clone().map(|c| (c, r.upcaster.clone())));
+            match found {
+                Some(((transform, target), upcaster)) if target.hash == p.target_hash => {
+                    out.insert(
+                        p.collection.clone(),
+                        PendingRewrite {
+                            transform,
+                            target,
+                            upcaster,
+                        },
+                    );
                 }
                 _ => {
                     return Err(PolicyError::NoTransform {
@@ -308,9 +365,12 @@ impl SchemaGate {
     ///    the next generation (clients silent past the stale window are not waited for);
     ///    after `quiesce_timeout_ms` it fails with [`PolicyError::QuiesceTimeout`] and the
     ///    fence stays draining (rerun, or [`super::Policy::abort_schema_cutover`]);
-    /// 3. `migrating`: rewrites every document of each pending collection through its
-    ///    transform on the bulk pass (resuming from the checkpoint), bumping each
-    ///    document's lock version and stamping the declared payload version;
+    /// 3. `migrating`: rewrites every document of each pending collection on the bulk
+    ///    pass (resuming from the checkpoint) through the collection's one row rewrite:
+    ///    upcast to the current payload version, the transform, protected fields
+    ///    restored, encoded at the current version with the lock version bumped. A row
+    ///    written by a newer build is never rewritten: it stays byte-identical and is
+    ///    reported ([`CollectionCutover::ahead_keys`]);
     /// 4. bumps the generation once, replaces the migrated collections' baselines and
     ///    clears them from the pending list (one atomic batch), then returns to `normal`.
     ///
@@ -373,6 +433,7 @@ impl SchemaGate {
             return Ok(CutoverReport {
                 migrated: 0,
                 records: 0,
+                skipped_ahead: 0,
                 generation: fence.generation,
                 collections: Vec::new(),
             });
@@ -387,15 +448,10 @@ impl SchemaGate {
         if fence.state == FenceState::Migrating {
             let transforms = self.transforms_for(&fence)?;
             for p in &fence.pending {
-                let Some((transform, target)) = transforms.get(&p.collection) else {
+                let Some(rewrite) = transforms.get(&p.collection) else {
                     continue;
                 };
-                collections.push(self.rewrite_collection(
-                    &p.collection,
-                    transform,
-                    target,
-                    &mut options,
-                )?);
+                collections.push(self.rewrite_collection(&p.collection, rewrite, &mut options)?);
             }
             self.complete(&fence, &transforms)?;
         }
@@ -430,6 +486,7 @@ impl SchemaGate {
         let report = CutoverReport {
             migrated: collections.len(),
             records: collections.iter().map(|c| c.records).sum(),
+            skipped_ahead: collections.iter().map(|c| c.skipped_ahead).sum(),
             generation,
             collections,
         };
@@ -472,6 +529,11 @@ impl SchemaGate {
                     holdouts,
                 });
             }
+            if options.abort.as_mut().is_some_and(|a| a()) {
+                return Err(PolicyError::Aborted {
+                    state: FenceState::Draining,
+                });
+            }
             tracing::debug!(?holdouts, "waiting for clients to quiesce");
             match options.poll.as_mut() {
                 Some(poll) => poll(),
@@ -484,15 +546,23 @@ impl SchemaGate {
     fn rewrite_collection(
         &self,
         collection: &str,
-        transform: &Transform,
-        target: &super::Baseline,
+        rewrite: &PendingRewrite,
         options: &mut CutoverOptions<'_>,
     ) -> Result<CollectionCutover, PolicyError> {
         let limits = options.limits;
-        let codec = CutoverCheckpoint::new(collection, &target.hash);
+        let codec = CutoverCheckpoint::new(collection, &rewrite.target.hash);
         let ck_key = cutover_key(collection);
+        let prefix = doc_prefix(collection);
+        let rewriter = RowRewriter {
+            collection,
+            upcaster: &rewrite.upcaster,
+            transform: Some(&rewrite.transform),
+        };
         let mut records = 0;
         let mut resumed_from = None;
+        // Rows written by a newer build: left byte-identical, reported (a set: a batch
+        // retried after a conflict meets its rows again).
+        let mut ahead: BTreeSet<String> = BTreeSet::new();
         for attempt in 0..PASS_RETRIES {
             if let Some(v) = self
                 .store()
@@ -500,14 +570,14 @@ impl SchemaGate {
                 .map_err(|e| PolicyError::store(&ck_key, e))?
             {
                 if let Ok((true, _)) = codec.parse(&v) {
-                    return Ok(CollectionCutover {
-                        collection: collection.to_string(),
+                    return Ok(CollectionCutover::new(
+                        collection,
                         records,
                         resumed_from,
-                    });
+                        ahead,
+                    ));
                 }
             }
-            let payload_version = target.payload_version;
             let lease = self.config().lease();
             let store = self.store();
             let hook =
@@ -533,19 +603,37 @@ impl SchemaGate {
                     });
                     Ok(())
                 };
-            let processor =
-                |r: &RecordRef<'_>, out: &mut Vec<Mutation>| -> Result<(), RecordError> {
-                    let value = rewrite_document(r.value, transform, payload_version)?;
-                    out.push(Mutation::Set {
-                        key: r.key.to_vec(),
-                        value,
-                    });
-                    Ok(())
+            let ahead_rows = &mut ahead;
+            let processor = |r: &RecordRef<'_>,
+                             out: &mut Vec<Mutation>|
+             -> Result<(), RecordError> {
+                let suffix = r.key.get(prefix.len()..).unwrap_or_default();
+                let Ok(id) = std::str::from_utf8(suffix) else {
+                    return Err(RecordError::new("the document key is not UTF-8"));
                 };
+                match rewriter.rewrite(id, r.value, |_| Ok(())) {
+                    Ok(RowRewrite::Rewrite(value)) => out.push(r.replace(value)),
+                    Ok(RowRewrite::Keep) => {}
+                    Ok(RowRewrite::Ahead { stored }) => {
+                        if ahead_rows.insert(id.to_string()) {
+                            tracing::warn!(collection, key = %strata_store::escape_key(suffix), stored, "cutover: row written by a newer build left unchanged");
+                        }
+                    }
+                    Err(CollectionError::Transform { reason, .. }) => {
+                        return Err(RecordError::new(reason))
+                    }
+                    Err(e) => return Err(RecordError::new(e.to_string())),
+                }
+                Ok(())
+            };
             let progress = options.progress.as_mut();
+            let abort = options.abort.as_mut();
             let mut pass = Pass::new(collection, doc_prefix(collection), &codec)
                 .limits(limits)
                 .on_batch(hook);
+            if let Some(a) = abort {
+                pass = pass.abort_when(a);
+            }
             if let Some(f) = progress {
                 pass = pass.on_progress(move |p: &crate::pass::Progress<'_>| {
                     f(&CutoverProgress {
@@ -563,11 +651,12 @@ impl SchemaGate {
                     if attempt == 0 {
                         resumed_from = report.resumed_from;
                     }
-                    return Ok(CollectionCutover {
-                        collection: collection.to_string(),
+                    return Ok(CollectionCutover::new(
+                        collection,
                         records,
                         resumed_from,
-                    });
+                        ahead,
+                    ));
                 }
                 Err(PassError::Hook { source, .. }) => {
                     return Err(match source.downcast::<PolicyError>() {
@@ -575,6 +664,11 @@ impl SchemaGate {
                         Err(source) => PolicyError::InvalidArgument {
                             reason: source.to_string(),
                         },
+                    })
+                }
+                Err(PassError::Aborted { .. }) => {
+                    return Err(PolicyError::Aborted {
+                        state: FenceState::Migrating,
                     })
                 }
                 Err(PassError::InvalidRecord { key, reason, .. }) => {
@@ -617,7 +711,7 @@ impl SchemaGate {
     fn complete(
         &self,
         fence: &FenceDoc,
-        migrated: &HashMap<String, (Transform, super::Baseline)>,
+        migrated: &HashMap<String, PendingRewrite>,
     ) -> Result<FenceDoc, PolicyError> {
         for _ in 0..super::fence::CAS_ATTEMPTS {
             let (cur, raw) = Fence::read_raw(self.store())?;
@@ -632,10 +726,22 @@ impl SchemaGate {
             let mut batch = Batch::new()
                 .require(FENCE_KEY.to_vec(), raw)
                 .set(FENCE_KEY.to_vec(), next.encode());
-            for (collection, (_, target)) in migrated {
-                batch = batch
-                    .set(baseline_key(collection), target.encode())
-                    .delete(cutover_key(collection));
+            for (collection, rewrite) in migrated {
+                let key = baseline_key(collection);
+                let previous = self
+                    .store()
+                    .get(&key)
+                    .map_err(|e| PolicyError::store(&key, e))?;
+                let target = rewrite.target.encode();
+                batch = super::history::append(
+                    self.store(),
+                    batch,
+                    collection,
+                    previous.as_deref(),
+                    target.clone(),
+                )?
+                .set(key, target)
+                .delete(cutover_key(collection));
             }
             match self.store().apply(batch) {
                 Ok(()) => return Ok(next),
@@ -648,29 +754,6 @@ impl SchemaGate {
             attempts: super::fence::CAS_ATTEMPTS,
         })
     }
-}
-
-/// Rewrites one stored document: decodes the envelope, runs the transform on its JSON,
-/// and re-encodes it with the lock version bumped and the payload version stamped (when
-/// the declaration gave one).
-pub(crate) fn rewrite_document(
-    value: &[u8],
-    transform: &Transform,
-    payload_version: Option<i32>,
-) -> Result<Vec<u8>, RecordError> {
-    let (env, json) = envelope::decode(value).map_err(|e| RecordError::new(e.to_string()))?;
-    let doc: serde_json::Value = serde_json::from_slice(json)
-        .map_err(|e| RecordError::new(format!("invalid document JSON: {e}")))?;
-    let out = transform.apply(doc).map_err(RecordError::new)?;
-    let bytes = serde_json::to_vec(&out)
-        .map_err(|e| RecordError::new(format!("cannot serialize the transformed document: {e}")))?;
-    Ok(envelope::encode(
-        Envelope::new(
-            payload_version.unwrap_or(env.payload_version),
-            env.lock_version.saturating_add(1),
-        ),
-        &bytes,
-    ))
 }
 
 #[cfg(test)]
@@ -688,19 +771,5 @@ mod tests {
         let other = CutoverCheckpoint::new("inv", "ffff");
         assert!(other.decode(&v).unwrap_err().contains("toward schema ab12"));
         assert!(c.decode(b"NXMG\x01").is_err());
-    }
-
-    #[test]
-    fn rewrite_bumps_lock_and_stamps_payload_version() {
-        let t = Transform::new(|mut v| {
-            v["b"] = v["a"].clone();
-            Ok(v)
-        });
-        let stored = envelope::encode(Envelope::new(1, 4), br#"{"a":1}"#);
-        let out = rewrite_document(&stored, &t, Some(3)).unwrap();
-        let (env, json) = envelope::decode(&out).unwrap();
-        assert_eq!(env, Envelope::new(3, 5));
-        assert_eq!(json, br#"{"a":1,"b":1}"#);
-        assert!(rewrite_document(b"junk", &t, None).is_err());
     }
 }

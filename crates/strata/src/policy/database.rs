@@ -1,21 +1,19 @@
-//! [`PolicyDatabase`]: a [`Database`] whose collections persist their JSON Schema, run
-//! their schema-update strategies on open and write through the policy gate.
+//! The policy side of a [`Database`](crate::Database): the schema options of a collection
+//! and the link from one database handle to its policy client.
 
-use super::gate::{DeclareOutcome, SchemaDeclaration, Verdict};
-use super::{CutoverOptions, CutoverReport, FenceDoc, Policy, PolicyConfig, PolicyError, Strategy};
-use crate::collection::{Collection, CollectionError, CollectionOptions, WriteGuard};
-use crate::database::Database;
-use schemars::JsonSchema;
-use serde::de::DeserializeOwned;
-use serde::Serialize;
-use std::sync::Arc;
-use strata_store::Store;
+use super::fence::Fence;
+use super::gate::{check_fence, fence_precondition};
+use super::{Policy, PolicyConfig, PolicyError, Strategy};
+use serde_json::Value;
+use std::sync::{Mutex, OnceLock};
+use strata_store::{Precondition, Store};
 
 /// The schema side of a collection declaration (the seed's `persistJsonSchema` and
-/// `schemaUpdate` options), built with chained calls.
+/// `schemaUpdate` options), built with chained calls and passed to
+/// [`CollectionOptions::schema`](crate::collection::CollectionOptions::schema).
 #[derive(Debug, Clone, Default)]
 pub struct SchemaOptions {
-    persist: bool,
+    schema: Option<Value>,
     strategies: Vec<Strategy>,
 }
 
@@ -25,132 +23,124 @@ impl SchemaOptions {
         Self::default()
     }
 
-    /// Persists the collection's JSON Schema as the baseline to detect changes against.
-    /// Strategies are ignored without it.
-    pub fn persist_json_schema(mut self, on: bool) -> Self {
-        self.persist = on;
-        self
+    /// Persists the JSON Schema of `T` (derived with schemars; normally the collection's
+    /// document type) as the baseline to detect changes against.
+    pub fn of<T: schemars::JsonSchema>() -> Self {
+        let schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
+        Self::json(schema)
+    }
+
+    /// Persists `schema`, a JSON Schema the caller derived itself, as the baseline.
+    pub fn json(schema: Value) -> Self {
+        SchemaOptions {
+            schema: Some(schema),
+            strategies: Vec::new(),
+        }
     }
 
     /// Appends a schema-update strategy (evaluated in order; the first non-allow decision
-    /// wins). With none, changes are accepted silently.
+    /// wins). With none, changes are accepted silently; without a persisted schema,
+    /// strategies are ignored.
     pub fn strategy(mut self, s: Strategy) -> Self {
         self.strategies.push(s);
         self
     }
+
+    /// True when a schema is persisted (the seed's `persistJsonSchema`).
+    pub fn persists(&self) -> bool {
+        self.schema.is_some()
+    }
+
+    /// The JSON Schema to persist, if any (what an admin's `schema check` compares with
+    /// the stored baseline).
+    pub fn schema_value(&self) -> Option<&Value> {
+        self.schema.as_ref()
+    }
+
+    /// The strategies, in evaluation order.
+    pub fn strategies(&self) -> &[Strategy] {
+        &self.strategies
+    }
+
+    pub(crate) fn into_parts(self) -> (Option<Value>, Vec<Strategy>) {
+        (self.schema, self.strategies)
+    }
 }
 
-/// A [`Database`] plus its [`Policy`]: every collection's writes go through the policy
-/// gate; collections opened with [`SchemaOptions::persist_json_schema`] persist their
-/// schema and run their strategies.
+/// The policy side of one database handle: the configured policy client (opened with the
+/// database) or the one opened the first time the handle writes a collection under
+/// policy, and the schema generation the handle opened at.
 ///
-/// ```
-/// use std::sync::Arc;
-/// use serde::{Deserialize, Serialize};
-/// use strata::clock::ManualClock;
-/// use strata::collection::CollectionOptions;
-/// use strata::policy::{additive_only, PolicyConfig, PolicyDatabase, SchemaOptions};
-/// use strata_store::{MemoryStore, Store};
-///
-/// #[derive(Serialize, Deserialize, schemars::JsonSchema)]
-/// struct Invoice { id: String, amount: f64 }
-///
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let store = Store::new(MemoryStore::new());
-/// let config = PolicyConfig::new().clock(Arc::new(ManualClock::new(0))).heartbeat(None);
-/// let db = PolicyDatabase::open(store, config)?;
-/// let invoices = db.collection::<Invoice>(
-///     "invoices",
-///     CollectionOptions::new(),
-///     SchemaOptions::new().persist_json_schema(true).strategy(additive_only()),
-/// )?;
-/// invoices.put("i1", &Invoice { id: "i1".into(), amount: 10.0 })?;
-/// assert_eq!(db.fence_state()?.generation, 0);
-/// # Ok(()) }
-/// ```
+/// Every write of every collection goes through [`PolicyLink::guard_write`], so the fence
+/// is obeyed whether or not the database was opened with a policy configuration.
 #[derive(Debug)]
-pub struct PolicyDatabase {
-    policy: Policy,
-    db: Database,
+pub(crate) struct PolicyLink {
+    store: Store,
+    config: PolicyConfig,
+    opened_generation: u64,
+    policy: OnceLock<Policy>,
+    init: Mutex<()>,
 }
 
-impl PolicyDatabase {
-    /// Registers a policy client on `store` and opens the database with its gate.
-    pub fn open(store: Store, config: PolicyConfig) -> Result<Self, PolicyError> {
-        let policy = Policy::open(store.clone(), config)?;
-        let gate: Arc<dyn WriteGuard> = Arc::new(policy.gate().clone());
-        let db =
-            Database::open_with_guards(store, vec![gate]).map_err(|e| PolicyError::Collection {
-                source: Box::new(e),
-            })?;
-        Ok(PolicyDatabase { policy, db })
-    }
-
-    /// Opens the collection `name` (see [`Database::collection`]); with
-    /// [`SchemaOptions::persist_json_schema`], declares its schema (derived from `T` with
-    /// schemars, with the collection's payload version and upcast steps). Never fails
-    /// because of a rejected change — the next write does.
-    pub fn collection<T>(
-        &self,
-        name: &str,
-        options: CollectionOptions,
-        schema: SchemaOptions,
-    ) -> Result<Collection<T>, CollectionError>
-    where
-        T: Serialize + DeserializeOwned + JsonSchema,
-    {
-        let collection = self.db.collection::<T>(name, options)?;
-        if schema.persist {
-            let froms: Vec<i32> = collection
-                .chain()
-                .steps()
-                .iter()
-                .map(|s| s.from())
-                .collect();
-            let decl = SchemaDeclaration::of::<T>(name)
-                .payload(collection.current_version(), froms)
-                .strategies(schema.strategies);
-            self.policy.declare(decl);
+impl PolicyLink {
+    /// Reads the generation the handle opens at; with a configuration, registers the
+    /// policy client now.
+    pub(crate) fn open(store: Store, config: Option<PolicyConfig>) -> Result<Self, PolicyError> {
+        let opened_generation = Fence::read(&store)?.generation;
+        let eager = config.is_some();
+        let link = PolicyLink {
+            store,
+            config: config.unwrap_or_default(),
+            opened_generation,
+            policy: OnceLock::new(),
+            init: Mutex::new(()),
+        };
+        if eager {
+            link.ensure()?;
         }
-        Ok(collection)
+        Ok(link)
     }
 
-    /// Declares a raw schema for `name` (for callers that derive it themselves).
-    pub fn declare(&self, decl: SchemaDeclaration) -> DeclareOutcome {
-        self.policy.declare(decl)
+    /// The policy client, if it was opened.
+    pub(crate) fn get(&self) -> Option<&Policy> {
+        self.policy.get()
     }
 
-    /// The verdict recorded for `collection`.
-    pub fn verdict(&self, collection: &str) -> Option<Verdict> {
-        self.policy.gate().verdict(collection)
+    /// The policy client, opened (presence record, heartbeat) at the handle's generation
+    /// the first time.
+    pub(crate) fn ensure(&self) -> Result<&Policy, PolicyError> {
+        if let Some(p) = self.policy.get() {
+            return Ok(p);
+        }
+        let _init = self.init.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = self.policy.get() {
+            return Ok(p);
+        }
+        let opened = Policy::open_at(
+            self.store.clone(),
+            self.config.clone(),
+            self.opened_generation,
+        )?;
+        Ok(self.policy.get_or_init(|| opened))
     }
 
-    /// The database.
-    pub fn database(&self) -> &Database {
-        &self.db
-    }
-
-    /// The policy handle.
-    pub fn policy(&self) -> &Policy {
-        &self.policy
-    }
-
-    /// The fence, read from the store (uncached).
-    pub fn fence_state(&self) -> Result<FenceDoc, PolicyError> {
-        self.policy.fence_state()
-    }
-
-    /// Runs every pending coordinated cutover (see
-    /// [`SchemaGate::run_schema_cutover`](super::SchemaGate::run_schema_cutover)).
-    pub fn run_schema_cutover(
+    /// The check every write of `collection` goes through; returns the precondition its
+    /// batch carries (the fence bytes checked). `governed`: the collection is under policy
+    /// (a persisted schema), so the writer registers its presence before its first write
+    /// and the drain barrier waits for it.
+    pub(crate) fn guard_write(
         &self,
-        options: CutoverOptions<'_>,
-    ) -> Result<CutoverReport, PolicyError> {
-        self.policy.run_schema_cutover(options)
-    }
-
-    /// Resets the fence to normal without bumping the generation.
-    pub fn abort_schema_cutover(&self) -> Result<FenceDoc, PolicyError> {
-        self.policy.abort_schema_cutover()
+        collection: &str,
+        governed: bool,
+    ) -> Result<Precondition, PolicyError> {
+        if let Some(p) = self.policy.get() {
+            return p.gate().guard_write(collection);
+        }
+        let (fence, raw) = Fence::read_raw(&self.store)?;
+        check_fence(&fence, collection, self.opened_generation)?;
+        if governed {
+            return self.ensure()?.gate().guard_write(collection);
+        }
+        Ok(fence_precondition(raw))
     }
 }

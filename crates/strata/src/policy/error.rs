@@ -72,6 +72,12 @@ pub enum PolicyError {
         /// What is wrong.
         reason: String,
     },
+    /// The cutover's abort check stopped the run.
+    #[error("schema cutover stopped by its abort check; the fence stays {state} (every committed batch is checkpointed): rerun run_schema_cutover() to resume, or abort_schema_cutover()")]
+    Aborted {
+        /// The fence state left behind.
+        state: FenceState,
+    },
     /// A compare-and-swap kept losing against concurrent writers.
     #[error("record `{}` kept changing under concurrent writers after {attempts} attempts; retry", escape_key(.key))]
     Contended {

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use strata_store::{Batch, KvRead, KvWrite};
 
 /// Key of the fence record.
-pub const FENCE_KEY: &[u8] = b"__nx/fence";
+pub const FENCE_KEY: &[u8] = crate::keys::FENCE_KEY;
 /// Format version of the fence record.
 pub const FENCE_FORMAT: u32 = 1;
 /// How many times a compare-and-swap is retried against concurrent writers.

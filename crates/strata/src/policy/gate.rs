@@ -9,6 +9,7 @@ use super::strategy::{
 };
 use super::{PolicyConfig, PolicyError, Refusal};
 use crate::clock::SharedClock;
+use crate::payload::chain::Upcaster;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +25,9 @@ pub struct SchemaDeclaration {
     pub(crate) payload_version: Option<i32>,
     pub(crate) upcast_froms: Vec<i32>,
     pub(crate) strategies: Vec<Strategy>,
+    /// The collection's upcaster (chain + protected fields), when declared by opening a
+    /// collection: the cutover rewrites rows through it.
+    pub(crate) upcaster: Option<Upcaster>,
 }
 
 impl SchemaDeclaration {
@@ -37,6 +41,7 @@ impl SchemaDeclaration {
             payload_version: None,
             upcast_froms: Vec::new(),
             strategies: Vec::new(),
+            upcaster: None,
         }
     }
 
@@ -132,6 +137,9 @@ pub(crate) struct Registration {
     pub(crate) strategy_names: Vec<String>,
     /// The transform and target of a pending cutover.
     pub(crate) cutover: Option<(Transform, Baseline)>,
+    /// The collection's upcaster: the one it was opened with, or for a raw declaration
+    /// one that knows only the declared payload version (taken as 1 when none is given).
+    pub(crate) upcaster: Upcaster,
 }
 
 #[derive(Debug)]
@@ -155,15 +163,25 @@ impl SchemaGate {
     /// Registers a client of `store` (presence record, no heartbeat thread — [`super::Policy`]
     /// starts one) at the store's current generation.
     pub fn open(store: Store, config: PolicyConfig) -> Result<Self, PolicyError> {
-        let fence = Fence::read(&store)?;
-        let presence =
-            Presence::register(store.clone(), config.clock_ref().clone(), fence.generation)?;
+        let generation = Fence::read(&store)?.generation;
+        Self::open_at(store, config, generation)
+    }
+
+    /// Like [`SchemaGate::open`], for a handle that opened at `generation` (a database
+    /// whose policy starts at its first write under policy keeps the generation it opened
+    /// at, so a bump in between still makes it reopen).
+    pub(crate) fn open_at(
+        store: Store,
+        config: PolicyConfig,
+        generation: u64,
+    ) -> Result<Self, PolicyError> {
+        let presence = Presence::register(store.clone(), config.clock_ref().clone(), generation)?;
         Ok(SchemaGate {
             inner: Arc::new(Inner {
                 store,
                 config,
                 presence,
-                generation: AtomicU64::new(fence.generation),
+                generation: AtomicU64::new(generation),
                 registry: Mutex::new(HashMap::new()),
             }),
         })
@@ -241,6 +259,10 @@ impl SchemaGate {
                     .map(|s| s.name().to_string())
                     .collect(),
                 cutover,
+                upcaster: decl
+                    .upcaster
+                    .clone()
+                    .unwrap_or_else(|| Upcaster::identity_to(decl.payload_version.unwrap_or(1))),
             },
         );
         DeclareOutcome {
@@ -366,25 +388,7 @@ impl SchemaGate {
     /// conflicts, is re-checked, and is refused — it can never land behind the rewrite.
     pub fn guard_write(&self, collection: &str) -> Result<Precondition, PolicyError> {
         let (fence, raw) = Fence::read_raw(&self.inner.store)?;
-        let precondition = match raw {
-            Some(bytes) => Precondition::Equals {
-                key: FENCE_KEY.to_vec(),
-                value: bytes,
-            },
-            None => Precondition::Absent {
-                key: FENCE_KEY.to_vec(),
-            },
-        };
-        let opened = self.generation();
-        if fence.generation > opened {
-            return Err(PolicyError::Refused {
-                collection: collection.to_string(),
-                reason: Refusal::MigrationRequired {
-                    opened,
-                    current: fence.generation,
-                },
-            });
-        }
+        check_fence(&fence, collection, self.generation())?;
         let fenced = || PolicyError::Refused {
             collection: collection.to_string(),
             reason: Refusal::Fenced {
@@ -392,17 +396,58 @@ impl SchemaGate {
                 generation: fence.generation,
             },
         };
-        if fence.is_pending(collection) {
-            return Err(fenced());
-        }
         match self.registry().get(collection).map(|r| &r.verdict) {
             Some(Verdict::Rejected {
                 strategy,
                 rejection,
             }) => Err(rejection.to_error(collection, strategy)),
             Some(Verdict::CutoverPending { .. }) => Err(fenced()),
-            _ => Ok(precondition),
+            _ => Ok(fence_precondition(raw)),
         }
+    }
+}
+
+/// The fence's verdict on a write of `collection` by a handle that opened at generation
+/// `opened`: migration required when the generation moved, fenced while a cutover of the
+/// collection is pending. Every handle that can write runs this, with or without a policy
+/// configuration: the fence is a property of the stored collection.
+pub(crate) fn check_fence(
+    fence: &super::FenceDoc,
+    collection: &str,
+    opened: u64,
+) -> Result<(), PolicyError> {
+    if fence.generation > opened {
+        return Err(PolicyError::Refused {
+            collection: collection.to_string(),
+            reason: Refusal::MigrationRequired {
+                opened,
+                current: fence.generation,
+            },
+        });
+    }
+    if fence.is_pending(collection) {
+        return Err(PolicyError::Refused {
+            collection: collection.to_string(),
+            reason: Refusal::Fenced {
+                state: fence.state,
+                generation: fence.generation,
+            },
+        });
+    }
+    Ok(())
+}
+
+/// The precondition that keeps a fence check true until the write commits: the fence
+/// record still holds the bytes that were checked (or is still absent).
+pub(crate) fn fence_precondition(raw: Option<Vec<u8>>) -> Precondition {
+    match raw {
+        Some(bytes) => Precondition::Equals {
+            key: FENCE_KEY.to_vec(),
+            value: bytes,
+        },
+        None => Precondition::Absent {
+            key: FENCE_KEY.to_vec(),
+        },
     }
 }
 

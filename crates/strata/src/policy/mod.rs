@@ -37,6 +37,7 @@ mod database;
 mod error;
 mod fence;
 mod gate;
+mod history;
 mod presence;
 mod strategy;
 
@@ -45,10 +46,12 @@ pub use cutover::{
     cutover_key, CollectionCutover, CutoverCheckpoint, CutoverOptions, CutoverProgress,
     CutoverReport, CUTOVER_PREFIX, DEFAULT_QUIESCE_TIMEOUT_MS,
 };
-pub use database::{PolicyDatabase, SchemaOptions};
+pub(crate) use database::PolicyLink;
+pub use database::SchemaOptions;
 pub use error::{PolicyError, Refusal, RefusalMessage};
 pub use fence::{Fence, FenceDoc, FenceState, PendingCutover, FENCE_FORMAT, FENCE_KEY};
 pub use gate::{DeclareOutcome, SchemaDeclaration, SchemaGate, Verdict};
+pub use history::{history_key, history_prefix, read_history, SchemaVersion, HISTORY_PREFIX};
 pub use presence::{
     client_key, list_clients, new_client_id, remove_client, ClientRecord, Heartbeat, Presence,
     PresenceConfig, CLIENTS_PREFIX, CLIENT_FORMAT, DEFAULT_HEARTBEAT_MS, DEFAULT_STALE_AFTER_MS,
@@ -144,7 +147,17 @@ impl Policy {
     /// Registers this handle as a client of `store` at the store's current schema
     /// generation, and starts the heartbeat thread when configured.
     pub fn open(store: Store, config: PolicyConfig) -> Result<Self, PolicyError> {
-        let gate = SchemaGate::open(store, config)?;
+        let generation = Fence::read(&store)?.generation;
+        Self::open_at(store, config, generation)
+    }
+
+    /// [`Policy::open`] for a handle that opened at `generation`.
+    pub(crate) fn open_at(
+        store: Store,
+        config: PolicyConfig,
+        generation: u64,
+    ) -> Result<Self, PolicyError> {
+        let gate = SchemaGate::open_at(store, config, generation)?;
         let heartbeat = match gate.config().presence.heartbeat {
             Some(interval) => Some(Heartbeat::start(gate.presence(), interval)?),
             None => None,

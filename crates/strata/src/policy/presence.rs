@@ -24,10 +24,10 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
+use strata_store::{Batch, KvRead, KvWrite, Pages, ScanLimits, Store};
 
 /// Prefix of client presence records.
-pub const CLIENTS_PREFIX: &[u8] = b"__nx/clients/";
+pub const CLIENTS_PREFIX: &[u8] = crate::keys::CLIENTS_PREFIX;
 /// Format version of a presence record.
 pub const CLIENT_FORMAT: u32 = 1;
 /// Default heartbeat interval.
@@ -108,22 +108,14 @@ pub fn list_clients<S: KvRead + ?Sized>(store: &S) -> Result<Vec<ClientRecord>, 
     let limits =
         ScanLimits::new(256, 1 << 20).map_err(|e| PolicyError::store(CLIENTS_PREFIX, e))?;
     let mut out = Vec::new();
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let page = store
-            .scan(CLIENTS_PREFIX, after.as_deref(), limits)
-            .map_err(|e| PolicyError::store(CLIENTS_PREFIX, e))?;
-        for r in &page.records {
-            match ClientRecord::decode(&r.key, &r.value) {
-                Ok(c) => out.push(c),
-                Err(e) => tracing::warn!(error = %e, "skipping unreadable client record"),
-            }
+    for r in Pages::new(store, CLIENTS_PREFIX, limits).records() {
+        let r = r.map_err(|e| PolicyError::store(CLIENTS_PREFIX, e))?;
+        match ClientRecord::decode(&r.key, &r.value) {
+            Ok(c) => out.push(c),
+            Err(e) => tracing::warn!(error = %e, "skipping unreadable client record"),
         }
-        if !page.more {
-            return Ok(out);
-        }
-        after = page.cursor().map(<[u8]>::to_vec);
     }
+    Ok(out)
 }
 
 /// Removes the presence record of `client` (for example a client known to be dead).

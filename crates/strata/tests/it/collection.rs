@@ -133,7 +133,7 @@ fn a_collection_is_a_managed_table_with_a_stable_id() {
     );
     a.put("x", &account("x", 1)).unwrap();
     // Reopen: same ids, catalog read back, every header validated.
-    let db2 = Database::open(store.clone()).unwrap();
+    let db2 = Database::builder(store.clone()).open().unwrap();
     let names: Vec<_> = db2
         .collections()
         .unwrap()
@@ -168,7 +168,7 @@ fn startup_validation_refuses_a_future_or_corrupt_collection_header() {
             SchemaHeader::new(2, 1024).encode().to_vec(),
         ))
         .unwrap();
-    let err = Database::open(store.clone()).unwrap_err();
+    let err = Database::builder(store.clone()).open().unwrap_err();
     assert!(
         matches!(&err, CollectionError::Validation { collection, .. } if collection == "accounts"),
         "{err}"
@@ -180,14 +180,14 @@ fn startup_validation_refuses_a_future_or_corrupt_collection_header() {
         ))
         .unwrap();
     assert!(matches!(
-        Database::open(store.clone()),
+        Database::builder(store.clone()).open(),
         Err(CollectionError::Validation { .. })
     ));
     store
         .apply(Batch::new().set(b"__nx/catalog/accounts".to_vec(), b"junk".to_vec()))
         .unwrap();
     assert!(matches!(
-        Database::open(store),
+        Database::builder(store).open(),
         Err(CollectionError::CorruptCatalog { .. })
     ));
 }
@@ -196,7 +196,7 @@ fn startup_validation_refuses_a_future_or_corrupt_collection_header() {
 fn legacy_documents_without_a_header_are_refused() {
     let store = mem_store();
     raw_put(&store, "accounts", "a", 1, 1, r#"{"id":"a"}"#);
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let err = db
         .collection::<Account>("accounts", CollectionOptions::new())
         .unwrap_err();
@@ -265,7 +265,10 @@ fn write_guards_refuse_every_write_path() {
     ));
     assert_eq!(raw_get(&store, "accounts", "a"), before);
     assert_eq!(fenced.get("a").unwrap(), Some(account("a", 1)));
-    let guarded_db = Database::open_with_guards(store, vec![Arc::new(Fence)]).unwrap();
+    let guarded_db = Database::builder(store)
+        .write_guard(Arc::new(Fence))
+        .open()
+        .unwrap();
     assert!(matches!(
         accounts(&guarded_db).put("a", &account("a", 3)),
         Err(CollectionError::Guard { .. })

@@ -30,7 +30,7 @@ pub fn mem_store() -> Store {
 
 pub fn mem_db() -> (Store, Database) {
     let store = mem_store();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     (store, db)
 }
 

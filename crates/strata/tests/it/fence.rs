@@ -8,9 +8,9 @@ use strata::clock::ManualClock;
 use strata::collection::CollectionOptions;
 use strata::policy::{
     additive_only, baseline_key, client_key, coordinated_cutover, list_clients, ClientRecord,
-    CutoverOptions, Fence, FenceState, PolicyDatabase, PolicyError, Refusal, SchemaOptions,
-    Verdict, CLIENT_FORMAT,
+    CutoverOptions, Fence, FenceState, PolicyError, Refusal, SchemaOptions, Verdict, CLIENT_FORMAT,
 };
+use strata::Database;
 use strata_store::{Batch, KvRead, KvWrite, Store};
 
 #[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
@@ -46,33 +46,36 @@ fn reshape(d: Value) -> Result<Value, String> {
     Ok(json!({"id": d["id"], "amount": {"gross": d["total"]}}))
 }
 
-fn cutover_opts() -> SchemaOptions {
-    SchemaOptions::new()
-        .persist_json_schema(true)
+fn cutover_opts<T: schemars::JsonSchema>() -> SchemaOptions {
+    SchemaOptions::of::<T>()
         .strategy(coordinated_cutover(reshape))
         .strategy(additive_only())
 }
 
-fn note_opts() -> SchemaOptions {
-    SchemaOptions::new()
-        .persist_json_schema(true)
-        .strategy(coordinated_cutover(|d| {
-            Ok(json!({"id": d["id"], "body": d["text"]}))
-        }))
+fn note_opts<T: schemars::JsonSchema>() -> SchemaOptions {
+    SchemaOptions::of::<T>().strategy(coordinated_cutover(|d| {
+        Ok(json!({"id": d["id"], "body": d["text"]}))
+    }))
 }
 
-fn plain() -> SchemaOptions {
-    SchemaOptions::new().persist_json_schema(true)
+fn plain<T: schemars::JsonSchema>() -> SchemaOptions {
+    SchemaOptions::of::<T>()
 }
 
 /// Generation 0: `invoices` (and `notes`) in the old shape with `n` records each.
 fn seed(store: &Store, clock: &ManualClock, n: usize) {
-    let db = PolicyDatabase::open(store.clone(), config(clock)).unwrap();
+    let db = Database::builder(store.clone())
+        .policy(config(clock))
+        .open()
+        .unwrap();
     let inv = db
-        .collection::<InvOld>("invoices", CollectionOptions::new(), plain())
+        .collection::<InvOld>(
+            "invoices",
+            CollectionOptions::new().schema(plain::<InvOld>()),
+        )
         .unwrap();
     let notes = db
-        .collection::<NoteOld>("notes", CollectionOptions::new(), plain())
+        .collection::<NoteOld>("notes", CollectionOptions::new().schema(plain::<NoteOld>()))
         .unwrap();
     for i in 0..n {
         let id = format!("i{i:03}");
@@ -101,9 +104,15 @@ fn the_seed_walkthrough_fences_migrates_and_clears() {
     let store = mem();
     let clock = ManualClock::new(1_000);
     seed(&store, &clock, 1);
-    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     let inv = db
-        .collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .collection::<InvNew>(
+            "invoices",
+            CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+        )
         .unwrap();
     assert!(matches!(
         db.verdict("invoices"),
@@ -131,9 +140,15 @@ fn the_seed_walkthrough_fences_migrates_and_clears() {
     );
     // The cutover's target became the baseline: reopening is unchanged.
     assert_ne!(store.get(&baseline_key("invoices")).unwrap(), before);
-    let again = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let again = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     again
-        .collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .collection::<InvNew>(
+            "invoices",
+            CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+        )
         .unwrap();
     assert!(matches!(
         again.verdict("invoices"),
@@ -147,20 +162,32 @@ fn a_pending_cutover_blocks_its_collection_only_for_every_client() {
     let clock = ManualClock::new(0);
     seed(&store, &clock, 2);
     // An old client opened before the change.
-    let old = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let old = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     let old_inv = old
-        .collection::<InvOld>("invoices", CollectionOptions::new(), plain())
+        .collection::<InvOld>(
+            "invoices",
+            CollectionOptions::new().schema(plain::<InvOld>()),
+        )
         .unwrap();
     let old_notes = old
-        .collection::<NoteOld>("notes", CollectionOptions::new(), plain())
+        .collection::<NoteOld>("notes", CollectionOptions::new().schema(plain::<NoteOld>()))
         .unwrap();
     // The new client registers the cutover.
-    let new = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let new = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     let new_inv = new
-        .collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .collection::<InvNew>(
+            "invoices",
+            CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+        )
         .unwrap();
     let new_notes = new
-        .collection::<NoteOld>("notes", CollectionOptions::new(), plain())
+        .collection::<NoteOld>("notes", CollectionOptions::new().schema(plain::<NoteOld>()))
         .unwrap();
 
     let e = guard_err(
@@ -207,12 +234,21 @@ fn two_pending_collections_are_migrated_with_one_generation_bump() {
     let store = mem();
     let clock = ManualClock::new(0);
     seed(&store, &clock, 5);
-    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     let inv = db
-        .collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .collection::<InvNew>(
+            "invoices",
+            CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+        )
         .unwrap();
     let notes = db
-        .collection::<NoteNew>("notes", CollectionOptions::new(), note_opts())
+        .collection::<NoteNew>(
+            "notes",
+            CollectionOptions::new().schema(note_opts::<NoteNew>()),
+        )
         .unwrap();
     assert_eq!(db.fence_state().unwrap().pending.len(), 2);
     let report = db.run_schema_cutover(CutoverOptions::new()).unwrap();
@@ -234,14 +270,23 @@ fn a_client_opened_before_the_bump_gets_migration_required_and_must_reopen() {
     let store = mem();
     let clock = ManualClock::new(0);
     seed(&store, &clock, 1);
-    let stale = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let stale = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     let stale_notes = stale
-        .collection::<NoteOld>("notes", CollectionOptions::new(), plain())
+        .collection::<NoteOld>("notes", CollectionOptions::new().schema(plain::<NoteOld>()))
         .unwrap();
-    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
-    db.collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
         .unwrap();
-    let stale_policy = stale.policy();
+    db.collection::<InvNew>(
+        "invoices",
+        CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+    )
+    .unwrap();
+    let stale_policy = stale.policy().unwrap();
     db.run_schema_cutover(CutoverOptions::new().poll(|| {
         stale_policy.heartbeat().unwrap();
     }))
@@ -274,9 +319,12 @@ fn a_client_opened_before_the_bump_gets_migration_required_and_must_reopen() {
     assert!(e.to_string().contains("reopen"));
     drop(stale_notes);
     drop(stale);
-    let reopened = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let reopened = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     let notes = reopened
-        .collection::<NoteOld>("notes", CollectionOptions::new(), plain())
+        .collection::<NoteOld>("notes", CollectionOptions::new().schema(plain::<NoteOld>()))
         .unwrap();
     notes
         .put(
@@ -312,9 +360,15 @@ fn a_client_silent_past_the_stale_window_is_not_waited_for() {
     let clock = ManualClock::new(10_000);
     seed(&store, &clock, 1);
     foreign_client(&store, "silent", 10_000);
-    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
-    db.collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
         .unwrap();
+    db.collection::<InvNew>(
+        "invoices",
+        CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+    )
+    .unwrap();
     let polls = Cell::new(0);
     let report = db
         .run_schema_cutover(CutoverOptions::new().quiesce_timeout_ms(60_000).poll(|| {
@@ -332,9 +386,15 @@ fn a_holdout_times_out_and_the_fence_stays_draining_until_abort() {
     let store = mem();
     let clock = ManualClock::new(0);
     seed(&store, &clock, 3);
-    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     let inv = db
-        .collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .collection::<InvNew>(
+            "invoices",
+            CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+        )
         .unwrap();
     foreign_client(&store, "holdout", 0);
     let err = db
@@ -379,7 +439,10 @@ fn a_holdout_times_out_and_the_fence_stays_draining_until_abort() {
 fn abort_resets_without_a_bump() {
     let store = mem();
     let clock = ManualClock::new(0);
-    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     Fence::update(&store, |f| {
         let mut n = f.clone();
         n.generation = 4;
@@ -401,15 +464,27 @@ fn two_handles_on_one_store_complete_a_cutover_together() {
     let store = mem();
     let clock = ManualClock::new(0);
     seed(&store, &clock, 4);
-    let a = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let a = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     let a_inv = a
-        .collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .collection::<InvNew>(
+            "invoices",
+            CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+        )
         .unwrap();
-    let b = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let b = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     let b_inv = b
-        .collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .collection::<InvNew>(
+            "invoices",
+            CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+        )
         .unwrap();
-    let a_policy = a.policy();
+    let a_policy = a.policy().unwrap();
     let seen_draining = Cell::new(false);
     let report = b
         .run_schema_cutover(CutoverOptions::new().poll(|| {
@@ -423,7 +498,7 @@ fn two_handles_on_one_store_complete_a_cutover_together() {
     let clients = list_clients(&store).unwrap();
     let a_rec = clients
         .iter()
-        .find(|c| c.client == a.policy().client_id())
+        .find(|c| c.client == a.policy().unwrap().client_id())
         .unwrap();
     assert_eq!(a_rec.acked_generation, Some(1));
     // B ran the cutover and moved on; A must reopen.
@@ -445,12 +520,24 @@ fn a_live_coordinator_cannot_be_overtaken_but_an_expired_lease_is_resumed() {
     let store = mem();
     let clock = ManualClock::new(0);
     seed(&store, &clock, 3);
-    let a = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
-    a.collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+    let a = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
         .unwrap();
-    let b = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
-    b.collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+    a.collection::<InvNew>(
+        "invoices",
+        CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+    )
+    .unwrap();
+    let b = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
         .unwrap();
+    b.collection::<InvNew>(
+        "invoices",
+        CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+    )
+    .unwrap();
     // A starts, and times out waiting for B (which never ticks while live).
     let err = a
         .run_schema_cutover(
@@ -480,10 +567,19 @@ fn a_runner_without_the_transform_is_refused_and_changes_nothing() {
     let store = mem();
     let clock = ManualClock::new(0);
     seed(&store, &clock, 1);
-    let a = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
-    a.collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+    let a = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
         .unwrap();
-    let old = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    a.collection::<InvNew>(
+        "invoices",
+        CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+    )
+    .unwrap();
+    let old = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     let before = old.fence_state().unwrap();
     let err = old.run_schema_cutover(CutoverOptions::new()).unwrap_err();
     assert!(
@@ -506,14 +602,19 @@ fn the_heartbeat_thread_acknowledges_a_drain_on_its_own() {
     seed(&store, &clock, 2);
     let config = |clock: &ManualClock| config(clock).stale_after_ms(2 * MAX_POLLS);
     // A real heartbeat thread (1 ms interval) on the other handle.
-    let other = PolicyDatabase::open(
-        store.clone(),
-        config(&clock).heartbeat(Some(Duration::from_millis(1))),
+    let other = Database::builder(store.clone())
+        .policy(config(&clock).heartbeat(Some(Duration::from_millis(1))))
+        .open()
+        .unwrap();
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    db.collection::<InvNew>(
+        "invoices",
+        CollectionOptions::new().schema(cutover_opts::<InvNew>()),
     )
     .unwrap();
-    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
-    db.collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
-        .unwrap();
     let polls = Cell::new(0u64);
     let result = db.run_schema_cutover(CutoverOptions::new().quiesce_timeout_ms(MAX_POLLS).poll(
         || {
@@ -534,11 +635,11 @@ fn the_heartbeat_thread_acknowledges_a_drain_on_its_own() {
     let rec = list_clients(&store)
         .unwrap()
         .into_iter()
-        .find(|c| c.client == other.policy().client_id())
+        .find(|c| c.client == other.policy().unwrap().client_id())
         .unwrap();
     assert_eq!(rec.acked_generation, Some(1));
     // Dropping the handle stops the thread and removes its presence record.
-    let id = other.policy().client_id().to_string();
+    let id = other.policy().unwrap().client_id().to_string();
     drop(other);
     assert!(list_clients(&store).unwrap().iter().all(|c| c.client != id));
 }
@@ -548,19 +649,34 @@ fn a_stale_handle_cannot_coordinate_a_cutover() {
     let store = mem();
     let clock = ManualClock::new(0);
     seed(&store, &clock, 1);
-    let stale = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let stale = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     stale
-        .collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+        .collection::<InvNew>(
+            "invoices",
+            CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+        )
         .unwrap();
-    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
-    db.collection::<InvNew>("invoices", CollectionOptions::new(), cutover_opts())
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
         .unwrap();
-    let sp = stale.policy();
+    db.collection::<InvNew>(
+        "invoices",
+        CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+    )
+    .unwrap();
+    let sp = stale.policy().unwrap();
     db.run_schema_cutover(CutoverOptions::new().poll(|| sp.heartbeat().unwrap()))
         .unwrap();
     // A new pending cutover appears; the stale handle may not run it.
-    db.collection::<NoteNew>("notes", CollectionOptions::new(), note_opts())
-        .unwrap();
+    db.collection::<NoteNew>(
+        "notes",
+        CollectionOptions::new().schema(note_opts::<NoteNew>()),
+    )
+    .unwrap();
     let err = stale.run_schema_cutover(CutoverOptions::new()).unwrap_err();
     assert!(err.is_migration_required(), "{err}");
     assert_eq!(db.fence_state().unwrap().state, FenceState::Normal);
@@ -573,12 +689,18 @@ fn a_write_that_passed_the_gate_cannot_land_after_the_fence_changed() {
     let faulty = Faulty::new();
     let store = Store::from_arc(faulty.clone());
     let clock = ManualClock::new(0);
-    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     let inv = db
-        .collection::<InvOld>("invoices", CollectionOptions::new(), plain())
+        .collection::<InvOld>(
+            "invoices",
+            CollectionOptions::new().schema(plain::<InvOld>()),
+        )
         .unwrap();
     let notes = db
-        .collection::<NoteOld>("notes", CollectionOptions::new(), plain())
+        .collection::<NoteOld>("notes", CollectionOptions::new().schema(plain::<NoteOld>()))
         .unwrap();
     // Between the gate's check of the next document write and its commit, a coordinator
     // marks a cutover of `invoices` pending.
@@ -614,4 +736,413 @@ fn a_write_that_passed_the_gate_cannot_land_after_the_fence_changed() {
             },
         )
         .unwrap();
+}
+
+/// Issue 9: a handle opened without any policy configuration obeys the stored fence, joins
+/// the drain barrier once it writes a collection under policy, and must reopen after a
+/// generation bump.
+#[test]
+fn a_plain_handle_is_fenced_joins_the_drain_and_must_reopen_after_a_bump() {
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    seed(&store, &clock, 2);
+    let plain_db = Database::builder(store.clone()).open().unwrap();
+    assert!(plain_db.policy().is_none());
+    let plain_inv = plain_db
+        .collection::<InvOld>("invoices", CollectionOptions::new())
+        .unwrap();
+    let plain_notes = plain_db
+        .collection::<NoteOld>("notes", CollectionOptions::new())
+        .unwrap();
+    let coord = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    coord
+        .collection::<InvNew>(
+            "invoices",
+            CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+        )
+        .unwrap();
+    // Pending cutover: the plain handle's write is refused with the fence, typed.
+    let before = store
+        .get(&strata::collection::layout::doc_key("invoices", "i000"))
+        .unwrap();
+    let err = plain_inv
+        .put(
+            "i000",
+            &InvOld {
+                id: "i000".into(),
+                total: 9.0,
+            },
+        )
+        .unwrap_err();
+    assert!(err.is_fenced(), "{err}");
+    assert!(err.to_string().contains("are fenced"), "{err}");
+    assert!(plain_inv.delete("i001").unwrap_err().is_fenced());
+    assert_eq!(
+        store
+            .get(&strata::collection::layout::doc_key("invoices", "i000"))
+            .unwrap(),
+        before
+    );
+    // Writing a collection under policy made the plain handle a client of the store.
+    plain_notes
+        .put(
+            "n",
+            &NoteOld {
+                id: "n".into(),
+                text: "x".into(),
+            },
+        )
+        .unwrap();
+    let me = plain_db.policy().unwrap().client_id().to_string();
+    let listed = list_clients(&store).unwrap();
+    let rec = listed.iter().find(|c| c.client == me).unwrap();
+    assert_eq!((rec.opened_generation, rec.acked_generation), (0, None));
+    // The drain waits for its acknowledgement (given by its heartbeat here).
+    let report = coord
+        .run_schema_cutover(CutoverOptions::new().poll(|| plain_db.heartbeat().unwrap()))
+        .unwrap();
+    assert_eq!(report.generation, 1);
+    let rec = list_clients(&store)
+        .unwrap()
+        .into_iter()
+        .find(|c| c.client == me)
+        .unwrap();
+    assert_eq!(rec.acked_generation, Some(1));
+    // After the bump every write of the plain handle needs a reopen.
+    for err in [
+        plain_notes
+            .put(
+                "n",
+                &NoteOld {
+                    id: "n".into(),
+                    text: "y".into(),
+                },
+            )
+            .unwrap_err(),
+        plain_inv.delete("i001").unwrap_err(),
+    ] {
+        assert!(
+            matches!(
+                err.refusal(),
+                Some(Refusal::MigrationRequired {
+                    opened: 0,
+                    current: 1
+                })
+            ),
+            "{err}"
+        );
+    }
+    // A handle without policy that never wrote under policy is refused the same way.
+    let misc = Database::builder(store.clone()).open().unwrap();
+    drop(misc);
+    let reopened = Database::builder(store.clone()).open().unwrap();
+    reopened
+        .collection::<NoteOld>("notes", CollectionOptions::new())
+        .unwrap()
+        .put(
+            "n2",
+            &NoteOld {
+                id: "n2".into(),
+                text: "z".into(),
+            },
+        )
+        .unwrap();
+}
+
+/// A plain handle opened before the bump is refused even on a collection nobody declared.
+#[test]
+fn a_plain_handle_on_an_undeclared_collection_must_reopen_after_a_bump() {
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    seed(&store, &clock, 1);
+    let plain_db = Database::builder(store.clone()).open().unwrap();
+    let misc = plain_db
+        .collection::<NoteOld>("misc", CollectionOptions::new())
+        .unwrap();
+    let note = NoteOld {
+        id: "m".into(),
+        text: "x".into(),
+    };
+    misc.put("m", &note).unwrap();
+    assert!(
+        plain_db.policy().is_none(),
+        "no presence for ungoverned writes"
+    );
+    let coord = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    coord
+        .collection::<InvNew>(
+            "invoices",
+            CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+        )
+        .unwrap();
+    coord.run_schema_cutover(CutoverOptions::new()).unwrap();
+    let err = misc.put("m", &note).unwrap_err();
+    assert!(err.is_migration_required(), "{err}");
+    assert!(misc.get("m").unwrap().is_some(), "reads stay open");
+}
+
+// ---- issue 9: the cutover rewrites rows through the collection's one row rewrite ----
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+struct OrdV3 {
+    id: String,
+    qty: i64,
+    price_cents: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+struct Money {
+    cents: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+struct OrdNew {
+    id: String,
+    qty: i64,
+    price: Money,
+}
+
+/// The v3 chain of `orders`: v1 `{id, price}` (dollars) → v2 adds `qty` → v3 stores
+/// `price_cents`. Each step also tries to re-key the document (a protected field).
+fn orders_chain() -> CollectionOptions {
+    CollectionOptions::new()
+        .identity_fields(["id"])
+        .upcast(1, strata::payload::Mode::Lazy, |o| {
+            o.insert("qty".into(), json!(1));
+            o.insert("id".into(), json!("step-rekeyed"));
+            Ok(())
+        })
+        .upcast(2, strata::payload::Mode::Lazy, |o| {
+            let dollars = o.remove("price").and_then(|v| v.as_i64()).unwrap_or(0);
+            o.insert("price_cents".into(), json!(dollars * 100));
+            Ok(())
+        })
+}
+
+fn order_key(id: &str) -> Vec<u8> {
+    strata::collection::layout::doc_key("orders", id)
+}
+
+fn raw_order(store: &Store, id: &str, version: i32, lock: u64, json: &str) {
+    let value = strata::payload::envelope::encode(
+        strata::payload::envelope::Envelope::new(version, lock),
+        json.as_bytes(),
+    );
+    store.apply(Batch::new().set(order_key(id), value)).unwrap();
+}
+
+/// Issue 9 test: a cutover over v1 rows with a v3 chain hands the transform each row at
+/// v3 (upcast, protected fields kept) exactly once; a row written by a newer build (v5) is
+/// left byte-identical and reported by key.
+#[test]
+fn cutover_upcasts_old_rows_keeps_protected_fields_and_reports_newer_rows() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    {
+        let gen0 = Database::builder(store.clone())
+            .policy(config(&clock))
+            .open()
+            .unwrap();
+        gen0.collection::<OrdV3>(
+            "orders",
+            orders_chain().schema(SchemaOptions::of::<OrdV3>()),
+        )
+        .unwrap();
+    }
+    for i in 0..5 {
+        raw_order(
+            &store,
+            &format!("o{i}"),
+            1,
+            7,
+            &format!(r#"{{"id":"o{i}","price":{i}}}"#),
+        );
+    }
+    raw_order(
+        &store,
+        "o2-current",
+        3,
+        2,
+        r#"{"id":"o2-current","qty":4,"price_cents":50}"#,
+    );
+    raw_order(
+        &store,
+        "o9-newer",
+        5,
+        3,
+        r#"{"id":"o9-newer","qty":2,"price_v5":{"cents":1}}"#,
+    );
+    let newer_before = store.get(&order_key("o9-newer")).unwrap();
+
+    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (seen_t, calls_t) = (Arc::clone(&seen), Arc::clone(&calls));
+    let transform = move |d: Value| {
+        calls_t.fetch_add(1, Ordering::SeqCst);
+        seen_t.lock().unwrap().push(d.clone());
+        Ok(json!({
+            "id": "transform-rekeyed",
+            "qty": d["qty"],
+            "price": {"cents": d["price_cents"]},
+        }))
+    };
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    let orders = db
+        .collection::<OrdNew>(
+            "orders",
+            orders_chain()
+                .schema(SchemaOptions::of::<OrdNew>().strategy(coordinated_cutover(transform))),
+        )
+        .unwrap();
+    assert!(matches!(
+        db.verdict("orders"),
+        Some(Verdict::CutoverPending { .. })
+    ));
+    let report = db.run_schema_cutover(CutoverOptions::new()).unwrap();
+
+    // The transform saw every old and current row once, each at v3 and with its own id.
+    assert_eq!(calls.load(Ordering::SeqCst), 6);
+    for d in seen.lock().unwrap().iter() {
+        let id = d["id"].as_str().unwrap();
+        assert!(id.starts_with('o') && id != "step-rekeyed", "{d}");
+        assert!(
+            d.get("price").is_none(),
+            "v1 field reached the transform: {d}"
+        );
+        assert!(d["qty"].is_i64() && d["price_cents"].is_i64(), "{d}");
+    }
+    for i in 0..5 {
+        let id = format!("o{i}");
+        let doc = orders.get_document(&id).unwrap().unwrap();
+        assert_eq!(
+            doc.value.id, id,
+            "protected id restored after the transform"
+        );
+        assert_eq!(doc.value.qty, 1);
+        assert_eq!(doc.value.price.cents, i * 100);
+        assert_eq!((doc.stored_version, doc.lock_version), (3, 8));
+    }
+    // The newer row: byte-identical, counted and named in the report, never transformed.
+    assert_eq!(store.get(&order_key("o9-newer")).unwrap(), newer_before);
+    assert_eq!(report.skipped_ahead, 1);
+    let c = &report.collections[0];
+    assert_eq!(c.skipped_ahead, 1);
+    assert_eq!(c.ahead_keys, ["o9-newer".to_string()]);
+    assert!(orders.get("o9-newer").is_err(), "this build cannot bind it");
+}
+
+/// Issue 9 test: a sweep never writes into a fenced collection.
+#[test]
+fn a_sweep_refuses_a_fenced_collection() {
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    seed(&store, &clock, 3);
+    // Rows at v1 with an eager step to v2 pending…
+    let sweeper = Database::builder(store.clone()).open().unwrap();
+    let inv = sweeper
+        .collection::<InvOld>(
+            "invoices",
+            CollectionOptions::new().upcast(1, strata::payload::Mode::Eager, |_| Ok(())),
+        )
+        .unwrap();
+    // …while a cutover of the collection is pending.
+    let coord = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    coord
+        .collection::<InvNew>(
+            "invoices",
+            CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+        )
+        .unwrap();
+    let before = store.get(&order_key("unused")).unwrap();
+    let raw_before: Vec<_> = (0..3)
+        .map(|i| {
+            store
+                .get(&strata::collection::layout::doc_key(
+                    "invoices",
+                    &format!("i{i:03}"),
+                ))
+                .unwrap()
+        })
+        .collect();
+    let err = inv.sweep(strata::payload::SweepOptions::new()).unwrap_err();
+    assert!(err.is_fenced(), "{err}");
+    assert!(before.is_none());
+    for (i, b) in raw_before.iter().enumerate() {
+        assert_eq!(
+            &store
+                .get(&strata::collection::layout::doc_key(
+                    "invoices",
+                    &format!("i{i:03}"),
+                ))
+                .unwrap(),
+            b
+        );
+    }
+}
+
+/// Issue 9: the cutover takes the same `PassLimits` + `abort_when` as the migrator and the
+/// sweep; an abort leaves the fence migrating with its checkpoint, and a rerun resumes.
+#[test]
+fn a_cutover_stopped_by_abort_when_resumes_from_its_checkpoint() {
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    seed(&store, &clock, 10);
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    let inv = db
+        .collection::<InvNew>(
+            "invoices",
+            CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+        )
+        .unwrap();
+    let limits = strata::pass::PassLimits::new(3, 1 << 20).unwrap();
+    let mut polls = 0;
+    let err = db
+        .run_schema_cutover(CutoverOptions::new().limits(limits).abort_when(|| {
+            polls += 1;
+            polls > 2
+        }))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PolicyError::Aborted {
+                state: FenceState::Migrating
+            }
+        ),
+        "{err}"
+    );
+    let f = db.fence_state().unwrap();
+    assert_eq!((f.state, f.generation), (FenceState::Migrating, 0));
+    assert!(store
+        .get(&strata::policy::cutover_key("invoices"))
+        .unwrap()
+        .is_some());
+    let report = db
+        .run_schema_cutover(CutoverOptions::new().limits(limits))
+        .unwrap();
+    assert_eq!(report.generation, 1);
+    let c = &report.collections[0];
+    assert!(c.resumed_from.is_some(), "{c:?}");
+    assert!(c.records < 10, "{c:?}");
+    for i in 0..10 {
+        let doc = inv.get(&format!("i{i:03}")).unwrap().unwrap();
+        assert_eq!(doc.amount.gross, i as f64);
+    }
 }

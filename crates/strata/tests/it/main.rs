@@ -4,6 +4,7 @@
 mod collection;
 mod collection_util;
 mod fence;
+mod format;
 mod migration;
 mod pass;
 mod payload;

@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use strata::catalog::{Catalog, TableDef};
 use strata::header::{checkpoint_key, header_key};
 use strata::migrate::{
-    verify, MigrateError, MigrationCheckpoint, MigrationEvent, Migrator, Registry, Step,
+    verify, MigrateError, MigrationCheckpoint, MigrationEvent, Migrator, RecordStep, Registry,
     TableMigrations, TableOutcome,
 };
 use strata::numax::{self, wire};
@@ -105,7 +105,7 @@ fn checkpoint_round_trips_a_binary_cursor() {
     put(&store, &[prefix.clone(), vec![255]].concat(), b"c");
     let t = TableDef::new("bin", 101, prefix, 1).with_decoder(accept_all());
     let registry =
-        || Registry::new().table(TableMigrations::new(t.clone()).step(Step::certify(0, 1)));
+        || Registry::new().table(TableMigrations::new(t.clone()).step(RecordStep::certify(0, 1)));
     let faulty = FaultyStore::crash_at_write(store.unguarded_backend(), 2);
     let err = Migrator::new(registry())
         .unwrap()
@@ -138,7 +138,7 @@ fn checkpoint_round_trips_a_binary_cursor() {
 }
 
 fn one_table_registry(t: &TableDef) -> Registry {
-    Registry::new().table(TableMigrations::new(t.clone()).step(Step::certify(0, 1)))
+    Registry::new().table(TableMigrations::new(t.clone()).step(RecordStep::certify(0, 1)))
 }
 
 #[test]
@@ -239,8 +239,8 @@ fn checkpoint_of_another_step_is_rejected() {
     let t = table("mm", 105, 2);
     let registry = Registry::new().table(
         TableMigrations::new(t)
-            .step(Step::certify(0, 1))
-            .step(Step::certify(1, 2)),
+            .step(RecordStep::certify(0, 1))
+            .step(RecordStep::certify(1, 2)),
     );
     put(&store, &key("mm", "a"), b"1");
     // Header says v0 (none), the checkpoint claims step 1 -> 2.
@@ -276,14 +276,14 @@ fn checkpoint_of_another_step_is_rejected() {
 #[test]
 fn registry_rejects_gaps_non_sequential_steps_and_bad_ends() {
     let t = table("r", 106, 3);
-    let reg = |steps: Vec<Step>| {
+    let reg = |steps: Vec<RecordStep>| {
         let mut tm = TableMigrations::new(t.clone());
         for s in steps {
             tm = tm.step(s);
         }
         Migrator::new(Registry::new().table(tm)).map(drop)
     };
-    let c = Step::certify;
+    let c = RecordStep::certify;
     assert!(matches!(
         reg(vec![c(0, 1), c(2, 3)]),
         Err(MigrateError::RegistryGap { missing: 1, .. })
@@ -344,8 +344,8 @@ fn registry_rejects_gaps_non_sequential_steps_and_bad_ends() {
 fn an_invalid_registry_runs_nothing() {
     let (store, m) = mem();
     put(&store, &key("ok", "a"), b"1");
-    let good = TableMigrations::new(table("ok", 108, 1)).step(Step::certify(0, 1));
-    let bad = TableMigrations::new(table("bad", 109, 2)).step(Step::certify(0, 1));
+    let good = TableMigrations::new(table("ok", 108, 1)).step(RecordStep::certify(0, 1));
+    let bad = TableMigrations::new(table("bad", 109, 2)).step(RecordStep::certify(0, 1));
     let before = m.snapshot();
     let err = Migrator::new(Registry::new().table(good).table(bad)).unwrap_err();
     assert!(err.is_registry());
@@ -376,7 +376,7 @@ fn tables_advance_independently() {
     let calls = Arc::new(Mutex::new(Vec::<(String, u16)>::new()));
     let step = |to: u16| {
         let calls = calls.clone();
-        Step::records(to - 1, to, move |r: &RecordRef<'_>| {
+        RecordStep::records(to - 1, to, move |r: &RecordRef<'_>| {
             calls.lock().unwrap().push((r.table.to_string(), to));
             Ok(vec![])
         })
@@ -420,8 +420,8 @@ fn tables_advance_independently() {
 // sequential steps
 // ---------------------------------------------------------------------------------------
 
-fn bang_step() -> Step {
-    Step::records(1, 2, |r: &RecordRef<'_>| {
+fn bang_step() -> RecordStep {
+    RecordStep::records(1, 2, |r: &RecordRef<'_>| {
         let mut v = r.value.to_vec();
         v.push(b'!');
         Ok(vec![r.replace(v)])
@@ -445,7 +445,7 @@ fn sequential_steps_write_intermediate_headers_across_reopens() {
             .unwrap()
             .into_store();
         let r1 = Registry::new()
-            .table(TableMigrations::new(table("seq", 120, 1)).step(Step::certify(0, 1)));
+            .table(TableMigrations::new(table("seq", 120, 1)).step(RecordStep::certify(0, 1)));
         let report = Migrator::new(r1).unwrap().run(&store).unwrap();
         assert_eq!((report.tables[0].from, report.tables[0].to), (0, 1));
     }
@@ -459,7 +459,7 @@ fn sequential_steps_write_intermediate_headers_across_reopens() {
         // Release 2 registers 0 -> 1 -> 2; only 1 -> 2 runs.
         let r2 = Registry::new().table(
             TableMigrations::new(table("seq", 120, 2))
-                .step(Step::certify(0, 1))
+                .step(RecordStep::certify(0, 1))
                 .step(bang_step()),
         );
         let report = Migrator::new(r2).unwrap().run(&store).unwrap();
@@ -488,7 +488,7 @@ fn a_chain_commits_the_intermediate_header_before_the_next_step_starts() {
     let registry = || {
         Registry::new().table(
             TableMigrations::new(table("ch", 121, 2))
-                .step(Step::certify(0, 1))
+                .step(RecordStep::certify(0, 1))
                 .step(bang_step()),
         )
     };
@@ -873,7 +873,7 @@ fn interrupted_migration_resumes_without_double_processing() {
     let calls = Arc::new(AtomicUsize::new(0));
     let registry = || {
         let calls = calls.clone();
-        Registry::new().table(TableMigrations::new(t.clone()).step(Step::records(
+        Registry::new().table(TableMigrations::new(t.clone()).step(RecordStep::records(
             0,
             1,
             move |r: &RecordRef<'_>| {
@@ -989,7 +989,7 @@ impl strata_store::Backend for FlushLog {
 fn migrate_flushes_before_returning_on_success_and_on_failure() {
     let t = table("fl", 131, 1);
     let registry = || {
-        Registry::new().table(TableMigrations::new(t.clone()).step(Step::records(
+        Registry::new().table(TableMigrations::new(t.clone()).step(RecordStep::records(
             0,
             1,
             |_: &RecordRef<'_>| Ok(vec![]),
@@ -1512,17 +1512,15 @@ fn forbidden_step_mutations_in_a_migration_apply_nothing() {
     for (mutation, rule) in cases {
         let before = m.snapshot();
         let mm = mutation.clone();
-        let registry = Registry::new().table(TableMigrations::new(t.clone()).step(Step::records(
-            0,
-            1,
-            move |r: &RecordRef<'_>| {
+        let registry = Registry::new().table(TableMigrations::new(t.clone()).step(
+            RecordStep::records(0, 1, move |r: &RecordRef<'_>| {
                 Ok(if r.key.ends_with(b"/a") {
                     vec![mm.clone()]
                 } else {
                     vec![]
                 })
-            },
-        )));
+            }),
+        ));
         let err = Migrator::new(registry).unwrap().run(&store).unwrap_err();
         assert!(
             matches!(err, MigrateError::Pass(PassError::ForbiddenMutation { rule: r, ref target, .. }) if r == rule && target == mutation.key()),

@@ -542,3 +542,91 @@ fn custom_checkpoint_codec_and_checkpoint_prechecks() {
     assert_eq!(m.snapshot(), before2);
     assert_ne!(before, before2);
 }
+
+/// Issue 9: per-row conditional writes. A batch whose rows changed after the pass read
+/// them is narrowed: the changed rows (and only they) are dropped and reported, the rest
+/// commits once, the checkpoint is re-encoded; nothing is processed twice.
+#[test]
+fn row_conditions_narrow_a_batch_whose_rows_changed_and_retry_it() {
+    use crate::collection_util::Spy;
+    use strata::pass::RawCheckpoint;
+    use strata_store::KvWrite;
+    let (spy, store) = Spy::new();
+    for k in ["a", "b", "c", "d", "e"] {
+        store
+            .apply(Batch::new().set(format!("t/{k}").into_bytes(), b"v".to_vec()))
+            .unwrap();
+    }
+    let mut fired = false;
+    spy.before_apply(move |batch, backend| {
+        if !fired && batch.mutations().iter().any(|m| m.key().starts_with(b"t/")) {
+            fired = true;
+            backend
+                .apply(Batch::new().set(b"t/c".to_vec(), b"changed".to_vec()))
+                .unwrap();
+        }
+    });
+    let processed = Cell::new(0);
+    let dropped = RefCell::new(Vec::new());
+    let codec = RawCheckpoint::new(b"__nx/sweep/t".to_vec());
+    let report = Pass::new("t", b"t/".to_vec(), &codec)
+        .row_conditions(true)
+        .on_narrow(|keys: &[Vec<u8>]| dropped.borrow_mut().extend_from_slice(keys))
+        .run(
+            &store,
+            |r: &RecordRef<'_>, out: &mut Vec<Mutation>| -> Result<(), RecordError> {
+                processed.set(processed.get() + 1);
+                out.push(r.replace([r.value, b"!"].concat()));
+                Ok(())
+            },
+        )
+        .unwrap();
+    spy.clear_hook();
+    assert_eq!(processed.get(), 5, "each row processed once");
+    assert_eq!(*dropped.borrow(), [b"t/c".to_vec()]);
+    assert_eq!(report.mutations, 4);
+    for k in ["a", "b", "d", "e"] {
+        assert_eq!(
+            store.get(format!("t/{k}").as_bytes()).unwrap(),
+            Some(b"v!".to_vec())
+        );
+    }
+    assert_eq!(store.get(b"t/c").unwrap(), Some(b"changed".to_vec()));
+    assert_eq!(store.get(b"__nx/sweep/t").unwrap(), None, "completed");
+}
+
+/// A conflict that no row explains (here: the checkpoint moved) is returned as is.
+#[test]
+fn row_conditions_return_a_conflict_no_row_explains() {
+    use crate::collection_util::Spy;
+    use strata::pass::RawCheckpoint;
+    use strata_store::KvWrite;
+    let (spy, store) = Spy::new();
+    store
+        .apply(Batch::new().set(b"t/a".to_vec(), b"v".to_vec()))
+        .unwrap();
+    spy.before_apply(|batch, backend| {
+        if batch.mutations().iter().any(|m| m.key().starts_with(b"t/")) {
+            backend
+                .apply(Batch::new().set(b"__nx/sweep/t".to_vec(), b"other".to_vec()))
+                .unwrap();
+        }
+    });
+    let codec = RawCheckpoint::new(b"__nx/sweep/t".to_vec());
+    let err = Pass::new("t", b"t/".to_vec(), &codec)
+        .row_conditions(true)
+        .run(
+            &store,
+            |r: &RecordRef<'_>, out: &mut Vec<Mutation>| -> Result<(), RecordError> {
+                out.push(r.replace(b"w".to_vec()));
+                Ok(())
+            },
+        )
+        .unwrap_err();
+    spy.clear_hook();
+    assert!(
+        matches!(err, strata::PassError::Store { ref source, .. } if source.is_conflict()),
+        "{err}"
+    );
+    assert_eq!(store.get(b"t/a").unwrap(), Some(b"v".to_vec()));
+}

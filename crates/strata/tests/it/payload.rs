@@ -425,7 +425,7 @@ fn a_failing_step_fails_that_read_names_everything_and_keeps_the_row() {
 fn a_chain_declared_after_the_data_was_written_still_migrates() {
     let store = mem_store();
     {
-        let db = Database::open(store.clone()).unwrap();
+        let db = Database::builder(store.clone()).open().unwrap();
         #[derive(Serialize, Deserialize)]
         struct V1 {
             id: String,
@@ -444,7 +444,7 @@ fn a_chain_declared_after_the_data_was_written_still_migrates() {
         .unwrap();
         assert_eq!(stored_env(&store, "acc", "a").payload_version, 1);
     }
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = db
         .collection::<Account>("acc", dollars_to_cents(CollectionOptions::new()))
         .unwrap();
@@ -512,7 +512,7 @@ fn read_repair_writes_the_upcast_row_back_keeping_the_lock() {
 #[test]
 fn read_repair_never_resurrects_a_deleted_row_nor_overwrites_a_concurrent_write() {
     let (spy, store) = Spy::new();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = db
         .collection::<Account>(
             "acc",
@@ -632,7 +632,7 @@ fn a_newer_row_that_does_not_bind_says_upgrade_this_instance() {
 #[test]
 fn envelope_versions_are_readable_without_json() {
     let store: Store = mem_store();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = db
         .collection::<Account>("acc", CollectionOptions::new())
         .unwrap();
@@ -678,6 +678,10 @@ fn the_ahead_guard_is_logged_once_per_collection() {
     let warnings = Arc::new(AtomicUsize::new(0));
     let subscriber = AheadWarnings(Arc::clone(&warnings));
     tracing::subscriber::with_default(subscriber, || {
+        // Another test thread may have registered the warning's callsite while no
+        // subscriber wanted it (interest cached as "never"): recompute it now that this
+        // thread's subscriber exists.
+        tracing::callsite::rebuild_interest_cache();
         let (store, db) = mem_db();
         let first = db
             .collection::<Account>("acc", dollars_to_cents(CollectionOptions::new()))

@@ -9,10 +9,11 @@ use strata::clock::ManualClock;
 use strata::collection::CollectionOptions;
 use strata::policy::{
     additive_only, baseline_key, blind_update, coordinated_cutover, covered_by_upcasts,
-    evaluate_strategies, lock_schema, lock_schema_fields, Baseline, Policy, PolicyDatabase,
-    PolicyError, Refusal, Rejection, SchemaDeclaration, SchemaDelta, SchemaOptions,
-    SchemaUpdateStrategy, UpdateContext, UpdateDecision, Verdict,
+    evaluate_strategies, lock_schema, lock_schema_fields, Baseline, Policy, PolicyError, Refusal,
+    Rejection, SchemaDeclaration, SchemaDelta, SchemaOptions, SchemaUpdateStrategy, UpdateContext,
+    UpdateDecision, Verdict,
 };
+use strata::Database;
 use strata_store::{Batch, KvRead, Store};
 
 const NON_ADDITIVE: &str = "Non-additive schema change to \"invoices\" (added: [], removed: [amount], changed: []). Register a coordinated_cutover() strategy to migrate, or revert the change.";
@@ -201,12 +202,10 @@ struct InvV1Note {
     note: Option<String>,
 }
 
-fn opts(strategies: Vec<strata::policy::Strategy>) -> SchemaOptions {
+fn opts<T: schemars::JsonSchema>(strategies: Vec<strata::policy::Strategy>) -> SchemaOptions {
     strategies
         .into_iter()
-        .fold(SchemaOptions::new().persist_json_schema(true), |o, s| {
-            o.strategy(s)
-        })
+        .fold(SchemaOptions::of::<T>(), |o, s| o.strategy(s))
 }
 
 #[test]
@@ -214,12 +213,14 @@ fn a_rejected_change_fails_every_write_but_not_the_declaration() {
     let store = mem();
     let clock = ManualClock::new(0);
     {
-        let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+        let db = Database::builder(store.clone())
+            .policy(config(&clock))
+            .open()
+            .unwrap();
         let c = db
             .collection::<InvV1>(
                 "invoices",
-                CollectionOptions::new(),
-                opts(vec![additive_only()]),
+                CollectionOptions::new().schema(opts::<InvV1>(vec![additive_only()])),
             )
             .unwrap();
         c.put(
@@ -231,13 +232,15 @@ fn a_rejected_change_fails_every_write_but_not_the_declaration() {
         )
         .unwrap();
     }
-    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     // Declaring never fails…
     let c = db
         .collection::<InvV2>(
             "invoices",
-            CollectionOptions::new(),
-            opts(vec![additive_only()]),
+            CollectionOptions::new().schema(opts::<InvV2>(vec![additive_only()])),
         )
         .unwrap();
     assert!(matches!(
@@ -258,8 +261,7 @@ fn a_rejected_change_fails_every_write_but_not_the_declaration() {
     let other = db
         .collection::<InvV2>(
             "other",
-            CollectionOptions::new(),
-            opts(vec![additive_only()]),
+            CollectionOptions::new().schema(opts::<InvV2>(vec![additive_only()])),
         )
         .unwrap();
     other.put("x", &InvV2 { id: "x".into() }).unwrap();
@@ -319,12 +321,14 @@ fn the_baseline_is_unchanged_after_a_rejection_and_replaced_after_an_allowed_cha
 fn first_registration_never_rejects() {
     let store = mem();
     let clock = ManualClock::new(0);
-    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     let c = db
         .collection::<InvV2>(
             "invoices",
-            CollectionOptions::new(),
-            opts(vec![lock_schema(), additive_only()]),
+            CollectionOptions::new().schema(opts::<InvV2>(vec![lock_schema(), additive_only()])),
         )
         .unwrap();
     assert!(matches!(db.verdict("invoices"), Some(Verdict::Registered)));
@@ -332,12 +336,14 @@ fn first_registration_never_rejects() {
     let b = Baseline::load(&store, "invoices").unwrap().unwrap();
     assert_eq!(b.payload_version, Some(1));
     // Reopening with the same type is unchanged, even under a lock.
-    let again = PolicyDatabase::open(store, config(&clock)).unwrap();
+    let again = Database::builder(store)
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     let c = again
         .collection::<InvV2>(
             "invoices",
-            CollectionOptions::new(),
-            opts(vec![lock_schema()]),
+            CollectionOptions::new().schema(opts::<InvV2>(vec![lock_schema()])),
         )
         .unwrap();
     assert!(matches!(
@@ -357,12 +363,14 @@ fn a_detection_failure_is_logged_and_never_blocks_writes() {
         Batch::new().set(baseline_key("invoices"), b"{not json".to_vec()),
     )
     .unwrap();
-    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     let c = db
         .collection::<InvV2>(
             "invoices",
-            CollectionOptions::new(),
-            opts(vec![lock_schema()]),
+            CollectionOptions::new().schema(opts::<InvV2>(vec![lock_schema()])),
         )
         .unwrap();
     assert!(matches!(
@@ -380,12 +388,14 @@ fn a_detection_failure_is_logged_and_never_blocks_writes() {
     let faulty = Faulty::new();
     let store = Store::from_arc(faulty.clone());
     *faulty.fail_get_prefix.lock().unwrap() = Some(b"__nx/jsonschema/".to_vec());
-    let db = PolicyDatabase::open(store, config(&clock)).unwrap();
+    let db = Database::builder(store)
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     let c = db
         .collection::<InvV2>(
             "invoices",
-            CollectionOptions::new(),
-            opts(vec![lock_schema()]),
+            CollectionOptions::new().schema(opts::<InvV2>(vec![lock_schema()])),
         )
         .unwrap();
     match db.verdict("invoices") {
@@ -457,11 +467,13 @@ fn a_payload_version_bump_with_upcasts_bridges_a_non_additive_change() {
     let store = mem();
     let clock = ManualClock::new(0);
     {
-        let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+        let db = Database::builder(store.clone())
+            .policy(config(&clock))
+            .open()
+            .unwrap();
         db.collection::<InvV1>(
             "invoices",
-            CollectionOptions::new(),
-            opts(vec![covered_by_upcasts()]),
+            CollectionOptions::new().schema(opts::<InvV1>(vec![covered_by_upcasts()])),
         )
         .unwrap()
         .put(
@@ -475,24 +487,32 @@ fn a_payload_version_bump_with_upcasts_bridges_a_non_additive_change() {
     }
     // Same removal without a version bump: refused.
     {
-        let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+        let db = Database::builder(store.clone())
+            .policy(config(&clock))
+            .open()
+            .unwrap();
         let c = db
             .collection::<InvV2>(
                 "invoices",
-                CollectionOptions::new(),
-                opts(vec![covered_by_upcasts()]),
+                CollectionOptions::new().schema(opts::<InvV2>(vec![covered_by_upcasts()])),
             )
             .unwrap();
         assert!(guard_err(c.put("i2", &InvV2 { id: "i2".into() }).unwrap_err()).is_rejection());
     }
     // With payload v2 and the step 1→2 that drops `amount`: accepted, baseline records v2.
-    let db = PolicyDatabase::open(store.clone(), config(&clock)).unwrap();
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
     let options = CollectionOptions::new().upcast(1, Mode::Lazy, |o| {
         o.remove("amount");
         Ok::<(), StepError>(())
     });
     let c = db
-        .collection::<InvV2>("invoices", options, opts(vec![covered_by_upcasts()]))
+        .collection::<InvV2>(
+            "invoices",
+            options.schema(opts::<InvV2>(vec![covered_by_upcasts()])),
+        )
         .unwrap();
     assert!(matches!(db.verdict("invoices"), Some(Verdict::Allowed)));
     c.put("i2", &InvV2 { id: "i2".into() }).unwrap();

@@ -70,7 +70,7 @@ fn clock() -> (ManualClock, SharedClock) {
 fn opts(runner: &str, clock: &SharedClock) -> SweepOptions {
     SweepOptions::new()
         .runner_id(runner)
-        .batch_size(10)
+        .limits(strata::pass::PassLimits::new(10, 4 << 20).unwrap())
         .clock(clock.clone())
 }
 
@@ -122,7 +122,7 @@ fn the_sweep_rewrites_every_stale_row_through_the_eager_cascade() {
 #[test]
 fn a_completed_sweep_skips_the_scan_with_one_read() {
     let (spy, store) = Spy::new();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = coll(&db);
     seed(&store, 30);
     let (_, clk) = clock();
@@ -216,7 +216,7 @@ fn abort_releases_the_lease_and_the_next_run_resumes_from_the_cursor() {
     let p = polls.clone();
     // Poll 1 is before the first batch; aborting at poll 4 commits three batches of 10.
     let first = c
-        .sweep(opts("a", &clk).abort_check(move || p.fetch_add(1, Ordering::SeqCst) + 1 >= 4))
+        .sweep(opts("a", &clk).abort_when(move || p.fetch_add(1, Ordering::SeqCst) + 1 >= 4))
         .unwrap();
     assert_eq!(first.note, SweepNote::Aborted);
     assert_eq!((first.scanned(), first.rewritten()), (30, 30));
@@ -242,7 +242,7 @@ fn two_handles_contend_and_the_second_gets_contended() {
     let c = coll(&db);
     seed(&store, 40);
     let (_, clk) = clock();
-    let other_db = Database::open(store.clone()).unwrap();
+    let other_db = Database::builder(store.clone()).open().unwrap();
     let other = coll(&other_db);
     let seen = Arc::new(Mutex::new(None));
     let sweeping = Arc::new(Mutex::new(None));
@@ -250,7 +250,7 @@ fn two_handles_contend_and_the_second_gets_contended() {
     let clk2 = clk.clone();
     let polls = AtomicUsize::new(0);
     let r = c
-        .sweep(opts("a", &clk).abort_check(move || {
+        .sweep(opts("a", &clk).abort_when(move || {
             if polls.fetch_add(1, Ordering::SeqCst) == 2 {
                 *s.lock().unwrap() = Some(other.sweep(opts("b", &clk2)).unwrap());
                 *sw.lock().unwrap() = Some((db2.is_sweeping("acc"), odb.is_sweeping("acc")));
@@ -280,7 +280,7 @@ fn an_expired_lease_of_a_dead_runner_is_taken_over_and_resumed() {
     // Runner "dead" claimed the lease and processed 20 rows, then vanished.
     let polls = AtomicUsize::new(0);
     let first = c
-        .sweep(opts("dead", &clk).abort_check(move || polls.fetch_add(1, Ordering::SeqCst) == 2))
+        .sweep(opts("dead", &clk).abort_when(move || polls.fetch_add(1, Ordering::SeqCst) == 2))
         .unwrap();
     assert_eq!(first.note, SweepNote::Aborted);
     let mut m = marker(&store).unwrap();
@@ -304,7 +304,7 @@ fn a_lease_taken_over_mid_sweep_stops_the_sweep_with_lease_lost() {
     let st = store.clone();
     let polls = AtomicUsize::new(0);
     let r = c
-        .sweep(opts("a", &clk).abort_check(move || {
+        .sweep(opts("a", &clk).abort_when(move || {
             if polls.fetch_add(1, Ordering::SeqCst) == 1 {
                 let mut m = marker(&st).unwrap();
                 m.runner = Some("thief".into());
@@ -323,7 +323,7 @@ fn a_lease_taken_over_mid_sweep_stops_the_sweep_with_lease_lost() {
 #[test]
 fn a_concurrent_delete_during_a_sweep_is_not_resurrected() {
     let (spy, store) = Spy::new();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = coll(&db);
     seed(&store, 25);
     let victim = layout::doc_key("acc", "r00013");
@@ -385,7 +385,7 @@ fn the_marker_layout_is_documented_json() {
 #[test]
 fn losing_the_claim_race_reports_lease_not_claimed() {
     let (spy, store) = Spy::new();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = coll(&db);
     seed(&store, 5);
     let key = layout::sweep_key("acc");
@@ -482,7 +482,7 @@ fn race_first_row_batch(spy: &Spy, writes: Batch) -> Arc<AtomicUsize> {
 #[test]
 fn conflicted_counts_rows_and_the_rest_of_the_batch_is_still_rewritten() {
     let (spy, store) = Spy::new();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = coll(&db);
     seed(&store, 10);
     // Between the sweep's read and its write: three rows modified (one by an old build,
@@ -536,7 +536,7 @@ fn conflicted_counts_rows_and_the_rest_of_the_batch_is_still_rewritten() {
 #[test]
 fn a_narrowed_batch_is_followed_by_more_batches_and_the_marker_counts_stay_exact() {
     let (spy, store) = Spy::new();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = coll(&db);
     seed(&store, 35);
     // The first row batch is r00000..r00009; race two of its rows and one row of a
@@ -551,7 +551,7 @@ fn a_narrowed_batch_is_followed_by_more_batches_and_the_marker_counts_stay_exact
     let p = polls.clone();
     // Abort at poll 3: two batches committed (the narrowed one and the next).
     let first = c
-        .sweep(opts("a", &clk).abort_check(move || p.fetch_add(1, Ordering::SeqCst) + 1 >= 3))
+        .sweep(opts("a", &clk).abort_when(move || p.fetch_add(1, Ordering::SeqCst) + 1 >= 3))
         .unwrap();
     spy.clear_hook();
     assert_eq!(first.note, SweepNote::Aborted);
@@ -591,7 +591,7 @@ fn a_narrowed_batch_is_followed_by_more_batches_and_the_marker_counts_stay_exact
 #[test]
 fn every_row_rewrite_carries_its_own_compare_and_swap_when_the_byte_budget_splits_pages() {
     let (spy, store) = Spy::new();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c = coll(&db);
     seed(&store, 40);
     let doc_prefix = layout::doc_prefix("acc");
@@ -630,9 +630,8 @@ fn every_row_rewrite_carries_its_own_compare_and_swap_when_the_byte_budget_split
     let first = c
         .sweep(
             opts("a", &clk)
-                .batch_size(100)
-                .max_bytes(400)
-                .abort_check(move || p.fetch_add(1, Ordering::SeqCst) + 1 >= 4),
+                .limits(strata::pass::PassLimits::new(100, 400).unwrap())
+                .abort_when(move || p.fetch_add(1, Ordering::SeqCst) + 1 >= 4),
         )
         .unwrap();
     assert_eq!(first.note, SweepNote::Aborted);
@@ -646,7 +645,7 @@ fn every_row_rewrite_carries_its_own_compare_and_swap_when_the_byte_budget_split
     assert_eq!((first.scanned(), first.rewritten()), (committed, committed));
     assert_eq!(m.counters.scanned, committed);
     let r = c
-        .sweep(opts("a", &clk).batch_size(100).max_bytes(400))
+        .sweep(opts("a", &clk).limits(strata::pass::PassLimits::new(100, 400).unwrap()))
         .unwrap();
     spy.clear_hook();
     assert_eq!(r.note, SweepNote::Complete);
@@ -658,13 +657,14 @@ fn every_row_rewrite_carries_its_own_compare_and_swap_when_the_byte_budget_split
 }
 
 #[test]
-fn a_row_that_no_longer_upcasts_on_the_narrowed_retry_fails_instead_of_being_written() {
-    // An impure step (it fails from its second call on row r00002): the retry after a
-    // conflict re-derives the unchanged rows' rewrites, and r00002 then fails.
+fn the_narrowed_retry_runs_no_step_again_and_writes_the_unchanged_rows_once() {
+    // A step that would fail from its second call on row r00002: the pass narrows a
+    // batch whose rows changed by dropping them and keeping the other rows' rewrites as
+    // computed from the bytes read, so no step ever runs twice for one row.
     let calls = Arc::new(AtomicUsize::new(0));
     let k = calls.clone();
     let (spy, store) = Spy::new();
-    let db = Database::open(store.clone()).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
     let c: Collection<Account> = db
         .collection(
             "acc",
@@ -682,29 +682,71 @@ fn a_row_that_no_longer_upcasts_on_the_narrowed_retry_fails_instead_of_being_wri
         )
         .unwrap();
     seed(&store, 10);
-    let before = raw_get(&store, "acc", "r00002");
     let writes = Batch::new().delete(layout::doc_key("acc", "r00005"));
     race_first_row_batch(&spy, writes);
     let (_, clk) = clock();
     let r = c.sweep(opts("a", &clk)).unwrap();
     spy.clear_hook();
-    assert_eq!(calls.load(Ordering::SeqCst), 2);
-    assert_eq!(r.note, SweepNote::Incomplete);
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "the step ran once for r00002"
+    );
+    assert_eq!(r.note, SweepNote::Complete);
     assert_eq!(
         (r.scanned(), r.rewritten(), r.conflicted(), r.failed()),
-        (10, 8, 1, 1)
+        (10, 9, 1, 0)
     );
-    assert_eq!(raw_get(&store, "acc", "r00002"), before);
-    assert_eq!(raw_get(&store, "acc", "r00005"), None);
+    assert_eq!(stored_env(&store, "acc", "r00002").payload_version, 2);
+    assert_eq!(raw_get(&store, "acc", "r00005"), None, "never resurrected");
     assert_eq!(stored_env(&store, "acc", "r00009").payload_version, 2);
     let m = marker(&store).unwrap();
-    assert_eq!((m.completed, m.in_progress), (0, None));
+    assert_eq!((m.completed, m.in_progress), (2, None));
     assert_eq!(
         (
             m.counters.rewritten,
             m.counters.conflicted,
             m.counters.failed
         ),
-        (8, 1, 1)
+        (9, 1, 0)
     );
+}
+
+/// Issue 9: sweep and cutover exclude each other on one collection. A cutover declared by
+/// another process while a sweep runs is seen by the sweep's very next batch: that batch
+/// carries the fence bytes it checked, conflicts, is re-checked and refused with the
+/// typed fence refusal; nothing after the last committed batch is written.
+#[test]
+fn a_cutover_declared_mid_sweep_stops_the_sweep_before_its_next_batch() {
+    let (spy, store) = Spy::new();
+    let db = Database::builder(store.clone()).open().unwrap();
+    let c = coll(&db);
+    seed(&store, 30);
+    let marker_key = layout::sweep_key("acc");
+    let mut marker_writes = 0;
+    spy.before_apply(move |batch, backend| {
+        if batch
+            .mutations()
+            .iter()
+            .any(|m| m.key() == marker_key.as_slice())
+        {
+            marker_writes += 1;
+            // 1: the claim, 2: the first batch, 3: the second batch.
+            if marker_writes == 3 {
+                strata::policy::Fence::add_pending(backend, "acc", "target").unwrap();
+            }
+        }
+    });
+    let (_, clk) = clock();
+    let err = c.sweep(opts("a", &clk)).unwrap_err();
+    spy.clear_hook();
+    assert!(err.is_fenced(), "{err}");
+    assert!(err.to_string().contains("are fenced"), "{err}");
+    let versions: Vec<i32> = (0..30)
+        .map(|i| stored_env(&store, "acc", &format!("r{i:05}")).payload_version)
+        .collect();
+    assert_eq!(versions[..10], [4; 10], "the first batch committed");
+    assert_eq!(versions[10..], [1; 20], "nothing after the fence moved");
+    // And a new sweep is refused up front while the cutover is pending.
+    assert!(c.sweep(opts("b", &clk)).unwrap_err().is_fenced());
 }

@@ -1,0 +1,168 @@
+//! The command line shared by the `strata` binary and an application's embedded
+//! [`Admin`](crate::Admin).
+//!
+//! Thin by design: each subcommand parses its arguments, calls the library and renders the
+//! result. Results go to stdout, errors to stderr prefixed `strata: `, progress to stderr
+//! (a bar with rate and ETA on a terminal, plain lines otherwise). Exit codes: 0 success, 1 error, 2 usage, 3 migration
+//! required, 4 future or corrupt metadata, 6 incompatible schema change. Under `--json` an
+//! error is also printed on stdout as `{"format":1,"error":{"message":"…","exit_code":N}}`.
+
+use crate::admin::Extension;
+use crate::{cmd, exit};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+/// strata — safe, resumable evolution of data in a key-value store.
+#[derive(Debug, Parser)]
+#[command(name = "strata", version, about, long_about = None)]
+pub struct Cli {
+    /// The datastore: a path (auto-detected: a redb file or a sled directory), or
+    /// `redb:PATH`, `sled:PATH`, `postgres://user@host/db[?strata_table=NAME]` (not read by
+    /// `demo`, `copy` and `schema diff`, which refuse it).
+    #[arg(
+        long,
+        global = true,
+        default_value = "./strata-data",
+        value_name = "PATH"
+    )]
+    db: std::path::PathBuf,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The generic subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show the schema state of every managed table (read-only).
+    Status(cmd::status::Args),
+    /// Run the explicit, resumable migration of every table that needs one.
+    Migrate(cmd::migrate::Args),
+    /// Certify every record of every managed table (read-only).
+    Verify(cmd::verify::Args),
+    /// Per collection: rows, payload-version histogram, stale and ahead rows, sweep and
+    /// fence state (read-only).
+    Collections(cmd::collections::Args),
+    /// Print the first records of one managed table or collection (read-only).
+    Inspect(cmd::inspect::Args),
+    /// Diff JSON Schemas (a CI gate) or show a collection's persisted schema.
+    Schema(cmd::schema::Args),
+    /// Show the cutover fence, its clients, or abort a stuck cutover.
+    Fence(cmd::fence::Args),
+    /// Copy a whole store to another (any two backends), resumable and verified.
+    Copy(cmd::copy::Args),
+    /// A guided tour: legacy store, refusal, migration, serving, restart, payload evolution, shape policy.
+    Demo(cmd::demo::Args),
+}
+
+/// True when the command line asks for `--json` (errors are then JSON documents too).
+fn wants_json(args: &[OsString]) -> bool {
+    args.iter().skip(1).any(|a| a == "--json")
+}
+
+/// Logs go to stderr, with colour only on a terminal and when `NO_COLOR` is unset.
+fn init_logging() {
+    use std::io::IsTerminal;
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .try_init()
+        // An application embedding the admin may have installed its own subscriber.
+        .ok();
+}
+
+/// Parses `args` (the program name first) and runs the command; `ext` adds an
+/// application's own subcommands (sweep, cutover, schema check) and its default `--db`.
+pub(crate) fn run(args: Vec<OsString>, ext: Option<&Extension>) -> ExitCode {
+    init_logging();
+    let json = wants_json(&args);
+    let mut command = Cli::command();
+    if let Some(ext) = ext {
+        command = ext.augment(command);
+    }
+    let matches = match command.try_get_matches_from(args) {
+        Ok(m) => m,
+        Err(e) => usage_error(e, json),
+    };
+    if let Some(ext) = ext {
+        let db = matches
+            .get_one::<std::path::PathBuf>("db")
+            .cloned()
+            .unwrap_or_default();
+        if let Some(result) = ext.dispatch(&matches, &db) {
+            return exit::finish(result, json);
+        }
+    }
+    let parsed = Cli::from_arg_matches(&matches);
+    let cli = match parsed {
+        Ok(cli) => cli,
+        Err(e) => usage_error(e, json),
+    };
+    // `--db` is global for convenience; a command that does not read it refuses it rather
+    // than silently ignoring it.
+    let db_given = matches.value_source("db") == Some(clap::parser::ValueSource::CommandLine);
+    if db_given {
+        if let Some(what) = cli.command.ignores_db() {
+            return exit::finish(
+                Err(exit::Failure::with_code(
+                    exit::USAGE,
+                    format!("`{what}` does not read `--db`; {}", cli.command.db_hint()),
+                )),
+                json,
+            );
+        }
+    }
+    let result = match cli.command {
+        Command::Status(args) => cmd::status::run(&cli.db, args),
+        Command::Migrate(args) => cmd::migrate::run(&cli.db, args),
+        Command::Verify(args) => cmd::verify::run(&cli.db, args),
+        Command::Collections(args) => cmd::collections::run(&cli.db, args),
+        Command::Inspect(args) => cmd::inspect::run(&cli.db, args),
+        Command::Schema(args) => cmd::schema::run(&cli.db, args),
+        Command::Fence(args) => cmd::fence::run(&cli.db, args),
+        Command::Copy(args) => cmd::copy::run(args),
+        Command::Demo(args) => cmd::demo::run(args),
+    };
+    exit::finish(result, json)
+}
+
+/// Reports a usage error (also as a JSON document under `--json`) and exits with 2 (help
+/// and version requests exit 0).
+fn usage_error(e: clap::Error, json: bool) -> ! {
+    if json && e.use_stderr() {
+        let rendered = e.render().to_string();
+        let first = rendered.lines().next().unwrap_or_default();
+        let msg = first.strip_prefix("error: ").unwrap_or(first);
+        println!("{}", exit::error_document(msg, exit::USAGE));
+    }
+    e.exit()
+}
+
+impl Command {
+    /// The name of the command when it does not read `--db`.
+    fn ignores_db(&self) -> Option<&'static str> {
+        match self {
+            Command::Demo(_) => Some("strata demo"),
+            Command::Copy(_) => Some("strata copy"),
+            Command::Schema(args) if args.ignores_db() => Some("strata schema diff"),
+            _ => None,
+        }
+    }
+
+    /// What to pass instead of `--db`.
+    fn db_hint(&self) -> &'static str {
+        match self {
+            Command::Demo(_) => "pass the demo directory as `strata demo DIR`",
+            Command::Copy(_) => "pass the stores as `--from A --to B`",
+            _ => {
+                "compare two files, or a file with a stored baseline with `--against DB COLLECTION`"
+            }
+        }
+    }
+}

@@ -1,0 +1,568 @@
+//! `strata copy --from A --to B`: the whole store, every key and value, from one backend
+//! to another (sled → redb, sled → PostgreSQL, …). This is how a Numax user leaves sled.
+//!
+//! * **Batched**: the source is read in pages bounded by `--max-records` and the
+//!   `--max-bytes` budget; each page is one atomic batch in the target.
+//! * **Resumable**: each batch also writes the progress record
+//!   [`PROGRESS_KEY`] (the source, the last copied key, the count so far) with a
+//!   precondition on its previous value, so a copy killed at any instant resumes after
+//!   its last committed batch when rerun with the same `--from`/`--to`, and two copies
+//!   into one target cannot interleave.
+//! * **Refuses a non-empty target** that holds no progress record of this same copy.
+//! * **Verified**: at the end both stores are scanned again and their record count and
+//!   SHA-256 digest (over every key and value in key order) must be equal; then the
+//!   progress record is replaced, in one atomic batch, by the bulk-operation manifest
+//!   [`MANIFEST_KEY`] (count + digest), which `strata verify` checks later.
+//!
+//! Keys under [`RESERVED`] belong to copy itself: they are neither copied nor digested.
+
+use crate::db::{self, Target};
+use crate::exit::{CmdResult, Failure, OK};
+use crate::size::{parse_nonzero, parse_size};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store, StoreError};
+
+/// The key prefix copy keeps its own records under (never copied, never digested).
+pub const RESERVED: &[u8] = b"__strata/copy/";
+/// The progress record of an unfinished copy, in the target.
+pub const PROGRESS_KEY: &[u8] = b"__strata/copy/progress";
+/// The manifest of a finished copy, in the target: what was copied (count + digest).
+pub const MANIFEST_KEY: &[u8] = b"__strata/copy/manifest";
+
+/// Arguments of `strata copy`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The store to read: a redb file, a sled directory, `redb:PATH`, `sled:PATH` or
+    /// `postgres://…`. Never written.
+    #[arg(long, value_name = "DB")]
+    from: PathBuf,
+    /// The store to write: as `--from`; a missing plain path becomes a new redb file. Must
+    /// be empty (or hold the progress record of this same copy, which then resumes).
+    #[arg(long, value_name = "DB")]
+    to: PathBuf,
+    /// Records per batch (at least 1).
+    #[arg(long, value_name = "N", default_value = "10000", value_parser = parse_nonzero)]
+    max_records: usize,
+    /// Byte budget per batch (keys + values): 4MiB, 512KiB, 100B or a bare number.
+    #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = parse_size)]
+    max_bytes: usize,
+    /// Print one JSON summary document on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Errors of `strata copy`.
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    /// The target holds data that is not an unfinished copy of this source.
+    #[error("target `{to}` is not empty; copy only writes into an empty store (or resumes its own unfinished copy): choose a new path or empty it")]
+    TargetNotEmpty {
+        /// The target, as shown.
+        to: String,
+    },
+    /// The target holds an unfinished copy of another source.
+    #[error("target `{to}` holds an unfinished copy from `{started_from}`, not from `{from}`; rerun with --from {started_from}, or choose a new target")]
+    OtherSource {
+        /// The target, as shown.
+        to: String,
+        /// The source of the unfinished copy.
+        started_from: String,
+        /// The source given now.
+        from: String,
+    },
+    /// The source is itself an unfinished copy.
+    #[error("source `{from}` is an unfinished copy (it holds a copy progress record); finish that copy first by rerunning it")]
+    SourceUnfinished {
+        /// The source, as shown.
+        from: String,
+    },
+    /// `--from` and `--to` name the same store.
+    #[error("--from and --to both name `{0}`; copy needs two different stores")]
+    SameStore(String),
+    /// The progress record cannot be read.
+    #[error("the copy progress record in `{to}` is unreadable ({detail}); delete the target and copy again")]
+    BadProgress {
+        /// The target, as shown.
+        to: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The bulk-operation manifest cannot be read.
+    #[error("the bulk-operation manifest `__strata/copy/manifest` is unreadable ({0}); the store cannot be compared with what its last copy certified: copy it again from its source")]
+    BadManifest(String),
+    /// The final verification found a difference.
+    #[error("copy verification failed: the source has {from_records} records (digest {from_digest}), the target {to_records} (digest {to_digest}); the target keeps its progress record, do not use it (was the source written during the copy?): delete it and copy again")]
+    Mismatch {
+        /// Source record count.
+        from_records: u64,
+        /// Source digest.
+        from_digest: String,
+        /// Target record count.
+        to_records: u64,
+        /// Target digest.
+        to_digest: String,
+    },
+    /// `verify --strict-manifest`: the store differs from its bulk-operation manifest.
+    #[error("the store differs from what its last `{operation}` certified ({records} records then, {now} now, different digest): records were lost or changed since; restore it from its source or a backup")]
+    ManifestDiffers {
+        /// The operation that wrote the manifest.
+        operation: String,
+        /// Records it certified.
+        records: u64,
+        /// Records now.
+        now: u64,
+    },
+    /// A store error.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What `strata verify` found comparing the store with its bulk-operation manifest.
+#[derive(Debug, Clone, Serialize)]
+pub struct ManifestCheck {
+    /// The operation that wrote the manifest (`copy`).
+    pub operation: String,
+    /// Records it certified.
+    pub records: u64,
+    /// The digest it certified.
+    pub digest: String,
+    /// Records now (outside the reserved prefix).
+    pub now_records: u64,
+    /// The digest now.
+    pub now_digest: String,
+    /// True when count and digest are both unchanged.
+    pub matches: bool,
+}
+
+impl ManifestCheck {
+    /// One line for humans.
+    pub fn describe(&self) -> String {
+        if self.matches {
+            format!(
+                "manifest: the store holds exactly the {} records its last `{}` certified ({})",
+                self.records, self.operation, self.digest
+            )
+        } else {
+            format!(
+                "manifest: the store differs from what its last `{}` certified ({} records then, {} now): expected if it was written since; otherwise records were lost or changed (verify --strict-manifest fails on this)",
+                self.operation, self.records, self.now_records
+            )
+        }
+    }
+}
+
+/// Reads the bulk-operation manifest of `store`, if any, and compares the store with it
+/// (one full scan, only when a manifest exists).
+pub fn check_manifest(store: &Store) -> Result<Option<ManifestCheck>, CopyError> {
+    let Some(raw) = store.get(MANIFEST_KEY)? else {
+        return Ok(None);
+    };
+    let manifest: Manifest =
+        serde_json::from_slice(&raw).map_err(|e| CopyError::BadManifest(e.to_string()))?;
+    let limits = ScanLimits::new(10_000, 4 << 20)?;
+    let (now_records, _, now_digest) = digest(store, limits)?;
+    Ok(Some(ManifestCheck {
+        matches: now_records == manifest.records && now_digest == manifest.digest,
+        operation: manifest.operation,
+        records: manifest.records,
+        digest: manifest.digest,
+        now_records,
+        now_digest,
+    }))
+}
+
+/// The progress record (JSON, format 1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Progress {
+    format: u32,
+    from: String,
+    /// The last copied key, hex; empty before the first batch.
+    cursor: String,
+    copied: u64,
+}
+
+/// The bulk-operation manifest (JSON, format 1): what a finished bulk operation saw and
+/// left in the store, checked by `strata verify`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Always 1.
+    pub format: u32,
+    /// Which operation wrote it (`copy`).
+    pub operation: String,
+    /// Where the data came from (shown form).
+    pub from: String,
+    /// Records in the store outside the reserved prefix, when the operation finished.
+    pub records: u64,
+    /// `sha256:` hex digest of those records (see [`digest`]).
+    pub digest: String,
+}
+
+/// The `--json` document (format 1).
+#[derive(Debug, Serialize)]
+struct CopyDoc {
+    format: u32,
+    from: String,
+    from_backend: &'static str,
+    to: String,
+    to_backend: &'static str,
+    resumed: bool,
+    records: u64,
+    bytes: u64,
+    digest: String,
+    verified: bool,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Count, bytes and SHA-256 over every record outside [`RESERVED`], in key order: each
+/// record hashes as key length (u64 LE), key, value length (u64 LE), value.
+pub fn digest(store: &Store, limits: ScanLimits) -> Result<(u64, u64, String), StoreError> {
+    let mut hasher = Sha256::new();
+    let (mut records, mut bytes) = (0u64, 0u64);
+    let mut cursor: Option<Vec<u8>> = None;
+    loop {
+        let mut last = None;
+        let end = store.scan_visit(b"", cursor.as_deref(), limits, &mut |k, v| {
+            if !k.starts_with(RESERVED) {
+                hasher.update((k.len() as u64).to_le_bytes());
+                hasher.update(k);
+                hasher.update((v.len() as u64).to_le_bytes());
+                hasher.update(v);
+                records += 1;
+                bytes += (k.len() + v.len()) as u64;
+            }
+            last = Some(k.to_vec());
+            strata_store::Visit::Continue
+        })?;
+        match last {
+            Some(k) if end.more => cursor = Some(k),
+            _ => break,
+        }
+    }
+    Ok((
+        records,
+        bytes,
+        format!("sha256:{}", hex(&hasher.finalize())),
+    ))
+}
+
+fn same_store(a: &Target, b: &Target) -> bool {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    match (a, b) {
+        (Target::Redb(x), Target::Redb(y)) | (Target::Sled(x), Target::Sled(y)) => {
+            canon(x) == canon(y)
+        }
+        (Target::Postgres(x), Target::Postgres(y)) => x == y,
+        _ => false,
+    }
+}
+
+/// What one copy did.
+struct Outcome {
+    resumed: bool,
+    records: u64,
+    bytes: u64,
+    digest: String,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> CmdResult {
+    let from_shown = db::describe(&args.from);
+    let to_shown = db::describe(&args.to);
+    let limits = ScanLimits::new(args.max_records, args.max_bytes).map_err(Failure::error)?;
+    let from_target = db::target(&args.from, false)?;
+    let to_target = db::target(&args.to, true)?;
+    if same_store(&from_target, &to_target) {
+        return Err(Failure::error(CopyError::SameStore(from_shown)));
+    }
+    let source = db::open_target(&from_target, false)?;
+    if source.get(PROGRESS_KEY)?.is_some() {
+        return Err(Failure::error(CopyError::SourceUnfinished {
+            from: from_shown,
+        }));
+    }
+    let target = db::open_target(&to_target, true)?;
+    let outcome = copy(&source, &target, limits, &from_shown, &to_shown)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let doc = CopyDoc {
+            format: 1,
+            from: from_shown,
+            from_backend: from_target.backend(),
+            to: to_shown,
+            to_backend: to_target.backend(),
+            resumed: outcome.resumed,
+            records: outcome.records,
+            bytes: outcome.bytes,
+            digest: outcome.digest,
+            verified: true,
+        };
+        serde_json::to_writer_pretty(&mut out, &doc)?;
+        writeln!(out)?;
+    } else {
+        writeln!(
+            out,
+            "copied {} records ({} bytes) from {} ({}) to {} ({}){}",
+            outcome.records,
+            outcome.bytes,
+            from_shown,
+            from_target.backend(),
+            to_shown,
+            to_target.backend(),
+            if outcome.resumed { ", resumed" } else { "" }
+        )?;
+        writeln!(
+            out,
+            "verified: both stores hold {} records, digest {}",
+            outcome.records, outcome.digest
+        )?;
+    }
+    out.flush()?;
+    Ok(OK)
+}
+
+/// Progress lines on stderr: one per batch when `STRATA_PROGRESS=batch` (used by the
+/// crash tests to kill at batch boundaries), otherwise at most one a second.
+struct Reporter {
+    every_batch: bool,
+    last: Instant,
+}
+
+impl Reporter {
+    fn new() -> Self {
+        Reporter {
+            every_batch: std::env::var("STRATA_PROGRESS").is_ok_and(|v| v == "batch"),
+            last: Instant::now(),
+        }
+    }
+
+    fn batch(&mut self, copied: u64) {
+        if self.every_batch || self.last.elapsed() >= Duration::from_secs(1) {
+            eprintln!("copy: {copied} records copied");
+            self.last = Instant::now();
+        }
+    }
+}
+
+fn copy(
+    source: &Store,
+    target: &Store,
+    limits: ScanLimits,
+    from: &str,
+    to: &str,
+) -> Result<Outcome, CopyError> {
+    let bad = |detail: String| CopyError::BadProgress {
+        to: to.to_string(),
+        detail,
+    };
+    let mut raw = target.get(PROGRESS_KEY)?;
+    let resumed = raw.is_some();
+    let mut progress = match &raw {
+        Some(bytes) => {
+            let p: Progress = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
+            if p.from != from {
+                return Err(CopyError::OtherSource {
+                    to: to.to_string(),
+                    started_from: p.from,
+                    from: from.to_string(),
+                });
+            }
+            eprintln!("copy: resuming after {} records", p.copied);
+            p
+        }
+        None => {
+            if target.prefix_exists(b"")? {
+                return Err(CopyError::TargetNotEmpty { to: to.to_string() });
+            }
+            Progress {
+                format: 1,
+                from: from.to_string(),
+                cursor: String::new(),
+                copied: 0,
+            }
+        }
+    };
+    let mut cursor = if progress.cursor.is_empty() {
+        None
+    } else {
+        Some(unhex(&progress.cursor).ok_or_else(|| bad("cursor is not hex".into()))?)
+    };
+    let mut reporter = Reporter::new();
+    loop {
+        let page = source.scan(b"", cursor.as_deref(), limits)?;
+        let Some(last) = page.cursor().map(<[u8]>::to_vec) else {
+            break;
+        };
+        let mut batch = Batch::new().require(PROGRESS_KEY.to_vec(), raw.clone());
+        for r in page.records {
+            if !r.key.starts_with(RESERVED) {
+                progress.copied += 1;
+                batch = batch.set(r.key, r.value);
+            }
+        }
+        progress.cursor = hex(&last);
+        let next = serde_json::to_vec(&progress).map_err(|e| bad(e.to_string()))?;
+        batch = batch.set(PROGRESS_KEY.to_vec(), next.clone());
+        target.apply(batch)?;
+        raw = Some(next);
+        reporter.batch(progress.copied);
+        if !page.more {
+            break;
+        }
+        cursor = Some(last);
+    }
+    eprintln!(
+        "copy: {} records copied; verifying both stores",
+        progress.copied
+    );
+    let (from_records, bytes, from_digest) = digest(source, limits)?;
+    let (to_records, _, to_digest) = digest(target, limits)?;
+    if from_records != to_records || from_digest != to_digest {
+        return Err(CopyError::Mismatch {
+            from_records,
+            from_digest,
+            to_records,
+            to_digest,
+        });
+    }
+    let manifest = Manifest {
+        format: 1,
+        operation: "copy".into(),
+        from: from.to_string(),
+        records: to_records,
+        digest: to_digest.clone(),
+    };
+    let manifest = serde_json::to_vec(&manifest).map_err(|e| bad(e.to_string()))?;
+    target.apply(
+        Batch::new()
+            .require(PROGRESS_KEY.to_vec(), raw)
+            .delete(PROGRESS_KEY.to_vec())
+            .set(MANIFEST_KEY.to_vec(), manifest),
+    )?;
+    target.flush()?;
+    Ok(Outcome {
+        resumed,
+        records: to_records,
+        bytes,
+        digest: to_digest,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use strata_store::MemoryStore;
+
+    fn limits() -> ScanLimits {
+        ScanLimits::new(3, 1 << 20).unwrap()
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        assert_eq!(unhex(&hex(b"\x00\xffab")).unwrap(), b"\x00\xffab");
+        assert!(unhex("abc").is_none());
+        assert!(unhex("zz").is_none());
+    }
+
+    #[test]
+    fn copies_everything_and_refuses_a_non_empty_target() {
+        let source = Store::new(MemoryStore::new());
+        let mut batch = Batch::new();
+        for i in 0..10u8 {
+            batch = batch.set(vec![b'k', i, 0xff], vec![i; i as usize]);
+        }
+        source.apply(batch).unwrap();
+        let target = Store::new(MemoryStore::new());
+        let outcome = copy(&source, &target, limits(), "a", "b").unwrap();
+        assert_eq!(outcome.records, 10);
+        assert_eq!(digest(&source, limits()).unwrap().2, outcome.digest);
+        assert_eq!(target.get(PROGRESS_KEY).unwrap(), None);
+        let manifest: Manifest =
+            serde_json::from_slice(&target.get(MANIFEST_KEY).unwrap().unwrap()).unwrap();
+        assert_eq!(manifest.records, 10);
+        assert_eq!(manifest.digest, outcome.digest);
+        let err = copy(&source, &target, limits(), "a", "b").err().unwrap();
+        assert!(matches!(err, CopyError::TargetNotEmpty { .. }), "{err}");
+    }
+
+    #[test]
+    fn resumes_from_the_progress_record_and_refuses_another_source() {
+        let source = Store::new(MemoryStore::new());
+        let mut batch = Batch::new();
+        for i in 0..10u8 {
+            batch = batch.set(vec![b'k', i], vec![i]);
+        }
+        source.apply(batch).unwrap();
+        let target = Store::new(MemoryStore::new());
+        // As if killed after the first batch of three records.
+        let progress = Progress {
+            format: 1,
+            from: "a".into(),
+            cursor: hex(&[b'k', 2]),
+            copied: 3,
+        };
+        let mut batch = Batch::new().set(
+            PROGRESS_KEY.to_vec(),
+            serde_json::to_vec(&progress).unwrap(),
+        );
+        for i in 0..3u8 {
+            batch = batch.set(vec![b'k', i], vec![i]);
+        }
+        target.apply(batch).unwrap();
+        let err = copy(&source, &target, limits(), "other", "b")
+            .err()
+            .unwrap();
+        assert!(matches!(err, CopyError::OtherSource { .. }), "{err}");
+        let outcome = copy(&source, &target, limits(), "a", "b").unwrap();
+        assert!(outcome.resumed);
+        assert_eq!(outcome.records, 10);
+    }
+
+    #[test]
+    fn a_difference_fails_verification() {
+        let source = Store::new(MemoryStore::new());
+        source
+            .apply(Batch::new().set(b"k1".to_vec(), b"v".to_vec()))
+            .unwrap();
+        let target = Store::new(MemoryStore::new());
+        // A stray record the progress record does not account for.
+        let progress = Progress {
+            format: 1,
+            from: "a".into(),
+            cursor: hex(b"k1"),
+            copied: 1,
+        };
+        target
+            .apply(
+                Batch::new()
+                    .set(
+                        PROGRESS_KEY.to_vec(),
+                        serde_json::to_vec(&progress).unwrap(),
+                    )
+                    .set(b"k1".to_vec(), b"v".to_vec())
+                    .set(b"k2".to_vec(), b"stray".to_vec()),
+            )
+            .unwrap();
+        let err = copy(&source, &target, limits(), "a", "b").err().unwrap();
+        assert!(matches!(err, CopyError::Mismatch { .. }), "{err}");
+        assert!(target.get(PROGRESS_KEY).unwrap().is_some());
+        assert_eq!(target.get(MANIFEST_KEY).unwrap(), None);
+    }
+}

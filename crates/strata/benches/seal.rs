@@ -1,0 +1,142 @@
+//! The AEAD cost of sealed documents (harness = false): sealed vs clear document values
+//! over the same sled store, in one run, ratios printed.
+//!
+//! ```text
+//! cargo bench -p strata --bench seal
+//! STRATA_BENCH_ROWS=20000 STRATA_BENCH_ROUNDS=5 cargo bench -p strata --bench seal
+//! ```
+//!
+//! * `put`: envelope + JSON bytes (clear: `envelope::encode`; sealed:
+//!   `seal::seal_document`, XChaCha20-Poly1305 with a fresh nonce) and one store write;
+//! * `get`: one store read, the envelope opened (sealed: authenticated and decrypted) and
+//!   the JSON parsed into a `serde_json::Value`.
+//!
+//! Documents are ~1 KiB of JSON. Target: sealed ≤ 1.3× clear. This measures the value
+//! codec plus the store, not the collection API (which adds the same work to both).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+use strata::payload::envelope::{self, Envelope};
+use strata::seal::{self, Credential, KdfParams, Keyring, Sealer};
+use strata_store::{Batch, KvRead, KvWrite, Store};
+
+const COLLECTION_ID: u16 = 1024;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn doc(i: usize) -> Vec<u8> {
+    let notes = "lorem ipsum dolor sit amet ".repeat(30);
+    format!(
+        r#"{{"id":"a{i:07}","owner":"Owner Number {i}","email":"owner{i}@example.com","balance_cents":{},"tags":["alpha","beta","gamma"],"active":true,"notes":"{notes}"}}"#,
+        i * 100
+    )
+    .into_bytes()
+}
+
+fn key(i: usize, sealed: bool) -> Vec<u8> {
+    let c = if sealed { "sealed" } else { "clear" };
+    format!("__nx/doc/{c}/a{i:07}").into_bytes()
+}
+
+fn put_all(store: &Store, sealer: Option<&Sealer>, docs: &[Vec<u8>]) -> Duration {
+    let t = Instant::now();
+    for (i, json) in docs.iter().enumerate() {
+        let k = key(i, sealer.is_some());
+        let env = Envelope::new(1, 1);
+        let value = match sealer {
+            Some(s) => seal::seal_document(s, &k, COLLECTION_ID, env, json).unwrap(),
+            None => envelope::encode(env, json),
+        };
+        store.apply(Batch::new().set(k, value)).unwrap();
+    }
+    t.elapsed()
+}
+
+fn get_all(store: &Store, sealer: Option<&Sealer>, rows: usize) -> Duration {
+    let t = Instant::now();
+    for i in 0..rows {
+        let k = key(i, sealer.is_some());
+        let value = store.get(&k).unwrap().unwrap();
+        let v: serde_json::Value = match sealer {
+            Some(s) => {
+                let (_, json) = seal::open_document(s, &k, COLLECTION_ID, &value).unwrap();
+                serde_json::from_slice(&json).unwrap()
+            }
+            None => {
+                let (_, json) = envelope::decode(&value).unwrap();
+                serde_json::from_slice(json).unwrap()
+            }
+        };
+        black_box(v);
+    }
+    t.elapsed()
+}
+
+fn main() {
+    let rows = env_usize("STRATA_BENCH_ROWS", 20_000);
+    let rounds = env_usize("STRATA_BENCH_ROUNDS", 5);
+    let dir = tempfile::tempdir().unwrap();
+    let store = strata_sled::SledStore::open_store(dir.path()).unwrap();
+    let sealer = Keyring::database()
+        .create(
+            &store,
+            &Credential::passphrase("bench").with_kdf(KdfParams::insecure_fast()),
+            "bench",
+        )
+        .unwrap();
+    let docs: Vec<Vec<u8>> = (0..rows).map(doc).collect();
+    let avg = docs.iter().map(Vec::len).sum::<usize>() / rows.max(1);
+    println!("seal bench: {rows} rows of ~{avg} bytes of JSON, {rounds} rounds, best round");
+
+    let (mut put_c, mut put_s, mut get_c, mut get_s) =
+        (Duration::MAX, Duration::MAX, Duration::MAX, Duration::MAX);
+    for _ in 0..rounds {
+        // Alternate the contenders so drift on a shared machine hits both.
+        put_c = put_c.min(put_all(&store, None, &docs));
+        put_s = put_s.min(put_all(&store, Some(&sealer), &docs));
+        get_c = get_c.min(get_all(&store, None, rows));
+        get_s = get_s.min(get_all(&store, Some(&sealer), rows));
+    }
+    let per = |d: Duration| d.as_nanos() as f64 / rows as f64;
+    let line = |name: &str, s: Duration, c: Duration| {
+        println!(
+            "{name:<4} sealed {:>8.0} ns/op   clear {:>8.0} ns/op   ratio {:.2}x (target <= 1.30x)",
+            per(s),
+            per(c),
+            per(s) / per(c)
+        );
+    };
+    line("put", put_s, put_c);
+    line("get", get_s, get_c);
+
+    // The codec alone (no store): where the AEAD time goes.
+    let k = key(0, true);
+    let t = Instant::now();
+    for json in &docs {
+        black_box(
+            seal::seal_document(&sealer, &k, COLLECTION_ID, Envelope::new(1, 1), json).unwrap(),
+        );
+    }
+    let seal_ns = per(t.elapsed());
+    let sealed =
+        seal::seal_document(&sealer, &k, COLLECTION_ID, Envelope::new(1, 1), &docs[0]).unwrap();
+    let t = Instant::now();
+    for _ in 0..rows {
+        black_box(seal::open_document(&sealer, &k, COLLECTION_ID, &sealed).unwrap());
+    }
+    let open_ns = per(t.elapsed());
+    let t = Instant::now();
+    for json in &docs {
+        black_box(envelope::encode(Envelope::new(1, 1), json));
+    }
+    println!(
+        "codec alone: seal {seal_ns:.0} ns, open {open_ns:.0} ns, clear encode {:.0} ns",
+        per(t.elapsed())
+    );
+}

@@ -1,0 +1,165 @@
+//! The one row rewrite. Every path that rewrites a stored document — read-repair, the
+//! eager sweep and the coordinated cutover — goes through [`RowRewriter`]:
+//!
+//! 1. decode the envelope (a corrupt one is [`CollectionError::Corrupted`]);
+//! 2. the ahead guard: a row written by a newer build (payload version above this
+//!    build's) is never rewritten — it is reported as [`RowRewrite::Ahead`] and stays
+//!    byte-identical;
+//! 3. upcast to the current version through the collection's chain (protected fields
+//!    restored after each step, the version field stamped);
+//! 4. the transform, when there is one (the cutover), on the current-version object; the
+//!    protected fields are restored after it and the version field stamped again;
+//! 5. encode at the current version, behind an envelope whose lock version is bumped when
+//!    a transform changed the document (a cutover is a write) and kept otherwise (an
+//!    upcast is the same document in a newer shape).
+
+use super::CollectionError;
+use crate::payload::chain::{JsonObject, UpcastFailure, Upcaster, INITIAL_PAYLOAD_VERSION};
+use crate::payload::envelope::{self, Envelope};
+use crate::policy::Transform;
+use serde_json::Value;
+
+/// What [`RowRewriter::rewrite`] decided for one stored row.
+#[derive(Debug)]
+pub(crate) enum RowRewrite {
+    /// At the current version and nothing to apply: left as is.
+    Keep,
+    /// Written by a newer build: never rewritten.
+    Ahead {
+        /// The payload version stored.
+        stored: i32,
+    },
+    /// The new stored value (envelope + JSON) at the current version.
+    Rewrite(Vec<u8>),
+}
+
+/// The row rewrite of one collection (see the module docs).
+pub(crate) struct RowRewriter<'a> {
+    /// The collection (for errors).
+    pub(crate) collection: &'a str,
+    /// The chain and protected fields.
+    pub(crate) upcaster: &'a Upcaster,
+    /// The cutover's transform, applied after the upcast.
+    pub(crate) transform: Option<&'a Transform>,
+}
+
+impl RowRewriter<'_> {
+    /// Rewrites one stored row (`key`: the document key, for errors). `check` sees the
+    /// final JSON before it is encoded (the sweep checks that it binds to the collection's
+    /// type, so it never writes a row it could not read back); its error is
+    /// [`CollectionError::Bind`].
+    pub(crate) fn rewrite(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        check: impl FnOnce(&Value) -> Result<(), serde_json::Error>,
+    ) -> Result<RowRewrite, CollectionError> {
+        let (env, json) = envelope::decode(bytes).map_err(|e| CollectionError::Corrupted {
+            collection: self.collection.to_string(),
+            key: key.to_string(),
+            reason: e.to_string(),
+        })?;
+        if env.payload_version < INITIAL_PAYLOAD_VERSION {
+            return Err(self.invalid_version(key, env.payload_version));
+        }
+        if self.upcaster.is_ahead(env.payload_version) {
+            return Ok(RowRewrite::Ahead {
+                stored: env.payload_version,
+            });
+        }
+        if !self.upcaster.is_behind(env.payload_version) && self.transform.is_none() {
+            return Ok(RowRewrite::Keep);
+        }
+        let mut obj: JsonObject =
+            serde_json::from_slice(json).map_err(|e| CollectionError::Bind {
+                collection: self.collection.to_string(),
+                key: key.to_string(),
+                stored: env.payload_version,
+                version: env.payload_version,
+                source: e,
+            })?;
+        let version = self.upcast(key, env.payload_version, &mut obj)?;
+        self.finish(key, env, version, obj, check)
+            .map(RowRewrite::Rewrite)
+    }
+
+    /// Runs the chain on `obj`, stored at `stored`; returns the version reached.
+    pub(crate) fn upcast(
+        &self,
+        key: &str,
+        stored: i32,
+        obj: &mut JsonObject,
+    ) -> Result<i32, CollectionError> {
+        self.upcaster.upcast(obj, stored).map_err(|f| match f {
+            UpcastFailure::InvalidVersion { found } => self.invalid_version(key, found),
+            UpcastFailure::Step { from, source } => CollectionError::Upcast {
+                collection: self.collection.to_string(),
+                key: key.to_string(),
+                stored,
+                from,
+                to: from.saturating_add(1),
+                source,
+            },
+        })
+    }
+
+    /// Steps 4 and 5 for an object already upcast to `version` (read-repair enters
+    /// here with the tree it bound).
+    pub(crate) fn finish(
+        &self,
+        key: &str,
+        env: Envelope,
+        version: i32,
+        mut obj: JsonObject,
+        check: impl FnOnce(&Value) -> Result<(), serde_json::Error>,
+    ) -> Result<Vec<u8>, CollectionError> {
+        let mut lock = env.lock_version;
+        if let Some(t) = self.transform {
+            let snapshot = self.upcaster.snapshot(&obj);
+            let out = t
+                .apply(Value::Object(obj))
+                .map_err(|reason| self.transform_failed(key, reason))?;
+            let Value::Object(o) = out else {
+                return Err(
+                    self.transform_failed(key, "the transform did not return a JSON object".into())
+                );
+            };
+            obj = o;
+            self.upcaster.restore(&mut obj, &snapshot);
+            self.upcaster.stamp(&mut obj, version);
+            lock = lock.saturating_add(1);
+        }
+        let tree = Value::Object(obj);
+        check(&tree).map_err(|e| CollectionError::Bind {
+            collection: self.collection.to_string(),
+            key: key.to_string(),
+            stored: env.payload_version,
+            version,
+            source: e,
+        })?;
+        let mut out = Vec::with_capacity(envelope::ENVELOPE_HEADER_LEN + 256);
+        out.extend_from_slice(&Envelope::new(version, lock).header_bytes());
+        serde_json::to_writer(&mut out, &tree).map_err(|e| CollectionError::Encode {
+            collection: self.collection.to_string(),
+            key: key.to_string(),
+            reason: e.to_string(),
+        })?;
+        Ok(out)
+    }
+
+    fn invalid_version(&self, key: &str, found: i32) -> CollectionError {
+        CollectionError::InvalidPayloadVersion {
+            collection: self.collection.to_string(),
+            key: key.to_string(),
+            found,
+        }
+    }
+
+    fn transform_failed(&self, key: &str, reason: String) -> CollectionError {
+        CollectionError::Transform {
+            collection: self.collection.to_string(),
+            key: key.to_string(),
+            reason,
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! Every key prefix the engine reserves, in one place (the key-space map of
+//! docs/format.md). Everything strata writes lives under [`RESERVED_PREFIX`]; application
+//! keys must not start with it.
+//!
+//! | prefix / key | what lives there | written by |
+//! |---|---|---|
+//! | `__nx/schema/<table>` | 8-byte schema header | validation, migrator |
+//! | `__nx/migration/<table>` | migration checkpoint (`NXMG`) | migrator |
+//! | `__nx/catalog/<collection>` | collection table id | [`crate::Database`] |
+//! | `__nx/catalog-seq` | last allocated collection table id | [`crate::Database`] |
+//! | `__nx/doc/<collection>/<key>` | document envelope + JSON | collections, sweep, cutover |
+//! | `__nx/sweep/<collection>` | sweep marker (JSON) | eager sweep |
+//! | `__nx/fence` | the store's fence (JSON) | policy, cutover |
+//! | `__nx/clients/<client-id>` | client presence (JSON) | policy clients |
+//! | `__nx/jsonschema/<collection>` | persisted JSON Schema baseline | policy |
+//! | `__nx/cutover/<collection>` | cutover checkpoint (`NXCU`) | cutover |
+//! | `__nx/keys/collection/<collection>` | sealed-collection keyring | `seal` |
+//! | `__nx/crdt/…` | the 14 Numax sync tables | `strata-sync` (see [`crate::numax`]) |
+
+/// Every engine key starts with this.
+pub const RESERVED_PREFIX: &[u8] = b"__nx/";
+/// Schema headers: `__nx/schema/<table>`.
+pub const SCHEMA_PREFIX: &[u8] = b"__nx/schema/";
+/// Migration checkpoints: `__nx/migration/<table>`.
+pub const MIGRATION_PREFIX: &[u8] = b"__nx/migration/";
+/// Collection catalog records: `__nx/catalog/<collection>`.
+pub const CATALOG_PREFIX: &[u8] = b"__nx/catalog/";
+/// The collection table-id counter.
+pub const CATALOG_SEQ_KEY: &[u8] = b"__nx/catalog-seq";
+/// Documents: `__nx/doc/<collection>/<key>`.
+pub const DOC_PREFIX: &[u8] = b"__nx/doc/";
+/// Sweep markers: `__nx/sweep/<collection>`.
+pub const SWEEP_PREFIX: &[u8] = b"__nx/sweep/";
+/// The fence record.
+pub const FENCE_KEY: &[u8] = b"__nx/fence";
+/// Client presence records: `__nx/clients/<client-id>`.
+pub const CLIENTS_PREFIX: &[u8] = b"__nx/clients/";
+/// Persisted JSON Schema baselines: `__nx/jsonschema/<collection>`.
+pub const JSONSCHEMA_PREFIX: &[u8] = b"__nx/jsonschema/";
+/// Cutover checkpoints: `__nx/cutover/<collection>`.
+pub const CUTOVER_PREFIX: &[u8] = b"__nx/cutover/";
+/// Sealed-collection keyrings: `__nx/keys/collection/<collection>`.
+pub const COLLECTION_KEYRING_PREFIX: &[u8] = b"__nx/keys/collection/";
+/// The Numax sync tables live under this prefix.
+pub const CRDT_PREFIX: &[u8] = b"__nx/crdt/";
+
+/// Every reserved prefix or key above (except [`RESERVED_PREFIX`] itself), for checks
+/// that they never overlap.
+pub const ALL: &[&[u8]] = &[
+    SCHEMA_PREFIX,
+    MIGRATION_PREFIX,
+    CATALOG_PREFIX,
+    CATALOG_SEQ_KEY,
+    DOC_PREFIX,
+    SWEEP_PREFIX,
+    FENCE_KEY,
+    CLIENTS_PREFIX,
+    JSONSCHEMA_PREFIX,
+    CUTOVER_PREFIX,
+    COLLECTION_KEYRING_PREFIX,
+    CRDT_PREFIX,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No reserved prefix is a prefix of another: a scan of one kind of record can never
+    /// see another kind.
+    #[test]
+    fn reserved_prefixes_are_disjoint_and_reserved() {
+        for (i, a) in ALL.iter().enumerate() {
+            assert!(a.starts_with(RESERVED_PREFIX));
+            for (j, b) in ALL.iter().enumerate() {
+                if i != j {
+                    assert!(
+                        !b.starts_with(a),
+                        "{} overlaps {}",
+                        String::from_utf8_lossy(a),
+                        String::from_utf8_lossy(b)
+                    );
+                }
+            }
+        }
+        assert_eq!(crate::header::SCHEMA_PREFIX, SCHEMA_PREFIX);
+        assert_eq!(
+            crate::seal::COLLECTION_KEYRING_PREFIX,
+            COLLECTION_KEYRING_PREFIX
+        );
+        for (_, name, _) in crate::numax::NUMAX_TABLES {
+            let def = crate::numax::catalog();
+            let t = def
+                .get(name)
+                .map(|t| t.prefix().to_vec())
+                .unwrap_or_default();
+            assert!(t.starts_with(CRDT_PREFIX), "{name}");
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! Sealing and opening record bodies with XChaCha20-Poly1305.
+//!
+//! A sealed body (the bytes after the clear envelope header) is:
+//!
+//! ```text
+//! offset 0   len 4   data key id   u32 big-endian (which key of the keyring sealed it)
+//! offset 4   len 24  nonce         random, fresh for every seal (192 bits: no bookkeeping)
+//! offset 28  len n   ciphertext    the document bytes, encrypted
+//! offset 28+n len 16 tag           Poly1305 authentication tag
+//! ```
+//!
+//! The associated data binds the body to where it lives, so a body copied to another
+//! record key, collection or envelope header fails to open:
+//!
+//! ```text
+//! b"NXSD" | 0x01 | collection id u16 BE | key length u32 BE | record key
+//!         | header length u8 | envelope header bytes | data key id u32 BE
+//! ```
+
+use super::keyring::Origin;
+use super::SealError;
+use chacha20poly1305::aead::{AeadInOut, Generate};
+use chacha20poly1305::{KeyInit, Tag, XChaCha20Poly1305, XNonce};
+use std::fmt;
+use std::sync::Arc;
+use strata_store::{KvRead, Precondition};
+use zeroize::Zeroizing;
+
+/// Length of the data key id in front of a sealed body.
+pub const KEY_ID_LEN: usize = 4;
+/// Length of the XChaCha20-Poly1305 nonce.
+pub const NONCE_LEN: usize = 24;
+/// Length of the Poly1305 tag.
+pub const TAG_LEN: usize = 16;
+/// Bytes a sealed body adds to the plaintext: key id + nonce + tag (44).
+pub const SEAL_OVERHEAD: usize = KEY_ID_LEN + NONCE_LEN + TAG_LEN;
+/// Length of a data key (256 bits).
+pub const DATA_KEY_LEN: usize = 32;
+/// Domain tag at the start of a record's associated data.
+const RECORD_AAD_MAGIC: &[u8; 4] = b"NXSD";
+/// Format of the record associated data.
+const RECORD_AAD_FORMAT: u8 = 1;
+
+/// Where a sealed body lives: everything bound into its associated data.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordContext<'a> {
+    /// The record's full store key (e.g. `__nx/doc/<collection>/<id>`).
+    pub key: &'a [u8],
+    /// The collection's table id.
+    pub collection_id: u16,
+    /// The clear envelope header stored in front of the body (format, payload version,
+    /// lock version), as stored.
+    pub header: &'a [u8],
+}
+
+impl RecordContext<'_> {
+    fn aad(&self, key_id: u32) -> Result<Vec<u8>, SealError> {
+        let key_len = u32::try_from(self.key.len()).map_err(|_| SealError::InvalidParameters {
+            reason: "record key longer than 4 GiB".into(),
+        })?;
+        let header_len =
+            u8::try_from(self.header.len()).map_err(|_| SealError::InvalidParameters {
+                reason: "envelope header longer than 255 bytes".into(),
+            })?;
+        let mut aad = Vec::with_capacity(20 + self.key.len() + self.header.len());
+        aad.extend_from_slice(RECORD_AAD_MAGIC);
+        aad.push(RECORD_AAD_FORMAT);
+        aad.extend_from_slice(&self.collection_id.to_be_bytes());
+        aad.extend_from_slice(&key_len.to_be_bytes());
+        aad.extend_from_slice(self.key);
+        aad.push(header_len);
+        aad.extend_from_slice(self.header);
+        aad.extend_from_slice(&key_id.to_be_bytes());
+        Ok(aad)
+    }
+}
+
+/// Fills `N` bytes from the operating system's generator.
+pub(crate) fn random<const N: usize>() -> Result<[u8; N], SealError> {
+    <[u8; N]>::try_generate().map_err(|e| SealError::Random {
+        reason: e.to_string(),
+    })
+}
+
+/// A fresh random 256-bit data key (zeroized on drop).
+pub(crate) fn new_data_key() -> Result<Zeroizing<[u8; DATA_KEY_LEN]>, SealError> {
+    let mut key = Zeroizing::new([0u8; DATA_KEY_LEN]);
+    *key = random::<DATA_KEY_LEN>()?;
+    Ok(key)
+}
+
+/// Builds a cipher from 32 key bytes (the cipher zeroizes its copy on drop).
+pub(crate) fn cipher(key: &[u8; DATA_KEY_LEN]) -> XChaCha20Poly1305 {
+    XChaCha20Poly1305::new(&(*key).into())
+}
+
+/// Encrypts `plaintext` under `cipher` with a fresh nonce, appending
+/// `nonce | ciphertext | tag` to `out`.
+pub(crate) fn seal_raw(
+    cipher: &XChaCha20Poly1305,
+    aad: &[u8],
+    plaintext: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), SealError> {
+    let nonce = random::<NONCE_LEN>()?;
+    out.reserve(NONCE_LEN + plaintext.len() + TAG_LEN);
+    out.extend_from_slice(&nonce);
+    let start = out.len();
+    out.extend_from_slice(plaintext);
+    let tag = cipher
+        .encrypt_inout_detached(&XNonce::from(nonce), aad, (&mut out[start..]).into())
+        .map_err(|_| SealError::InvalidParameters {
+            reason: "plaintext too long for XChaCha20-Poly1305".into(),
+        })?;
+    out.extend_from_slice(&tag);
+    Ok(())
+}
+
+/// Opens `nonce | ciphertext | tag`; `None` when it does not authenticate.
+pub(crate) fn open_raw(cipher: &XChaCha20Poly1305, aad: &[u8], sealed: &[u8]) -> Option<Vec<u8>> {
+    if sealed.len() < NONCE_LEN + TAG_LEN {
+        return None;
+    }
+    let (nonce, rest) = sealed.split_at(NONCE_LEN);
+    let (ciphertext, tag) = rest.split_at(rest.len() - TAG_LEN);
+    let nonce: [u8; NONCE_LEN] = nonce.try_into().ok()?;
+    let tag: [u8; TAG_LEN] = tag.try_into().ok()?;
+    let mut buf = ciphertext.to_vec();
+    cipher
+        .decrypt_inout_detached(
+            &XNonce::from(nonce),
+            aad,
+            buf.as_mut_slice().into(),
+            &Tag::from(tag),
+        )
+        .ok()?;
+    Some(buf)
+}
+
+/// The data key id a sealed body names, without opening it (`None`: too short to be a
+/// sealed body).
+pub fn body_key_id(body: &[u8]) -> Option<u32> {
+    let (id, _) = body.split_first_chunk::<KEY_ID_LEN>()?;
+    Some(u32::from_be_bytes(*id))
+}
+
+struct SealerInner {
+    keyring: Vec<u8>,
+    origin: Origin,
+    active: u32,
+    /// Every data key the keyring holds (one, or two during a rotation), by id.
+    keys: Vec<(u32, XChaCha20Poly1305)>,
+}
+
+/// The unlocked data keys of one keyring: seals new bodies under the active key and opens
+/// bodies sealed under any key the keyring holds (both during a rotation).
+///
+/// Cheap to clone (shared). The keys are zeroized when the last clone is dropped and never
+/// appear in `Debug` output. Obtained from [`Keyring::unlock`](super::Keyring::unlock).
+#[derive(Clone)]
+pub struct Sealer {
+    inner: Arc<SealerInner>,
+}
+
+impl fmt::Debug for Sealer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ids: Vec<u32> = self.inner.keys.iter().map(|(id, _)| *id).collect();
+        f.debug_struct("Sealer")
+            .field("keyring", &strata_store::escape_key(&self.inner.keyring))
+            .field("active_key_id", &self.inner.active)
+            .field("key_ids", &ids)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sealer {
+    pub(crate) fn new(
+        origin: Origin,
+        active: u32,
+        keys: Vec<(u32, Zeroizing<[u8; DATA_KEY_LEN]>)>,
+    ) -> Self {
+        let keys = keys.iter().map(|(id, k)| (*id, cipher(k))).collect();
+        Sealer {
+            inner: Arc::new(SealerInner {
+                keyring: origin.scope.store_key().to_vec(),
+                origin,
+                active,
+                keys,
+            }),
+        }
+    }
+
+    /// "The keyring still holds the bytes this sealer was unlocked from": a write sealed
+    /// with this sealer carries it, so it cannot commit after a data-key rotation started
+    /// (or a re-wrap) elsewhere. On a conflict, [`Sealer::refresh`] and retry.
+    pub fn keyring_precondition(&self) -> Precondition {
+        Precondition::Equals {
+            key: self.inner.keyring.clone(),
+            value: self.inner.origin.bytes.clone(),
+        }
+    }
+
+    /// The sealer for the keyring as it is now: this one when it is unchanged, else the
+    /// keyring re-opened through the same entry with the KEK kept from unlocking (no
+    /// passphrase, no Argon2 run) — it then holds the keys of a rotation that started
+    /// meanwhile. [`SealError::WrongKey`] when that entry was re-wrapped or removed: unlock
+    /// again with the current credential.
+    pub fn refresh<S: KvRead + ?Sized>(&self, store: &S) -> Result<Sealer, SealError> {
+        let origin = &self.inner.origin;
+        Ok(origin
+            .scope
+            .reopen(store, origin)?
+            .unwrap_or_else(|| self.clone()))
+    }
+
+    /// The id of the data key new seals use.
+    pub fn active_key_id(&self) -> u32 {
+        self.inner.active
+    }
+
+    /// Ids of every data key this sealer can open with (ascending).
+    pub fn key_ids(&self) -> Vec<u32> {
+        let mut ids: Vec<u32> = self.inner.keys.iter().map(|(id, _)| *id).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// True when `body` was sealed under another key than the active one (a data-key
+    /// rotation still has to re-seal it), or is not a sealed body at all.
+    pub fn needs_reseal(&self, body: &[u8]) -> bool {
+        body_key_id(body) != Some(self.inner.active)
+    }
+
+    /// Seals `plaintext` for `ctx` under the active key, returning the sealed body
+    /// (`key id | nonce | ciphertext | tag`, [`SEAL_OVERHEAD`] bytes longer).
+    pub fn seal(&self, ctx: RecordContext<'_>, plaintext: &[u8]) -> Result<Vec<u8>, SealError> {
+        let mut out = Vec::with_capacity(plaintext.len() + SEAL_OVERHEAD);
+        self.seal_into(ctx, plaintext, &mut out)?;
+        Ok(out)
+    }
+
+    /// Like [`Sealer::seal`], appending the sealed body to `out` (e.g. after the envelope
+    /// header).
+    pub fn seal_into(
+        &self,
+        ctx: RecordContext<'_>,
+        plaintext: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), SealError> {
+        let active = self.inner.active;
+        let cipher = self
+            .cipher(active)
+            .ok_or_else(|| SealError::UnknownDataKey {
+                key: ctx.key.to_vec(),
+                key_id: active,
+                keyring: self.inner.keyring.clone(),
+            })?;
+        let aad = ctx.aad(active)?;
+        out.extend_from_slice(&active.to_be_bytes());
+        seal_raw(cipher, &aad, plaintext, out)
+    }
+
+    /// Opens a sealed body for `ctx`, returning the plaintext. A body that was altered,
+    /// truncated or belongs to another key, collection or header is
+    /// [`SealError::Authentication`]; one sealed under a key this keyring does not hold is
+    /// [`SealError::UnknownDataKey`].
+    pub fn open(&self, ctx: RecordContext<'_>, body: &[u8]) -> Result<Vec<u8>, SealError> {
+        let auth = || SealError::Authentication {
+            key: ctx.key.to_vec(),
+        };
+        let (id, sealed) = body.split_first_chunk::<KEY_ID_LEN>().ok_or_else(auth)?;
+        let key_id = u32::from_be_bytes(*id);
+        let cipher = self
+            .cipher(key_id)
+            .ok_or_else(|| SealError::UnknownDataKey {
+                key: ctx.key.to_vec(),
+                key_id,
+                keyring: self.inner.keyring.clone(),
+            })?;
+        let aad = ctx.aad(key_id)?;
+        open_raw(cipher, &aad, sealed).ok_or_else(auth)
+    }
+
+    fn cipher(&self, key_id: u32) -> Option<&XChaCha20Poly1305> {
+        self.inner
+            .keys
+            .iter()
+            .find(|(id, _)| *id == key_id)
+            .map(|(_, c)| c)
+    }
+}

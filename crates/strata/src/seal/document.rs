@@ -1,0 +1,176 @@
+//! Sealed document values: the clear envelope header with **envelope format 2**, then the
+//! sealed body of the document's JSON.
+//!
+//! ```text
+//! offset 0   len 4  magic            b"NXDV"
+//! offset 4   len 1  envelope format  u8 (= 2: sealed body)
+//! offset 5   len 4  payload version  i32 big-endian
+//! offset 9   len 8  lock version     u64 big-endian
+//! offset 17  ...    sealed body      key id | nonce | ciphertext | tag (see `cipher`)
+//! ```
+//!
+//! The header stays readable without the key (status, version histogram, the sweep's skip
+//! of current rows, the ahead guard); the 17 header bytes, the record's full store key and
+//! the collection id are the body's associated data.
+
+use super::{RecordContext, SealError, Sealer};
+use crate::payload::envelope::{Envelope, ENVELOPE_FORMAT, ENVELOPE_HEADER_LEN, ENVELOPE_MAGIC};
+
+/// The envelope format of a document whose body is sealed.
+pub const SEALED_ENVELOPE_FORMAT: u8 = 2;
+
+/// The 17 header bytes of a sealed document value.
+pub fn sealed_header(envelope: Envelope) -> [u8; ENVELOPE_HEADER_LEN] {
+    let mut head = envelope.header_bytes();
+    head[4] = SEALED_ENVELOPE_FORMAT;
+    head
+}
+
+/// Reads the clear header of a document value — clear (format 1) or sealed (format 2) —
+/// without the key: the envelope and whether the body is sealed. `None` when the value is
+/// not an envelope of either format.
+pub fn peek(value: &[u8]) -> Option<(Envelope, bool)> {
+    let (head, _) = value.split_first_chunk::<ENVELOPE_HEADER_LEN>()?;
+    if head[..4] != ENVELOPE_MAGIC {
+        return None;
+    }
+    let sealed = match head[4] {
+        ENVELOPE_FORMAT => false,
+        SEALED_ENVELOPE_FORMAT => true,
+        _ => return None,
+    };
+    let payload_version = i32::from_be_bytes([head[5], head[6], head[7], head[8]]);
+    let mut lock = [0u8; 8];
+    lock.copy_from_slice(&head[9..17]);
+    Some((
+        Envelope::new(payload_version, u64::from_be_bytes(lock)),
+        sealed,
+    ))
+}
+
+/// Encodes a sealed document value: the format-2 header for `envelope`, then `json`
+/// sealed for `key` (the full store key) in collection `collection_id`.
+pub fn seal_document(
+    sealer: &Sealer,
+    key: &[u8],
+    collection_id: u16,
+    envelope: Envelope,
+    json: &[u8],
+) -> Result<Vec<u8>, SealError> {
+    let head = sealed_header(envelope);
+    let mut out = Vec::with_capacity(ENVELOPE_HEADER_LEN + json.len() + super::SEAL_OVERHEAD);
+    out.extend_from_slice(&head);
+    sealer.seal_into(
+        RecordContext {
+            key,
+            collection_id,
+            header: &head,
+        },
+        json,
+        &mut out,
+    )?;
+    Ok(out)
+}
+
+/// Opens a sealed document value: its envelope and the JSON bytes. A value that is not a
+/// format-2 envelope is [`SealError::NotSealed`]; a body that does not authenticate is
+/// [`SealError::Authentication`].
+pub fn open_document(
+    sealer: &Sealer,
+    key: &[u8],
+    collection_id: u16,
+    value: &[u8],
+) -> Result<(Envelope, Vec<u8>), SealError> {
+    let not_sealed = || SealError::NotSealed { key: key.to_vec() };
+    let (env, sealed) = peek(value).ok_or_else(not_sealed)?;
+    if !sealed {
+        return Err(not_sealed());
+    }
+    let (head, body) = value.split_at(ENVELOPE_HEADER_LEN);
+    let json = sealer.open(
+        RecordContext {
+            key,
+            collection_id,
+            header: head,
+        },
+        body,
+    )?;
+    Ok((env, json))
+}
+
+/// True when a document value must be re-sealed by a data-key rotation: a sealed value
+/// under another key than the sealer's active one, or a clear value.
+pub fn needs_reseal(sealer: &Sealer, value: &[u8]) -> bool {
+    match peek(value) {
+        Some((_, true)) => sealer.needs_reseal(&value[ENVELOPE_HEADER_LEN..]),
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::payload::envelope;
+    use crate::seal::{Credential, KdfParams, Keyring};
+    use strata_store::{MemoryStore, Store};
+
+    fn sealer() -> Sealer {
+        let store = Store::new(MemoryStore::new());
+        Keyring::database()
+            .create(
+                &store,
+                &Credential::passphrase("p").with_kdf(KdfParams::insecure_fast()),
+                "main",
+            )
+            .unwrap()
+    }
+
+    #[test]
+    fn sealed_value_layout_and_round_trip() {
+        let s = sealer();
+        let key = b"__nx/doc/accounts/a1";
+        let json = br#"{"id":"a1","balance_cents":501}"#;
+        let v = seal_document(&s, key, 1024, Envelope::new(1, 2), json).unwrap();
+        assert_eq!(
+            &v[..21],
+            b"NXDV\x02\0\0\0\x01\0\0\0\0\0\0\0\x02\0\0\0\x01",
+            "header, then data key id 1"
+        );
+        assert_eq!(v.len(), 17 + 4 + 24 + json.len() + 16);
+        assert_eq!(peek(&v), Some((Envelope::new(1, 2), true)));
+        let (env, back) = open_document(&s, key, 1024, &v).unwrap();
+        assert_eq!(env, Envelope::new(1, 2));
+        assert_eq!(back, json);
+        assert!(!needs_reseal(&s, &v));
+        // The clear reader refuses a sealed value instead of handing out ciphertext.
+        assert!(envelope::decode(&v).is_err());
+    }
+
+    #[test]
+    fn header_changes_fail_authentication() {
+        let s = sealer();
+        let key = b"__nx/doc/c/a";
+        let v = seal_document(&s, key, 1024, Envelope::new(3, 9), b"{}").unwrap();
+        for i in 5..17 {
+            let mut t = v.clone();
+            t[i] ^= 0x01;
+            let err = open_document(&s, key, 1024, &t).unwrap_err();
+            assert!(err.is_authentication(), "byte {i}: {err}");
+        }
+    }
+
+    #[test]
+    fn clear_values_are_not_sealed() {
+        let s = sealer();
+        let clear = envelope::encode(Envelope::new(1, 1), b"{}");
+        assert_eq!(peek(&clear), Some((Envelope::new(1, 1), false)));
+        assert!(matches!(
+            open_document(&s, b"k", 1024, &clear),
+            Err(SealError::NotSealed { .. })
+        ));
+        assert!(needs_reseal(&s, &clear));
+        assert_eq!(peek(b"NXDV\x03\0\0\0\x01\0\0\0\0\0\0\0\x01"), None);
+        assert_eq!(peek(b"NXDV"), None);
+    }
+}

@@ -1,0 +1,42 @@
+//! Sealed documents: record bodies encrypted at rest with XChaCha20-Poly1305 under a
+//! random 256-bit data key that is stored only wrapped (feature `seal`, on by default).
+//!
+//! * [`Keyring`] — the data key(s) of a database (`__nx/keys/database`) or of one
+//!   collection (`__nx/keys/collection/<name>`), wrapped by one or more entries: a
+//!   passphrase through Argon2id (parameters stored beside the wrapped key, OWASP defaults
+//!   in [`KdfParams::default`]) or raw key bytes supplied by the application (a KMS).
+//!   Creating, adding an entry, re-wrapping under a new passphrase, removing an entry,
+//!   starting and finishing a data-key rotation are each one atomic store write guarded by
+//!   the keyring bytes read.
+//! * [`Sealer`] — the unlocked keys: seals a body under the active key with a fresh random
+//!   192-bit nonce, opens bodies under any key the keyring holds (old and new during a
+//!   rotation). The associated data is the record's store key, its collection id and its
+//!   clear envelope header, so a body copied to another key, collection or version fails
+//!   with [`SealError::Authentication`].
+//! * [`seal_document`] / [`open_document`] / [`peek`] — whole document values: the clear
+//!   envelope header with envelope format [`SEALED_ENVELOPE_FORMAT`] (2), then the sealed
+//!   JSON; the header is readable without the key.
+//! * [`SealError`] — a wrong passphrase or key is [`SealError::WrongKey`], raised while
+//!   unlocking, before any record is read; a tampered record is
+//!   [`SealError::Authentication`] and fails that read only.
+//!
+//! Key material is zeroized on drop and never appears in `Debug`, `Display`, errors or
+//! logs. Document ids (store keys) and envelope headers stay in clear. Byte layouts:
+//! `docs/format.md`, "Sealed documents".
+
+mod cipher;
+mod document;
+mod error;
+mod keyring;
+
+pub use cipher::{
+    body_key_id, RecordContext, Sealer, DATA_KEY_LEN, KEY_ID_LEN, NONCE_LEN, SEAL_OVERHEAD, TAG_LEN,
+};
+pub use document::{
+    needs_reseal, open_document, peek, seal_document, sealed_header, SEALED_ENVELOPE_FORMAT,
+};
+pub use error::SealError;
+pub use keyring::{
+    Credential, EntryInfo, KdfParams, KeyScope, Keyring, KeyringRecord, COLLECTION_KEYRING_PREFIX,
+    DATABASE_KEYRING_KEY, KEYRING_FORMAT, KEYRING_MAGIC, MAX_LABEL_LEN, SALT_LEN, WRAPPED_KEY_LEN,
+};
