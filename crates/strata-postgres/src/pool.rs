@@ -130,6 +130,10 @@ impl Pool {
         self.timeouts
     }
 
+    pub(crate) fn runtime(&self) -> &Arc<Runtime> {
+        &self.rt
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // The state is two plain fields updated in single steps: still consistent after a
         // panic elsewhere.
@@ -166,19 +170,20 @@ impl Pool {
         // On a timeout the connection is in an unknown state (a statement may still be
         // running): it is dropped, and the slot guard frees its place.
         let out = block_on(&self.rt, self.timeouts.client_deadline(), f(&mut conn))?;
-        let lost =
-            conn.client.is_closed() || matches!(&out, Err(Failure::Pg(e)) if connection_ended(e));
-        if lost {
-            // Never pooled again: the slot guard frees its place when it drops.
-            drop(conn);
-            return match out {
-                Err(Failure::Pg(e)) => Err(Failure::Lost(e)),
-                other => other,
-            };
-        }
         slot.armed = false;
-        self.put_back(conn);
-        out
+        let lost = conn.client.is_closed()
+            || matches!(&out, Err(Failure::Pg(e)) if is_connection_error(e));
+        if lost {
+            // Never reuse a connection the server ended (its I/O task may not know yet).
+            drop(conn);
+            self.release_slot();
+        } else {
+            self.put_back(conn);
+        }
+        match out {
+            Err(Failure::Pg(e)) if lost => Err(Failure::Lost(e)),
+            other => other,
+        }
     }
 
     fn checkout(&self) -> Result<Conn, PgError> {
@@ -306,6 +311,29 @@ pub(crate) fn connect(
     }
 }
 
+/// True when `e` ended the connection: closed, an I/O error, or a FATAL/PANIC from the
+/// server (terminated session, shutdown) — the connection task may not have noticed yet.
+pub(crate) fn is_connection_error(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::Severity;
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(db) = e.as_db_error() {
+        return matches!(
+            db.parsed_severity(),
+            Some(Severity::Fatal) | Some(Severity::Panic)
+        );
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.is::<std::io::Error>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
 fn is_io_timeout(e: &tokio_postgres::Error) -> bool {
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
@@ -330,19 +358,4 @@ impl Drop for Slot<'_> {
             self.pool.release_slot();
         }
     }
-}
-
-/// True when `e` means the session is gone: the client saw the socket close, or the
-/// server's last word was a FATAL/PANIC error (e.g. `57P01` "terminating connection due
-/// to administrator command", sent just before it closes the socket — the client may not
-/// have noticed the close yet) or a connection-exception class (`08…`) error.
-fn connection_ended(e: &tokio_postgres::Error) -> bool {
-    if e.is_closed() {
-        return true;
-    }
-    e.as_db_error().is_some_and(|db| {
-        matches!(db.severity(), "FATAL" | "PANIC")
-            || db.code().code().starts_with("08")
-            || db.code().code().starts_with("57P")
-    })
 }

@@ -111,6 +111,9 @@ impl<B: Backend> Backend for FaultyStore<B> {
     fn name(&self) -> &'static str {
         self.inner.name()
     }
+    fn cross_process_lease(&self) -> Option<&dyn crate::CrossProcessLease> {
+        self.inner.cross_process_lease()
+    }
 }
 
 #[cfg(test)]

@@ -44,6 +44,7 @@ mod batch;
 pub mod conformance;
 mod error;
 mod escape;
+mod exclusive;
 #[cfg(feature = "testing")]
 pub mod faults;
 mod lease;
@@ -55,6 +56,7 @@ pub use backend::{Backend, KvRead, KvWrite, Visit, VisitEnd};
 pub use batch::{Batch, Mutation, Precondition};
 pub use error::{ConflictReason, StoreError};
 pub use escape::escape_key;
+pub use exclusive::{lease_holder, CrossProcessLease, ExclusiveSession, HeldLease};
 pub use lease::{Store, WriteLease};
 pub use memory::MemoryStore;
 pub use pages::{Pages, Records};
