@@ -47,6 +47,7 @@ mod escape;
 mod exclusive;
 #[cfg(feature = "testing")]
 pub mod faults;
+mod guard;
 mod lease;
 mod memory;
 mod pages;
@@ -57,6 +58,7 @@ pub use batch::{Batch, Mutation, Precondition};
 pub use error::{ConflictReason, StoreError};
 pub use escape::escape_key;
 pub use exclusive::{lease_holder, CrossProcessLease, ExclusiveSession, HeldLease};
+pub use guard::guarded_open;
 pub use lease::{Store, WriteLease};
 pub use memory::MemoryStore;
 pub use pages::{Pages, Records};
