@@ -1,4 +1,5 @@
-//! Real crash test: `strata migrate` on ≥100k legacy records in a sled datastore is
+//! Real crash test, on each embedded backend: `strata migrate` on ≥100k legacy records in
+//! a sled datastore (30k in a redb file, whose fsync per batch makes it slower) is
 //! SIGKILLed at random batch boundaries-or-later several times (`STRATA_CRASH_ITERS`,
 //! default 3), then a final run completes. After every kill the checkpoint only moved
 //! forward and no payload byte changed; at the end every header is current, no checkpoint
@@ -42,10 +43,55 @@ impl Rng {
     }
 }
 
-/// Writes `n` legacy (header-less) records through strata_sled: gcounter, seen-ops and
+/// The embedded backend a run uses.
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Sled,
+    Redb,
+}
+
+impl Backend {
+    /// A new, empty store at `db`.
+    fn create(self, db: &Path) -> Store {
+        match self {
+            Backend::Sled => strata_sled::SledStore::open_store(db).unwrap(),
+            Backend::Redb => strata_redb::RedbStore::create_store(db).unwrap(),
+        }
+    }
+
+    /// The existing store at `db`.
+    fn open(self, db: &Path) -> Store {
+        match self {
+            Backend::Sled => strata_sled::SledStore::open_existing(db)
+                .unwrap()
+                .into_store(),
+            Backend::Redb => strata_redb::RedbStore::open_existing(db)
+                .unwrap()
+                .into_store(),
+        }
+    }
+
+    /// The store's path in a temporary directory.
+    fn file_name(self) -> &'static str {
+        match self {
+            Backend::Sled => "db",
+            Backend::Redb => "store.redb",
+        }
+    }
+
+    /// The default record count (`STRATA_CRASH_RECORDS` overrides it).
+    fn default_records(self) -> usize {
+        match self {
+            Backend::Sled => 100_000,
+            Backend::Redb => 30_000,
+        }
+    }
+}
+
+/// Writes `n` legacy (header-less) records through `backend`: gcounter, seen-ops and
 /// op-log records in a 4:3:3 mix.
-fn build(db: &Path, n: usize) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let store = strata_sled::SledStore::open_store(db).unwrap();
+fn build(backend: Backend, db: &Path, n: usize) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let store = backend.create(db);
     let mut all = BTreeMap::new();
     let mut batch = Batch::new();
     let mut in_batch = 0;
@@ -168,7 +214,16 @@ fn migrate_cmd(db: &Path) -> Command {
 
 #[test]
 fn sigkilled_migrations_resume_and_lose_nothing() {
-    let records = env_usize("STRATA_CRASH_RECORDS", 100_000);
+    crash_and_resume(Backend::Sled);
+}
+
+#[test]
+fn sigkilled_migrations_on_redb_resume_and_lose_nothing() {
+    crash_and_resume(Backend::Redb);
+}
+
+fn crash_and_resume(backend: Backend) {
+    let records = env_usize("STRATA_CRASH_RECORDS", backend.default_records());
     let iters = env_usize("STRATA_CRASH_ITERS", 3);
     let seed = std::env::var("STRATA_CRASH_SEED")
         .ok()
@@ -180,19 +235,19 @@ fn sigkilled_migrations_resume_and_lose_nothing() {
                 .unwrap_or(1)
                 | 1
         });
-    eprintln!("crash test: {records} records, {iters} kills, STRATA_CRASH_SEED={seed}");
+    eprintln!(
+        "crash test ({backend:?}): {records} records, {iters} kills, STRATA_CRASH_SEED={seed}"
+    );
     let mut rng = Rng(seed);
 
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("db");
-    let expected = build(&db, records);
+    let db = dir.path().join(backend.file_name());
+    let expected = build(backend, &db, records);
     // 512-record batches over the populated tables, plus a final batch per table.
     let total_batches = (records / 512 + 14) as u64;
 
     let mut last = {
-        let store = strata_sled::SledStore::open_existing(&db)
-            .unwrap()
-            .into_store();
+        let store = backend.open(&db);
         positions(&store)
     };
     let mut kills = 0;
@@ -222,9 +277,7 @@ fn sigkilled_migrations_resume_and_lose_nothing() {
         }
         kills += 1;
         eprintln!("iteration {i}: killed after {seen} committed batches");
-        let store = strata_sled::SledStore::open_existing(&db)
-            .unwrap()
-            .into_store();
+        let store = backend.open(&db);
         let now = positions(&store);
         for (name, pos) in &now {
             assert!(
@@ -244,9 +297,7 @@ fn sigkilled_migrations_resume_and_lose_nothing() {
 
     let out = migrate_cmd(&db).stderr(Stdio::null()).output().unwrap();
     assert!(out.status.success(), "final run: {out:?}");
-    let store = strata_sled::SledStore::open_existing(&db)
-        .unwrap()
-        .into_store();
+    let store = backend.open(&db);
     let all = snapshot(&store);
     assert_eq!(payload(&all), expected, "every payload byte identical");
     for (id, name, _) in strata::numax::NUMAX_TABLES {
