@@ -6,6 +6,7 @@
 //! cargo run -p strata-cli --example bank_admin -- --db ./bank-data seed   # an old build's data
 //! cargo run -p strata-cli --example bank_admin -- --db ./bank-data collections
 //! cargo run -p strata-cli --example bank_admin -- --db ./bank-data schema check
+//! cargo run -p strata-cli --example bank_admin -- --db ./bank-data schema plan accounts
 //! cargo run -p strata-cli --example bank_admin -- --db ./bank-data sweep accounts --dry-run
 //! cargo run -p strata-cli --example bank_admin -- --db ./bank-data sweep accounts
 //! cargo run -p strata-cli --example bank_admin -- --db ./bank-data cutover
@@ -14,7 +15,9 @@
 //! `seed` is this example's own: it plays the old build (v1 accounts with `balance` in
 //! dollars, invoices with a flat `total` under a persisted schema). `seed --bad-row` adds
 //! an account the upcast chain cannot read; `seed --old-baseline` records a baseline the
-//! current `Account` schema is not additive to (so `schema check` exits 6).
+//! current `Account` schema is not additive to (so `schema check` exits 6);
+//! `seed --no-nickname-baseline` records the previous build's baseline (before the
+//! optional `nickname`), a change `schema plan` shows the stored data settles.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -30,6 +33,9 @@ struct Account {
     id: String,
     balance_cents: i64,
     tier: String,
+    /// New in this build, optional.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nickname: Option<String>,
 }
 
 /// The current invoice shape: the flat `total` became `amount.gross` (a cutover).
@@ -88,7 +94,12 @@ fn old_invoice_schema() -> serde_json::Value {
 }
 
 /// The old build: writes v1 accounts and flat invoices under a persisted schema.
-fn seed(db: &str, bad_row: bool, old_baseline: bool) -> Result<(), Box<dyn std::error::Error>> {
+fn seed(
+    db: &str,
+    bad_row: bool,
+    old_baseline: bool,
+    no_nickname_baseline: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
     let store = strata_sled::SledStore::open_store(db)?;
     {
         let database = Database::builder(store.clone()).open()?;
@@ -108,6 +119,16 @@ fn seed(db: &str, bad_row: bool, old_baseline: bool) -> Result<(), Box<dyn std::
         for (id, total) in [("i1", 100.0), ("i2", 42.5)] {
             invoices.put(id, &json!({"id": id, "total": total}))?;
         }
+    }
+    if no_nickname_baseline {
+        // The previous build's baseline: `Account` before `nickname` was added.
+        let mut schema = serde_json::to_value(schemars::schema_for!(Account))?;
+        schema["properties"]
+            .as_object_mut()
+            .ok_or("no properties")?
+            .remove("nickname");
+        let expected = Baseline::read(&store, "accounts")?.map(|(_, raw)| raw);
+        Baseline::new(&schema, Some(3)).compare_and_swap(&store, "accounts", expected)?;
     }
     if old_baseline {
         // A baseline with a property the current `Account` no longer has.
@@ -135,7 +156,12 @@ fn main() -> ExitCode {
             .and_then(|i| args.get(i + 1))
             .map_or("./bank-data", String::as_str);
         let has = |flag: &str| args[pos..].iter().any(|a| a == flag);
-        return match seed(db, has("--bad-row"), has("--old-baseline")) {
+        return match seed(
+            db,
+            has("--bad-row"),
+            has("--old-baseline"),
+            has("--no-nickname-baseline"),
+        ) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("bank_admin seed: {e}");

@@ -48,8 +48,18 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     if bytes == 0 {
         return Err("size must be greater than zero".to_string());
     }
+    if u64::try_from(bytes).map_or(true, |b| b > MAX_SIZE) {
+        return Err(format!(
+            "`{s}` is larger than the maximum size of 4GiB ({MAX_SIZE} bytes); no record or batch of a supported store is that large, use at most 4GiB"
+        ));
+    }
     Ok(bytes)
 }
+
+/// The largest size a size option accepts (4 GiB): more than any record or batch a
+/// supported backend holds, small enough that buffers of that size are never attempted
+/// by accident (`--max-bytes 18446744073709551615`).
+pub const MAX_SIZE: u64 = 4 << 30;
 
 /// Parses a count that must be at least 1.
 pub fn parse_nonzero(s: &str) -> Result<usize, String> {
@@ -75,6 +85,12 @@ mod tests {
         assert!(parse_size("MiB").is_err());
         assert!(parse_size("3 parsecs").is_err());
         assert!(parse_size("99999999999999999999999").is_err());
+        // Sane maxima: a size that fits usize but no store can hold is refused.
+        let huge = parse_size("18446744073709551615").unwrap_err();
+        assert!(huge.contains("4GiB"), "{huge}");
+        assert!(parse_size("5GiB").is_err());
+        assert!(parse_size("4097M").is_err());
+        assert_eq!(parse_size("4GiB"), Ok(4 << 30));
         assert_eq!(parse_size("2K"), Ok(2 << 10));
         assert_eq!(parse_size("1G"), Ok(1 << 30));
         assert_eq!(parse_size(" 3mib "), Ok(3 << 20));

@@ -68,6 +68,13 @@ fn versions(db: &Path, collection: &str) -> Value {
 fn sweep_rewrites_stale_rows_with_the_applications_chain_and_exits_0() {
     let (_dir, db) = seeded(&[]);
     assert_eq!(versions(&db, "accounts"), json!({"1": 3}));
+    // The application's binary knows its chain: every v1 row is behind v3.
+    let out = run(&db, &["collections", "--json"]);
+    let accounts = doc(&out)["collections"][0].clone();
+    assert_eq!(accounts["collection"], "accounts");
+    assert_eq!(accounts["newest_version"], 3);
+    assert_eq!(accounts["newest_version_source"], "application");
+    assert_eq!(accounts["rows_behind"], 3);
 
     // The dry run writes nothing.
     let out = run(&db, &["sweep", "accounts", "--dry-run", "--json"]);
@@ -208,4 +215,60 @@ fn the_admin_offers_every_generic_subcommand_and_refuses_unknown_collections() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
+#[test]
+fn schema_plan_names_a_failing_row_and_writes_nothing() {
+    let (_dir, db) = seeded(&["--bad-row"]);
+    let snapshot = |db: &Path| {
+        let c = doc(&run(db, &["collections", "--json"]));
+        let r = doc(&run(db, &["inspect", "accounts", "--raw", "--json"]));
+        (c["collections"].clone(), r["records"].clone())
+    };
+    let before = snapshot(&db);
+    let out = run(&db, &["schema", "plan", "accounts", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let d = doc(&out);
+    assert_eq!(d["rows"], 4);
+    assert_eq!(d["versions"], json!({"1": 4}));
+    assert_eq!(d["rows_behind"], 4);
+    assert_eq!(d["written"], false);
+    let failing = d["failing"].as_array().unwrap();
+    assert_eq!(failing.len(), 1, "{d}");
+    assert_eq!(failing[0]["key"], "__nx/doc/accounts/mallory");
+    assert!(failing[0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("numeric `balance`"));
+    assert_eq!(d["work"]["kind"], "sweep");
+    assert_eq!(d["work"]["rows"], 4);
+    assert!(d["work"]["bytes"].as_u64().unwrap() > 0);
+    assert_eq!(snapshot(&db), before, "schema plan wrote to the store");
+    let out = run(&db, &["schema", "plan", "accounts"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("nothing was written") && text.contains("mallory"),
+        "{text}"
+    );
+}
+
+#[test]
+fn schema_plan_reports_an_added_property_no_stored_row_uses_as_settled() {
+    let (_dir, db) = seeded(&["--no-nickname-baseline"]);
+    let out = run(&db, &["schema", "plan", "accounts", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let d = doc(&out);
+    assert_eq!(d["schema"]["verdict"], "allowed", "{d}");
+    let settled = d["schema"]["settled_by_data"].as_array().unwrap();
+    assert_eq!(settled.len(), 1, "{d}");
+    assert!(settled[0].as_str().unwrap().contains("`nickname`"), "{d}");
+    assert_eq!(d["schema"]["breaks"], json!([]));
+    assert_eq!(d["failing"], json!([]));
+    // A cutover plan covers every row.
+    let out = run(&db, &["schema", "plan", "invoices", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let d = doc(&out);
+    assert_eq!(d["schema"]["verdict"], "cutover");
+    assert_eq!(d["work"]["kind"], "cutover");
+    assert_eq!(d["work"]["rows"], 2);
 }

@@ -115,6 +115,27 @@ pub enum PgError {
         /// The lock wait that expired.
         after: std::time::Duration,
     },
+    /// Another process holds the store's exclusive lease (a migration) and the wait for it
+    /// expired.
+    #[error("migration in progress on `{table}` by {holder}{hint}; waited {waited:?} and wrote nothing: retry when it has finished, or raise `strata_lock_wait` in the URL")]
+    LeaseHeld {
+        /// The store table.
+        table: String,
+        /// Who holds the lease.
+        holder: String,
+        /// How long the wait was.
+        waited: std::time::Duration,
+        /// Extra advice (a stuck holder), possibly empty.
+        hint: String,
+    },
+    /// A batch of the lease holder found its lease taken over (or its lock session gone).
+    #[error("the store lease on `{table}` (token {token}) was lost — its session ended or another process took it over; nothing of this batch was written: rerun the operation")]
+    LeaseLost {
+        /// The store table.
+        table: String,
+        /// The token this holder had.
+        token: i64,
+    },
     /// The server returned something the backend did not ask for.
     #[error("postgres {op} on table `{table}` returned an unexpected row for key `{key}`; check that nothing else writes to the table")]
     Unexpected {
@@ -148,6 +169,8 @@ impl PgError {
                 | PgError::Timeout { .. }
                 | PgError::ConnectionLost { .. }
                 | PgError::LockTimeout { .. }
+                | PgError::LeaseHeld { .. }
+                | PgError::LeaseLost { .. }
         )
     }
 }

@@ -37,7 +37,13 @@ pub(crate) fn fnv1a(parts: &[&[u8]]) -> u64 {
 pub(crate) struct LockIds {
     pub(crate) table: i64,
     pub(crate) class: i32,
+    /// The store lease: held exclusively (session-level) by the lease holder, shared
+    /// (transaction-level) by every other batch.
+    pub(crate) lease: i64,
 }
+
+/// The lock that serializes creating the lease table (one per database).
+pub(crate) const LEASE_TABLE_LOCK: i64 = 0x7374_7261_7461_4c54; // "strataLT"
 
 impl LockIds {
     pub(crate) fn new(table: &str) -> Self {
@@ -46,6 +52,7 @@ impl LockIds {
             // Reinterpret the bits: any value is a valid lock id.
             table: h as i64,
             class: (fnv1a(&[b"class", &h.to_be_bytes()]) >> 32) as u32 as i32,
+            lease: fnv1a(&[b"strata-postgres-lease", table.as_bytes()]) as i64,
         }
     }
 

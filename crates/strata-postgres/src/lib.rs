@@ -34,6 +34,7 @@
 mod conninfo;
 mod error;
 mod keys;
+mod lease;
 mod pool;
 mod sql;
 mod store;

@@ -130,6 +130,10 @@ impl Pool {
         self.timeouts
     }
 
+    pub(crate) fn runtime(&self) -> &Arc<Runtime> {
+        &self.rt
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // The state is two plain fields updated in single steps: still consistent after a
         // panic elsewhere.
@@ -167,10 +171,17 @@ impl Pool {
         // running): it is dropped, and the slot guard frees its place.
         let out = block_on(&self.rt, self.timeouts.client_deadline(), f(&mut conn))?;
         slot.armed = false;
-        let closed = conn.client.is_closed();
-        self.put_back(conn);
+        let lost = conn.client.is_closed()
+            || matches!(&out, Err(Failure::Pg(e)) if is_connection_error(e));
+        if lost {
+            // Never reuse a connection the server ended (its I/O task may not know yet).
+            drop(conn);
+            self.release_slot();
+        } else {
+            self.put_back(conn);
+        }
         match out {
-            Err(Failure::Pg(e)) if closed || e.is_closed() => Err(Failure::Lost(e)),
+            Err(Failure::Pg(e)) if lost => Err(Failure::Lost(e)),
             other => other,
         }
     }
@@ -298,6 +309,29 @@ pub(crate) fn connect(
             after: limit,
         }),
     }
+}
+
+/// True when `e` ended the connection: closed, an I/O error, or a FATAL/PANIC from the
+/// server (terminated session, shutdown) — the connection task may not have noticed yet.
+pub(crate) fn is_connection_error(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::Severity;
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(db) = e.as_db_error() {
+        return matches!(
+            db.parsed_severity(),
+            Some(Severity::Fatal) | Some(Severity::Panic)
+        );
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.is::<std::io::Error>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 fn is_io_timeout(e: &tokio_postgres::Error) -> bool {

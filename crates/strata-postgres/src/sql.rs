@@ -115,8 +115,14 @@ pub(crate) struct Statements {
     pub(crate) scan: [[Statement; 2]; 2],
     /// `[bounded]`.
     pub(crate) exists: [Statement; 2],
+    /// `(lease id, table id)`: the lease shared, the table shared.
     pub(crate) lock_table_shared: Statement,
+    /// `(lease id, table id)`: the lease shared, the table exclusive.
     pub(crate) lock_table_exclusive: Statement,
+    /// `(table id)`: for the lease holder, who has the lease already.
+    pub(crate) holder_lock_table_shared: Statement,
+    /// `(table id)`: for the lease holder.
+    pub(crate) holder_lock_table_exclusive: Statement,
     pub(crate) lock_keys: Statement,
     pub(crate) check: Statement,
     pub(crate) upsert: Statement,
@@ -155,8 +161,19 @@ impl Statements {
                 ))
                 .await?,
             ],
-            lock_table_shared: p("SELECT pg_advisory_xact_lock_shared($1::int8)".into()).await?,
-            lock_table_exclusive: p("SELECT pg_advisory_xact_lock($1::int8)".into()).await?,
+            lock_table_shared: p(
+                "SELECT pg_advisory_xact_lock_shared($1::int8), pg_advisory_xact_lock_shared($2::int8)"
+                    .into(),
+            )
+            .await?,
+            lock_table_exclusive: p(
+                "SELECT pg_advisory_xact_lock_shared($1::int8), pg_advisory_xact_lock($2::int8)"
+                    .into(),
+            )
+            .await?,
+            holder_lock_table_shared: p("SELECT pg_advisory_xact_lock_shared($1::int8)".into())
+                .await?,
+            holder_lock_table_exclusive: p("SELECT pg_advisory_xact_lock($1::int8)".into()).await?,
             // `unnest` yields the (sorted) ids in array order: the locks are taken in
             // that one global order.
             lock_keys: p(

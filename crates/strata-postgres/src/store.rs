@@ -3,13 +3,15 @@
 use crate::conninfo;
 use crate::error::PgError;
 use crate::keys::{successor, LockIds};
+use crate::lease::{self, LeaseState};
 use crate::pool::{Conn, Failure, Pool, Timeouts};
 use crate::sql;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 use strata_store::{
-    escape_key, Backend, Batch, KvRead, KvWrite, Mutation, Offer, PageBuilder, Result, ScanLimits,
-    ScanPage, Store, StoreError,
+    escape_key, Backend, Batch, CrossProcessLease, HeldLease, KvRead, KvWrite, Mutation, Offer,
+    PageBuilder, Result, ScanLimits, ScanPage, Store, StoreError,
 };
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
@@ -132,6 +134,7 @@ impl PgOptions {
 /// tunnel.
 pub struct PgStore {
     pool: Pool,
+    lease: Arc<LeaseState>,
     table: String,
     locks: LockIds,
     drop_table_on_drop: bool,
@@ -285,6 +288,7 @@ impl PgStore {
         pool.adopt(client)?;
         Ok(PgStore {
             pool,
+            lease: Arc::default(),
             locks: LockIds::new(&table),
             table,
             drop_table_on_drop: options.drop_table_on_drop,
@@ -406,19 +410,47 @@ impl PgStore {
         conn: &mut Conn,
         batch: &Batch,
         key_locks: Option<&[i32]>,
+        fence: Option<i64>,
     ) -> std::result::Result<(), Failure> {
         let Conn { client, stmts } = conn;
         let tx = client.transaction().await?;
-        match key_locks {
-            Some(ids) => {
-                tx.query(&stmts.lock_table_shared, &[&self.locks.table])
-                    .await?;
+        let (lease, table) = (&self.locks.lease, &self.locks.table);
+        match (fence, key_locks) {
+            // Other writers share the store lease (waiting while a holder has it).
+            (None, Some(ids)) => {
+                tx.query(&stmts.lock_table_shared, &[lease, table]).await?;
                 tx.query(&stmts.lock_keys, &[&self.locks.class, &ids])
                     .await?;
             }
-            None => {
-                tx.query(&stmts.lock_table_exclusive, &[&self.locks.table])
+            (None, None) => {
+                tx.query(&stmts.lock_table_exclusive, &[lease, table])
                     .await?;
+            }
+            // The holder has the lease and proves it is still its own.
+            (Some(token), ids) => {
+                match ids {
+                    Some(ids) => {
+                        tx.query(&stmts.holder_lock_table_shared, &[table]).await?;
+                        tx.query(&stmts.lock_keys, &[&self.locks.class, &ids])
+                            .await?;
+                    }
+                    None => {
+                        tx.query(&stmts.holder_lock_table_exclusive, &[table])
+                            .await?;
+                    }
+                }
+                let fenced = tx
+                    .execute(
+                        lease::FENCE,
+                        &[&self.table, &token, lease, &lease::renew_secs()],
+                    )
+                    .await?;
+                if fenced != 1 {
+                    return Err(Failure::from(PgError::LeaseLost {
+                        table: self.table.clone(),
+                        token,
+                    }));
+                }
             }
         }
 
@@ -639,12 +671,13 @@ impl KvWrite for PgStore {
             .chain(batch.mutations().iter().map(Mutation::key));
         let key_locks = self.locks.key_locks(keys);
         let key_locks = (key_locks.len() <= MAX_KEY_LOCKS).then_some(key_locks.as_slice());
+        let fence = self.lease.token();
         let mut attempt = 0;
         loop {
             attempt += 1;
             let failure = match self
                 .pool
-                .with(async |conn| self.try_apply(conn, &batch, key_locks).await)
+                .with(async |conn| self.try_apply(conn, &batch, key_locks, fence).await)
             {
                 Ok(()) => return Ok(()),
                 Err(f) => f,
@@ -663,6 +696,11 @@ impl KvWrite for PgStore {
                     }
                     .into())
                 }
+                Failure::Pg(e)
+                    if fence.is_none() && e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) =>
+                {
+                    return Err(self.lock_wait_error());
+                }
                 other => return Err(self.error(other, "apply")),
             }
         }
@@ -675,9 +713,45 @@ impl KvWrite for PgStore {
     }
 }
 
+impl PgStore {
+    /// The error of a batch that waited for a lock too long: "migration in progress …"
+    /// when another process holds the store lease.
+    fn lock_wait_error(&self) -> StoreError {
+        let waited = self.pool.timeouts().lock_wait;
+        match self
+            .pool
+            .with(async |conn| Ok(lease::holder_of(&conn.client, &self.table).await?))
+        {
+            Ok(who) => lease::held_error(&self.table, who, waited),
+            Err(e) => self.error(e, "apply"),
+        }
+    }
+}
+
 impl Backend for PgStore {
     fn name(&self) -> &'static str {
         crate::BACKEND
+    }
+
+    fn cross_process_lease(&self) -> Option<&dyn CrossProcessLease> {
+        Some(self)
+    }
+}
+
+impl CrossProcessLease for PgStore {
+    /// The store lease across processes and machines: see the `lease` module. `wait`
+    /// defaults to the lock wait (`strata_lock_wait`).
+    fn acquire_lease(&self, holder: &str, wait: Option<Duration>) -> Result<Box<dyn HeldLease>> {
+        let wait = wait.unwrap_or(self.pool.timeouts().lock_wait);
+        let held = lease::acquire(
+            &self.pool,
+            &self.lease,
+            &self.table,
+            self.locks.lease,
+            holder,
+            wait,
+        )?;
+        Ok(Box::new(held))
     }
 }
 

@@ -41,8 +41,6 @@
 //! ```
 #![deny(missing_docs)]
 
-mod guard;
-
 use redb::{Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableDefinition};
 use std::fmt;
 use std::io::Read;
@@ -139,7 +137,7 @@ impl RedbOptions {
         match std::fs::symlink_metadata(path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 tracing::debug!(path = %path.display(), "creating redb store");
-                let db = guard::guarded(path, || self.builder().create(path))?
+                let db = strata_store::guarded_open(path, || self.builder().create(path))?
                     .map_err(|e| open_error(path, e.into()))?;
                 // Create the table now, so that a read-only open of a new store finds it.
                 let store = RedbStore::from_db(path, Db::Rw(db), self.durability);
@@ -164,7 +162,7 @@ impl RedbOptions {
         let path = path.as_ref();
         self.check_existing(path)?;
         tracing::debug!(path = %path.display(), "opening redb store");
-        match guard::guarded(path, || self.builder().open(path))? {
+        match strata_store::guarded_open(path, || self.builder().open(path))? {
             Ok(db) => Ok(RedbStore::from_db(path, Db::Rw(db), self.durability)),
             Err(redb::DatabaseError::Storage(redb::StorageError::Io(e))) if is_not_writable(&e) => {
                 tracing::debug!(path = %path.display(), error = %e, "not writable; opening read-only");
@@ -181,7 +179,7 @@ impl RedbOptions {
     pub fn open_read_only(&self, path: impl AsRef<Path>) -> Result<RedbStore> {
         let path = path.as_ref();
         self.check_existing(path)?;
-        match guard::guarded(path, || self.builder().open_read_only(path))? {
+        match strata_store::guarded_open(path, || self.builder().open_read_only(path))? {
             Ok(db) => Ok(RedbStore::from_db(path, Db::Ro(db), self.durability)),
             Err(redb::DatabaseError::RepairAborted) => Err(StoreError::CannotOpen {
                 path: path.to_path_buf(),

@@ -39,7 +39,6 @@
 //! ```
 #![deny(missing_docs)]
 
-mod guard;
 mod safety;
 
 pub use safety::is_sled_dir;
@@ -165,7 +164,7 @@ impl SledOptions {
         let config = sled::Config::new()
             .path(path)
             .cache_capacity(self.cache_capacity);
-        let db = guard::guarded(path, || {
+        let db = strata_store::guarded_open(path, || {
             retry_while_locked(|| config.open(), self.lock_wait, std::thread::sleep)
         })?
         .map_err(|e| open_error(path, e))?;

@@ -87,6 +87,15 @@ pub trait KvWrite {
 pub trait Backend: KvRead + KvWrite + Send + Sync + std::fmt::Debug {
     /// Short backend name for messages (`memory`, `sled`, `postgres`).
     fn name(&self) -> &'static str;
+
+    /// The backend's store lease that is exclusive across processes, for backends that
+    /// several processes write to (PostgreSQL). `None` (the default) for backends opened
+    /// by one process at a time (sled's and redb's file lock, memory): there the
+    /// in-process write lease already excludes every other writer. See
+    /// [`ExclusiveSession`](crate::ExclusiveSession).
+    fn cross_process_lease(&self) -> Option<&dyn crate::CrossProcessLease> {
+        None
+    }
 }
 
 impl<T: KvRead + ?Sized> KvRead for &T {

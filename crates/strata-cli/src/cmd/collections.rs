@@ -4,7 +4,8 @@
 //!
 //! Only the 17-byte envelope header of each row is read: no JSON is parsed.
 //!
-//! The reference version ("newest version seen") is the highest of the persisted schema
+//! The reference version ("newest version seen") is, in an application's embedded admin,
+//! the version its registered chain reaches; otherwise the highest of the persisted schema
 //! baseline's payload version and the sweep marker's completed or in-progress target; a
 //! store with neither uses the highest stored version (then no row is ahead).
 
@@ -39,6 +40,8 @@ pub enum VersionSource {
     SweepMarker,
     /// Neither is recorded: the highest payload version stored.
     Stored,
+    /// The application's registered upcast chain (an embedded `Admin`).
+    Application,
     /// The collection has no rows and nothing recorded.
     None,
 }
@@ -133,23 +136,32 @@ pub(crate) fn read_fence(store: &Store) -> Result<Option<FenceDoc>, Failure> {
     }
 }
 
+/// The payload version an application's code reaches, per collection (from an embedded
+/// `Admin`'s registered chains; empty for the generic binary).
+pub(crate) type CodeVersions = BTreeMap<String, i32>;
+
 /// Surveys every collection recorded in `store` (in name order).
-pub(crate) fn survey_all(store: &Store) -> Result<Vec<CollectionSurvey>, Failure> {
+pub(crate) fn survey_all(
+    store: &Store,
+    code: &CodeVersions,
+) -> Result<Vec<CollectionSurvey>, Failure> {
     let catalog = strata::database::read_catalog(store).map_err(Failure::error)?;
     let fence = read_fence(store)?;
     catalog
         .tables()
         .iter()
-        .map(|t| survey(store, t, fence.as_ref()))
+        .map(|t| survey(store, t, fence.as_ref(), code.get(t.name()).copied()))
         .collect()
 }
 
 /// Surveys one collection: reads every row's envelope header, the baseline, the sweep
-/// marker; `fence` is the fence record (`None`: unreadable).
+/// marker; `fence` is the fence record (`None`: unreadable); `code_version` is the
+/// version the application's chain reaches, when known (it is then the reference).
 pub(crate) fn survey(
     store: &Store,
     table: &TableDef,
     fence: Option<&FenceDoc>,
+    code_version: Option<i32>,
 ) -> Result<CollectionSurvey, Failure> {
     let name = table.name();
     let mut versions: BTreeMap<i32, u64> = BTreeMap::new();
@@ -215,6 +227,7 @@ pub(crate) fn survey(
         _ => None,
     };
     let (newest_version, newest_version_source) = match (baseline_version, marker_version) {
+        _ if code_version.is_some() => (code_version, VersionSource::Application),
         (Some(b), Some(m)) if m > b => (Some(m), VersionSource::SweepMarker),
         (Some(b), _) => (Some(b), VersionSource::Baseline),
         (None, Some(m)) => (Some(m), VersionSource::SweepMarker),
@@ -262,8 +275,13 @@ pub(crate) fn survey(
 
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
+    run_with(db_path, args, &CodeVersions::new())
+}
+
+/// Runs the command with the application's code versions as references.
+pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdResult {
     let store = db::open_existing(db_path)?;
-    let surveys = survey_all(&store)?;
+    let surveys = survey_all(&store, code)?;
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = CollectionsDoc {

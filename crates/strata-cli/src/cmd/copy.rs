@@ -27,11 +27,11 @@ use std::time::{Duration, Instant};
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store, StoreError};
 
 /// The key prefix copy keeps its own records under (never copied, never digested).
-pub const RESERVED: &[u8] = b"__strata/copy/";
+pub const RESERVED: &[u8] = b"__nx/copy/";
 /// The progress record of an unfinished copy, in the target.
-pub const PROGRESS_KEY: &[u8] = b"__strata/copy/progress";
+pub const PROGRESS_KEY: &[u8] = b"__nx/copy/progress";
 /// The manifest of a finished copy, in the target: what was copied (count + digest).
-pub const MANIFEST_KEY: &[u8] = b"__strata/copy/manifest";
+pub const MANIFEST_KEY: &[u8] = b"__nx/copy/manifest";
 
 /// Arguments of `strata copy`.
 #[derive(Debug, clap::Args)]
@@ -92,7 +92,7 @@ pub enum CopyError {
         detail: String,
     },
     /// The bulk-operation manifest cannot be read.
-    #[error("the bulk-operation manifest `__strata/copy/manifest` is unreadable ({0}); the store cannot be compared with what its last copy certified: copy it again from its source")]
+    #[error("the bulk-operation manifest `__nx/copy/manifest` is unreadable ({0}); the store cannot be compared with what its last copy certified: copy it again from its source")]
     BadManifest(String),
     /// The final verification found a difference.
     #[error("copy verification failed: the source has {from_records} records (digest {from_digest}), the target {to_records} (digest {to_digest}); the target keeps its progress record, do not use it (was the source written during the copy?): delete it and copy again")]

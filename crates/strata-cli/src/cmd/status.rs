@@ -63,7 +63,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let mut pending = Vec::new();
     for (t, s) in catalog.tables().iter().zip(&tables) {
         if t.id() >= FIRST_COLLECTION_ID && s.state == TableState::Current {
-            let survey = survey(&store, t, fence.as_ref())?;
+            let survey = survey(&store, t, fence.as_ref(), None)?;
             if survey.sweep_pending() {
                 pending.push(SweepPending {
                     collection: survey.collection,

@@ -9,6 +9,7 @@ mod claims;
 mod connect;
 mod engine;
 mod faults;
+mod lease;
 mod model;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -5,6 +5,7 @@ mod bounded;
 mod canonical;
 mod derived;
 mod errors;
+mod fuzz;
 mod generated;
 mod paths;
 mod render;

@@ -161,9 +161,7 @@ pub fn table_def(collection: &str, table_id: u16) -> TableDef {
                 env.payload_version
             ));
         }
-        serde_json::from_slice::<serde::de::IgnoredAny>(json)
-            .map_err(|e| format!("document JSON is invalid: {e}"))?;
-        Ok(())
+        envelope::check_document_json(json)
     });
     TableDef::new(
         collection,

@@ -45,7 +45,9 @@ use crate::header::{checkpoint_key, header_key, SchemaHeader};
 use crate::pass::{Pass, PassError, PassLimits, Progress, RawCheckpoint, RecordError, RecordRef};
 use serde::Serialize;
 use std::time::Instant;
-use strata_store::{Batch, KvRead, KvWrite, Mutation, Store, StoreError};
+use strata_store::{
+    lease_holder, Batch, ExclusiveSession, KvRead, KvWrite, Mutation, Store, StoreError,
+};
 
 /// What happened to one table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -132,9 +134,6 @@ pub struct Migrator<'a> {
     registry: Registry,
     limits: PassLimits,
     dry_run: bool,
-    /// True while [`Migrator::run`] holds the exclusive lease (checkpoint guards are then
-    /// redundant and cost a transaction per batch on sled).
-    exclusive: bool,
     abort: Option<AbortFn<'a>>,
     events: Option<EventFn<'a>>,
 }
@@ -158,7 +157,6 @@ impl<'a> Migrator<'a> {
             registry,
             limits: PassLimits::default(),
             dry_run: false,
-            exclusive: false,
             abort: None,
             events: None,
         })
@@ -189,9 +187,10 @@ impl<'a> Migrator<'a> {
         self
     }
 
-    /// Migrates `store` under its exclusive write lease (held for the whole session: other
-    /// handles keep reading, their writes wait until this returns), then flushes. A dry
-    /// run takes no lease.
+    /// Migrates `store` under its exclusive session ([`ExclusiveSession`]: the in-process
+    /// write lease plus, on a backend shared by several processes, the cross-process store
+    /// lease; held for the whole session: other handles and processes keep reading, their
+    /// writes wait until this returns), then flushes. A dry run takes no lease.
     ///
     /// The lease is not re-entrant: do not call this from a thread that already holds it
     /// (use [`Migrator::run_on`] with that lease instead).
@@ -199,10 +198,15 @@ impl<'a> Migrator<'a> {
         if self.dry_run {
             return self.run_on(store);
         }
-        let lease = store.lease();
-        self.exclusive = true;
+        // The store's exclusive session: the in-process write lease, and on a backend that
+        // other processes write to (PostgreSQL) the cross-process store lease — their
+        // writers wait (bounded) and another migrator waits for this one to finish.
+        let lease = ExclusiveSession::acquire(store, &lease_holder("strata migrate"), None)
+            .map_err(|source| MigrateError::Store {
+                table: "(store lease)".into(),
+                source,
+            })?;
         let result = self.run_on(&lease);
-        self.exclusive = false;
         let flushed = lease.flush().map_err(|source| MigrateError::Store {
             table: "(flush)".into(),
             source,
@@ -312,10 +316,14 @@ impl<'a> Migrator<'a> {
                 oldest: tm.oldest(),
             });
         }
+        let stored_version = version;
         loop {
             let stored_ck = store.get(&ckey).map_err(store_err)?;
             if version == current {
-                if let Some(bytes) = stored_ck {
+                // A dry run only simulates the steps: the checkpoint of an interrupted
+                // migration is still there and is the one it resumed from, not stale.
+                let simulated = self.dry_run && version != stored_version;
+                if let Some(bytes) = stored_ck.filter(|_| !simulated) {
                     return Err(MigrateError::StaleCheckpoint {
                         table: name,
                         version,
@@ -353,7 +361,9 @@ impl<'a> Migrator<'a> {
             let pass_report = Pass::new(t.name(), t.prefix().to_vec(), codec)
                 .limits(self.limits)
                 .dry_run(self.dry_run)
-                .guard_checkpoint(!self.exclusive)
+                // Kept on under the lease too: the checkpoint compare-and-swap is what stops
+                // a writer that lost its lease from rewriting a checkpoint.
+                .guard_checkpoint(true)
                 .abort_when(move || abort.as_mut().is_some_and(|f| f()))
                 .on_progress(move |p| {
                     if let Some(f) = events.as_mut() {

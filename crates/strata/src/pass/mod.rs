@@ -48,255 +48,18 @@
 
 mod error;
 pub mod testing;
+mod types;
 
 pub use error::{HookError, MutationRule, PassError, RecordError};
+pub use types::{
+    BatchInfo, CheckpointCodec, PassLimits, PassReport, Processor, Progress, RawCheckpoint,
+    RecordRef, RowCounters, RowOutcome, DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS,
+};
 
 use crate::header::{MIGRATION_PREFIX, SCHEMA_PREFIX};
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use strata_store::{Batch, KvRead, KvWrite, Mutation, ScanLimits, StoreError, Visit};
-
-/// Default record limit of one batch.
-pub const DEFAULT_MAX_RECORDS: usize = 512;
-/// Default byte budget of one batch (4 MiB).
-pub const DEFAULT_MAX_BYTES: usize = 4 * 1024 * 1024;
-
-/// The two bounds of one batch: a record count and one shared byte budget.
-///
-/// Every bulk rewrite takes its settings the same way — one `PassLimits` (`.limits(..)`)
-/// and one abort check (`.abort_when(..)`, polled at every batch boundary) — on
-/// [`Migrator`](crate::migrate::Migrator),
-/// [`SweepOptions`](crate::payload::SweepOptions) and
-/// [`CutoverOptions`](crate::policy::CutoverOptions), with the one set of defaults below
-/// ([`DEFAULT_MAX_RECORDS`] records, [`DEFAULT_MAX_BYTES`] bytes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PassLimits {
-    max_records: usize,
-    max_bytes: usize,
-}
-
-impl Default for PassLimits {
-    /// 512 records and 4 MiB.
-    fn default() -> Self {
-        PassLimits {
-            max_records: DEFAULT_MAX_RECORDS,
-            max_bytes: DEFAULT_MAX_BYTES,
-        }
-    }
-}
-
-impl PassLimits {
-    /// Both limits must be at least 1.
-    pub fn new(max_records: usize, max_bytes: usize) -> Result<Self, PassError> {
-        if max_records == 0 {
-            return Err(PassError::InvalidLimits {
-                reason: "the record limit must be at least 1".into(),
-            });
-        }
-        if max_bytes == 0 {
-            return Err(PassError::InvalidLimits {
-                reason: "the byte budget must be at least 1 byte".into(),
-            });
-        }
-        Ok(PassLimits {
-            max_records,
-            max_bytes,
-        })
-    }
-
-    /// The record limit of one batch.
-    pub fn max_records(&self) -> usize {
-        self.max_records
-    }
-
-    /// The byte budget of one batch (scanned keys + values + generated mutations).
-    pub fn max_bytes(&self) -> usize {
-        self.max_bytes
-    }
-}
-
-/// Where a pass keeps its cursor and how it encodes it. Migrations use the `NXMG` record
-/// at `__nx/migration/<table>` ([`crate::migrate::MigrationCheckpointCodec`]); sweeps and
-/// cutovers bring their own.
-pub trait CheckpointCodec {
-    /// The key the checkpoint is stored at. Processors may never touch it.
-    fn key(&self) -> &[u8];
-
-    /// The stored value for `cursor` (the last processed full key).
-    fn encode(&self, cursor: &[u8]) -> Vec<u8>;
-
-    /// The cursor stored in `value` (empty: no record processed yet), or a lowercase reason
-    /// why the value is not a valid checkpoint of this pass.
-    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String>;
-
-    /// What the checkpoint key holds once the scan is complete: `None` (the default)
-    /// deletes it; `Some(value)` writes `value` (for example a "done" marker).
-    fn finished(&self) -> Option<Vec<u8>> {
-        None
-    }
-}
-
-impl<T: CheckpointCodec + ?Sized> CheckpointCodec for &T {
-    fn key(&self) -> &[u8] {
-        (**self).key()
-    }
-    fn encode(&self, cursor: &[u8]) -> Vec<u8> {
-        (**self).encode(cursor)
-    }
-    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String> {
-        (**self).decode(value)
-    }
-    fn finished(&self) -> Option<Vec<u8>> {
-        (**self).finished()
-    }
-}
-
-/// The simplest checkpoint: the value is the raw cursor bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawCheckpoint {
-    key: Vec<u8>,
-}
-
-impl RawCheckpoint {
-    /// A raw checkpoint stored at `key`.
-    pub fn new(key: Vec<u8>) -> Self {
-        RawCheckpoint { key }
-    }
-}
-
-impl CheckpointCodec for RawCheckpoint {
-    fn key(&self) -> &[u8] {
-        &self.key
-    }
-    fn encode(&self, cursor: &[u8]) -> Vec<u8> {
-        cursor.to_vec()
-    }
-    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String> {
-        Ok(value.to_vec())
-    }
-}
-
-/// One scanned record as a processor sees it.
-#[derive(Debug, Clone, Copy)]
-pub struct RecordRef<'a> {
-    /// The table being scanned.
-    pub table: &'a str,
-    /// The record's full key (table prefix included).
-    pub key: &'a [u8],
-    /// The record's value.
-    pub value: &'a [u8],
-}
-
-impl RecordRef<'_> {
-    /// Replaces this record's value (the key stays).
-    pub fn replace(&self, value: Vec<u8>) -> Mutation {
-        Mutation::Set {
-            key: self.key.to_vec(),
-            value,
-        }
-    }
-
-    /// Deletes this record.
-    pub fn delete(&self) -> Mutation {
-        Mutation::Delete {
-            key: self.key.to_vec(),
-        }
-    }
-
-    /// Moves this record to `key` (which must lie in another namespace) with `value`:
-    /// deletes the source key and sets the new one.
-    pub fn move_to(&self, key: Vec<u8>, value: Vec<u8>) -> [Mutation; 2] {
-        [self.delete(), Mutation::Set { key, value }]
-    }
-
-    /// Creates (or overwrites) `key` — which must lie in another namespace — with `value`.
-    pub fn create(key: Vec<u8>, value: Vec<u8>) -> Mutation {
-        Mutation::Set { key, value }
-    }
-}
-
-/// Per-record logic of a pass: inspects one record and pushes the mutations it needs onto
-/// `out` (nothing, for a pure validation). Any closure
-/// `FnMut(&RecordRef<'_>, &mut Vec<Mutation>) -> Result<(), RecordError>` is a processor.
-pub trait Processor {
-    /// Processes one record. An error stops the pass; nothing of the current batch is
-    /// written.
-    fn process(
-        &mut self,
-        record: &RecordRef<'_>,
-        out: &mut Vec<Mutation>,
-    ) -> Result<(), RecordError>;
-}
-
-impl<F> Processor for F
-where
-    F: FnMut(&RecordRef<'_>, &mut Vec<Mutation>) -> Result<(), RecordError>,
-{
-    fn process(
-        &mut self,
-        record: &RecordRef<'_>,
-        out: &mut Vec<Mutation>,
-    ) -> Result<(), RecordError> {
-        self(record, out)
-    }
-}
-
-/// A progress event, emitted after every committed batch (cumulative for this run).
-#[derive(Debug, Clone, Copy)]
-pub struct Progress<'a> {
-    /// The table being scanned.
-    pub table: &'a str,
-    /// Records processed so far in this run.
-    pub records: u64,
-    /// Bytes scanned so far (keys + values).
-    pub bytes: u64,
-    /// Batches committed so far (or, in a dry run, that would have been).
-    pub batches: u64,
-    /// Time since the pass started.
-    pub elapsed: Duration,
-    /// The cursor after the batch (the last processed key).
-    pub cursor: Option<&'a [u8]>,
-    /// True for the final batch (the scan is complete).
-    pub done: bool,
-}
-
-/// What the per-batch hook learns about the batch it may extend.
-#[derive(Debug, Clone, Copy)]
-pub struct BatchInfo<'a> {
-    /// The table being scanned.
-    pub table: &'a str,
-    /// Records in this batch.
-    pub records: usize,
-    /// Bytes this batch used from the budget (records + mutations).
-    pub bytes: usize,
-    /// The cursor the batch commits (`None` only for an empty final batch of a pass that
-    /// never processed a record).
-    pub cursor: Option<&'a [u8]>,
-    /// True for the final batch (the one that completes the pass).
-    pub done: bool,
-}
-
-/// What a completed pass did (in this run; a resumed pass counts only what it did after
-/// resuming).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PassReport {
-    /// The table scanned.
-    pub table: String,
-    /// Records processed.
-    pub records: u64,
-    /// Bytes scanned (keys + values).
-    pub bytes: u64,
-    /// Mutations generated.
-    pub mutations: u64,
-    /// Batches committed (in a dry run: that would have been committed).
-    pub batches: u64,
-    /// Wall time.
-    pub elapsed: Duration,
-    /// The cursor the pass resumed after, if it found a checkpoint.
-    pub resumed_from: Option<Vec<u8>>,
-    /// True when nothing was written.
-    pub dry_run: bool,
-}
 
 type AbortFn<'a> = Box<dyn FnMut() -> bool + 'a>;
 type ProgressFn<'a> = Box<dyn FnMut(&Progress<'_>) + 'a>;
@@ -503,14 +266,15 @@ impl<'a> Pass<'a> {
             mutations: 0,
             batches: 0,
             started,
+            counters: RowCounters::default(),
         };
         let mut acc = Acc::default();
         let mut scratch: Vec<Mutation> = Vec::new();
         self.poll_abort(&st)?;
         loop {
             // The batch being filled may span pages: scan only what still fits in it.
-            let room_records = self.limits.max_records.saturating_sub(acc.records);
-            let room_bytes = self.limits.max_bytes.saturating_sub(acc.bytes);
+            let room_records = self.limits.max_records().saturating_sub(acc.records);
+            let room_bytes = self.limits.max_bytes().saturating_sub(acc.bytes);
             if acc.records > 0 && (room_records == 0 || room_bytes == 0) {
                 self.commit(store, &mut acc, &mut st, false)?;
                 self.poll_abort(&st)?;
@@ -536,12 +300,13 @@ impl<'a> Pass<'a> {
                         &ck_key,
                     ) {
                         Ok(None) => Visit::Continue,
-                        Ok(Some(cost)) => {
+                        Ok(Some((cost, row))) => {
                             outcome = PageOutcome::Overflow {
                                 key: key.to_vec(),
                                 value: this.row_conditions.then(|| value.to_vec()),
                                 value_len: value.len(),
                                 cost,
+                                row,
                             };
                             Visit::Stop
                         }
@@ -602,6 +367,7 @@ impl<'a> Pass<'a> {
                 value,
                 value_len,
                 cost,
+                row,
             } = outcome
             {
                 // Commit what the batch holds; this record starts the next one.
@@ -612,6 +378,7 @@ impl<'a> Pass<'a> {
                     value.as_deref(),
                     value_len,
                     cost,
+                    row,
                     &mut scratch,
                     &mut acc,
                     &mut st,
@@ -634,6 +401,7 @@ impl<'a> Pass<'a> {
             elapsed: started.elapsed(),
             resumed_from,
             dry_run: self.dry_run,
+            counters: st.counters,
         })
     }
 
@@ -650,7 +418,7 @@ impl<'a> Pass<'a> {
         acc: &mut Acc,
         st: &mut RunState,
         ck_key: &[u8],
-    ) -> Result<Option<usize>, PassError> {
+    ) -> Result<Option<(usize, RowOutcome)>, PassError> {
         scratch.clear();
         let view = RecordRef {
             table: &self.table,
@@ -665,6 +433,13 @@ impl<'a> Pass<'a> {
                 checkpoint: st.durable_cursor.clone(),
             });
         }
+        let row = processor.outcome().unwrap_or_else(|| {
+            if scratch.iter().any(|m| m.key() == key) {
+                RowOutcome::Rewritten
+            } else {
+                RowOutcome::Unchanged
+            }
+        });
         let mut cost = key.len() + value.len();
         for (i, m) in scratch.iter().enumerate() {
             let rule = self.rule_violation(m.key(), key, ck_key).or_else(|| {
@@ -678,22 +453,22 @@ impl<'a> Pass<'a> {
             }
             cost = cost.saturating_add(m.size());
         }
-        if cost > self.limits.max_bytes && !self.read_only {
+        if cost > self.limits.max_bytes() && !self.read_only {
             return Err(PassError::BatchTooLarge {
                 table: self.table.clone(),
                 key: key.to_vec(),
                 size: cost,
-                limit: self.limits.max_bytes,
+                limit: self.limits.max_bytes(),
                 checkpoint: st.durable_cursor.clone(),
             });
         }
         if acc.records > 0
-            && (acc.records >= self.limits.max_records
-                || acc.bytes.saturating_add(cost) > self.limits.max_bytes)
+            && (acc.records >= self.limits.max_records()
+                || acc.bytes.saturating_add(cost) > self.limits.max_bytes())
         {
-            return Ok(Some(cost));
+            return Ok(Some((cost, row)));
         }
-        self.admit(key, Some(value), value.len(), cost, scratch, acc, st)?;
+        self.admit(key, Some(value), value.len(), cost, row, scratch, acc, st)?;
         Ok(None)
     }
 
@@ -705,6 +480,7 @@ impl<'a> Pass<'a> {
         value: Option<&[u8]>,
         value_len: usize,
         cost: usize,
+        row: RowOutcome,
         scratch: &mut Vec<Mutation>,
         acc: &mut Acc,
         st: &mut RunState,
@@ -731,6 +507,7 @@ impl<'a> Pass<'a> {
         }
         acc.records += 1;
         acc.bytes += cost;
+        acc.counters.count(row);
         st.records += 1;
         st.bytes += (key.len() + value_len) as u64;
         // Reuse the cursor buffer within a batch (the commit takes it).
@@ -805,6 +582,7 @@ impl<'a> Pass<'a> {
         let ck_key = self.checkpoint.key().to_vec();
         let mut mutations = std::mem::take(&mut acc.mutations);
         let mut rows = std::mem::take(&mut acc.rows);
+        let mut counters = std::mem::take(&mut acc.counters);
         let info_records = acc.records;
         let info_bytes = acc.bytes;
         acc.records = 0;
@@ -831,11 +609,11 @@ impl<'a> Pass<'a> {
                 }
             }
             let new_value = if done {
-                self.checkpoint.finished()
+                self.checkpoint.finished_counted(&counters)
             } else {
                 Some(
                     self.checkpoint
-                        .encode(new_cursor.as_deref().unwrap_or_default()),
+                        .encode_counted(new_cursor.as_deref().unwrap_or_default(), &counters),
                 )
             };
             if self.dry_run {
@@ -936,6 +714,9 @@ impl<'a> Pass<'a> {
                 let start = new_index[r.mutations.start];
                 r.mutations = start..start + r.mutations.len();
             }
+            let n = dropped.len() as u64;
+            counters.rewritten = counters.rewritten.saturating_sub(n);
+            counters.conflicted += n;
             if let Some(f) = self.on_narrow.as_mut() {
                 f(&dropped);
             }
@@ -947,6 +728,7 @@ impl<'a> Pass<'a> {
         st.cursor = new_cursor.clone();
         st.batches += 1;
         st.mutations += n_mutations;
+        st.counters.add(&counters);
         tracing::debug!(table = %self.table, records = info_records, bytes = info_bytes, done, "pass batch committed");
         if let Some(f) = self.progress.as_mut() {
             f(&Progress {
@@ -957,6 +739,7 @@ impl<'a> Pass<'a> {
                 elapsed: st.started.elapsed(),
                 cursor: new_cursor.as_deref(),
                 done,
+                counters: st.counters,
             });
         }
         Ok(())
@@ -964,6 +747,8 @@ impl<'a> Pass<'a> {
 }
 
 struct RunState {
+    /// Per-row counters of the committed batches.
+    counters: RowCounters,
     /// What the checkpoint key holds in the store (the precondition of the next batch).
     durable_value: Option<Vec<u8>>,
     /// The cursor of the last committed batch.
@@ -988,6 +773,7 @@ enum PageOutcome {
         value: Option<Vec<u8>>,
         value_len: usize,
         cost: usize,
+        row: RowOutcome,
     },
     /// Processing a record failed.
     Failed(PassError),
@@ -1045,6 +831,7 @@ struct RowCond {
 struct Acc {
     mutations: Vec<Mutation>,
     rows: Vec<RowCond>,
+    counters: RowCounters,
     keys: HashSet<Vec<u8>>,
     records: usize,
     bytes: usize,

@@ -129,6 +129,48 @@ pub fn decode(bytes: &[u8]) -> Result<(Envelope, &[u8]), EnvelopeError> {
     ))
 }
 
+/// The deepest nesting of arrays and objects a document may have: serde_json's own
+/// recursion limit, so every stored document can be read back.
+pub const MAX_JSON_DEPTH: usize = 128;
+
+/// Checks the JSON of a document: an object, nested at most [`MAX_JSON_DEPTH`] levels,
+/// and valid JSON. The depth is measured by one scan before parsing, so a 100,000-level
+/// value is refused in linear time without recursion.
+pub fn check_document_json(json: &[u8]) -> Result<(), String> {
+    let first = json.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return Err("document JSON is not an object".to_string());
+    }
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in json {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > MAX_JSON_DEPTH {
+                    return Err(format!(
+                        "document JSON is nested deeper than {MAX_JSON_DEPTH} levels"
+                    ));
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    serde_json::from_slice::<serde::de::IgnoredAny>(json)
+        .map(drop)
+        .map_err(|e| format!("document JSON is invalid: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

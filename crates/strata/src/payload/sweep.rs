@@ -27,7 +27,8 @@ use crate::collection::layout::sweep_key;
 use crate::collection::rewrite::RowRewrite;
 use crate::collection::{Collection, CollectionError};
 use crate::pass::{
-    BatchInfo, CheckpointCodec, HookError, Pass, PassError, PassLimits, RecordError, RecordRef,
+    BatchInfo, CheckpointCodec, HookError, Pass, PassError, PassLimits, Processor, RecordError,
+    RecordRef, RowCounters, RowOutcome,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -180,20 +181,23 @@ pub struct SweepCounters {
 }
 
 impl SweepCounters {
+    /// The sweep's view of the pass's per-row counters.
+    fn from_rows(c: &RowCounters) -> Self {
+        SweepCounters {
+            scanned: c.scanned,
+            rewritten: c.rewritten,
+            conflicted: c.conflicted,
+            skipped_ahead: c.skipped_ahead,
+            failed: c.failed,
+        }
+    }
+
     fn add(&mut self, o: &SweepCounters) {
         self.scanned += o.scanned;
         self.rewritten += o.rewritten;
         self.conflicted += o.conflicted;
         self.skipped_ahead += o.skipped_ahead;
         self.failed += o.failed;
-    }
-
-    fn sub(&mut self, o: &SweepCounters) {
-        self.scanned = self.scanned.saturating_sub(o.scanned);
-        self.rewritten = self.rewritten.saturating_sub(o.rewritten);
-        self.conflicted = self.conflicted.saturating_sub(o.conflicted);
-        self.skipped_ahead = self.skipped_ahead.saturating_sub(o.skipped_ahead);
-        self.failed = self.failed.saturating_sub(o.failed);
     }
 }
 
@@ -359,43 +363,35 @@ impl SweepReport {
     }
 }
 
-/// State shared between the processor, the checkpoint codec and the hooks of one run.
+/// State shared between the checkpoint codec and the hooks of one sweep. The per-row
+/// counters are the pass's ([`RowCounters`]): it counts each row once, in the batch that
+/// commits it, after any narrowing.
 struct RunShared {
     marker: SweepMarker,
-    /// Counters committed (marker) before this run + by this run.
+    /// Counters committed (marker) before this sweep + by this sweep.
     committed: SweepCounters,
-    /// Counters of this run that were committed.
+    /// Counters committed by this sweep (over its pass runs).
     run: SweepCounters,
-    /// Counters of the rows processed and not yet committed.
-    pending: SweepCounters,
-    /// The key of the last processed row (a reused buffer).
-    last_key: Vec<u8>,
-    /// The counters of the last processed row.
-    last_delta: SweepCounters,
+    /// `committed` and `run` when the current pass run started.
+    base: (SweepCounters, SweepCounters),
     /// Set when the marker turned out to belong to another runner.
     lease_lost: bool,
 }
 
 impl RunShared {
-    /// The counters of the batch committing up to `cursor`: the pending ones, minus the
-    /// last processed row when it lies past the cursor. (The pass processes a record
-    /// before it finds that the record no longer fits the batch; that record opens the
-    /// next batch.) The flag says whether that row is carried over.
-    fn batch_delta(&self, cursor: Option<&[u8]>) -> (SweepCounters, bool) {
-        let carried =
-            self.pending.scanned > 0 && cursor.is_some_and(|c| self.last_key.as_slice() > c);
-        let mut delta = self.pending;
-        if carried {
-            delta.sub(&self.last_delta);
-        }
-        (delta, carried)
+    /// A pass run starts: its counters add to what is committed so far.
+    fn start_pass(&mut self) {
+        self.base = (self.committed, self.run);
     }
 
-    /// Forgets everything not committed (a failed pass run).
-    fn reset_pending(&mut self) {
-        self.pending = SweepCounters::default();
-        self.last_key.clear();
-        self.last_delta = SweepCounters::default();
+    /// A batch of the current pass run committed: `pass` is the run's total so far.
+    fn committed_pass(&mut self, pass: &RowCounters) {
+        let c = SweepCounters::from_rows(pass);
+        let (mut committed, mut run) = self.base;
+        committed.add(&c);
+        run.add(&c);
+        self.committed = committed;
+        self.run = run;
     }
 }
 
@@ -422,13 +418,17 @@ impl CheckpointCodec for MarkerCodec<'_> {
     }
 
     fn encode(&self, cursor: &[u8]) -> Vec<u8> {
+        self.encode_counted(cursor, &RowCounters::default())
+    }
+
+    fn encode_counted(&self, cursor: &[u8], batch: &RowCounters) -> Vec<u8> {
         let g = self.0.lock();
         let mut m = g.marker.clone();
         m.in_progress = Some(self.0.target);
         m.cursor_hex = (!cursor.is_empty()).then(|| to_hex(cursor));
         m.lease_expires_ms = self.0.clock.now_ms().saturating_add(self.0.lease_ms);
         let mut c = g.committed;
-        c.add(&g.batch_delta(Some(cursor)).0);
+        c.add(&SweepCounters::from_rows(batch));
         m.counters = c;
         m.encode()
     }
@@ -444,9 +444,13 @@ impl CheckpointCodec for MarkerCodec<'_> {
     }
 
     fn finished(&self) -> Option<Vec<u8>> {
+        self.finished_counted(&RowCounters::default())
+    }
+
+    fn finished_counted(&self, batch: &RowCounters) -> Option<Vec<u8>> {
         let g = self.0.lock();
         let mut total = g.committed;
-        total.add(&g.pending);
+        total.add(&SweepCounters::from_rows(batch));
         let mut m = g.marker.clone();
         if total.failed == 0 {
             m.completed = m.completed.max(self.0.target);
@@ -557,11 +561,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         let shared = Shared {
             state: Mutex::new(RunShared {
                 committed: claimed.counters,
+                base: (claimed.counters, SweepCounters::default()),
                 marker: claimed,
                 run: SweepCounters::default(),
-                pending: SweepCounters::default(),
-                last_key: Vec::new(),
-                last_delta: SweepCounters::default(),
                 lease_lost: false,
             }),
             key: key.clone(),
@@ -572,9 +574,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         let limits = options.limits;
         let mut conflicts_in_a_row = 0u64;
         let outcome = loop {
+            shared.lock().start_pass();
             let result = self.run_pass(&shared, limits, &options);
-            let mut g = shared.lock();
-            g.reset_pending();
+            let g = shared.lock();
             match result {
                 Ok(()) => {
                     break Outcome::Finished {
@@ -620,11 +622,12 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     return Ok(report);
                 }
                 Err(e) => {
+                    // The pass error is the source (printed once, by the chain).
                     break Outcome::Failed(CollectionError::Sweep {
                         collection: name.clone(),
-                        reason: e.to_string(),
+                        reason: "the bulk pass failed".into(),
                         source: Some(Box::new(e)),
-                    })
+                    });
                 }
             }
         };
@@ -658,37 +661,10 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         let started = Instant::now();
         let mut last_log = Instant::now();
         let spacing = Duration::from_millis(options.progress_log_ms);
-        let prefix_len = self.inner.prefix.len();
-        let processor = |r: &RecordRef<'_>, out: &mut Vec<Mutation>| -> Result<(), RecordError> {
-            let mut delta = SweepCounters {
-                scanned: 1,
-                ..SweepCounters::default()
-            };
-            let id_bytes = &r.key[prefix_len.min(r.key.len())..];
-            match std::str::from_utf8(id_bytes) {
-                Err(_) => {
-                    delta.failed = 1;
-                    tracing::warn!(collection = %name, key = %strata_store::escape_key(r.key), "sweep: document key is not UTF-8; row left as is");
-                }
-                Ok(id) => match self.sweep_row(id, r.value) {
-                    Ok(RowAction::Keep) => {}
-                    Ok(RowAction::Ahead) => delta.skipped_ahead = 1,
-                    Ok(RowAction::Rewrite(value)) => {
-                        delta.rewritten = 1;
-                        out.push(r.replace(value));
-                    }
-                    Err(e) => {
-                        delta.failed = 1;
-                        tracing::warn!(collection = %name, error = %e, "sweep: row cannot be upcast; it blocks completion");
-                    }
-                },
-            }
-            let mut g = shared.lock();
-            g.pending.add(&delta);
-            g.last_delta = delta;
-            g.last_key.clear();
-            g.last_key.extend_from_slice(r.key);
-            Ok(())
+        let processor = SweepProcessor {
+            coll: self,
+            prefix_len: self.inner.prefix.len(),
+            last: None,
         };
         let codec = MarkerCodec(shared);
         Pass::new(name, self.inner.prefix.clone(), codec)
@@ -700,12 +676,6 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             // changed meanwhile is narrowed by the pass, the dropped rows count as
             // conflicted.
             .row_conditions(true)
-            .on_narrow(|dropped: &[Vec<u8>]| {
-                let n = dropped.len() as u64;
-                let mut g = shared.lock();
-                g.pending.rewritten = g.pending.rewritten.saturating_sub(n);
-                g.pending.conflicted += n;
-            })
             .on_batch(|batch: &mut Batch, _: &BatchInfo<'_>| -> Result<(), HookError> {
                 let guarded = self
                     .check_guards()
@@ -717,14 +687,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             })
             .on_progress(|p| {
                 let mut g = shared.lock();
-                let (delta, carried) = g.batch_delta(p.cursor);
-                g.committed.add(&delta);
-                g.run.add(&delta);
-                g.pending = if carried {
-                    g.last_delta
-                } else {
-                    SweepCounters::default()
-                };
+                g.committed_pass(&p.counters);
                 if last_log.elapsed() >= spacing || p.done {
                     last_log = Instant::now();
                     tracing::info!(collection = %name, scanned = g.run.scanned, rewritten = g.run.rewritten, elapsed_ms = started.elapsed().as_millis() as u64, done = p.done, "sweep progress");
@@ -770,6 +733,44 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             Err(e) if e.is_conflict() => Ok(()),
             Err(e) => Err(st(e)),
         }
+    }
+}
+
+/// The sweep's processor: the one row rewrite per row, with a typed outcome.
+struct SweepProcessor<'c, T> {
+    coll: &'c Collection<T>,
+    prefix_len: usize,
+    last: Option<RowOutcome>,
+}
+
+impl<T: Serialize + DeserializeOwned> Processor for SweepProcessor<'_, T> {
+    fn process(&mut self, r: &RecordRef<'_>, out: &mut Vec<Mutation>) -> Result<(), RecordError> {
+        let name = self.coll.name();
+        let id_bytes = &r.key[self.prefix_len.min(r.key.len())..];
+        let outcome = match std::str::from_utf8(id_bytes) {
+            Err(_) => {
+                tracing::warn!(collection = %name, key = %strata_store::escape_key(r.key), "sweep: document key is not UTF-8; row left as is");
+                RowOutcome::Failed
+            }
+            Ok(id) => match self.coll.sweep_row(id, r.value) {
+                Ok(RowAction::Keep) => RowOutcome::Unchanged,
+                Ok(RowAction::Ahead) => RowOutcome::SkippedAhead,
+                Ok(RowAction::Rewrite(value)) => {
+                    out.push(r.replace(value));
+                    RowOutcome::Rewritten
+                }
+                Err(e) => {
+                    tracing::warn!(collection = %name, error = %e, "sweep: row cannot be upcast; it blocks completion");
+                    RowOutcome::Failed
+                }
+            },
+        };
+        self.last = Some(outcome);
+        Ok(())
+    }
+
+    fn outcome(&mut self) -> Option<RowOutcome> {
+        self.last.take()
     }
 }
 

@@ -682,13 +682,23 @@ impl SchemaGate {
                         ahead,
                     ));
                 }
-                Err(PassError::Hook { source, .. }) => {
+                Err(PassError::Hook {
+                    source,
+                    table,
+                    checkpoint,
+                }) => {
                     return Err(match source.downcast::<PolicyError>() {
                         Ok(e) => *e,
-                        Err(source) => PolicyError::InvalidArgument {
-                            reason: source.to_string(),
+                        // Kept as the source, not flattened into a string.
+                        Err(source) => PolicyError::Pass {
+                            collection: collection.to_string(),
+                            source: Box::new(PassError::Hook {
+                                table,
+                                checkpoint,
+                                source,
+                            }),
                         },
-                    })
+                    });
                 }
                 Err(PassError::Aborted { .. }) => {
                     return Err(PolicyError::Aborted {

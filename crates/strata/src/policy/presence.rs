@@ -71,6 +71,28 @@ impl ClientRecord {
                 format!("unsupported client record format {}", rec.format),
             ));
         }
+        // The id is the key's last segment: it must match it and be a plain name.
+        let plain = !rec.client.is_empty()
+            && rec.client.len() <= 64
+            && rec
+                .client
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !plain {
+            return Err(PolicyError::corrupted(
+                key,
+                format!(
+                    "client id `{}` is not 1-64 characters of `A-Z a-z 0-9 _ -`",
+                    rec.client.escape_debug()
+                ),
+            ));
+        }
+        if key.strip_prefix(CLIENTS_PREFIX) != Some(rec.client.as_bytes()) {
+            return Err(PolicyError::corrupted(
+                key,
+                format!("client id `{}` does not match its key", rec.client),
+            ));
+        }
         Ok(rec)
     }
 
@@ -316,8 +338,31 @@ mod tests {
             rec.encode(),
             br#"{"acked_generation":2,"client":"00000000000000ff","format":1,"heartbeat_ms":7,"opened_generation":1,"pid":42,"started_ms":5}"#.to_vec()
         );
-        assert_eq!(ClientRecord::decode(b"k", &rec.encode()).unwrap(), rec);
-        assert!(ClientRecord::decode(b"k", b"[]").is_err());
+        let key = client_key(&rec.client);
+        assert_eq!(ClientRecord::decode(&key, &rec.encode()).unwrap(), rec);
+        assert!(ClientRecord::decode(&key, b"[]").is_err());
+    }
+
+    #[test]
+    fn client_ids_are_checked_against_their_key() {
+        let mut rec = ClientRecord {
+            acked_generation: None,
+            client: "00000000000000ff".into(),
+            format: 1,
+            heartbeat_ms: 7,
+            opened_generation: 1,
+            pid: 42,
+            started_ms: 5,
+        };
+        // Another client's key.
+        let e = ClientRecord::decode(&client_key("00000000000000fe"), &rec.encode());
+        assert!(e.unwrap_err().to_string().contains("does not match"));
+        // A path-like or empty id, even at its own key.
+        for bad in ["../../etc", "", "a/b", "x".repeat(65).as_str()] {
+            rec.client = bad.to_string();
+            let e = ClientRecord::decode(&client_key(bad), &rec.encode()).unwrap_err();
+            assert!(e.to_string().contains("client id"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -585,6 +585,16 @@ fn row_conditions_narrow_a_batch_whose_rows_changed_and_retry_it() {
     assert_eq!(processed.get(), 5, "each row processed once");
     assert_eq!(*dropped.borrow(), [b"t/c".to_vec()]);
     assert_eq!(report.mutations, 4);
+    // Typed per-row counters: the dropped row moved from rewritten to conflicted.
+    assert_eq!(
+        report.counters,
+        strata::pass::RowCounters {
+            scanned: 5,
+            rewritten: 4,
+            conflicted: 1,
+            ..Default::default()
+        }
+    );
     for k in ["a", "b", "d", "e"] {
         assert_eq!(
             store.get(format!("t/{k}").as_bytes()).unwrap(),

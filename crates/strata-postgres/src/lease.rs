@@ -1,0 +1,295 @@
+//! The store lease across processes and machines ([`strata_store::CrossProcessLease`]).
+//!
+//! * **Exclusion**: the holder keeps a session-level exclusive advisory lock (the store's
+//!   lease id) on a connection of its own; every other batch takes the same lock *shared*
+//!   for its transaction, so while the lease is held other processes' batches wait — up
+//!   to the lock wait (`strata_lock_wait`), then fail with "migration in progress on
+//!   `<table>` by <holder>". Acquiring queues behind the batches in flight and ahead of
+//!   new ones (PostgreSQL grants conflicting lock requests in order).
+//! * **Record**: a row of `strata_leases (store_table, holder, token, pid, acquired_at,
+//!   expires_at)` names the holder for those messages and carries the fencing token,
+//!   incremented by every acquisition.
+//! * **Fencing**: every batch of the holder checks, in its own transaction, that the
+//!   record still has its token and that the holder's lock session is still alive (and
+//!   pushes `expires_at` forward); otherwise it fails with [`PgError::LeaseLost`] and
+//!   writes nothing. A holder whose lease connection died can therefore not write after
+//!   another process took over.
+//! * **Death**: a killed holder's server session ends with its connection, which releases
+//!   the lock at once; the next acquirer takes over (a new token) and resumes.
+
+use crate::error::PgError;
+use crate::keys::LEASE_TABLE_LOCK;
+use crate::pool::{block_on, Pool, Timeouts};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use strata_store::{HeldLease, Result, StoreError};
+use tokio::runtime::Runtime;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::Client;
+
+/// How far each batch of the holder pushes `expires_at` (informational: the lock session
+/// decides; an expired record with a live session is reported as possibly stuck).
+const RENEW_SECS: f64 = 60.0;
+
+const CREATE_LEASE_TABLE: &str = "CREATE TABLE IF NOT EXISTS strata_leases (
+  store_table text PRIMARY KEY,
+  holder text,
+  token int8 NOT NULL,
+  pid int4,
+  acquired_at timestamptz NOT NULL DEFAULT now(),
+  expires_at timestamptz NOT NULL DEFAULT now())";
+
+const TAKE: &str =
+    "INSERT INTO strata_leases AS l (store_table, holder, token, pid, acquired_at, expires_at)
+VALUES ($1, $2, 1, pg_backend_pid(), now(), now() + make_interval(secs => $3))
+ON CONFLICT (store_table) DO UPDATE SET holder = $2, token = l.token + 1, pid = pg_backend_pid(),
+  acquired_at = now(), expires_at = now() + make_interval(secs => $3)
+RETURNING token";
+
+/// Checks (and renews) the holder's lease inside a batch's transaction: one row when the
+/// record still has `token` and the session holding the lease lock is alive.
+pub(crate) const FENCE: &str =
+    "UPDATE strata_leases l SET expires_at = now() + make_interval(secs => $4)
+WHERE l.store_table = $1 AND l.token = $2 AND l.holder IS NOT NULL
+  AND EXISTS (SELECT 1 FROM pg_locks k
+              WHERE k.locktype = 'advisory' AND k.granted AND k.mode = 'ExclusiveLock'
+                AND k.pid = l.pid AND k.objsubid = 1
+                AND k.classid = (($3::int8 >> 32) & 4294967295)::oid
+                AND k.objid = ($3::int8 & 4294967295)::oid)";
+
+/// The current holder of a store's lease (no row when free or never taken).
+pub(crate) const WHO: &str = "SELECT holder, pid, expires_at < now() FROM strata_leases
+WHERE store_table = $1 AND holder IS NOT NULL";
+
+const RELEASE: &str =
+    "UPDATE strata_leases SET holder = NULL, pid = NULL, expires_at = now() WHERE store_table = $1 AND token = $2";
+
+/// The token this handle's lease holds, shared by the store and its [`PgLease`].
+#[derive(Debug, Default)]
+pub(crate) struct LeaseState(Mutex<Option<i64>>);
+
+impl LeaseState {
+    fn lock(&self) -> MutexGuard<'_, Option<i64>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The fencing token while this handle holds the lease.
+    pub(crate) fn token(&self) -> Option<i64> {
+        *self.lock()
+    }
+}
+
+/// The holder of a store's lease, read after a batch gave up waiting for a lock.
+pub(crate) async fn holder_of(
+    client: &Client,
+    table: &str,
+) -> std::result::Result<Option<(String, Option<i32>, bool)>, tokio_postgres::Error> {
+    let exists: bool = client
+        .query_one("SELECT to_regclass('strata_leases') IS NOT NULL", &[])
+        .await?
+        .try_get(0)?;
+    if !exists {
+        return Ok(None);
+    }
+    let row = client.query_opt(WHO, &[&table]).await?;
+    Ok(match row {
+        Some(row) => Some((
+            row.try_get(0)?,
+            row.try_get(1)?,
+            row.try_get::<_, Option<bool>>(2)?.unwrap_or(false),
+        )),
+        None => None,
+    })
+}
+
+/// The renewal interval bound as the fence statement's `$4`.
+pub(crate) fn renew_secs() -> f64 {
+    RENEW_SECS
+}
+
+/// A held lease: its own connection (holding the session lock) and the token.
+pub(crate) struct PgLease {
+    client: Option<Client>,
+    rt: Arc<Runtime>,
+    state: Arc<LeaseState>,
+    table: String,
+    holder: String,
+    token: i64,
+    lock_id: i64,
+    timeouts: Timeouts,
+}
+
+impl std::fmt::Debug for PgLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgLease")
+            .field("table", &self.table)
+            .field("holder", &self.holder)
+            .field("token", &self.token)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HeldLease for PgLease {
+    fn holder(&self) -> &str {
+        &self.holder
+    }
+    fn fencing_token(&self) -> u64 {
+        u64::try_from(self.token).unwrap_or(0)
+    }
+}
+
+impl Drop for PgLease {
+    fn drop(&mut self) {
+        *self.state.lock() = None;
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        let (table, token, lock_id) = (&self.table, self.token, self.lock_id);
+        let released = block_on(&self.rt, self.timeouts.client_deadline(), async {
+            client.execute(RELEASE, &[table, &token]).await?;
+            client
+                .execute("SELECT pg_advisory_unlock($1::int8)", &[&lock_id])
+                .await?;
+            Ok::<_, tokio_postgres::Error>(())
+        });
+        match released {
+            Ok(Ok(())) => tracing::info!(table = %self.table, token, "released the store lease"),
+            // Closing the connection (dropping the client) releases the lock anyway.
+            Ok(Err(e)) => {
+                tracing::warn!(table = %self.table, error = %e, "could not clear the lease record; the lock is released with the connection")
+            }
+            Err(_) => {
+                tracing::warn!(table = %self.table, "the server did not answer the lease release; the lock is released with the connection")
+            }
+        }
+        drop(client);
+    }
+}
+
+/// Takes the lease of `table` for `holder`, waiting up to `wait`.
+pub(crate) fn acquire(
+    pool: &Pool,
+    state: &Arc<LeaseState>,
+    table: &str,
+    lock_id: i64,
+    holder: &str,
+    wait: Duration,
+) -> Result<PgLease> {
+    if state.token().is_some() {
+        return Err(StoreError::InvalidArgument(format!(
+            "this handle already holds the store lease of postgres table `{table}`; release it before taking it again"
+        )));
+    }
+    let mut client = pool.connect_raw()?;
+    let timeouts = pool.timeouts();
+    let deadline = timeouts.client_deadline().saturating_add(wait);
+    let wait_ms = wait.as_millis().max(1);
+    let attempt = block_on(pool.runtime(), deadline, async {
+        client
+            .batch_execute(&format!(
+                "SET lock_timeout = {wait_ms}; SET statement_timeout = 0"
+            ))
+            .await?;
+        {
+            // Creating the lease table is serialized across everyone (it may race).
+            let c = client.transaction().await?;
+            c.execute(
+                "SELECT pg_advisory_xact_lock($1::int8)",
+                &[&LEASE_TABLE_LOCK],
+            )
+            .await?;
+            c.batch_execute(CREATE_LEASE_TABLE).await?;
+            c.commit().await?;
+        }
+        match client
+            .execute("SELECT pg_advisory_lock($1::int8)", &[&lock_id])
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
+                let who = holder_of(&client, table).await?;
+                return Ok(Err(who));
+            }
+            Err(e) => return Err(e),
+        }
+        let tx = client.transaction().await?;
+        let previous: Option<Option<String>> = tx
+            .query_opt(
+                "SELECT holder FROM strata_leases WHERE store_table = $1 FOR UPDATE",
+                &[&table],
+            )
+            .await?
+            .map(|row| row.try_get(0))
+            .transpose()?;
+        let token: i64 = tx
+            .query_one(TAKE, &[&table, &holder, &RENEW_SECS])
+            .await?
+            .try_get(0)?;
+        tx.commit().await?;
+        client.batch_execute("SET lock_timeout = 0").await?;
+        Ok(Ok((token, previous.flatten())))
+    });
+    let target = pool.target().to_string();
+    match attempt {
+        Ok(Ok(Ok((token, previous)))) => {
+            if let Some(previous) = previous {
+                tracing::warn!(%table, %previous, token, "took over the store lease of a holder whose session ended without releasing it");
+            }
+            tracing::info!(%table, %holder, token, "took the store lease");
+            *state.lock() = Some(token);
+            Ok(PgLease {
+                client: Some(client),
+                rt: Arc::clone(pool.runtime()),
+                state: Arc::clone(state),
+                table: table.to_string(),
+                holder: holder.to_string(),
+                token,
+                lock_id,
+                timeouts,
+            })
+        }
+        Ok(Ok(Err(who))) => Err(held_error(table, who, wait)),
+        Ok(Err(e)) => Err(PgError::Query {
+            op: "lease",
+            table: table.to_string(),
+            source: Box::new(e),
+        }
+        .into()),
+        Err(_) => Err(PgError::Timeout {
+            phase: "statement",
+            target,
+            after: deadline,
+        }
+        .into()),
+    }
+}
+
+/// The error of a wait for the lease (by an acquirer or a batch) that expired.
+pub(crate) fn held_error(
+    table: &str,
+    who: Option<(String, Option<i32>, bool)>,
+    waited: Duration,
+) -> StoreError {
+    match who {
+        Some((holder, pid, stale)) => PgError::LeaseHeld {
+            table: table.to_string(),
+            holder,
+            waited,
+            hint: if stale {
+                format!(
+                    " (its lease was not renewed in time: if that process is stuck, end its session with `SELECT pg_terminate_backend({})`)",
+                    pid.unwrap_or(0)
+                )
+            } else {
+                String::new()
+            },
+        }
+        .into(),
+        None => PgError::LockTimeout {
+            op: "lease",
+            table: table.to_string(),
+            after: waited,
+        }
+        .into(),
+    }
+}
