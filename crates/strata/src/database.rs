@@ -63,6 +63,7 @@ use crate::policy::{
     baseline_key, CutoverOptions, CutoverReport, DeclareOutcome, Fence, FenceDoc, Policy,
     PolicyConfig, PolicyError, PolicyLink, SchemaDeclaration, Verdict,
 };
+use crate::seal::{Credential, Keyring, SealError, Sealer};
 use crate::validate::{validate_and_init, ValidationError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -91,6 +92,8 @@ struct DbInner {
     /// Collections whose ahead-guard refusal was logged (once per collection).
     ahead_warned: Arc<Mutex<HashSet<String>>>,
     policy: Arc<PolicyLink>,
+    /// The unlocked database keyring (opened with a key).
+    sealer: Option<Sealer>,
 }
 
 /// How a [`Database`] is opened, built with chained calls from [`Database::builder`].
@@ -99,9 +102,22 @@ pub struct DatabaseBuilder {
     store: Store,
     policy: Option<PolicyConfig>,
     guards: Vec<Arc<dyn WriteGuard>>,
+    key: Option<Credential>,
 }
 
 impl DatabaseBuilder {
+    /// Opens the database with a key: the passphrase or raw key bytes of the database
+    /// keyring (`__nx/keys/database`), unlocked at [`DatabaseBuilder::open`] before any
+    /// record is read — a wrong one fails there with
+    /// [`SealError::WrongKey`](crate::seal::SealError::WrongKey) and nothing is written.
+    /// When the store has no keyring yet, one is created with a fresh random data key
+    /// wrapped by this credential (entry label `primary`). Collections declared
+    /// [`CollectionOptions::sealed`] then store their documents encrypted.
+    pub fn key(mut self, credential: Credential) -> Self {
+        self.key = Some(credential);
+        self
+    }
+
     /// Opens the handle as a policy client now (presence record, heartbeat) with
     /// `config`. Without it, the handle still obeys the stored fence, and becomes a
     /// policy client with the default configuration the first time it declares a schema,
@@ -122,6 +138,10 @@ impl DatabaseBuilder {
     /// (nothing is written unless all pass), reads the schema generation the handle runs
     /// at, and registers the policy client when configured.
     pub fn open(self) -> Result<Database, CollectionError> {
+        let sealer = match &self.key {
+            None => None,
+            Some(cred) => Some(open_keyring(&self.store, cred)?),
+        };
         let catalog = read_catalog(&self.store)?;
         validate_and_init(&self.store, &catalog).map_err(validation)?;
         let policy = PolicyLink::open(self.store.clone(), self.policy)
@@ -134,8 +154,26 @@ impl DatabaseBuilder {
                 sweeping: Arc::new(Mutex::new(HashSet::new())),
                 ahead_warned: Arc::new(Mutex::new(HashSet::new())),
                 policy: Arc::new(policy),
+                sealer,
             }),
         })
+    }
+}
+
+/// Unlocks the database keyring with `cred`, creating it when the store has none.
+fn open_keyring(store: &Store, cred: &Credential) -> Result<Sealer, CollectionError> {
+    let ring = Keyring::database();
+    let seal = |source| CollectionError::Seal {
+        collection: String::new(),
+        source,
+    };
+    match ring.unlock(store, cred) {
+        Err(SealError::NoKeyring { .. }) => match ring.create(store, cred, "primary") {
+            // Another process created it meanwhile: unlock that one.
+            Err(SealError::KeyringExists { .. }) => ring.unlock(store, cred).map_err(seal),
+            other => other.map_err(seal),
+        },
+        other => other.map_err(seal),
     }
 }
 
@@ -182,7 +220,13 @@ impl Database {
             store: store.into(),
             policy: None,
             guards: Vec::new(),
+            key: None,
         }
+    }
+
+    /// The unlocked data keys when the database was opened with a key.
+    pub fn sealer(&self) -> Option<&Sealer> {
+        self.inner.sealer.as_ref()
     }
 
     /// The store.
@@ -262,6 +306,18 @@ impl Database {
             self.declare(decl)?;
         }
         let governed = persist || self.has_baseline(name)?;
+        let sealer = if parts.sealed {
+            match &self.inner.sealer {
+                Some(s) => Some(s.clone()),
+                None => {
+                    return Err(CollectionError::NoKey {
+                        collection: name.to_string(),
+                    })
+                }
+            }
+        } else {
+            None
+        };
         Ok(Collection::from_inner(CollectionInner {
             name: name.to_string(),
             table_id,
@@ -274,6 +330,7 @@ impl Database {
             governed,
             ahead_warned: Arc::clone(&self.inner.ahead_warned),
             sweeping: Arc::clone(&self.inner.sweeping),
+            sealer,
         }))
     }
 
@@ -336,8 +393,9 @@ impl Database {
     /// this handle must have declared each pending collection with its transform.
     pub fn run_schema_cutover(
         &self,
-        options: CutoverOptions<'_>,
+        mut options: CutoverOptions<'_>,
     ) -> Result<CutoverReport, PolicyError> {
+        options.sealer = self.inner.sealer.clone();
         self.inner.policy.ensure()?.run_schema_cutover(options)
     }
 

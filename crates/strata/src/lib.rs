@@ -77,7 +77,6 @@ pub mod numax;
 pub mod pass;
 pub mod payload;
 pub mod policy;
-#[cfg(feature = "seal")]
 pub mod seal;
 pub mod validate;
 

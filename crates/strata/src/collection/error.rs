@@ -278,6 +278,23 @@ pub enum CollectionError {
         #[source]
         source: Box<crate::policy::PolicyError>,
     },
+    /// Sealing or opening a sealed document failed: a record that does not authenticate
+    /// (that read fails, nothing changes), a sealed record read without the key, or a
+    /// wrong key at open.
+    #[error("sealed collection `{collection}`")]
+    Seal {
+        /// The collection (empty when none applies).
+        collection: String,
+        /// The seal error.
+        #[source]
+        source: crate::seal::SealError,
+    },
+    /// A collection declared sealed on a database opened without a key.
+    #[error("collection `{collection}` is declared sealed but the database was opened without a key; open it with `Database::builder(..).key(..)`")]
+    NoKey {
+        /// The collection.
+        collection: String,
+    },
     /// The store failed.
     #[error("store error in collection `{collection}`")]
     Store {

@@ -69,6 +69,8 @@ pub(crate) struct CollectionInner {
     /// Collections (of this database) whose ahead-guard refusal was already logged.
     pub(crate) ahead_warned: Arc<Mutex<HashSet<String>>>,
     pub(crate) sweeping: Arc<Mutex<HashSet<String>>>,
+    /// The data keys of a sealed collection (`None`: documents in clear).
+    pub(crate) sealer: Option<crate::seal::Sealer>,
 }
 
 /// A typed collection handle. Cheap to clone; clones share the declaration.
@@ -156,8 +158,56 @@ impl<T> Collection<T> {
         let Some(bytes) = self.get_raw(&self.key_of(key))? else {
             return Ok(None);
         };
-        let (env, _) = envelope::decode(&bytes).map_err(|e| self.corrupted(key, e.to_string()))?;
-        Ok(Some(env))
+        self.header_of(key, &bytes).map(Some)
+    }
+
+    /// The clear envelope header of a stored value (clear or sealed: readable without the
+    /// key).
+    pub(crate) fn header_of(&self, key: &str, bytes: &[u8]) -> Result<Envelope, CollectionError> {
+        match crate::seal::peek(bytes) {
+            Some((env, _)) => Ok(env),
+            None => envelope::decode(bytes)
+                .map(|(env, _)| env)
+                .map_err(|e| self.corrupted(key, e.to_string())),
+        }
+    }
+
+    /// The clear form (envelope format 1) of a stored value: a sealed one authenticated
+    /// and decrypted with the collection's keys.
+    pub(crate) fn unseal<'b>(
+        &self,
+        full_key: &[u8],
+        bytes: &'b [u8],
+    ) -> Result<std::borrow::Cow<'b, [u8]>, CollectionError> {
+        crate::seal::unseal_row(
+            self.inner.sealer.as_ref(),
+            true,
+            full_key,
+            self.inner.table_id,
+            bytes,
+        )
+        .map(|(clear, _)| clear)
+        .map_err(|source| CollectionError::Seal {
+            collection: self.inner.name.clone(),
+            source,
+        })
+    }
+
+    /// Encodes a document value at `env`: sealed for a sealed collection.
+    pub(crate) fn encode_value(
+        &self,
+        full_key: &[u8],
+        env: Envelope,
+        json: &[u8],
+    ) -> Result<Vec<u8>, CollectionError> {
+        match &self.inner.sealer {
+            None => Ok(envelope::encode(env, json)),
+            Some(s) => crate::seal::seal_document(s, full_key, self.inner.table_id, env, json)
+                .map_err(|source| CollectionError::Seal {
+                    collection: self.inner.name.clone(),
+                    source,
+                }),
+        }
     }
 
     pub(crate) fn check_key(&self, key: &str) -> Result<(), CollectionError> {
@@ -251,6 +301,11 @@ impl<T> Collection<T> {
             collection: &self.inner.name,
             upcaster: &self.inner.upcaster,
             transform,
+            seal: self.inner.sealer.as_ref().map(|sealer| rewrite::RowSeal {
+                sealer,
+                table_id: self.inner.table_id,
+                strict: true,
+            }),
         }
     }
 
@@ -349,8 +404,10 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         &self,
         key: &str,
         full_key: &[u8],
-        bytes: &[u8],
+        stored: &[u8],
     ) -> Result<(T, Envelope, bool), CollectionError> {
+        let clear = self.unseal(full_key, stored)?;
+        let bytes: &[u8] = &clear;
         match self.decode_stored(key, bytes)? {
             Decoded::Direct(env) => {
                 // At or above the current version: bind straight from the bytes.
@@ -395,7 +452,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         .rewriter(None)
                         .finish(key, env, version, obj, |_| Ok(()))
                     {
-                        Ok(new) => self.repair(key, full_key, bytes, new),
+                        Ok(new) => self.repair(key, full_key, stored, new),
                         Err(e) => {
                             tracing::debug!(collection = %self.inner.name, error = %e, "read-repair skipped");
                         }
@@ -554,12 +611,17 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             let guarded = self.check_guards()?;
             let old = self.get_raw(&full)?;
             let old_env = match &old {
-                Some(b) if json.is_some() => Some(
-                    envelope::decode(b)
-                        .map_err(|e| self.corrupted(key, e.to_string()))?
-                        .0,
-                ),
-                Some(b) => envelope::decode(b).ok().map(|(e, _)| e),
+                Some(b) if json.is_some() => {
+                    if self.inner.sealer.is_none() && crate::seal::peek(b).is_some_and(|(_, s)| s) {
+                        // A clear handle never overwrites a sealed document in clear.
+                        return Err(CollectionError::Seal {
+                            collection: self.inner.name.clone(),
+                            source: crate::seal::SealError::NeedsKey { key: full.clone() },
+                        });
+                    }
+                    Some(self.header_of(key, b)?)
+                }
+                Some(b) => crate::seal::peek(b).map(|(e, _)| e),
                 None => None,
             };
             found = old_env.map(|e| e.lock_version);
@@ -590,7 +652,8 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         }
                     }
                     let lock = found.map_or(1, |l| l.saturating_add(1));
-                    let bytes = envelope::encode(Envelope::new(self.current_version(), lock), j);
+                    let bytes =
+                        self.encode_value(&full, Envelope::new(self.current_version(), lock), j)?;
                     (
                         Batch::new()
                             .require(full.clone(), old)

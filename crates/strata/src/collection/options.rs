@@ -55,6 +55,7 @@ pub struct CollectionOptions {
     read_repair: bool,
     guards: Vec<Arc<dyn WriteGuard>>,
     schema: SchemaOptions,
+    sealed: bool,
 }
 
 impl CollectionOptions {
@@ -114,6 +115,15 @@ impl CollectionOptions {
         self
     }
 
+    /// Seals the collection's documents at rest with the database's data key (the
+    /// database must be opened with [`DatabaseBuilder::key`](crate::database::DatabaseBuilder::key)):
+    /// every write stores the JSON encrypted behind a clear envelope header (envelope
+    /// format 2), every read authenticates and decrypts it. Document ids stay in clear.
+    pub fn sealed(mut self) -> Self {
+        self.sealed = true;
+        self
+    }
+
     /// Adds a write guard for this collection (in addition to the database's guards).
     pub fn write_guard(mut self, guard: Arc<dyn WriteGuard>) -> Self {
         self.guards.push(guard);
@@ -152,6 +162,7 @@ impl CollectionOptions {
             read_repair: self.read_repair,
             guards: self.guards,
             schema: self.schema,
+            sealed: self.sealed,
         }
     }
 }
@@ -163,4 +174,5 @@ pub(crate) struct OptionParts {
     pub(crate) read_repair: bool,
     pub(crate) guards: Vec<Arc<dyn WriteGuard>>,
     pub(crate) schema: SchemaOptions,
+    pub(crate) sealed: bool,
 }

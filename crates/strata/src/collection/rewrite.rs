@@ -41,6 +41,21 @@ pub(crate) struct RowRewriter<'a> {
     pub(crate) upcaster: &'a Upcaster,
     /// The cutover's transform, applied after the upcast.
     pub(crate) transform: Option<&'a Transform>,
+    /// Sealing: the data keys and the collection's table id. A sealed row is opened
+    /// before step 1 and the result sealed again after step 5; with `strict` (a
+    /// collection declared sealed) clear rows are refused and every output is sealed.
+    pub(crate) seal: Option<RowSeal<'a>>,
+}
+
+/// The sealing side of a [`RowRewriter`].
+#[derive(Clone, Copy)]
+pub(crate) struct RowSeal<'a> {
+    /// The unlocked data keys.
+    pub(crate) sealer: &'a crate::seal::Sealer,
+    /// The collection's table id (associated data).
+    pub(crate) table_id: u16,
+    /// True for a collection declared sealed.
+    pub(crate) strict: bool,
 }
 
 impl RowRewriter<'_> {
@@ -54,6 +69,19 @@ impl RowRewriter<'_> {
         bytes: &[u8],
         check: impl FnOnce(&Value) -> Result<(), serde_json::Error>,
     ) -> Result<RowRewrite, CollectionError> {
+        let full_key = super::layout::doc_key(self.collection, key);
+        let (clear, sealed) = crate::seal::unseal_row(
+            self.seal.map(|s| s.sealer),
+            self.seal.is_some_and(|s| s.strict),
+            &full_key,
+            self.seal.map_or(0, |s| s.table_id),
+            bytes,
+        )
+        .map_err(|source| CollectionError::Seal {
+            collection: self.collection.to_string(),
+            source,
+        })?;
+        let bytes: &[u8] = &clear;
         let (env, json) = envelope::decode(bytes).map_err(|e| CollectionError::Corrupted {
             collection: self.collection.to_string(),
             key: key.to_string(),
@@ -79,7 +107,7 @@ impl RowRewriter<'_> {
                 source: e,
             })?;
         let version = self.upcast(key, env.payload_version, &mut obj)?;
-        self.finish(key, env, version, obj, check)
+        self.finish_as(key, env, version, obj, check, sealed)
             .map(RowRewrite::Rewrite)
     }
 
@@ -106,6 +134,43 @@ impl RowRewriter<'_> {
     /// Steps 4 and 5 for an object already upcast to `version` (read-repair enters
     /// here with the tree it bound).
     pub(crate) fn finish(
+        &self,
+        key: &str,
+        env: Envelope,
+        version: i32,
+        obj: JsonObject,
+        check: impl FnOnce(&Value) -> Result<(), serde_json::Error>,
+    ) -> Result<Vec<u8>, CollectionError> {
+        self.finish_as(key, env, version, obj, check, false)
+    }
+
+    /// [`RowRewriter::finish`], sealing the output when the input was sealed or the
+    /// collection is declared sealed.
+    fn finish_as(
+        &self,
+        key: &str,
+        env: Envelope,
+        version: i32,
+        obj: JsonObject,
+        check: impl FnOnce(&Value) -> Result<(), serde_json::Error>,
+        was_sealed: bool,
+    ) -> Result<Vec<u8>, CollectionError> {
+        let clear = self.finish_clear(key, env, version, obj, check)?;
+        match self.seal {
+            Some(s) if s.strict || was_sealed => {
+                let full_key = super::layout::doc_key(self.collection, key);
+                crate::seal::seal_clear_row(s.sealer, &full_key, s.table_id, &clear).map_err(
+                    |source| CollectionError::Seal {
+                        collection: self.collection.to_string(),
+                        source,
+                    },
+                )
+            }
+            _ => Ok(clear),
+        }
+    }
+
+    fn finish_clear(
         &self,
         key: &str,
         env: Envelope,

@@ -149,6 +149,8 @@ pub struct CutoverOptions<'a> {
     poll_interval: Duration,
     quiesce_timeout_ms: u64,
     limits: PassLimits,
+    /// The database's data keys: sealed rows are opened, rewritten and sealed again.
+    pub(crate) sealer: Option<crate::seal::Sealer>,
 }
 
 impl std::fmt::Debug for CutoverOptions<'_> {
@@ -173,6 +175,7 @@ impl Default for CutoverOptions<'_> {
             poll_interval: Duration::from_millis(50),
             quiesce_timeout_ms: DEFAULT_QUIESCE_TIMEOUT_MS,
             limits: PassLimits::default(),
+            sealer: None,
         }
     }
 }
@@ -553,10 +556,31 @@ impl SchemaGate {
         let codec = CutoverCheckpoint::new(collection, &rewrite.target.hash);
         let ck_key = cutover_key(collection);
         let prefix = doc_prefix(collection);
+        let table_id = match &options.sealer {
+            None => 0,
+            Some(_) => match self
+                .store()
+                .get(&crate::collection::layout::catalog_key(collection))
+                .map_err(|e| PolicyError::store(collection.as_bytes(), e))?
+            {
+                Some(b) => {
+                    crate::collection::layout::decode_catalog_record(collection, &b).unwrap_or(0)
+                }
+                None => 0,
+            },
+        };
         let rewriter = RowRewriter {
             collection,
             upcaster: &rewrite.upcaster,
             transform: Some(&rewrite.transform),
+            seal: options
+                .sealer
+                .as_ref()
+                .map(|sealer| crate::collection::rewrite::RowSeal {
+                    sealer,
+                    table_id,
+                    strict: false,
+                }),
         };
         let mut records = 0;
         let mut resumed_from = None;

@@ -107,6 +107,47 @@ pub fn needs_reseal(sealer: &Sealer, value: &[u8]) -> bool {
     }
 }
 
+/// The clear form (envelope format 1) of a stored document value, for the engine's read
+/// and rewrite paths: a clear value is borrowed as is (refused with
+/// [`SealError::NotSealed`] when `strict` and a sealer is given: a sealed collection
+/// holds only sealed values); a sealed one is authenticated and decrypted (it needs the
+/// sealer: [`SealError::NeedsKey`] without). A value that is no envelope at all is
+/// returned as is, for the envelope decoder to report. The flag tells whether the value
+/// was sealed.
+pub(crate) fn unseal_row<'b>(
+    sealer: Option<&Sealer>,
+    strict: bool,
+    key: &[u8],
+    collection_id: u16,
+    value: &'b [u8],
+) -> Result<(std::borrow::Cow<'b, [u8]>, bool), SealError> {
+    use std::borrow::Cow;
+    match (peek(value), sealer) {
+        (Some((_, false)), Some(_)) if strict => Err(SealError::NotSealed { key: key.to_vec() }),
+        (None, _) | (Some((_, false)), _) => Ok((Cow::Borrowed(value), false)),
+        (Some((_, true)), None) => Err(SealError::NeedsKey { key: key.to_vec() }),
+        (Some((_, true)), Some(s)) => {
+            let (env, json) = open_document(s, key, collection_id, value)?;
+            Ok((
+                Cow::Owned(crate::payload::envelope::encode(env, &json)),
+                true,
+            ))
+        }
+    }
+}
+
+/// Seals a clear document value (envelope format 1) produced by the engine.
+pub(crate) fn seal_clear_row(
+    sealer: &Sealer,
+    key: &[u8],
+    collection_id: u16,
+    clear: &[u8],
+) -> Result<Vec<u8>, SealError> {
+    let (env, json) = crate::payload::envelope::decode(clear)
+        .map_err(|_| SealError::NotSealed { key: key.to_vec() })?;
+    seal_document(sealer, key, collection_id, env, json)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {

@@ -44,6 +44,12 @@ pub enum SealError {
         /// The record's store key.
         key: Vec<u8>,
     },
+    /// A sealed record was met without the key.
+    #[error("record `{}` is sealed; open the database with its key (`Database::builder(..).key(..)`) and declare the collection sealed", escape_key(.key))]
+    NeedsKey {
+        /// The record's store key.
+        key: Vec<u8>,
+    },
     /// No keyring exists at the scope's key.
     #[error("no keyring at `{}`: {scope} is not sealed; create the keyring first (`Keyring::create`)", escape_key(.keyring))]
     NoKeyring {

@@ -1,5 +1,5 @@
 //! Sealed documents: record bodies encrypted at rest with XChaCha20-Poly1305 under a
-//! random 256-bit data key that is stored only wrapped (feature `seal`, on by default).
+//! random 256-bit data key that is stored only wrapped.
 //!
 //! * [`Keyring`] — the data key(s) of a database (`__nx/keys/database`) or of one
 //!   collection (`__nx/keys/collection/<name>`), wrapped by one or more entries: a
@@ -35,6 +35,7 @@ pub use cipher::{
 pub use document::{
     needs_reseal, open_document, peek, seal_document, sealed_header, SEALED_ENVELOPE_FORMAT,
 };
+pub(crate) use document::{seal_clear_row, unseal_row};
 pub use error::SealError;
 pub use keyring::{
     Credential, EntryInfo, KdfParams, KeyScope, Keyring, KeyringRecord, COLLECTION_KEYRING_PREFIX,

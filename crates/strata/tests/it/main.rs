@@ -10,5 +10,6 @@ mod pass;
 mod payload;
 mod policy;
 mod policy_util;
+mod sealed;
 mod sweep;
 mod validation;
