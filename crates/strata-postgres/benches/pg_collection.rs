@@ -1,0 +1,137 @@
+//! PostgreSQL collection benchmarks (harness = false, issue 10): collection `get`/`put`
+//! against raw SQL `SELECT v ... WHERE k = $1` / `INSERT ... ON CONFLICT` of the same
+//! serde_json bytes, measured in one run with interleaved rounds; ratios printed.
+//!
+//! ```text
+//! STRATA_PG_URL=postgresql://postgres@127.0.0.1:55460/postgres cargo bench -p strata-postgres --bench pg_collection
+//! STRATA_BENCH_OPS=2000 STRATA_BENCH_ROWS=500 STRATA_BENCH_ROUNDS=3 ...   # sizes
+//! ```
+//!
+//! Target (issue 10): ≤ 1.3× the raw SQL statement. Without `STRATA_PG_URL` the bench
+//! prints that it was skipped and measures nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde::{Deserialize, Serialize};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+use strata::collection::CollectionOptions;
+use strata::Database;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Account {
+    id: String,
+    owner: String,
+    email: String,
+    balance_cents: i64,
+    tags: Vec<String>,
+    active: bool,
+}
+
+fn account(i: usize) -> Account {
+    Account {
+        id: format!("a{i:07}"),
+        owner: format!("Owner Number {i}"),
+        email: format!("owner{i}@example.com"),
+        balance_cents: i as i64 * 100,
+        tags: vec!["alpha".into(), "beta".into(), "gamma".into()],
+        active: true,
+    }
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn per_op(d: Duration, n: usize) -> f64 {
+    d.as_secs_f64() * 1e6 / n.max(1) as f64
+}
+
+fn main() {
+    let Ok(url) = std::env::var("STRATA_PG_URL") else {
+        println!("pg_collection: skipped (STRATA_PG_URL is not set)");
+        return;
+    };
+    let ops = env_usize("STRATA_BENCH_OPS", 2000);
+    let rows = env_usize("STRATA_BENCH_ROWS", 500).max(1);
+    let rounds = env_usize("STRATA_BENCH_ROUNDS", 3).max(1);
+
+    let table = format!("strata_bench_{}", std::process::id());
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let store = strata_postgres::connect_store(&format!("{url}{sep}strata_table={table}")).unwrap();
+    let db = Database::builder(store).open().unwrap();
+    let c = db
+        .collection::<Account>("acc", CollectionOptions::new())
+        .unwrap();
+
+    let mut raw = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let raw_table = format!("{table}_raw");
+    raw.batch_execute(&format!(
+        r#"CREATE TABLE IF NOT EXISTS "{raw_table}" (k BYTEA PRIMARY KEY, v BYTEA NOT NULL)"#
+    ))
+    .unwrap();
+    let ins = raw
+        .prepare(&format!(
+            r#"INSERT INTO "{raw_table}" (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"#
+        ))
+        .unwrap();
+    let sel = raw
+        .prepare(&format!(r#"SELECT v FROM "{raw_table}" WHERE k = $1"#))
+        .unwrap();
+
+    let docs: Vec<Account> = (0..rows).map(account).collect();
+    let keys: Vec<Vec<u8>> = docs.iter().map(|d| d.id.as_bytes().to_vec()).collect();
+
+    let mut best = [Duration::MAX; 4];
+    for _ in 0..rounds {
+        // Interleaved: raw put, collection put, raw get, collection get.
+        let t = Instant::now();
+        for i in 0..ops {
+            let d = &docs[i % rows];
+            let bytes = serde_json::to_vec(d).unwrap();
+            raw.execute(&ins, &[&keys[i % rows], &bytes]).unwrap();
+        }
+        best[0] = best[0].min(t.elapsed());
+
+        let t = Instant::now();
+        for i in 0..ops {
+            let d = &docs[i % rows];
+            black_box(c.put(&d.id, d).unwrap());
+        }
+        best[1] = best[1].min(t.elapsed());
+
+        let t = Instant::now();
+        for i in 0..ops {
+            let row = raw.query_one(&sel, &[&keys[i % rows]]).unwrap();
+            let v: Vec<u8> = row.get(0);
+            let a: Account = serde_json::from_slice(&v).unwrap();
+            black_box(a);
+        }
+        best[2] = best[2].min(t.elapsed());
+
+        let t = Instant::now();
+        for i in 0..ops {
+            black_box(c.get(&docs[i % rows].id).unwrap().unwrap());
+        }
+        best[3] = best[3].min(t.elapsed());
+    }
+
+    println!("pg_collection: {ops} ops over {rows} keys, best of {rounds} interleaved rounds");
+    for (name, s, r) in [("put", best[1], best[0]), ("get", best[3], best[2])] {
+        println!(
+            "{name}: strata {:.1} µs/op, raw SQL {:.1} µs/op, ratio {:.2}× (target ≤ 1.3×)",
+            per_op(s, ops),
+            per_op(r, ops),
+            s.as_secs_f64() / r.as_secs_f64()
+        );
+    }
+
+    drop(c);
+    drop(db);
+    raw.batch_execute(&format!(
+        r#"DROP TABLE IF EXISTS "{raw_table}"; DROP TABLE IF EXISTS "{table}""#
+    ))
+    .unwrap();
+}
