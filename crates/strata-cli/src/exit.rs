@@ -125,6 +125,11 @@ fn cli_hint(e: &(dyn Error + 'static)) -> Option<&'static str> {
         {
             return Some(" (pass a larger `--max-bytes`)");
         }
+        if let Some(strata_store::StoreError::RecordTooLarge { .. }) =
+            err.downcast_ref::<strata_store::StoreError>()
+        {
+            return Some(" (pass a larger `--max-bytes`)");
+        }
         cur = err.source();
     }
     None

@@ -334,3 +334,41 @@ fn a_backend_store_opens_a_database_directly_and_the_root_reexports_suffice() {
     let store: &strata::Store = db.store();
     assert!(store.get(&doc_key("things", "x")).unwrap().is_none());
 }
+
+#[test]
+fn inspect_refuses_a_value_over_its_byte_budget_and_max_bytes_raises_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    mixed_store(&db);
+    // A 300 KiB document: over a 64 KiB budget, under a 1 MiB one.
+    let big = json!({"id": "big", "blob": "x".repeat(300 << 10)});
+    with_store(&db, |s| put_doc(s, "users", "big", 3, 1, &big));
+    let dbs = db.to_str().unwrap();
+
+    let out = strata(&["--db", dbs, "inspect", "users", "--max-bytes", "64KiB"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("__nx/doc/users/big"), "{err}");
+    assert!(err.contains("--max-bytes"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    let out = strata(&[
+        "--db",
+        dbs,
+        "inspect",
+        "users",
+        "--max-bytes",
+        "1MiB",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let doc = json_of(&out);
+    let big_row = doc["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "big")
+        .cloned()
+        .unwrap();
+    assert_eq!(big_row["document"], big);
+}

@@ -47,7 +47,7 @@ pub enum StoreError {
         limit: usize,
     },
     /// The datastore is locked by another process.
-    #[error("datastore `{}` is in use by another process; stop it or point --db elsewhere", .path.display())]
+    #[error("datastore `{}` is in use by another process; stop that process or open another datastore", .path.display())]
     InUse {
         /// The datastore path.
         path: PathBuf,

@@ -31,6 +31,10 @@ pub struct Args {
     /// values, 4000 for decoded documents. Not applied to `--json`.
     #[arg(long, value_name = "N", value_parser = crate::size::parse_nonzero)]
     max_chars: Option<usize>,
+    /// The byte budget of one scan page (key + value): a record larger than this is
+    /// refused before its value is read. Raise it to inspect a bigger value.
+    #[arg(long, default_value = "64MiB", value_parser = crate::size::parse_size)]
+    max_bytes: usize,
     /// Print one JSON document `{"format":1,"db","table","records":[…]}`: each record
     /// `{"key","value_hex","value_utf8"}`; a collection's documents (without `--raw`)
     /// `{"key","id","payload_version","lock_version","document"}` (or `"error"` and
@@ -76,7 +80,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let mut cursor: Option<Vec<u8>> = None;
     // Page through with bounded scans; a huge value is shown, not refused.
     while printed < args.limit {
-        let limits = ScanLimits::new(args.limit - printed, 64 << 20)?;
+        let limits = ScanLimits::new(args.limit - printed, args.max_bytes)?;
         let page = store.scan(table.prefix(), cursor.as_deref(), limits)?;
         for r in &page.records {
             let key = escape_key(&r.key);
