@@ -52,21 +52,18 @@ impl<E: Error + Send + Sync + 'static> From<E> for Failure {
 /// True when `e` or any error in its chain is a broken pipe (the reader of stdout went
 /// away, as with `strata status | head`): that is not a failure.
 fn is_broken_pipe(e: &(dyn Error + 'static)) -> bool {
-    let mut cur: Option<&(dyn Error + 'static)> = Some(e);
-    while let Some(err) = cur {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::BrokenPipe {
-                return true;
-            }
-        }
-        if let Some(json) = err.downcast_ref::<serde_json::Error>() {
-            if json.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe) {
-                return true;
-            }
-        }
-        cur = err.source();
-    }
-    false
+    chain(e).any(|err| {
+        err.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || err
+                .downcast_ref::<serde_json::Error>()
+                .is_some_and(|j| j.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe))
+    })
+}
+
+/// `e` followed by each of its sources, outermost first.
+fn chain<'a>(e: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn Error + 'static)> {
+    std::iter::successors(Some(e), |&err| err.source())
 }
 
 /// What a subcommand returns: an exit code on success (0, or 3/4/6 for a verdict the
@@ -75,14 +72,10 @@ pub type CmdResult = Result<u8, Failure>;
 
 /// The error and its sources joined by `": "`.
 pub fn message(error: &(dyn Error + 'static)) -> String {
-    let mut line = error.to_string();
-    let mut source = error.source();
-    while let Some(s) = source {
-        line.push_str(": ");
-        line.push_str(&s.to_string());
-        source = s.source();
-    }
-    line
+    chain(error)
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join(": ")
 }
 
 /// The `--json` error document (format 1), printed on stdout in place of the result:
@@ -117,20 +110,16 @@ pub fn finish(result: CmdResult, json: bool) -> ExitCode {
 /// The command-line remedy for a library error whose message names no flag (library
 /// messages say "raise the byte budget"; the CLI says which option does it).
 fn cli_hint(e: &(dyn Error + 'static)) -> Option<&'static str> {
-    let mut cur: Option<&(dyn Error + 'static)> = Some(e);
-    while let Some(err) = cur {
-        if let Some(
-            strata::PassError::RecordTooLarge { .. } | strata::PassError::BatchTooLarge { .. },
-        ) = err.downcast_ref::<strata::PassError>()
-        {
-            return Some(" (pass a larger `--max-bytes`)");
-        }
-        if let Some(strata_store::StoreError::RecordTooLarge { .. }) =
-            err.downcast_ref::<strata_store::StoreError>()
-        {
-            return Some(" (pass a larger `--max-bytes`)");
-        }
-        cur = err.source();
-    }
-    None
+    let over_budget = chain(e).any(|err| {
+        matches!(
+            err.downcast_ref::<strata::PassError>(),
+            Some(
+                strata::PassError::RecordTooLarge { .. } | strata::PassError::BatchTooLarge { .. }
+            )
+        ) || matches!(
+            err.downcast_ref::<strata_store::StoreError>(),
+            Some(strata_store::StoreError::RecordTooLarge { .. })
+        )
+    });
+    over_budget.then_some(" (pass a larger `--max-bytes`)")
 }
