@@ -19,7 +19,7 @@ pub(crate) mod rewrite;
 mod write;
 
 pub use error::{CollectionError, Expect, GuardError};
-pub use iter::Iter;
+pub use iter::{Iter, ITER_PAGE_BYTES};
 pub use options::{CollectionOptions, WriteGuard};
 
 use crate::payload::chain::{JsonObject, UpcastChain, UpcastFailure, Upcaster};
@@ -28,6 +28,13 @@ use std::collections::HashSet;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 use strata_store::{KvRead, Precondition, Store};
+
+/// The largest document record (full store key + encoded value, sealed or clear) a write
+/// stores: the default byte budget of the bulk pass ([`crate::pass::DEFAULT_MAX_BYTES`],
+/// used by `strata migrate`, sweeps and cutovers), so every document written can be read
+/// back by every reader under its default budget. A larger write is refused with
+/// [`CollectionError::DocumentTooLarge`] and writes nothing.
+pub const MAX_DOCUMENT_BYTES: usize = crate::pass::DEFAULT_MAX_BYTES;
 
 /// One document as read: the key, the bound value and its envelope data.
 #[derive(Debug, Clone, PartialEq)]
@@ -200,6 +207,26 @@ impl<T> Collection<T> {
                     source,
                 }),
         }
+    }
+
+    /// Refuses a document record the default read budgets could not read back
+    /// ([`MAX_DOCUMENT_BYTES`]).
+    pub(crate) fn check_size(
+        &self,
+        key: &str,
+        full_key: &[u8],
+        value: &[u8],
+    ) -> Result<(), CollectionError> {
+        let size = full_key.len().saturating_add(value.len());
+        if size > MAX_DOCUMENT_BYTES {
+            return Err(CollectionError::DocumentTooLarge {
+                collection: self.inner.name.clone(),
+                key: key.to_string(),
+                size,
+                limit: MAX_DOCUMENT_BYTES,
+            });
+        }
+        Ok(())
     }
 
     pub(crate) fn check_key(&self, key: &str) -> Result<(), CollectionError> {

@@ -144,6 +144,10 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
     /// Read-repair: compare-and-swap the upcast form over exactly the bytes that were
     /// read. Never fails the read.
     fn repair(&self, key: &str, full_key: &[u8], old: &[u8], new: Vec<u8>) {
+        if let Err(e) = self.check_size(key, full_key, &new) {
+            tracing::debug!(collection = %self.inner.name, error = %e, "read-repair skipped");
+            return;
+        }
         let guarded = match self.check_guards() {
             Ok(p) => p,
             Err(e) => {

@@ -104,6 +104,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     let lock = found.map_or(1, |l| l.saturating_add(1));
                     let bytes =
                         self.encode_value(&full, Envelope::new(self.current_version(), lock), j)?;
+                    self.check_size(key, &full, &bytes)?;
                     (
                         Batch::new()
                             .require(full.clone(), old)
