@@ -606,9 +606,11 @@ impl SchemaGate {
             let store = self.store();
             let hook =
                 |batch: &mut Batch, _: &crate::pass::BatchInfo<'_>| -> Result<(), HookError> {
-                    let (cur, raw) = Fence::read_raw(store)?;
+                    let (cur, raw) = Fence::read_raw(store).map_err(HookError::check)?;
                     if !self.owns(&cur) || cur.state != FenceState::Migrating {
-                        return Err(Box::new(lease_lost(&cur)));
+                        return Err(HookError::LeaseLost {
+                            holder: cur.coordinator.clone(),
+                        });
                     }
                     let mut next = cur.clone();
                     next.lease_until_ms = self.clock().now_ms().saturating_add(lease);
@@ -687,16 +689,21 @@ impl SchemaGate {
                     table,
                     checkpoint,
                 }) => {
-                    return Err(match source.downcast::<PolicyError>() {
-                        Ok(e) => *e,
-                        // Kept as the source, not flattened into a string.
-                        Err(source) => PolicyError::Pass {
-                            collection: collection.to_string(),
-                            source: Box::new(PassError::Hook {
-                                table,
-                                checkpoint,
-                                source,
-                            }),
+                    return Err(match source {
+                        HookError::LeaseLost { holder } => PolicyError::LeaseLost {
+                            coordinator: holder.unwrap_or_default(),
+                        },
+                        source => match source.into_cause::<PolicyError>() {
+                            Ok(e) => e,
+                            // Kept as the source, not flattened into a string.
+                            Err(source) => PolicyError::Pass {
+                                collection: collection.to_string(),
+                                source: Box::new(PassError::Hook {
+                                    table,
+                                    checkpoint,
+                                    source,
+                                }),
+                            },
                         },
                     });
                 }
