@@ -10,8 +10,10 @@ use strata::collection::{
 };
 use strata::pass::{Pass, PassError, PassLimits, RawCheckpoint, RecordRef, DEFAULT_MAX_BYTES};
 use strata::payload::envelope::ENVELOPE_HEADER_LEN;
+use strata::payload::sweep::SweepNote;
+use strata::payload::{JsonObject, Mode, SweepOptions};
 use strata::Collection;
-use strata_store::{Batch, KvRead, KvWrite, MemoryStore, Mutation, ScanLimits, Store};
+use strata_store::{Batch, KvWrite, MemoryStore, Mutation, Store};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Thing {
@@ -104,15 +106,16 @@ fn record_size(id: &str, n: usize) -> usize {
 }
 
 /// Issue bullet: a collection write of a document the default budgets could not read
-/// back is refused with a typed error naming the key and the limit, and writes nothing;
-/// a document exactly at the limit is stored and reads back under the default budget.
+/// back (and a sweep or cutover rewrite) is refused with a typed error naming the key and
+/// the limit, and writes nothing; a document exactly at the limit is stored, iterated and
+/// swept under the default budget.
 #[test]
-fn collection_writes_refuse_a_document_larger_than_the_read_budget() {
+fn collection_writes_refuse_a_document_a_sweep_could_not_rewrite() {
     let (store, db) = mem_db();
     let c = things(&db);
     let fits = MAX_DOCUMENT_BYTES - record_size("k", 0);
     assert_eq!(record_size("k", fits), MAX_DOCUMENT_BYTES);
-    assert_eq!(MAX_DOCUMENT_BYTES, DEFAULT_MAX_BYTES);
+    assert_eq!(MAX_DOCUMENT_BYTES, DEFAULT_MAX_BYTES / 2);
 
     let refused = |e: CollectionError| match e {
         CollectionError::DocumentTooLarge {
@@ -135,17 +138,8 @@ fn collection_writes_refuse_a_document_larger_than_the_read_budget() {
     refused(c.insert("k", &thing("k", fits + 1)).unwrap_err());
     assert_eq!(raw_get(&store, "things", "k"), None, "nothing was written");
 
-    // Exactly at the limit: stored, and readable by a scan under the default budget.
+    // Exactly at the limit: stored and iterated.
     assert_eq!(c.insert("k", &thing("k", fits)).unwrap(), 1);
-    let page = store
-        .scan(
-            &layout::doc_prefix("things"),
-            None,
-            ScanLimits::new(1, DEFAULT_MAX_BYTES).unwrap(),
-        )
-        .unwrap();
-    assert_eq!(page.records.len(), 1);
-    assert_eq!(page.records[0].size(), MAX_DOCUMENT_BYTES);
     assert_eq!(c.iter().count(), 1);
 
     // An update one byte over: refused, the stored document and its lock unchanged.
@@ -153,6 +147,30 @@ fn collection_writes_refuse_a_document_larger_than_the_read_budget() {
     refused(c.update("k", &thing("k", fits + 1), 1).unwrap_err());
     assert_eq!(raw_get(&store, "things", "k"), before);
     assert_eq!(c.get_document("k").unwrap().unwrap().lock_version, 1);
+
+    // A sweep rewrites the document at the limit under the default budget (which holds
+    // the document and its replacement in one batch).
+    let db2 = strata::Database::builder(store.clone()).open().unwrap();
+    let swept: Collection<Thing> = db2
+        .collection(
+            "things",
+            CollectionOptions::new().upcast(1, Mode::Eager, |o: &mut JsonObject| {
+                // Same length: the blob's first byte changes.
+                let blob = o["blob"].as_str().unwrap_or_default().replacen('x', "y", 1);
+                o.insert("blob".into(), blob.into());
+                Ok(())
+            }),
+        )
+        .unwrap();
+    let report = swept.sweep(SweepOptions::new()).unwrap();
+    assert_eq!(report.note, SweepNote::Complete, "{report:?}");
+    let doc = swept.get_document("k").unwrap().unwrap();
+    assert_eq!((doc.stored_version, doc.value.blob.len()), (2, fits));
+    assert!(doc.value.blob.starts_with('y'));
+    assert_eq!(
+        raw_get(&store, "things", "k").unwrap().len() + layout::doc_key("things", "k").len(),
+        MAX_DOCUMENT_BYTES
+    );
 }
 
 /// Issue bullet: a checkpoint the default budget could not read back is not written; the
