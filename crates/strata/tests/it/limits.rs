@@ -211,3 +211,111 @@ fn a_pass_refuses_a_checkpoint_larger_than_the_record_limit() {
     assert_eq!(err.checkpoint(), None);
     assert_eq!(m.snapshot(), before, "nothing of the batch was written");
 }
+
+/// A sweep whose step would grow a document past the limit leaves that row as it is
+/// (failed, typed in the log), sweeps the others and does not mark the sweep complete.
+#[test]
+fn a_sweep_never_grows_a_document_past_the_limit() {
+    let (store, db) = mem_db();
+    let c = things(&db);
+    let near = MAX_DOCUMENT_BYTES - record_size("big", 0) - 1_000;
+    c.put("big", &thing("big", near)).unwrap();
+    c.put("small", &thing("small", 10)).unwrap();
+    let before = raw_get(&store, "things", "big");
+    let db2 = strata::Database::builder(store.clone()).open().unwrap();
+    let grown: Collection<Thing> = db2
+        .collection(
+            "things",
+            CollectionOptions::new().upcast(1, Mode::Eager, |o: &mut JsonObject| {
+                let blob = format!(
+                    "{}{}",
+                    o["blob"].as_str().unwrap_or_default(),
+                    "z".repeat(2_000)
+                );
+                o.insert("blob".into(), blob.into());
+                Ok(())
+            }),
+        )
+        .unwrap();
+    let report = grown.sweep(SweepOptions::new()).unwrap();
+    assert_eq!(report.note, SweepNote::Incomplete, "{report:?}");
+    assert_eq!((report.failed(), report.rewritten()), (1, 1), "{report:?}");
+    assert_eq!(raw_get(&store, "things", "big"), before, "left as it is");
+    assert_eq!(grown.envelope("small").unwrap().unwrap().payload_version, 2);
+}
+
+/// A cutover whose transform would grow a document past the limit stops with a typed
+/// error naming the key and the limit; the document is unchanged and the fence stays
+/// migrating for a rerun once the transform is fixed.
+#[test]
+fn a_cutover_never_grows_a_document_past_the_limit() {
+    use crate::policy_util::config;
+    use strata::clock::ManualClock;
+    use strata::policy::{coordinated_cutover, CutoverOptions, FenceState, SchemaOptions};
+
+    #[derive(Serialize, Deserialize, schemars::JsonSchema)]
+    struct Old {
+        id: String,
+        blob: String,
+    }
+    #[derive(Serialize, Deserialize, schemars::JsonSchema)]
+    struct New {
+        id: String,
+        blob: String,
+        extra: String,
+    }
+    let store = mem_store();
+    let clock = ManualClock::new(1_000);
+    let db = strata::Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    let old = db
+        .collection::<Old>(
+            "things",
+            CollectionOptions::new().schema(SchemaOptions::of::<Old>()),
+        )
+        .unwrap();
+    let near = MAX_DOCUMENT_BYTES - record_size("big", 0) - 1_000;
+    old.put(
+        "big",
+        &Old {
+            id: "big".into(),
+            blob: "x".repeat(near),
+        },
+    )
+    .unwrap();
+    let before = raw_get(&store, "things", "big");
+    drop((old, db));
+    let db = strata::Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    db.collection::<New>(
+        "things",
+        CollectionOptions::new().schema(SchemaOptions::of::<New>().strategy(coordinated_cutover(
+            |mut d| {
+                d["extra"] = "e".repeat(5_000).into();
+                Ok(d)
+            },
+        ))),
+    )
+    .unwrap();
+    let err = db.run_schema_cutover(CutoverOptions::new()).unwrap_err();
+    let text = chain(&err);
+    assert!(text.contains("`big`"), "{text}");
+    assert!(text.contains(&MAX_DOCUMENT_BYTES.to_string()), "{text}");
+    assert_eq!(raw_get(&store, "things", "big"), before, "unchanged");
+    assert_eq!(db.fence_state().unwrap().state, FenceState::Migrating);
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
