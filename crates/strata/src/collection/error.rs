@@ -94,7 +94,7 @@ pub enum CollectionError {
         from: i32,
     },
     /// The collection's catalog record or sequence counter is unreadable.
-    #[error("corrupted catalog record `{}` of collection `{collection}`: {reason}; restore it from a backup", escape_key(.key))]
+    #[error("corrupted catalog record `{}`{}: {reason}; restore it from a backup", escape_key(.key), of_collection(.collection))]
     CorruptCatalog {
         /// The collection (empty for the sequence counter).
         collection: String,
@@ -419,5 +419,14 @@ impl CollectionError {
             collection: collection.to_string(),
             source,
         }
+    }
+}
+
+/// " of collection `name`", or nothing for the table-id counter (no collection).
+fn of_collection(collection: &str) -> String {
+    if collection.is_empty() {
+        String::new()
+    } else {
+        format!(" of collection `{collection}`")
     }
 }
