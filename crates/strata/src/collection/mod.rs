@@ -30,11 +30,13 @@ use std::sync::{Arc, Mutex};
 use strata_store::{KvRead, Precondition, Store};
 
 /// The largest document record (full store key + encoded value, sealed or clear) a write
-/// stores: the default byte budget of the bulk pass ([`crate::pass::DEFAULT_MAX_BYTES`],
-/// used by `strata migrate`, sweeps and cutovers), so every document written can be read
-/// back by every reader under its default budget. A larger write is refused with
+/// stores: half the default byte budget of the bulk pass ([`crate::pass::DEFAULT_MAX_BYTES`],
+/// 4 MiB, used by `strata migrate`, sweeps and cutovers). A sweep or cutover reads a
+/// document and writes its replacement in one batch, so a document of at most half the
+/// budget can be read back and rewritten by every reader under its default budget (a step
+/// or transform that grows it may need a larger one). A larger write is refused with
 /// [`CollectionError::DocumentTooLarge`] and writes nothing.
-pub const MAX_DOCUMENT_BYTES: usize = crate::pass::DEFAULT_MAX_BYTES;
+pub const MAX_DOCUMENT_BYTES: usize = crate::pass::DEFAULT_MAX_BYTES / 2;
 
 /// One document as read: the key, the bound value and its envelope data.
 #[derive(Debug, Clone, PartialEq)]
