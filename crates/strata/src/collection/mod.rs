@@ -70,7 +70,7 @@ pub(crate) struct CollectionInner {
     pub(crate) ahead_warned: Arc<Mutex<HashSet<String>>>,
     pub(crate) sweeping: Arc<Mutex<HashSet<String>>>,
     /// The data keys of a sealed collection (`None`: documents in clear).
-    pub(crate) sealer: Option<crate::seal::Sealer>,
+    pub(crate) sealer: Option<crate::seal::LiveSealer>,
 }
 
 /// A typed collection handle. Cheap to clone; clones share the declaration.
@@ -179,18 +179,48 @@ impl<T> Collection<T> {
         full_key: &[u8],
         bytes: &'b [u8],
     ) -> Result<std::borrow::Cow<'b, [u8]>, CollectionError> {
-        crate::seal::unseal_row(
-            self.inner.sealer.as_ref(),
-            true,
-            full_key,
-            self.inner.table_id,
-            bytes,
-        )
-        .map(|(clear, _)| clear)
-        .map_err(|source| CollectionError::Seal {
+        let open = |sealer: Option<&crate::seal::Sealer>| {
+            crate::seal::unseal_row(sealer, true, full_key, self.inner.table_id, bytes)
+                .map(|(clear, _)| clear)
+        };
+        let sealer = self.sealer_now();
+        let result = match open(sealer.as_ref()) {
+            // Sealed under a key this handle's snapshot lacks (a rotation started
+            // elsewhere): refresh the keys once and retry.
+            Err(crate::seal::SealError::UnknownDataKey { .. }) => {
+                let fresh = self.refresh_sealer()?;
+                open(fresh.as_ref())
+            }
+            other => other,
+        };
+        result.map_err(|source| CollectionError::Seal {
             collection: self.inner.name.clone(),
             source,
         })
+    }
+
+    /// The current snapshot of the collection's keys (`None`: a clear collection). A
+    /// sealed write seals with one snapshot and carries its keyring precondition.
+    pub(crate) fn sealer_now(&self) -> Option<crate::seal::Sealer> {
+        self.inner
+            .sealer
+            .as_ref()
+            .map(crate::seal::LiveSealer::current)
+    }
+
+    /// Re-reads the keyring after a conflict (see [`crate::seal::LiveSealer::refresh`]).
+    pub(crate) fn refresh_sealer(&self) -> Result<Option<crate::seal::Sealer>, CollectionError> {
+        match &self.inner.sealer {
+            None => Ok(None),
+            Some(live) => {
+                live.refresh(&self.inner.store)
+                    .map(Some)
+                    .map_err(|source| CollectionError::Seal {
+                        collection: self.inner.name.clone(),
+                        source,
+                    })
+            }
+        }
     }
 
     /// Encodes a document value at `env`: sealed for a sealed collection.
@@ -199,8 +229,9 @@ impl<T> Collection<T> {
         full_key: &[u8],
         env: Envelope,
         json: &[u8],
+        sealer: Option<&crate::seal::Sealer>,
     ) -> Result<Vec<u8>, CollectionError> {
-        match &self.inner.sealer {
+        match sealer {
             None => Ok(envelope::encode(env, json)),
             Some(s) => crate::seal::seal_document(s, full_key, self.inner.table_id, env, json)
                 .map_err(|source| CollectionError::Seal {
@@ -293,15 +324,18 @@ impl<T> Collection<T> {
     }
 
     /// The one row rewrite of this collection (see [`rewrite`]).
+    /// `sealer`: the snapshot of [`Collection::sealer_now`] whose keyring precondition
+    /// the rewritten row's batch carries.
     pub(crate) fn rewriter<'a>(
         &'a self,
         transform: Option<&'a crate::policy::Transform>,
+        sealer: Option<&'a crate::seal::Sealer>,
     ) -> rewrite::RowRewriter<'a> {
         rewrite::RowRewriter {
             collection: &self.inner.name,
             upcaster: &self.inner.upcaster,
             transform,
-            seal: self.inner.sealer.as_ref().map(|sealer| rewrite::RowSeal {
+            seal: sealer.map(|sealer| rewrite::RowSeal {
                 sealer,
                 table_id: self.inner.table_id,
                 strict: true,
@@ -448,11 +482,15 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 })?;
                 if let serde_json::Value::Object(obj) = tree {
                     // The tree already binds: the rewrite only encodes it.
-                    match self
-                        .rewriter(None)
-                        .finish(key, env, version, obj, |_| Ok(()))
-                    {
-                        Ok(new) => self.repair(key, full_key, stored, new),
+                    let sealer = self.sealer_now();
+                    match self.rewriter(None, sealer.as_ref()).finish(
+                        key,
+                        env,
+                        version,
+                        obj,
+                        |_| Ok(()),
+                    ) {
+                        Ok(new) => self.repair(key, full_key, stored, new, sealer.as_ref()),
                         Err(e) => {
                             tracing::debug!(collection = %self.inner.name, error = %e, "read-repair skipped");
                         }
@@ -481,7 +519,14 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
 
     /// Read-repair: compare-and-swap the upcast form over exactly the bytes that were
     /// read. Never fails the read.
-    fn repair(&self, key: &str, full_key: &[u8], old: &[u8], new: Vec<u8>) {
+    fn repair(
+        &self,
+        key: &str,
+        full_key: &[u8],
+        old: &[u8],
+        new: Vec<u8>,
+        sealer: Option<&crate::seal::Sealer>,
+    ) {
         let guarded = match self.check_guards() {
             Ok(p) => p,
             Err(e) => {
@@ -494,6 +539,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             .set(full_key.to_vec(), new);
         for p in guarded {
             batch.push_precondition(p);
+        }
+        if let Some(s) = sealer {
+            batch.push_precondition(s.keyring_precondition());
         }
         match self.inner.store.apply(batch) {
             Ok(()) => {}
@@ -609,6 +657,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         for _ in 0..MAX_WRITE_ATTEMPTS {
             // Re-checked on every attempt: a conflict may mean the guard's state changed.
             let guarded = self.check_guards()?;
+            // One snapshot of the keys per attempt: the value is sealed with it and the
+            // batch carries its keyring precondition.
+            let sealer = self.sealer_now();
             let old = self.get_raw(&full)?;
             let old_env = match &old {
                 Some(b) if json.is_some() => {
@@ -652,14 +703,19 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         }
                     }
                     let lock = found.map_or(1, |l| l.saturating_add(1));
-                    let bytes =
-                        self.encode_value(&full, Envelope::new(self.current_version(), lock), j)?;
-                    (
-                        Batch::new()
-                            .require(full.clone(), old)
-                            .set(full.clone(), bytes),
-                        Some(lock),
-                    )
+                    let bytes = self.encode_value(
+                        &full,
+                        Envelope::new(self.current_version(), lock),
+                        j,
+                        sealer.as_ref(),
+                    )?;
+                    let mut batch = Batch::new()
+                        .require(full.clone(), old)
+                        .set(full.clone(), bytes);
+                    if let Some(s) = &sealer {
+                        batch.push_precondition(s.keyring_precondition());
+                    }
+                    (batch, Some(lock))
                 }
                 None => {
                     let Some(old) = old else {
@@ -679,7 +735,11 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             }
             match self.inner.store.apply(batch) {
                 Ok(()) => return Ok(result),
-                Err(e) if e.is_conflict() => continue,
+                Err(e) if e.is_conflict() => {
+                    // The keyring may have changed (a rotation began or finished).
+                    self.refresh_sealer()?;
+                    continue;
+                }
                 Err(e) => return Err(CollectionError::store(&self.inner.name, e)),
             }
         }
