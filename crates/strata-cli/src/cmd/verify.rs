@@ -14,7 +14,7 @@ use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
 use strata::collection::layout::{sweep_key, FIRST_COLLECTION_ID};
-use strata::migrate::{verify, VerifyReport};
+use strata::migrate::{verify, StoreVerification};
 use strata::pass::PassLimits;
 use strata::payload::SweepMarker;
 use strata::policy::{Baseline, Fence};
@@ -44,7 +44,7 @@ struct VerifyDoc<'a> {
     problems: &'a [String],
     /// The record certification (absent when unsupported metadata stopped it).
     #[serde(flatten)]
-    report: Option<&'a VerifyReport>,
+    report: Option<&'a StoreVerification>,
     #[serde(skip_serializing_if = "Option::is_none")]
     manifest: Option<crate::cmd::copy::ManifestCheck>,
 }
