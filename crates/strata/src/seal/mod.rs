@@ -32,6 +32,7 @@ mod keyring;
 mod live;
 mod record;
 mod rotate;
+mod verify;
 
 pub use cipher::{
     body_key_id, RecordContext, Sealer, DATA_KEY_LEN, KEY_ID_LEN, NONCE_LEN, SEAL_OVERHEAD, TAG_LEN,
@@ -44,6 +45,9 @@ pub(crate) use document::{seal_clear_row, unseal_row};
 pub use error::SealError;
 pub use keyring::{KeyScope, Keyring, COLLECTION_KEYRING_PREFIX, DATABASE_KEYRING_KEY};
 pub use live::LiveSealer;
+pub use verify::{
+    has_keyring, verify_sealed, SealedCollection, SealedFailure, SealedReport, MAX_LISTED_FAILURES,
+};
 pub use record::{
     EntryInfo, KeyringRecord, KEYRING_FORMAT, KEYRING_MAGIC, MAX_LABEL_LEN, WRAPPED_KEY_LEN,
 };
