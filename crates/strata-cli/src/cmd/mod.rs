@@ -7,6 +7,7 @@ pub mod fence;
 pub mod inspect;
 pub mod keys;
 pub mod migrate;
+pub mod repair;
 pub mod schema;
 pub mod status;
 pub mod verify;

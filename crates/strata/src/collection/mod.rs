@@ -19,7 +19,7 @@ pub(crate) mod rewrite;
 mod write;
 
 pub use error::{CollectionError, Expect, GuardError};
-pub use iter::Iter;
+pub use iter::{Iter, ITER_PAGE_BYTES};
 pub use options::{CollectionOptions, WriteGuard};
 
 use crate::payload::chain::{JsonObject, UpcastChain, UpcastFailure, Upcaster};
@@ -28,6 +28,15 @@ use std::collections::HashSet;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 use strata_store::{KvRead, Precondition, Store};
+
+/// The largest document record (full store key + encoded value, sealed or clear) a write
+/// stores: half the default byte budget of the bulk pass ([`crate::pass::DEFAULT_MAX_BYTES`],
+/// 4 MiB, used by `strata migrate`, sweeps and cutovers). A sweep or cutover reads a
+/// document and writes its replacement in one batch, so a document of at most half the
+/// budget can be read back and rewritten by every reader under its default budget (a step
+/// or transform that grows it may need a larger one). A larger write is refused with
+/// [`CollectionError::DocumentTooLarge`] and writes nothing.
+pub const MAX_DOCUMENT_BYTES: usize = crate::pass::DEFAULT_MAX_BYTES / 2;
 
 /// One document as read: the key, the bound value and its envelope data.
 #[derive(Debug, Clone, PartialEq)]
@@ -231,6 +240,26 @@ impl<T> Collection<T> {
                     source,
                 }),
         }
+    }
+
+    /// Refuses a document record the default read budgets could not read back
+    /// ([`MAX_DOCUMENT_BYTES`]).
+    pub(crate) fn check_size(
+        &self,
+        key: &str,
+        full_key: &[u8],
+        value: &[u8],
+    ) -> Result<(), CollectionError> {
+        let size = full_key.len().saturating_add(value.len());
+        if size > MAX_DOCUMENT_BYTES {
+            return Err(CollectionError::DocumentTooLarge {
+                collection: self.inner.name.clone(),
+                key: key.to_string(),
+                size,
+                limit: MAX_DOCUMENT_BYTES,
+            });
+        }
+        Ok(())
     }
 
     pub(crate) fn check_key(&self, key: &str) -> Result<(), CollectionError> {

@@ -155,6 +155,10 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         new: Vec<u8>,
         sealer: Option<&crate::seal::Sealer>,
     ) {
+        if let Err(e) = self.check_size(key, full_key, &new) {
+            tracing::debug!(collection = %self.inner.name, error = %e, "read-repair skipped");
+            return;
+        }
         let guarded = match self.check_guards() {
             Ok(p) => p,
             Err(e) => {

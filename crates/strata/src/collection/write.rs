@@ -111,6 +111,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         j,
                         sealer.as_ref(),
                     )?;
+                    self.check_size(key, &full, &bytes)?;
                     let mut batch = Batch::new()
                         .require(full.clone(), old)
                         .set(full.clone(), bytes);
