@@ -45,13 +45,13 @@ pub(crate) use document::{seal_clear_row, unseal_row};
 pub use error::SealError;
 pub use keyring::{KeyScope, Keyring, COLLECTION_KEYRING_PREFIX, DATABASE_KEYRING_KEY};
 pub use live::LiveSealer;
-pub use verify::{
-    has_keyring, verify_sealed, SealedCollection, SealedFailure, SealedReport, MAX_LISTED_FAILURES,
-};
 pub use record::{
     EntryInfo, KeyringRecord, KEYRING_FORMAT, KEYRING_MAGIC, MAX_LABEL_LEN, WRAPPED_KEY_LEN,
 };
 pub use rotate::{
     rotate_data_key, rotation_checkpoint_key, CollectionRotation, RotateOptions, RotationProgress,
     RotationReport, ROTATION_CHECKPOINT_PREFIX,
+};
+pub use verify::{
+    has_keyring, verify_sealed, SealedCollection, SealedFailure, SealedReport, MAX_LISTED_FAILURES,
 };
