@@ -668,8 +668,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         for f in &findings {
             let verb = match f.action {
                 Action::Delete | Action::Rewrite if applied => "done",
-                Action::Delete => "would delete",
-                Action::Rewrite => "would rewrite",
+                Action::Delete | Action::Rewrite => "to do",
                 Action::Manual => "manual",
                 Action::None => "ok",
             };
