@@ -192,7 +192,7 @@ pub(crate) fn plan(store: &Store, now_ms: u64) -> Result<Vec<Finding>, StoreErro
 fn catalog_findings(store: &Store, out: &mut Vec<Finding>) -> Result<Catalog, StoreError> {
     let mut catalog = strata::numax::catalog_in_use(store)?;
     let entries = records(store, CATALOG_PREFIX)?;
-    // Ids held by readable records, first holder (in key order) wins a duplicate.
+    // The collection each id of a readable record belongs to.
     let mut holders: BTreeMap<u16, String> = BTreeMap::new();
     let mut decoded = Vec::new();
     for (key, value) in &entries {
