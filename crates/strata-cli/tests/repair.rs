@@ -715,3 +715,25 @@ fn a_size_option_beyond_4_gib_is_a_usage_error() {
     }
     assert_eq!(all(&db), before);
 }
+
+#[test]
+fn an_unfinished_key_rotation_is_listed_as_resumable() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = collection_db(dir.path());
+    put(&db, b"__nx/rotate/users", b"NXRT\x01\x00");
+    let before = all(&db);
+    let out = strata(&db, &["repair", "--apply", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc = json(&out);
+    assert_eq!(finding(&doc, "__nx/rotate/users")["action"], "none");
+    put(&db, b"__nx/rotate/users", b"junk");
+    let out = strata(&db, &["repair", "--apply", "--json"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert_eq!(
+        finding(&json(&out), "__nx/rotate/users")["action"],
+        "manual"
+    );
+    let mut expected = before;
+    expected.insert(b"__nx/rotate/users".to_vec(), b"junk".to_vec());
+    assert_eq!(all(&db), expected);
+}
