@@ -59,6 +59,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         for _ in 0..MAX_WRITE_ATTEMPTS {
             // Re-checked on every attempt: a conflict may mean the guard's state changed.
             let guarded = self.check_guards()?;
+            // One snapshot of the keys per attempt: the value is sealed with it and the
+            // batch carries its keyring precondition.
+            let sealer = self.sealer_now();
             let old = self.get_raw(&full)?;
             let old_env = match &old {
                 Some(b) if json.is_some() => {
@@ -102,15 +105,20 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         }
                     }
                     let lock = found.map_or(1, |l| l.saturating_add(1));
-                    let bytes =
-                        self.encode_value(&full, Envelope::new(self.current_version(), lock), j)?;
+                    let bytes = self.encode_value(
+                        &full,
+                        Envelope::new(self.current_version(), lock),
+                        j,
+                        sealer.as_ref(),
+                    )?;
                     self.check_size(key, &full, &bytes)?;
-                    (
-                        Batch::new()
-                            .require(full.clone(), old)
-                            .set(full.clone(), bytes),
-                        Some(lock),
-                    )
+                    let mut batch = Batch::new()
+                        .require(full.clone(), old)
+                        .set(full.clone(), bytes);
+                    if let Some(s) = &sealer {
+                        batch.push_precondition(s.keyring_precondition());
+                    }
+                    (batch, Some(lock))
                 }
                 None => {
                     let Some(old) = old else {
@@ -130,7 +138,11 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             }
             match self.inner.store.apply(batch) {
                 Ok(()) => return Ok(result),
-                Err(e) if e.is_conflict() => continue,
+                Err(e) if e.is_conflict() => {
+                    // The keyring may have changed (a rotation began or finished).
+                    self.refresh_sealer()?;
+                    continue;
+                }
                 Err(e) => return Err(CollectionError::store(&self.inner.name, e)),
             }
         }

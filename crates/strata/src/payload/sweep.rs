@@ -652,9 +652,12 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     ..
                 }) if k != key => {
                     // Not explained by a changed row (the pass narrowed those away): a
-                    // write guard's key moved. Rerun from the cursor; the batch hook checks
-                    // the guards again.
+                    // write guard's key moved (or the keyring: refresh the keys). Rerun from
+                    // the cursor; the batch hook checks the guards again.
                     conflicts_in_a_row += 1;
+                    if let Err(e) = self.refresh_sealer() {
+                        break Outcome::Failed(e);
+                    }
                     if conflicts_in_a_row > MAX_CONFLICT_RETRIES {
                         break Outcome::Failed(CollectionError::Sweep {
                             collection: name.clone(),
@@ -725,10 +728,15 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         let started = Instant::now();
         let mut last_log = Instant::now();
         let spacing = Duration::from_millis(options.progress_log_ms);
+        // One snapshot of the keys per pass run: every row is sealed with it and every
+        // batch carries its keyring precondition.
+        let sealer = self.sealer_now();
+        let keyring = sealer.as_ref().map(|s| s.keyring_precondition());
         let processor = SweepProcessor {
             coll: self,
             prefix_len: self.inner.prefix.len(),
             last: None,
+            sealer: sealer.clone(),
         };
         let codec = MarkerCodec(shared);
         Pass::new(name, self.inner.prefix.clone(), codec)
@@ -747,6 +755,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 for p in guarded {
                     batch.push_precondition(p);
                 }
+                if let Some(k) = &keyring {
+                    batch.push_precondition(k.clone());
+                }
                 Ok(())
             })
             .on_progress(|p| {
@@ -763,13 +774,20 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
 
     /// Decides what the sweep does with one stored row: the one row rewrite, checking
     /// that the rewritten row binds to the collection's type.
-    fn sweep_row(&self, id: &str, bytes: &[u8]) -> Result<RowAction, CollectionError> {
+    fn sweep_row(
+        &self,
+        id: &str,
+        bytes: &[u8],
+        sealer: Option<&crate::seal::Sealer>,
+    ) -> Result<RowAction, CollectionError> {
         let check = |tree: &serde_json::Value| T::deserialize(tree).map(|_| ());
-        Ok(match self.rewriter(None).rewrite(id, bytes, check)? {
-            RowRewrite::Keep => RowAction::Keep,
-            RowRewrite::Ahead { .. } => RowAction::Ahead,
-            RowRewrite::Rewrite(value) => RowAction::Rewrite(value),
-        })
+        Ok(
+            match self.rewriter(None, sealer).rewrite(id, bytes, check)? {
+                RowRewrite::Keep => RowAction::Keep,
+                RowRewrite::Ahead { .. } => RowAction::Ahead,
+                RowRewrite::Rewrite(value) => RowAction::Rewrite(value),
+            },
+        )
     }
 
     /// Releases this runner's lease (expiry 0), keeping the cursor so the next run
@@ -805,6 +823,7 @@ struct SweepProcessor<'c, T> {
     coll: &'c Collection<T>,
     prefix_len: usize,
     last: Option<RowOutcome>,
+    sealer: Option<crate::seal::Sealer>,
 }
 
 impl<T: Serialize + DeserializeOwned> Processor for SweepProcessor<'_, T> {
@@ -816,7 +835,7 @@ impl<T: Serialize + DeserializeOwned> Processor for SweepProcessor<'_, T> {
                 tracing::warn!(collection = %name, key = %strata_store::escape_key(r.key), "sweep: document key is not UTF-8; row left as is");
                 RowOutcome::Failed
             }
-            Ok(id) => match self.coll.sweep_row(id, r.value) {
+            Ok(id) => match self.coll.sweep_row(id, r.value, self.sealer.as_ref()) {
                 Ok(RowAction::Keep) => RowOutcome::Unchanged,
                 Ok(RowAction::Ahead) => RowOutcome::SkippedAhead,
                 Ok(RowAction::Rewrite(value)) => {

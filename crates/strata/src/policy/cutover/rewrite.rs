@@ -74,8 +74,14 @@ impl SchemaGate {
             }
             let lease = self.config().lease();
             let store = self.store();
+            // Rows are sealed with this snapshot of the keys: a rotation that began
+            // meanwhile fails the batch (rerun the cutover with the refreshed keys).
+            let keyring = options.sealer.as_ref().map(|s| s.keyring_precondition());
             let hook =
                 |batch: &mut Batch, _: &crate::pass::BatchInfo<'_>| -> Result<(), HookError> {
+                    if let Some(k) = &keyring {
+                        batch.push_precondition(k.clone());
+                    }
                     let (cur, raw) = Fence::read_raw(store)?;
                     if !self.owns(&cur) || cur.state != FenceState::Migrating {
                         return Err(Box::new(lease_lost(&cur)));
