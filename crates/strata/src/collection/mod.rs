@@ -230,7 +230,25 @@ impl<T> Collection<T> {
             .policy
             .guard_write(&self.inner.name, self.inner.governed)
             .map_err(|e| CollectionError::policy(&self.inner.name, e))?;
-        let mut preconditions = vec![fence];
+        self.with_guards(fence)
+    }
+
+    /// [`Collection::check_guards`] for the write path: the fence check uses the fence
+    /// record this handle last read (exact all the same: the batch requires its bytes; on a
+    /// conflict the caller drops it with `policy.forget_fence()` and checks again).
+    fn check_guards_seen(&self) -> Result<Vec<Precondition>, CollectionError> {
+        let fence = self
+            .inner
+            .policy
+            .guard_write_seen(&self.inner.name, self.inner.governed)
+            .map_err(|e| CollectionError::policy(&self.inner.name, e))?;
+        self.with_guards(fence)
+    }
+
+    /// The fence precondition plus every write guard's.
+    fn with_guards(&self, fence: Precondition) -> Result<Vec<Precondition>, CollectionError> {
+        let mut preconditions = Vec::with_capacity(1 + self.inner.guards.len());
+        preconditions.push(fence);
         for g in &self.inner.guards {
             preconditions.extend(
                 g.guard_write(&self.inner.name)
@@ -600,7 +618,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         expect: Expect,
     ) -> Result<Option<u64>, CollectionError> {
         self.check_key(key)?;
-        let json = match value {
+        // The JSON is encoded behind room for the envelope header, so a clear document is
+        // written without another copy (a retry after a conflict encodes it again).
+        let mut encoded = match value {
             Some(v) => Some(self.encode_json(key, v)?),
             None => None,
         };
@@ -608,10 +628,10 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         let mut found = None;
         for _ in 0..MAX_WRITE_ATTEMPTS {
             // Re-checked on every attempt: a conflict may mean the guard's state changed.
-            let guarded = self.check_guards()?;
+            let guarded = self.check_guards_seen()?;
             let old = self.get_raw(&full)?;
             let old_env = match &old {
-                Some(b) if json.is_some() => {
+                Some(b) if value.is_some() => {
                     if self.inner.sealer.is_none() && crate::seal::peek(b).is_some_and(|(_, s)| s) {
                         // A clear handle never overwrites a sealed document in clear.
                         return Err(CollectionError::Seal {
@@ -638,8 +658,8 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     found,
                 });
             }
-            let (batch, result) = match &json {
-                Some(j) => {
+            let (batch, result) = match value {
+                Some(v) => {
                     if let Some(e) = old_env {
                         if self.inner.upcaster.is_ahead(e.payload_version) {
                             self.warn_ahead(key, e.payload_version);
@@ -652,8 +672,21 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         }
                     }
                     let lock = found.map_or(1, |l| l.saturating_add(1));
-                    let bytes =
-                        self.encode_value(&full, Envelope::new(self.current_version(), lock), j)?;
+                    let env = Envelope::new(self.current_version(), lock);
+                    let mut buf = match encoded.take() {
+                        Some(buf) => buf,
+                        None => self.encode_json(key, v)?,
+                    };
+                    let bytes = match &self.inner.sealer {
+                        None => {
+                            buf[..envelope::ENVELOPE_HEADER_LEN]
+                                .copy_from_slice(&env.header_bytes());
+                            buf
+                        }
+                        Some(_) => {
+                            self.encode_value(&full, env, &buf[envelope::ENVELOPE_HEADER_LEN..])?
+                        }
+                    };
                     (
                         Batch::new()
                             .require(full.clone(), old)
@@ -679,7 +712,10 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             }
             match self.inner.store.apply(batch) {
                 Ok(()) => return Ok(result),
-                Err(e) if e.is_conflict() => continue,
+                Err(e) if e.is_conflict() => {
+                    self.inner.policy.forget_fence();
+                    continue;
+                }
                 Err(e) => return Err(CollectionError::store(&self.inner.name, e)),
             }
         }
@@ -691,13 +727,17 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         })
     }
 
+    /// The JSON of `value` behind [`envelope::ENVELOPE_HEADER_LEN`] zero bytes (room for
+    /// the header).
     fn encode_json(&self, key: &str, value: &T) -> Result<Vec<u8>, CollectionError> {
-        let json = serde_json::to_vec(value).map_err(|e| CollectionError::Encode {
+        let mut json = Vec::with_capacity(128);
+        json.resize(envelope::ENVELOPE_HEADER_LEN, 0);
+        serde_json::to_writer(&mut json, value).map_err(|e| CollectionError::Encode {
             collection: self.inner.name.clone(),
             key: key.to_string(),
             reason: e.to_string(),
         })?;
-        if json.first() != Some(&b'{') {
+        if json.get(envelope::ENVELOPE_HEADER_LEN) != Some(&b'{') {
             return Err(CollectionError::Encode {
                 collection: self.inner.name.clone(),
                 key: key.to_string(),
