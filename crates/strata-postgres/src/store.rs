@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use strata_store::{
     escape_key, Backend, Batch, CrossProcessLease, HeldLease, KvRead, KvWrite, Mutation, Offer,
-    PageBuilder, Result, ScanLimits, ScanPage, Store, StoreError,
+    PageBuilder, Precondition, Result, ScanLimits, ScanPage, Store, StoreError,
 };
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
@@ -404,6 +404,103 @@ impl PgStore {
         Ok(true)
     }
 
+    /// One attempt at a batch of a writer that does not hold the store lease: one round
+    /// trip. `BEGIN`, the locks, the conditional write (preconditions checked in the same
+    /// statement, see [`sql::Statements::write`]) and `COMMIT` are pipelined: sent
+    /// together, answered in order. A statement that fails aborts the transaction, so
+    /// the later ones write nothing and the `COMMIT` rolls it back.
+    async fn try_apply_pipelined(
+        &self,
+        conn: &mut Conn,
+        batch: &Batch,
+        key_locks: Option<&[i32]>,
+    ) -> std::result::Result<(), Failure> {
+        let Conn { client, stmts } = conn;
+        let (lease, table) = (&self.locks.lease, &self.locks.table);
+        let preconditions = batch.preconditions();
+        let pre_keys: Vec<&[u8]> = preconditions.iter().map(|p| p.key()).collect();
+        let pre_values: Vec<Option<&[u8]>> = preconditions
+            .iter()
+            .map(|p| match p {
+                Precondition::Equals { value, .. } => Some(value.as_slice()),
+                Precondition::Absent { .. } => None,
+            })
+            .collect();
+        let mut set_keys: Vec<&[u8]> = Vec::new();
+        let mut set_values: Vec<&[u8]> = Vec::new();
+        let mut deletes: Vec<&[u8]> = Vec::new();
+        for m in batch.mutations() {
+            match m {
+                Mutation::Set { key, value } => {
+                    set_keys.push(key);
+                    set_values.push(value);
+                }
+                Mutation::Delete { key } => deletes.push(key),
+            }
+        }
+        let client = &*client;
+        type Step<'f> = std::pin::Pin<
+            Box<
+                dyn std::future::Future<
+                        Output = std::result::Result<
+                            Vec<tokio_postgres::Row>,
+                            tokio_postgres::Error,
+                        >,
+                    > + Send
+                    + 'f,
+            >,
+        >;
+        let lock_params: [&(dyn ToSql + Sync); 2] = [lease, table];
+        let ids = key_locks.unwrap_or_default();
+        let key_params: [&(dyn ToSql + Sync); 2] = [&self.locks.class, &ids];
+        let params: [&(dyn ToSql + Sync); 5] =
+            [&pre_keys, &pre_values, &set_keys, &set_values, &deletes];
+        let mut steps: Vec<Step<'_>> = vec![Box::pin(client.query(&stmts.begin, &[]))];
+        if key_locks.is_some() {
+            // Other writers share the store lease (waiting while a holder has it).
+            steps.push(Box::pin(
+                client.query(&stmts.lock_table_shared, &lock_params),
+            ));
+            steps.push(Box::pin(client.query(&stmts.lock_keys, &key_params)));
+        } else {
+            steps.push(Box::pin(
+                client.query(&stmts.lock_table_exclusive, &lock_params),
+            ));
+        }
+        steps.push(Box::pin(client.query(&stmts.write, &params)));
+        steps.push(Box::pin(client.query(&stmts.commit, &[])));
+        let mut results = join_all(steps).await;
+        let committed = results.pop();
+        let written = results.pop();
+        // The first error is the cause; the later statements failed because of it.
+        for r in results {
+            r?;
+        }
+        let failed = match written {
+            Some(r) => r?,
+            None => Vec::new(),
+        };
+        if let Some(r) = committed {
+            r?;
+        }
+        // Nothing was written when a row came back: report the first failed precondition.
+        if let Some(row) = failed.first() {
+            let position: i64 = row.try_get(0)?;
+            let current: Option<Vec<u8>> = row.try_get(1)?;
+            let p = usize::try_from(position)
+                .ok()
+                .and_then(|i| preconditions.get(i.checked_sub(1)?));
+            if let Some(p) = p {
+                p.check(current.as_deref())?;
+            }
+            return Err(Failure::from(StoreError::Conflict {
+                key: p.map(|p| p.key().to_vec()).unwrap_or_default(),
+                reason: strata_store::ConflictReason::Changed,
+            }));
+        }
+        Ok(())
+    }
+
     /// One attempt at a batch, in one transaction.
     async fn try_apply(
         &self,
@@ -412,6 +509,9 @@ impl PgStore {
         key_locks: Option<&[i32]>,
         fence: Option<i64>,
     ) -> std::result::Result<(), Failure> {
+        if fence.is_none() {
+            return self.try_apply_pipelined(conn, batch, key_locks).await;
+        }
         let Conn { client, stmts } = conn;
         let tx = client.transaction().await?;
         let (lease, table) = (&self.locks.lease, &self.locks.table);
@@ -489,6 +589,32 @@ impl PgStore {
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// Awaits futures together, polling them in order (so that statements on one connection
+/// are sent in that order, in one round trip); their outputs in the same order.
+async fn join_all<T>(
+    mut futures: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + '_>>>,
+) -> Vec<T> {
+    use std::task::Poll;
+    let mut outputs: Vec<Option<T>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(move |cx| {
+        let mut pending = false;
+        for (f, out) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if out.is_none() {
+                match f.as_mut().poll(cx) {
+                    Poll::Ready(v) => *out = Some(v),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(outputs.iter_mut().filter_map(Option::take).collect())
+        }
+    })
+    .await
 }
 
 /// A pool result whose value is itself a connection-level result.
