@@ -19,7 +19,7 @@
 
 use crate::error::PgError;
 use crate::keys::LEASE_TABLE_LOCK;
-use crate::pool::{block_on, Pool, Timeouts};
+use crate::pool::{block_on, settle, Pool, Timeouts};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use strata_store::{HeldLease, Result, StoreError};
@@ -163,6 +163,8 @@ impl Drop for PgLease {
             }
         }
         drop(client);
+        // Let the connection's task see it is closed (the runtime runs only on demand).
+        settle(&self.rt);
     }
 }
 
@@ -230,38 +232,45 @@ pub(crate) fn acquire(
         Ok(Ok((token, previous.flatten())))
     });
     let target = pool.target().to_string();
-    match attempt {
-        Ok(Ok(Ok((token, previous)))) => {
-            if let Some(previous) = previous {
-                tracing::warn!(%table, %previous, token, "took over the store lease of a holder whose session ended without releasing it");
-            }
-            tracing::info!(%table, %holder, token, "took the store lease");
-            *state.lock() = Some(token);
-            Ok(PgLease {
-                client: Some(client),
-                rt: Arc::clone(pool.runtime()),
-                state: Arc::clone(state),
-                table: table.to_string(),
-                holder: holder.to_string(),
-                token,
-                lock_id,
-                timeouts,
-            })
-        }
+    let taken = match attempt {
+        Ok(Ok(Ok(taken))) => Ok(taken),
         Ok(Ok(Err(who))) => Err(held_error(table, who, wait)),
-        Ok(Err(e)) => Err(PgError::Query {
+        Ok(Err(e)) => Err(StoreError::from(PgError::Query {
             op: "lease",
             table: table.to_string(),
             source: Box::new(e),
-        }
-        .into()),
-        Err(_) => Err(PgError::Timeout {
+        })),
+        Err(_) => Err(StoreError::from(PgError::Timeout {
             phase: "statement",
             target,
             after: deadline,
+        })),
+    };
+    let (token, previous) = match taken {
+        Ok(taken) => taken,
+        Err(e) => {
+            // Close the connection now (releasing whatever its session took), not at the
+            // runtime's next use.
+            drop(client);
+            pool.settle();
+            return Err(e);
         }
-        .into()),
+    };
+    if let Some(previous) = previous {
+        tracing::warn!(%table, %previous, token, "took over the store lease of a holder whose session ended without releasing it");
     }
+    tracing::info!(%table, %holder, token, "took the store lease");
+    *state.lock() = Some(token);
+    Ok(PgLease {
+        client: Some(client),
+        rt: Arc::clone(pool.runtime()),
+        state: Arc::clone(state),
+        table: table.to_string(),
+        holder: holder.to_string(),
+        token,
+        lock_id,
+        timeouts,
+    })
 }
 
 /// The error of a wait for the lease (by an acquirer or a batch) that expired.
