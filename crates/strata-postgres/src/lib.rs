@@ -38,6 +38,8 @@ mod lease;
 mod pool;
 mod sql;
 mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use conninfo::redact as redact_url;
 pub use error::PgError;

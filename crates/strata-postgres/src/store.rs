@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use strata_store::{
-    escape_key, Backend, Batch, CrossProcessLease, HeldLease, KvRead, KvWrite, Mutation, Offer,
-    PageBuilder, Precondition, Result, ScanLimits, ScanPage, Store, StoreError,
+    escape_key, Backend, Batch, CrossProcessLease, HeldLease, KvRead, KvWrite, Mutation,
+    NamedLease, Offer, PageBuilder, Precondition, Result, ScanLimits, ScanPage, Store, StoreError,
 };
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
@@ -878,6 +878,23 @@ impl CrossProcessLease for PgStore {
             wait,
         )?;
         Ok(Box::new(held))
+    }
+
+    /// A named lease across processes and machines (see the `lease` module): its own lock
+    /// and record; the store's writers are not held up.
+    fn acquire_named_lease(&self, name: &str, holder: &str, wait: Duration) -> Result<NamedLease> {
+        Ok(
+            match lease::acquire_named(&self.pool, &self.table, name, holder, wait)? {
+                Ok(held) => NamedLease::Held(Box::new(held)),
+                // The record's expiry is not renewed for named leases (the lock session
+                // decides), so it is not reported.
+                Err(who) => NamedLease::Busy {
+                    holder: who.map(|(holder, _, _)| holder).unwrap_or_else(|| {
+                        "another process (its lease record could not be read)".into()
+                    }),
+                },
+            },
+        )
     }
 }
 

@@ -457,24 +457,26 @@ pub fn read_catalog(store: &impl KvRead) -> Result<Catalog, CollectionError> {
     let st = |e| CollectionError::store("", e);
     let limits = ScanLimits::new(1024, 1 << 20).map_err(st)?;
     let mut catalog = Catalog::new();
+    let mut highest: Option<(String, u16)> = None;
     for rec in Pages::new(store, CATALOG_PREFIX, limits).records() {
         let rec = rec.map_err(st)?;
-        let name_bytes = &rec.key[CATALOG_PREFIX.len()..];
-        let name =
-            std::str::from_utf8(name_bytes).map_err(|_| CollectionError::CorruptCatalog {
-                collection: strata_store::escape_key(name_bytes),
-                key: rec.key.clone(),
-                reason: "the collection name is not UTF-8".into(),
-            })?;
-        let id = layout::decode_catalog_record(name, &rec.value)?;
-        let def: TableDef = layout::table_def(name, id);
+        let (name, id) = layout::decode_catalog_entry(&rec.key, &rec.value)?;
+        let def: TableDef = layout::table_def(&name, id);
         catalog
             .add(def)
             .map_err(|e| CollectionError::CorruptCatalog {
-                collection: name.to_string(),
+                collection: name.clone(),
                 key: rec.key.clone(),
                 reason: e.to_string(),
             })?;
+        if highest.as_ref().is_none_or(|(_, h)| id > *h) {
+            highest = Some((name, id));
+        }
     }
+    let seq = store.get(CATALOG_SEQ_KEY).map_err(st)?;
+    layout::check_seq(
+        seq.as_deref(),
+        highest.as_ref().map(|(n, id)| (n.as_str(), *id)),
+    )?;
     Ok(catalog)
 }

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod claims;
+mod cluster;
 mod connect;
 mod engine;
 mod faults;
