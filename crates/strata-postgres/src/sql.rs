@@ -123,6 +123,7 @@ pub(crate) struct Statements {
     pub(crate) holder_lock_table_shared: Statement,
     /// `(table id)`: for the lease holder.
     pub(crate) holder_lock_table_exclusive: Statement,
+    /// `(class, ids, exclusive flags)`: the per-key locks in one global order.
     pub(crate) lock_keys: Statement,
     pub(crate) check: Statement,
     pub(crate) upsert: Statement,
@@ -205,9 +206,12 @@ impl Statements {
                 .await?,
             holder_lock_table_exclusive: p("SELECT pg_advisory_xact_lock($1::int8)".into()).await?,
             // `unnest` yields the (sorted) ids in array order: the locks are taken in
-            // that one global order.
+            // that one global order, each exclusive (`$3` true: the batch writes the key)
+            // or shared (the batch only requires the key).
             lock_keys: p(
-                "SELECT count(pg_advisory_xact_lock($1::int4, id)) FROM unnest($2::int4[]) AS id"
+                "SELECT count(CASE WHEN x THEN pg_advisory_xact_lock($1::int4, id) \
+                 ELSE pg_advisory_xact_lock_shared($1::int4, id) END) \
+                 FROM unnest($2::int4[], $3::bool[]) AS u(id, x)"
                     .into(),
             )
             .await?,

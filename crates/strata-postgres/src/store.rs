@@ -413,7 +413,7 @@ impl PgStore {
         &self,
         conn: &mut Conn,
         batch: &Batch,
-        key_locks: Option<&[i32]>,
+        key_locks: Option<(&[i32], &[bool])>,
     ) -> std::result::Result<(), Failure> {
         let Conn { client, stmts } = conn;
         let (lease, table) = (&self.locks.lease, &self.locks.table);
@@ -451,8 +451,8 @@ impl PgStore {
             >,
         >;
         let lock_params: [&(dyn ToSql + Sync); 2] = [lease, table];
-        let ids = key_locks.unwrap_or_default();
-        let key_params: [&(dyn ToSql + Sync); 2] = [&self.locks.class, &ids];
+        let (ids, modes) = key_locks.unwrap_or_default();
+        let key_params: [&(dyn ToSql + Sync); 3] = [&self.locks.class, &ids, &modes];
         let params: [&(dyn ToSql + Sync); 5] =
             [&pre_keys, &pre_values, &set_keys, &set_values, &deletes];
         let mut steps: Vec<Step<'_>> = vec![Box::pin(client.query(&stmts.begin, &[]))];
@@ -506,7 +506,7 @@ impl PgStore {
         &self,
         conn: &mut Conn,
         batch: &Batch,
-        key_locks: Option<&[i32]>,
+        key_locks: Option<(&[i32], &[bool])>,
         fence: Option<i64>,
     ) -> std::result::Result<(), Failure> {
         if fence.is_none() {
@@ -517,9 +517,9 @@ impl PgStore {
         let (lease, table) = (&self.locks.lease, &self.locks.table);
         match (fence, key_locks) {
             // Other writers share the store lease (waiting while a holder has it).
-            (None, Some(ids)) => {
+            (None, Some((ids, modes))) => {
                 tx.query(&stmts.lock_table_shared, &[lease, table]).await?;
-                tx.query(&stmts.lock_keys, &[&self.locks.class, &ids])
+                tx.query(&stmts.lock_keys, &[&self.locks.class, &ids, &modes])
                     .await?;
             }
             (None, None) => {
@@ -529,9 +529,9 @@ impl PgStore {
             // The holder has the lease and proves it is still its own.
             (Some(token), ids) => {
                 match ids {
-                    Some(ids) => {
+                    Some((ids, modes)) => {
                         tx.query(&stmts.holder_lock_table_shared, &[table]).await?;
-                        tx.query(&stmts.lock_keys, &[&self.locks.class, &ids])
+                        tx.query(&stmts.lock_keys, &[&self.locks.class, &ids, &modes])
                             .await?;
                     }
                     None => {
@@ -790,13 +790,26 @@ impl KvWrite for PgStore {
         if batch.is_empty() {
             return Ok(());
         }
-        let keys = batch
-            .preconditions()
-            .iter()
-            .map(|p| p.key())
-            .chain(batch.mutations().iter().map(Mutation::key));
-        let key_locks = self.locks.key_locks(keys);
-        let key_locks = (key_locks.len() <= MAX_KEY_LOCKS).then_some(key_locks.as_slice());
+        // A key the batch writes is locked exclusively; a key it only requires (a guard
+        // such as the fence record every write checks) is locked shared, so that writers
+        // of different documents do not queue behind each other on it.
+        let written = self
+            .locks
+            .key_locks(batch.mutations().iter().map(Mutation::key));
+        let mut key_locks: Vec<(i32, bool)> = self
+            .locks
+            .key_locks(batch.preconditions().iter().map(|p| p.key()))
+            .into_iter()
+            .map(|id| (id, false))
+            .chain(written.into_iter().map(|id| (id, true)))
+            .collect();
+        // One global order; an id both read and written is taken exclusively.
+        key_locks.sort_unstable_by_key(|&(id, exclusive)| (id, !exclusive));
+        key_locks.dedup_by_key(|&mut (id, _)| id);
+        let lock_ids: Vec<i32> = key_locks.iter().map(|&(id, _)| id).collect();
+        let lock_modes: Vec<bool> = key_locks.iter().map(|&(_, x)| x).collect();
+        let key_locks = (lock_ids.len() <= MAX_KEY_LOCKS)
+            .then_some((lock_ids.as_slice(), lock_modes.as_slice()));
         let fence = self.lease.token();
         let mut attempt = 0;
         loop {
