@@ -311,8 +311,10 @@ impl SledStore {
             // Several preconditions on the key itself: the general path below (the guard
             // preconditions were checked above; checking them again is cheap).
         }
+        let written: std::collections::HashSet<&[u8]> =
+            mutations.iter().map(Mutation::key).collect();
         for p in &preconditions {
-            if mutations.iter().any(|m| m.key() == p.key()) {
+            if written.contains(p.key()) {
                 let current = self.db.get(p.key()).map_err(|e| self.error(e))?;
                 p.check(current.as_deref())?;
             } else {
