@@ -76,7 +76,6 @@ fn all(db: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
 }
 
 /// The data records: documents and the sync tables.
-#[allow(dead_code)]
 fn data(db: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
     all(db)
         .into_iter()
@@ -247,5 +246,410 @@ fn a_checkpoint_with_a_cursor_on_an_empty_table_is_corrupt() {
     put(&db, &checkpoint_key("seen-ops"), &ck);
     let before = all(&db);
     all_report(&db, 4, "seen-ops");
+    assert_eq!(all(&db), before);
+}
+
+// ---- strata repair ----
+
+#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+struct User {
+    id: String,
+    n: i64,
+}
+
+/// `users` with a persisted schema baseline (and its history).
+fn schema_db(dir: &Path) -> PathBuf {
+    let db = dir.join("db");
+    with_store(&db, |s| {
+        let database = strata::Database::builder(s.clone()).open().unwrap();
+        let users = database
+            .collection::<User>(
+                "users",
+                strata::CollectionOptions::new().schema(strata::SchemaOptions::of::<User>()),
+            )
+            .unwrap();
+        users
+            .put(
+                "a",
+                &User {
+                    id: "a".into(),
+                    n: 1,
+                },
+            )
+            .unwrap();
+    });
+    db
+}
+
+fn finding<'a>(doc: &'a serde_json::Value, key: &str) -> &'a serde_json::Value {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["key"] == key)
+        .unwrap_or_else(|| panic!("no finding for {key}: {doc:#}"))
+}
+
+/// `repair` lists `key` (kind, action) and changes nothing; `repair --apply` fixes it in
+/// one run; then `status` exits `status_after`, `verify` agrees, a second `repair` finds
+/// nothing, and no data record changed. Returns the store after the repair.
+fn repaired(
+    db: &Path,
+    key: &str,
+    kind: &str,
+    action: &str,
+    status_after: i32,
+) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let before = all(db);
+    let data_before = data(db);
+    let out = strata(db, &["repair", "--json"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let doc = json(&out);
+    assert_eq!(doc["format"], 1);
+    assert_eq!(doc["applied"], false);
+    let f = finding(&doc, key);
+    assert_eq!(f["kind"], kind, "{f}");
+    assert_eq!(f["action"], action, "{f}");
+    assert!(!f["problem"].as_str().unwrap().is_empty(), "{f}");
+    assert!(!f["why"].as_str().unwrap().is_empty(), "{f}");
+    let text = strata(db, &["repair"]);
+    assert_eq!(text.status.code(), Some(4));
+    assert!(stdout(&text).contains(key), "{}", stdout(&text));
+    assert!(stdout(&text).contains("strata repair --apply"));
+    assert_eq!(all(db), before, "a listing writes nothing");
+
+    let out = strata(db, &["repair", "--apply"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("repaired"), "{}", stdout(&out));
+    assert_eq!(data(db), data_before, "data records untouched");
+    let st = strata(db, &["status"]);
+    assert_eq!(st.status.code(), Some(status_after), "{}", stdout(&st));
+    let v = strata(db, &["verify"]);
+    assert_eq!(v.status.code(), Some(status_after), "{}", stdout(&v));
+    let again = strata(db, &["repair", "--json"]);
+    assert_eq!(again.status.code(), Some(0), "{}", stdout(&again));
+    assert!(
+        json(&again)["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["action"] == "none"),
+        "{}",
+        stdout(&again)
+    );
+    all(db)
+}
+
+#[test]
+fn a_clean_store_has_nothing_to_repair() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = collection_db(dir.path());
+    let before = all(&db);
+    let out = strata(&db, &["repair", "--apply"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("no stuck or corrupt metadata found"));
+    assert_eq!(all(&db), before);
+}
+
+#[test]
+fn an_interrupted_migration_is_resumable_not_stuck() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = legacy_db(dir.path());
+    put(
+        &db,
+        &checkpoint_key("op-log"),
+        &op_log_checkpoint(b"__nx/crdt/op-log/op-1"),
+    );
+    let before = all(&db);
+    for args in [&["repair"][..], &["repair", "--apply"]] {
+        let out = strata(&db, args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(
+            stdout(&out).contains("resumable from `__nx/crdt/op-log/op-1`"),
+            "{}",
+            stdout(&out)
+        );
+    }
+    let doc = json(&strata(&db, &["repair", "--json"]));
+    assert_eq!(finding(&doc, "__nx/migration/op-log")["action"], "none");
+    assert_eq!(all(&db), before);
+    assert_eq!(strata(&db, &["status"]).status.code(), Some(3));
+    let out = strata(&db, &["migrate", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(strata(&db, &["migrate"]).status.code(), Some(0));
+}
+
+#[test]
+fn stale_orphan_and_corrupt_migration_checkpoints_are_deleted() {
+    // Stale: the table is already current.
+    let dir = tempfile::tempdir().unwrap();
+    let db = collection_db(dir.path());
+    let stale = MigrationCheckpoint {
+        table_id: 1024,
+        from: 0,
+        to: 1,
+        cursor: Vec::new(),
+    };
+    put(&db, &checkpoint_key("users"), &stale.encode());
+    // The library names the record; the CLI adds the command that removes it.
+    let out = strata(&db, &["migrate"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        stderr(&out).contains("__nx/migration/users"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("strata repair --apply"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&strata(&db, &["status"])).contains("strata repair"));
+    let after = repaired(
+        &db,
+        "__nx/migration/users",
+        "migration_checkpoint",
+        "delete",
+        0,
+    );
+    assert!(!after.contains_key(&checkpoint_key("users")));
+    assert_eq!(strata(&db, &["migrate"]).status.code(), Some(0));
+
+    // Orphan: no such table.
+    put(&db, &checkpoint_key("gone"), &stale.encode());
+    repaired(
+        &db,
+        "__nx/migration/gone",
+        "migration_checkpoint",
+        "delete",
+        0,
+    );
+
+    // Corrupt, on a legacy table: after the repair the migration starts over.
+    let dir = tempfile::tempdir().unwrap();
+    let db = legacy_db(dir.path());
+    put(&db, &checkpoint_key("op-log"), b"junk");
+    repaired(
+        &db,
+        "__nx/migration/op-log",
+        "migration_checkpoint",
+        "delete",
+        3,
+    );
+    assert_eq!(strata(&db, &["migrate"]).status.code(), Some(0));
+    assert_eq!(strata(&db, &["verify"]).status.code(), Some(0));
+}
+
+#[test]
+fn a_checkpoint_past_the_table_end_is_cleared_by_repair() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = legacy_db(dir.path());
+    put(
+        &db,
+        &checkpoint_key("op-log"),
+        &op_log_checkpoint(b"__nx/crdt/op-log/zzz"),
+    );
+    repaired(
+        &db,
+        "__nx/migration/op-log",
+        "migration_checkpoint",
+        "delete",
+        3,
+    );
+    let out = strata(&db, &["migrate", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc = json(&out);
+    let op_log = doc["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["table"] == "op-log")
+        .unwrap();
+    assert_eq!(op_log["records"], 3, "every record validated: {op_log}");
+}
+
+#[test]
+fn corrupt_and_orphan_sweep_markers_are_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = collection_db(dir.path());
+    put(&db, b"__nx/sweep/users", b"{not json");
+    repaired(&db, "__nx/sweep/users", "sweep_marker", "delete", 0);
+    let marker = strata::payload::SweepMarker {
+        format: 1,
+        ..Default::default()
+    };
+    put(&db, b"__nx/sweep/ghost", &marker.encode());
+    repaired(&db, "__nx/sweep/ghost", "sweep_marker", "delete", 0);
+}
+
+#[test]
+fn a_corrupt_fence_is_rewritten_as_a_normal_fence() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = collection_db(dir.path());
+    put(&db, b"__nx/fence", b"{}");
+    assert_eq!(strata(&db, &["verify"]).status.code(), Some(4));
+    let after = repaired(&db, "__nx/fence", "fence", "rewrite", 0);
+    let fence = strata::policy::FenceDoc::decode(&after[&b"__nx/fence"[..]]).unwrap();
+    assert_eq!(fence.state, strata::policy::FenceState::Normal);
+    assert_eq!(fence.generation, 0);
+}
+
+#[test]
+fn corrupt_and_dead_client_records_are_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = collection_db(dir.path());
+    let dead = strata::policy::ClientRecord {
+        acked_generation: None,
+        client: "00000000deadbeef".into(),
+        format: 1,
+        heartbeat_ms: 1,
+        opened_generation: 0,
+        pid: 1,
+        started_ms: 1,
+    };
+    put(&db, b"__nx/clients/00000000deadbeef", &dead.encode());
+    repaired(
+        &db,
+        "__nx/clients/00000000deadbeef",
+        "client_presence",
+        "delete",
+        0,
+    );
+    // A record whose id does not match its key (issue 13's `../../etc`).
+    let forged = strata::policy::ClientRecord {
+        client: "../../etc".into(),
+        heartbeat_ms: u64::MAX / 2,
+        ..dead
+    };
+    put(&db, b"__nx/clients/../../etc", &forged.encode());
+    repaired(
+        &db,
+        "__nx/clients/../../etc",
+        "client_presence",
+        "delete",
+        0,
+    );
+}
+
+#[test]
+fn a_catalog_record_is_rebuilt_from_its_header_or_deleted_when_nothing_is_under_it() {
+    // Wrong magic: the header still says id 1024.
+    let dir = tempfile::tempdir().unwrap();
+    let db = collection_db(dir.path());
+    put(&db, b"__nx/catalog/users", b"NXCX\x01\x04\x00");
+    let after = repaired(&db, "__nx/catalog/users", "catalog_record", "rewrite", 0);
+    assert_eq!(after[&b"__nx/catalog/users"[..]], b"NXCL\x01\x04\x00");
+
+    // A built-in table's name, with no document under it.
+    put(&db, b"__nx/catalog/op-log", b"NXCL\x01\x04\x01");
+    let after = repaired(&db, "__nx/catalog/op-log", "catalog_record", "delete", 0);
+    assert!(!after.contains_key(&b"__nx/catalog/op-log"[..]));
+
+    // A second collection claiming id 1024, with no document.
+    put(&db, b"__nx/catalog/other", b"NXCL\x01\x04\x00");
+    repaired(&db, "__nx/catalog/other", "catalog_record", "delete", 0);
+
+    // A non-UTF-8 name.
+    put(&db, b"__nx/catalog/bad\xff", b"NXCL\x01\x04\x01");
+    repaired(&db, "__nx/catalog/bad\\xff", "catalog_record", "delete", 0);
+}
+
+#[test]
+fn a_catalog_record_over_documents_without_a_header_is_left_for_a_backup() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = collection_db(dir.path());
+    put(&db, b"__nx/catalog/users", b"junk");
+    delete(&db, &header_key("users"));
+    let before = all(&db);
+    let out = strata(&db, &["repair", "--apply", "--json"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let doc = json(&out);
+    assert_eq!(finding(&doc, "__nx/catalog/users")["action"], "manual");
+    assert_eq!(doc["manual"], 1);
+    assert_eq!(all(&db), before, "nothing changed");
+}
+
+#[test]
+fn a_malformed_catalog_counter_is_rewritten_to_the_highest_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = collection_db(dir.path());
+    put(&db, b"__nx/catalog-seq", b"\x04\x00\x00");
+    let out = strata(&db, &["status", "--json"]);
+    assert!(stderr(&out).contains("strata repair"), "{}", stderr(&out));
+    let after = repaired(&db, "__nx/catalog-seq", "catalog_counter", "rewrite", 0);
+    assert_eq!(after[&b"__nx/catalog-seq"[..]], b"\x04\x00");
+    // The next collection gets a fresh id.
+    with_store(&db, |s| {
+        let database = strata::Database::builder(s.clone()).open().unwrap();
+        database
+            .collection::<serde_json::Value>("more", strata::CollectionOptions::new())
+            .unwrap();
+        assert_eq!(
+            s.get(b"__nx/catalog/more").unwrap().unwrap(),
+            b"NXCL\x01\x04\x01"
+        );
+    });
+}
+
+#[test]
+fn a_leftover_cutover_checkpoint_is_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = collection_db(dir.path());
+    let ck = strata::policy::CutoverCheckpoint::new("users", "ab");
+    use strata::pass::CheckpointCodec;
+    put(&db, b"__nx/cutover/users", &ck.encode(b"__nx/doc/users/a"));
+    repaired(&db, "__nx/cutover/users", "cutover_checkpoint", "delete", 0);
+}
+
+#[test]
+fn a_corrupt_schema_baseline_is_restored_from_its_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = schema_db(dir.path());
+    let good = all(&db)[&b"__nx/jsonschema/users"[..]].clone();
+    put(&db, b"__nx/jsonschema/users", b"{\"format\":1}");
+    assert_eq!(strata(&db, &["verify"]).status.code(), Some(4));
+    let after = repaired(
+        &db,
+        "__nx/jsonschema/users",
+        "schema_baseline",
+        "rewrite",
+        0,
+    );
+    assert_eq!(after[&b"__nx/jsonschema/users"[..]], good);
+}
+
+#[test]
+fn a_corrupt_sync_sequence_record_is_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = legacy_db(dir.path());
+    assert_eq!(strata(&db, &["migrate"]).status.code(), Some(0));
+    put(&db, b"__nx/sync/sequences", b"bad");
+    repaired(&db, "__nx/sync/sequences", "sync_sequences", "delete", 0);
+    let store = strata_sled::SledStore::open_store(&db).unwrap();
+    strata_sync::SyncManager::open(store).unwrap();
+}
+
+#[test]
+fn an_unfinished_copy_is_reported_not_hidden() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = collection_db(dir.path());
+    put(
+        &db,
+        b"__nx/copy/progress",
+        br#"{"format":1,"from":"src","cursor":"","copied":0}"#,
+    );
+    let before = all(&db);
+    let out = strata(&db, &["repair", "--apply", "--json"]);
+    assert_eq!(out.status.code(), Some(4));
+    let doc = json(&out);
+    let f = finding(&doc, "__nx/copy/progress");
+    assert_eq!(f["action"], "manual");
+    assert!(f["problem"].as_str().unwrap().contains("src"), "{f}");
     assert_eq!(all(&db), before);
 }

@@ -130,8 +130,8 @@ impl PgOptions {
 ///   session, so every page is an in-order walk of the primary-key index (a generic plan
 ///   would otherwise sort the whole rest of the range for each page).
 ///
-/// Connections are plain (no TLS): reach remote servers over a private network or a
-/// tunnel.
+/// Connections use TLS as the URL's `sslmode` says (default `prefer`; `require`,
+/// `verify-ca` and `verify-full` need the cargo feature `tls`, see the README).
 pub struct PgStore {
     pool: Pool,
     lease: Arc<LeaseState>,
@@ -210,12 +210,7 @@ impl PgStore {
             }
             .into());
         }
-        if let Some(mode) = parsed.param("sslmode").filter(|m| *m == "require") {
-            return Err(PgError::InvalidUrl {
-                reason: format!("`sslmode={mode}` needs TLS, which this build of strata-postgres does not have; use a private network or a tunnel, or `sslmode=disable`"),
-            }
-            .into());
-        }
+        let (ssl_mode, connector) = parsed.take_tls()?.connector()?;
         if options.max_connections == 0 {
             return Err(PgError::InvalidOption {
                 reason: "max_connections must be at least 1".into(),
@@ -235,9 +230,11 @@ impl PgStore {
             config.password(password);
         }
         config.connect_timeout(timeouts.connect);
+        config.ssl_mode(ssl_mode);
         let target = describe(&config);
         let pool = Pool::new(
             config,
+            connector,
             timeouts,
             target.clone(),
             table.clone(),

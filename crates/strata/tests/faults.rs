@@ -125,13 +125,8 @@ fn data(m: &MemoryStore) -> BTreeMap<Vec<u8>, Vec<u8>> {
 }
 
 #[test]
-fn migrate_survives_a_failure_at_every_write_site() {
-    let mut sites = 0;
-    for n in 1.. {
-        assert!(
-            n < 200,
-            "the migration never stopped reaching new write sites"
-        );
+fn migrate_survives_a_failure_at_every_store_call() {
+    let seed = || {
         let m = MemoryStore::new();
         let mut batch = Batch::new();
         for i in 0..7 {
@@ -141,37 +136,57 @@ fn migrate_survives_a_failure_at_every_write_site() {
             );
         }
         m.apply(batch).unwrap();
-        let before = data(&m);
-
-        let faulty = Store::new(FaultyStore::new(m.clone(), FaultKind::Write, n));
-        match migrator().run(&faulty) {
-            Ok(_) => break,
-            Err(e) => {
-                sites += 1;
-                let msg = e.to_string();
-                assert!(!msg.is_empty(), "write site {n}: empty error");
-                // Nothing half-applied: data untouched, header old (absent) or new.
-                assert_eq!(data(&m), before, "write site {n} changed data records");
-                let header = m
-                    .snapshot()
-                    .get(&header_key("t"))
-                    .map(|b| SchemaHeader::decode(b).unwrap());
-                assert!(
-                    header.is_none() || header.map(|h| h.version) == Some(1),
-                    "write site {n}: header {header:?}"
-                );
-                // The store opens again and a rerun completes.
-                let again = Store::new(m.clone());
-                migrator()
-                    .run(&again)
-                    .unwrap_or_else(|e| panic!("rerun after site {n}: {e}"));
-                let h = SchemaHeader::decode(&m.snapshot()[&header_key("t")]).unwrap();
-                assert_eq!(h.version, 1);
-                assert_eq!(data(&m), before);
+        m
+    };
+    let reference = seed();
+    migrator().run(&Store::new(reference.clone())).unwrap();
+    let expected = reference.snapshot();
+    for kind in [FaultKind::Write, FaultKind::Read] {
+        let mut sites = 0;
+        for n in 1.. {
+            assert!(
+                n < 500,
+                "{kind:?}: the migration never stopped reaching new sites"
+            );
+            let m = seed();
+            let before = data(&m);
+            let faulty = Shared::new(&m, kind, n);
+            let result = migrator().run(&Store::new(faulty.clone()));
+            if faulty.calls() < n {
+                assert!(result.is_ok(), "{kind:?}: no fault");
+                assert_eq!(m.snapshot(), expected);
+                break;
             }
+            sites += 1;
+            let site = format!("{kind:?} call {n}");
+            let e = result.map(|_| ()).expect_err(&site);
+            let msg = chain(&e);
+            assert!(msg.contains("injected fault"), "{site}: {msg}");
+            // Nothing half-applied: data untouched, header old (absent) or new, a
+            // checkpoint only while the header is old, and inside the table.
+            assert_eq!(data(&m), before, "{site} changed data records");
+            let snap = m.snapshot();
+            let header = snap
+                .get(&header_key("t"))
+                .map(|b| SchemaHeader::decode(b).unwrap());
+            assert!(
+                header.is_none() || header.map(|h| h.version) == Some(1),
+                "{site}: header {header:?}"
+            );
+            if let Some(ck) = snap.get(&strata::header::checkpoint_key("t")) {
+                assert!(header.is_none(), "{site}: checkpoint left after the header");
+                let c = strata::migrate::MigrationCheckpoint::decode(ck).unwrap();
+                assert!(c.cursor.starts_with(b"__nx/t/"), "{site}: {c:?}");
+            }
+            // The store opens again and a rerun completes to the fault-free state.
+            migrator()
+                .run(&Store::new(m.clone()))
+                .unwrap_or_else(|e| panic!("rerun after {site}: {e}"));
+            assert_eq!(m.snapshot(), expected, "{site}: final state differs");
         }
+        println!("migrate: {sites} {kind:?} sites failed, each recovered");
+        assert!(sites >= 2, "{kind:?}: only {sites} sites were exercised");
     }
-    assert!(sites >= 2, "only {sites} write sites were exercised");
 }
 
 /// Issue bullet: a dry run after a killed migrate reports the resume point instead of a

@@ -97,6 +97,7 @@ impl Extension {
                 "skipped_ahead": report.skipped_ahead(),
                 "failed": report.failed(),
                 "resumed": report.resumed_from.is_some(),
+                "holder": report.holder,
             });
             writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
         } else {
@@ -123,10 +124,17 @@ impl Extension {
                     "the collection declares no eager step: rows are upcast on read only"
                 )?,
                 SweepNote::Complete | SweepNote::AlreadyAt(_) => {}
-                _ => writeln!(
-                    out,
-                    "the sweep did not run to the end: another runner holds or took its lease, or it was stopped; run it again later (it resumes from its cursor)"
-                )?,
+                _ => match &report.holder {
+                    Some(holder) => writeln!(
+                        out,
+                        "the sweep of `{}` is running elsewhere: its lease is held by {holder}; run it again once that sweep ended (it resumes from its cursor)",
+                        reg.name
+                    )?,
+                    None => writeln!(
+                        out,
+                        "the sweep did not run to the end: another runner holds or took its lease, or it was stopped; run it again later (it resumes from its cursor)"
+                    )?,
+                },
             }
         }
         Ok(code)

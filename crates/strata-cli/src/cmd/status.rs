@@ -125,7 +125,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             MIGRATION_REQUIRED => {
                 "a migration is required: run `strata migrate` (it is resumable and safe to interrupt)".to_string()
             }
-            _ => "this build cannot open the store: future or corrupt schema metadata".to_string(),
+            _ => "this build cannot open the store: future or corrupt schema metadata (`strata repair` lists what it can fix)".to_string(),
         };
         writeln!(out, "\n{summary}")?;
         if !pending.is_empty() {

@@ -118,7 +118,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             }
             writeln!(
                 out,
-                "\nverification failed: future or corrupt metadata (as `strata status` reports); no record was scanned"
+                "\nverification failed: future or corrupt metadata (as `strata status` reports); no record was scanned (`strata repair` lists what it can fix)"
             )?;
         }
         return Ok(code);

@@ -12,6 +12,7 @@ mod engine;
 mod faults;
 mod lease;
 mod model;
+mod tls;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};

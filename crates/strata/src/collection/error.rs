@@ -310,10 +310,9 @@ pub enum CollectionError {
         limit: usize,
     },
     /// A write would store a document record (key + value) larger than
-    /// [`MAX_DOCUMENT_BYTES`](crate::collection::MAX_DOCUMENT_BYTES), which the default
-    /// budgets of bulk passes (migrate, sweep, cutover) could not read back; nothing was
-    /// written.
-    #[error("cannot store `{}` in collection `{collection}`: the record would be {size} bytes (key + value), more than the document limit of {limit} bytes (the default read budget of migrations, sweeps and cutovers); nothing was written, store a smaller document or split it", esc(.key))]
+    /// [`MAX_DOCUMENT_BYTES`](crate::collection::MAX_DOCUMENT_BYTES), which a sweep or
+    /// cutover could not read and rewrite under its default budget; nothing was written.
+    #[error("cannot store `{}` in collection `{collection}`: the record would be {size} bytes (key + value), more than the document limit of {limit} bytes (a sweep or cutover reads a document and writes its replacement within one 4 MiB batch); nothing was written, store a smaller document or split it", esc(.key))]
     DocumentTooLarge {
         /// The collection.
         collection: String,

@@ -30,11 +30,13 @@ use std::sync::{Arc, Mutex};
 use strata_store::{KvRead, Precondition, Store};
 
 /// The largest document record (full store key + encoded value, sealed or clear) a write
-/// stores: the default byte budget of the bulk pass ([`crate::pass::DEFAULT_MAX_BYTES`],
-/// used by `strata migrate`, sweeps and cutovers), so every document written can be read
-/// back by every reader under its default budget. A larger write is refused with
+/// stores: half the default byte budget of the bulk pass ([`crate::pass::DEFAULT_MAX_BYTES`],
+/// 4 MiB, used by `strata migrate`, sweeps and cutovers). A sweep or cutover reads a
+/// document and writes its replacement in one batch, so a document of at most half the
+/// budget can be read back and rewritten by every reader under its default budget (a step
+/// or transform that grows it may need a larger one). A larger write is refused with
 /// [`CollectionError::DocumentTooLarge`] and writes nothing.
-pub const MAX_DOCUMENT_BYTES: usize = crate::pass::DEFAULT_MAX_BYTES;
+pub const MAX_DOCUMENT_BYTES: usize = crate::pass::DEFAULT_MAX_BYTES / 2;
 
 /// One document as read: the key, the bound value and its envelope data.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,7 +71,7 @@ pub(crate) struct CollectionInner {
     pub(crate) ahead_warned: Arc<Mutex<HashSet<String>>>,
     pub(crate) sweeping: Arc<Mutex<HashSet<String>>>,
     /// The data keys of a sealed collection (`None`: documents in clear).
-    pub(crate) sealer: Option<crate::seal::Sealer>,
+    pub(crate) sealer: Option<crate::seal::LiveSealer>,
 }
 
 /// A typed collection handle. Cheap to clone; clones share the declaration.
@@ -178,18 +180,48 @@ impl<T> Collection<T> {
         full_key: &[u8],
         bytes: &'b [u8],
     ) -> Result<std::borrow::Cow<'b, [u8]>, CollectionError> {
-        crate::seal::unseal_row(
-            self.inner.sealer.as_ref(),
-            true,
-            full_key,
-            self.inner.table_id,
-            bytes,
-        )
-        .map(|(clear, _)| clear)
-        .map_err(|source| CollectionError::Seal {
+        let open = |sealer: Option<&crate::seal::Sealer>| {
+            crate::seal::unseal_row(sealer, true, full_key, self.inner.table_id, bytes)
+                .map(|(clear, _)| clear)
+        };
+        let sealer = self.sealer_now();
+        let result = match open(sealer.as_ref()) {
+            // Sealed under a key this handle's snapshot lacks (a rotation started
+            // elsewhere): refresh the keys once and retry.
+            Err(crate::seal::SealError::UnknownDataKey { .. }) => {
+                let fresh = self.refresh_sealer()?;
+                open(fresh.as_ref())
+            }
+            other => other,
+        };
+        result.map_err(|source| CollectionError::Seal {
             collection: self.inner.name.clone(),
             source,
         })
+    }
+
+    /// The current snapshot of the collection's keys (`None`: a clear collection). A
+    /// sealed write seals with one snapshot and carries its keyring precondition.
+    pub(crate) fn sealer_now(&self) -> Option<crate::seal::Sealer> {
+        self.inner
+            .sealer
+            .as_ref()
+            .map(crate::seal::LiveSealer::current)
+    }
+
+    /// Re-reads the keyring after a conflict (see [`crate::seal::LiveSealer::refresh`]).
+    pub(crate) fn refresh_sealer(&self) -> Result<Option<crate::seal::Sealer>, CollectionError> {
+        match &self.inner.sealer {
+            None => Ok(None),
+            Some(live) => {
+                live.refresh(&self.inner.store)
+                    .map(Some)
+                    .map_err(|source| CollectionError::Seal {
+                        collection: self.inner.name.clone(),
+                        source,
+                    })
+            }
+        }
     }
 
     /// Encodes a document value at `env`: sealed for a sealed collection.
@@ -198,8 +230,9 @@ impl<T> Collection<T> {
         full_key: &[u8],
         env: Envelope,
         json: &[u8],
+        sealer: Option<&crate::seal::Sealer>,
     ) -> Result<Vec<u8>, CollectionError> {
-        match &self.inner.sealer {
+        match sealer {
             None => Ok(envelope::encode(env, json)),
             Some(s) => crate::seal::seal_document(s, full_key, self.inner.table_id, env, json)
                 .map_err(|source| CollectionError::Seal {
@@ -330,15 +363,18 @@ impl<T> Collection<T> {
     }
 
     /// The one row rewrite of this collection (see [`rewrite`]).
+    /// `sealer`: the snapshot of [`Collection::sealer_now`] whose keyring precondition
+    /// the rewritten row's batch carries.
     pub(crate) fn rewriter<'a>(
         &'a self,
         transform: Option<&'a crate::policy::Transform>,
+        sealer: Option<&'a crate::seal::Sealer>,
     ) -> rewrite::RowRewriter<'a> {
         rewrite::RowRewriter {
             collection: &self.inner.name,
             upcaster: &self.inner.upcaster,
             transform,
-            seal: self.inner.sealer.as_ref().map(|sealer| rewrite::RowSeal {
+            seal: sealer.map(|sealer| rewrite::RowSeal {
                 sealer,
                 table_id: self.inner.table_id,
                 strict: true,

@@ -110,11 +110,15 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 })?;
                 if let serde_json::Value::Object(obj) = tree {
                     // The tree already binds: the rewrite only encodes it.
-                    match self
-                        .rewriter(None)
-                        .finish(key, env, version, obj, |_| Ok(()))
-                    {
-                        Ok(new) => self.repair(key, full_key, stored, new),
+                    let sealer = self.sealer_now();
+                    match self.rewriter(None, sealer.as_ref()).finish(
+                        key,
+                        env,
+                        version,
+                        obj,
+                        |_| Ok(()),
+                    ) {
+                        Ok(new) => self.repair(key, full_key, stored, new, sealer.as_ref()),
                         Err(e) => {
                             tracing::debug!(collection = %self.inner.name, error = %e, "read-repair skipped");
                         }
@@ -143,7 +147,14 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
 
     /// Read-repair: compare-and-swap the upcast form over exactly the bytes that were
     /// read. Never fails the read.
-    fn repair(&self, key: &str, full_key: &[u8], old: &[u8], new: Vec<u8>) {
+    fn repair(
+        &self,
+        key: &str,
+        full_key: &[u8],
+        old: &[u8],
+        new: Vec<u8>,
+        sealer: Option<&crate::seal::Sealer>,
+    ) {
         if let Err(e) = self.check_size(key, full_key, &new) {
             tracing::debug!(collection = %self.inner.name, error = %e, "read-repair skipped");
             return;
@@ -160,6 +171,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             .set(full_key.to_vec(), new);
         for p in guarded {
             batch.push_precondition(p);
+        }
+        if let Some(s) = sealer {
+            batch.push_precondition(s.keyring_precondition());
         }
         match self.inner.store.apply(batch) {
             Ok(()) => {}

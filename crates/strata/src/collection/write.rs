@@ -61,6 +61,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         for _ in 0..MAX_WRITE_ATTEMPTS {
             // Re-checked on every attempt: a conflict may mean the guard's state changed.
             let guarded = self.check_guards_seen()?;
+            // One snapshot of the keys per attempt: the value is sealed with it and the
+            // batch carries its keyring precondition.
+            let sealer = self.sealer_now();
             let old = self.get_raw(&full)?;
             let old_env = match &old {
                 Some(b) if value.is_some() => {
@@ -109,20 +112,23 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         Some(buf) => buf,
                         None => self.encode_json(key, v)?,
                     };
-                    let bytes = match &self.inner.sealer {
+                    let bytes = match &sealer {
                         None => {
                             buf[..ENVELOPE_HEADER_LEN].copy_from_slice(&env.header_bytes());
                             buf
                         }
-                        Some(_) => self.encode_value(&full, env, &buf[ENVELOPE_HEADER_LEN..])?,
+                        Some(s) => {
+                            self.encode_value(&full, env, &buf[ENVELOPE_HEADER_LEN..], Some(s))?
+                        }
                     };
                     self.check_size(key, &full, &bytes)?;
-                    (
-                        Batch::new()
-                            .require(full.clone(), old)
-                            .set(full.clone(), bytes),
-                        Some(lock),
-                    )
+                    let mut batch = Batch::new()
+                        .require(full.clone(), old)
+                        .set(full.clone(), bytes);
+                    if let Some(s) = &sealer {
+                        batch.push_precondition(s.keyring_precondition());
+                    }
+                    (batch, Some(lock))
                 }
                 None => {
                     let Some(old) = old else {
@@ -143,8 +149,10 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             match self.inner.store.apply(batch) {
                 Ok(()) => return Ok(result),
                 Err(e) if e.is_conflict() => {
-                    // The fence may be what changed: read it again.
+                    // The fence or the keyring (a rotation began or finished) may be
+                    // what changed: read them again.
                     self.inner.policy.forget_fence();
+                    self.refresh_sealer()?;
                     continue;
                 }
                 Err(e) => return Err(CollectionError::store(&self.inner.name, e)),

@@ -10,8 +10,10 @@ use strata::collection::{
 };
 use strata::pass::{Pass, PassError, PassLimits, RawCheckpoint, RecordRef, DEFAULT_MAX_BYTES};
 use strata::payload::envelope::ENVELOPE_HEADER_LEN;
+use strata::payload::sweep::SweepNote;
+use strata::payload::{JsonObject, Mode, SweepOptions};
 use strata::Collection;
-use strata_store::{Batch, KvRead, KvWrite, MemoryStore, Mutation, ScanLimits, Store};
+use strata_store::{Batch, KvWrite, MemoryStore, Mutation, Store};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Thing {
@@ -104,15 +106,16 @@ fn record_size(id: &str, n: usize) -> usize {
 }
 
 /// Issue bullet: a collection write of a document the default budgets could not read
-/// back is refused with a typed error naming the key and the limit, and writes nothing;
-/// a document exactly at the limit is stored and reads back under the default budget.
+/// back (and a sweep or cutover rewrite) is refused with a typed error naming the key and
+/// the limit, and writes nothing; a document exactly at the limit is stored, iterated and
+/// swept under the default budget.
 #[test]
-fn collection_writes_refuse_a_document_larger_than_the_read_budget() {
+fn collection_writes_refuse_a_document_a_sweep_could_not_rewrite() {
     let (store, db) = mem_db();
     let c = things(&db);
     let fits = MAX_DOCUMENT_BYTES - record_size("k", 0);
     assert_eq!(record_size("k", fits), MAX_DOCUMENT_BYTES);
-    assert_eq!(MAX_DOCUMENT_BYTES, DEFAULT_MAX_BYTES);
+    assert_eq!(MAX_DOCUMENT_BYTES, DEFAULT_MAX_BYTES / 2);
 
     let refused = |e: CollectionError| match e {
         CollectionError::DocumentTooLarge {
@@ -135,17 +138,8 @@ fn collection_writes_refuse_a_document_larger_than_the_read_budget() {
     refused(c.insert("k", &thing("k", fits + 1)).unwrap_err());
     assert_eq!(raw_get(&store, "things", "k"), None, "nothing was written");
 
-    // Exactly at the limit: stored, and readable by a scan under the default budget.
+    // Exactly at the limit: stored and iterated.
     assert_eq!(c.insert("k", &thing("k", fits)).unwrap(), 1);
-    let page = store
-        .scan(
-            &layout::doc_prefix("things"),
-            None,
-            ScanLimits::new(1, DEFAULT_MAX_BYTES).unwrap(),
-        )
-        .unwrap();
-    assert_eq!(page.records.len(), 1);
-    assert_eq!(page.records[0].size(), MAX_DOCUMENT_BYTES);
     assert_eq!(c.iter().count(), 1);
 
     // An update one byte over: refused, the stored document and its lock unchanged.
@@ -153,6 +147,30 @@ fn collection_writes_refuse_a_document_larger_than_the_read_budget() {
     refused(c.update("k", &thing("k", fits + 1), 1).unwrap_err());
     assert_eq!(raw_get(&store, "things", "k"), before);
     assert_eq!(c.get_document("k").unwrap().unwrap().lock_version, 1);
+
+    // A sweep rewrites the document at the limit under the default budget (which holds
+    // the document and its replacement in one batch).
+    let db2 = strata::Database::builder(store.clone()).open().unwrap();
+    let swept: Collection<Thing> = db2
+        .collection(
+            "things",
+            CollectionOptions::new().upcast(1, Mode::Eager, |o: &mut JsonObject| {
+                // Same length: the blob's first byte changes.
+                let blob = o["blob"].as_str().unwrap_or_default().replacen('x', "y", 1);
+                o.insert("blob".into(), blob.into());
+                Ok(())
+            }),
+        )
+        .unwrap();
+    let report = swept.sweep(SweepOptions::new()).unwrap();
+    assert_eq!(report.note, SweepNote::Complete, "{report:?}");
+    let doc = swept.get_document("k").unwrap().unwrap();
+    assert_eq!((doc.stored_version, doc.value.blob.len()), (2, fits));
+    assert!(doc.value.blob.starts_with('y'));
+    assert_eq!(
+        raw_get(&store, "things", "k").unwrap().len() + layout::doc_key("things", "k").len(),
+        MAX_DOCUMENT_BYTES
+    );
 }
 
 /// Issue bullet: a checkpoint the default budget could not read back is not written; the
@@ -192,4 +210,112 @@ fn a_pass_refuses_a_checkpoint_larger_than_the_record_limit() {
     assert!(err.to_string().contains("__nx/sweep/t"), "{err}");
     assert_eq!(err.checkpoint(), None);
     assert_eq!(m.snapshot(), before, "nothing of the batch was written");
+}
+
+/// A sweep whose step would grow a document past the limit leaves that row as it is
+/// (failed, typed in the log), sweeps the others and does not mark the sweep complete.
+#[test]
+fn a_sweep_never_grows_a_document_past_the_limit() {
+    let (store, db) = mem_db();
+    let c = things(&db);
+    let near = MAX_DOCUMENT_BYTES - record_size("big", 0) - 1_000;
+    c.put("big", &thing("big", near)).unwrap();
+    c.put("small", &thing("small", 10)).unwrap();
+    let before = raw_get(&store, "things", "big");
+    let db2 = strata::Database::builder(store.clone()).open().unwrap();
+    let grown: Collection<Thing> = db2
+        .collection(
+            "things",
+            CollectionOptions::new().upcast(1, Mode::Eager, |o: &mut JsonObject| {
+                let blob = format!(
+                    "{}{}",
+                    o["blob"].as_str().unwrap_or_default(),
+                    "z".repeat(2_000)
+                );
+                o.insert("blob".into(), blob.into());
+                Ok(())
+            }),
+        )
+        .unwrap();
+    let report = grown.sweep(SweepOptions::new()).unwrap();
+    assert_eq!(report.note, SweepNote::Incomplete, "{report:?}");
+    assert_eq!((report.failed(), report.rewritten()), (1, 1), "{report:?}");
+    assert_eq!(raw_get(&store, "things", "big"), before, "left as it is");
+    assert_eq!(grown.envelope("small").unwrap().unwrap().payload_version, 2);
+}
+
+/// A cutover whose transform would grow a document past the limit stops with a typed
+/// error naming the key and the limit; the document is unchanged and the fence stays
+/// migrating for a rerun once the transform is fixed.
+#[test]
+fn a_cutover_never_grows_a_document_past_the_limit() {
+    use crate::policy_util::config;
+    use strata::clock::ManualClock;
+    use strata::policy::{coordinated_cutover, CutoverOptions, FenceState, SchemaOptions};
+
+    #[derive(Serialize, Deserialize, schemars::JsonSchema)]
+    struct Old {
+        id: String,
+        blob: String,
+    }
+    #[derive(Serialize, Deserialize, schemars::JsonSchema)]
+    struct New {
+        id: String,
+        blob: String,
+        extra: String,
+    }
+    let store = mem_store();
+    let clock = ManualClock::new(1_000);
+    let db = strata::Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    let old = db
+        .collection::<Old>(
+            "things",
+            CollectionOptions::new().schema(SchemaOptions::of::<Old>()),
+        )
+        .unwrap();
+    let near = MAX_DOCUMENT_BYTES - record_size("big", 0) - 1_000;
+    old.put(
+        "big",
+        &Old {
+            id: "big".into(),
+            blob: "x".repeat(near),
+        },
+    )
+    .unwrap();
+    let before = raw_get(&store, "things", "big");
+    drop((old, db));
+    let db = strata::Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    db.collection::<New>(
+        "things",
+        CollectionOptions::new().schema(SchemaOptions::of::<New>().strategy(coordinated_cutover(
+            |mut d| {
+                d["extra"] = "e".repeat(5_000).into();
+                Ok(d)
+            },
+        ))),
+    )
+    .unwrap();
+    let err = db.run_schema_cutover(CutoverOptions::new()).unwrap_err();
+    let text = chain(&err);
+    assert!(text.contains("`big`"), "{text}");
+    assert!(text.contains(&MAX_DOCUMENT_BYTES.to_string()), "{text}");
+    assert_eq!(raw_get(&store, "things", "big"), before, "unchanged");
+    assert_eq!(db.fence_state().unwrap().state, FenceState::Migrating);
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
 }
