@@ -44,6 +44,10 @@ pub const CUTOVER_MAGIC: [u8; 4] = *b"NXCU";
 pub const DEFAULT_QUIESCE_TIMEOUT_MS: u64 = 30_000;
 const PASS_RETRIES: u32 = 16;
 
+/// The operation name of the manifests a cutover records
+/// (`__nx/manifest/cutover/<collection>`).
+pub const MANIFEST_OPERATION: &str = "cutover";
+
 /// The key of `collection`'s cutover checkpoint.
 pub fn cutover_key(collection: &str) -> Vec<u8> {
     [CUTOVER_PREFIX, collection.as_bytes()].concat()
@@ -777,7 +781,25 @@ impl SchemaGate {
                 .set(key, target)
                 .delete(cutover_key(collection));
             }
-            match self.store().apply(batch) {
+            // Each migrated collection as this batch leaves it: `strata verify` compares
+            // against it until the next write to the collection. Armed, so a manifest
+            // whose collection a (non-fenced) writer touched meanwhile is not recorded.
+            let mut armed = Vec::with_capacity(migrated.len());
+            for collection in migrated.keys() {
+                let prefix = doc_prefix(collection);
+                armed.push(self.store().arm_manifest_scope(&prefix));
+                strata_store::Manifest::record(
+                    self.store(),
+                    MANIFEST_OPERATION,
+                    collection,
+                    &prefix,
+                    &mut batch,
+                )
+                .map_err(|e| PolicyError::store(&prefix, e))?;
+            }
+            let applied = self.store().apply(batch);
+            drop(armed);
+            match applied {
                 Ok(()) => return Ok(next),
                 Err(e) if e.is_conflict() => continue,
                 Err(e) => return Err(PolicyError::store(FENCE_KEY, e)),
