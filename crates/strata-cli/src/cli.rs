@@ -52,6 +52,9 @@ enum Command {
     Fence(cmd::fence::Args),
     /// Copy a whole store to another (any two backends), resumable and verified.
     Copy(cmd::copy::Args),
+    /// List stuck or corrupt metadata (checkpoints, markers, fence, catalog, leases) and,
+    /// with `--apply`, fix it in one atomic batch (never touches data records).
+    Repair(cmd::repair::Args),
     /// A guided tour: legacy store, refusal, migration, serving, restart, payload evolution, shape policy.
     Demo(cmd::demo::Args),
 }
@@ -127,6 +130,7 @@ pub(crate) fn run(args: Vec<OsString>, ext: Option<&Extension>) -> ExitCode {
         Command::Schema(args) => cmd::schema::run(&cli.db, args),
         Command::Fence(args) => cmd::fence::run(&cli.db, args),
         Command::Copy(args) => cmd::copy::run(args),
+        Command::Repair(args) => cmd::repair::run(&cli.db, args),
         Command::Demo(args) => cmd::demo::run(args),
     };
     exit::finish(result, json)

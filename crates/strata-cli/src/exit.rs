@@ -107,8 +107,9 @@ pub fn finish(result: CmdResult, json: bool) -> ExitCode {
     }
 }
 
-/// The command-line remedy for a library error whose message names no flag (library
-/// messages say "raise the byte budget"; the CLI says which option does it).
+/// The command-line remedy for a library error whose message names no flag or command
+/// (library messages say "raise the byte budget", "delete it"; the CLI says which option
+/// or command does it).
 fn cli_hint(e: &(dyn Error + 'static)) -> Option<&'static str> {
     let over_budget = chain(e).any(|err| {
         matches!(
@@ -121,5 +122,29 @@ fn cli_hint(e: &(dyn Error + 'static)) -> Option<&'static str> {
             Some(strata_store::StoreError::RecordTooLarge { .. })
         )
     });
-    over_budget.then_some(" (pass a larger `--max-bytes`)")
+    if over_budget {
+        return Some(" (pass a larger `--max-bytes`)");
+    }
+    repairable(e).then_some(
+        " (`strata repair` lists the metadata it can fix; `strata repair --apply` fixes it)",
+    )
+}
+
+/// True when `e` (or its chain) is stuck or corrupt metadata `strata repair` handles.
+pub(crate) fn repairable(e: &(dyn Error + 'static)) -> bool {
+    chain(e).any(|err| {
+        err.downcast_ref::<strata::MigrateError>()
+            .is_some_and(strata::MigrateError::is_checkpoint)
+            || matches!(
+                err.downcast_ref::<strata::CollectionError>(),
+                Some(
+                    strata::CollectionError::CorruptCatalog { .. }
+                        | strata::CollectionError::CorruptMarker { .. }
+                )
+            )
+            || matches!(
+                err.downcast_ref::<strata::PolicyError>(),
+                Some(strata::PolicyError::Corrupted { .. })
+            )
+    })
 }

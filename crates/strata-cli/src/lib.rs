@@ -1,7 +1,7 @@
 //! The `strata` command line, as a binary and as a library an application embeds.
 //!
 //! The `strata` binary inspects, migrates and verifies strata datastores: `status`,
-//! `collections`, `inspect`, `migrate`, `verify`, `schema`, `fence`, `copy`, `demo`.
+//! `collections`, `inspect`, `migrate`, `verify`, `schema`, `fence`, `copy`, `repair`, `demo`.
 //! Results go to stdout, errors to stderr prefixed `strata: `, progress to stderr. Exit
 //! codes: 0 success, 1 error, 2 usage, 3 migration required, 4 future or corrupt metadata,
 //! 6 incompatible schema change. Under `--json` every result is one document with

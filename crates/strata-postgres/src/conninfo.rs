@@ -10,6 +10,7 @@
 //!   handed to the driver as a conninfo string of quoted values.
 
 use crate::error::PgError;
+use crate::tls::{SslMode, TlsParams};
 
 /// A connection string taken apart.
 #[derive(Debug, Default)]
@@ -32,15 +33,6 @@ impl Parsed {
             .join(" ")
     }
 
-    /// The value of driver parameter `key`, if given.
-    pub(crate) fn param(&self, key: &str) -> Option<&str> {
-        self.params
-            .iter()
-            .rev()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-
     /// Removes driver parameter `key` and returns its (last) value.
     pub(crate) fn take_param(&mut self, key: &str) -> Option<String> {
         let mut found = None;
@@ -53,6 +45,20 @@ impl Parsed {
             }
         });
         found
+    }
+
+    /// Removes the TLS parameters (`sslmode`, default `prefer`, and `sslrootcert`): they
+    /// mean more here than the driver understands (`verify-ca`, `verify-full`).
+    pub(crate) fn take_tls(&mut self) -> Result<TlsParams, PgError> {
+        let mode = match self.take_param("sslmode") {
+            Some(v) => SslMode::parse(&v)?,
+            None => SslMode::Prefer,
+        };
+        let root_cert = self
+            .take_param("sslrootcert")
+            .filter(|p| !p.is_empty())
+            .map(std::path::PathBuf::from);
+        Ok(TlsParams { mode, root_cert })
     }
 
     /// Removes and returns strata parameter `key` (an error when given twice).

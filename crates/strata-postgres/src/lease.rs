@@ -16,6 +16,13 @@
 //!   another process took over.
 //! * **Death**: a killed holder's server session ends with its connection, which releases
 //!   the lock at once; the next acquirer takes over (a new token) and resumes.
+//!
+//! **Named leases** ([`strata_store::NamedLease`]: `sweep/<collection>`, `cutover`) work the
+//! same way with a lock id and a record of their own (`store_table` = `<table>#<name>`),
+//! except that nobody else's batches take their lock: they exclude only the other holders
+//! of the name, never the store's writers. Their fencing is the holder's stored lease
+//! record (the sweep marker, the fence), which carries the token and which every batch of
+//! the holder preconditions on.
 
 use crate::error::PgError;
 use crate::keys::LEASE_TABLE_LOCK;
@@ -107,11 +114,33 @@ pub(crate) fn renew_secs() -> f64 {
     RENEW_SECS
 }
 
+/// A lease's current holder as read from its record: name, server pid, expired.
+pub(crate) type Holder = (String, Option<i32>, bool);
+
+/// A taken lease, or the holder that kept it (when its record could be read).
+pub(crate) type Taken = std::result::Result<PgLease, Option<Holder>>;
+
+/// The record key (`strata_leases.store_table`) of the lease `name` of `table`.
+pub(crate) fn named_record(table: &str, name: &str) -> String {
+    format!("{table}#{name}")
+}
+
+/// The advisory-lock id of the lease `name` of `table`.
+pub(crate) fn named_lock(table: &str, name: &str) -> i64 {
+    crate::keys::fnv1a(&[
+        b"strata-postgres-named-lease",
+        table.as_bytes(),
+        name.as_bytes(),
+    ]) as i64
+}
+
 /// A held lease: its own connection (holding the session lock) and the token.
 pub(crate) struct PgLease {
     client: Option<Client>,
     rt: Arc<Runtime>,
-    state: Arc<LeaseState>,
+    /// The store's lease state (the store lease only; named leases fence through the
+    /// holder's own record).
+    state: Option<Arc<LeaseState>>,
     table: String,
     holder: String,
     token: i64,
@@ -140,7 +169,9 @@ impl HeldLease for PgLease {
 
 impl Drop for PgLease {
     fn drop(&mut self) {
-        *self.state.lock() = None;
+        if let Some(state) = &self.state {
+            *state.lock() = None;
+        }
         let Some(client) = self.client.take() else {
             return;
         };
@@ -180,6 +211,41 @@ pub(crate) fn acquire(
             "this handle already holds the store lease of postgres table `{table}`; release it before taking it again"
         )));
     }
+    match take(pool, Some(state), table, lock_id, holder, wait)? {
+        Ok(lease) => Ok(lease),
+        Err(who) => Err(held_error(table, who, wait)),
+    }
+}
+
+/// Takes the lease `name` of `table` for `holder`, waiting up to `wait`: `Err` with the
+/// current holder (if it could be read) when the wait expired.
+pub(crate) fn acquire_named(
+    pool: &Pool,
+    table: &str,
+    name: &str,
+    holder: &str,
+    wait: Duration,
+) -> Result<Taken> {
+    take(
+        pool,
+        None,
+        &named_record(table, name),
+        named_lock(table, name),
+        holder,
+        wait,
+    )
+}
+
+/// Takes the lock `lock_id` and the record `table` (a store table or a named lease's
+/// record key); `Ok(Err(holder))` when the wait expired.
+fn take(
+    pool: &Pool,
+    state: Option<&Arc<LeaseState>>,
+    table: &str,
+    lock_id: i64,
+    holder: &str,
+    wait: Duration,
+) -> Result<Taken> {
     let mut client = pool.connect_raw()?;
     let timeouts = pool.timeouts();
     let deadline = timeouts.client_deadline().saturating_add(wait);
@@ -236,19 +302,21 @@ pub(crate) fn acquire(
                 tracing::warn!(%table, %previous, token, "took over the store lease of a holder whose session ended without releasing it");
             }
             tracing::info!(%table, %holder, token, "took the store lease");
-            *state.lock() = Some(token);
-            Ok(PgLease {
+            if let Some(state) = state {
+                *state.lock() = Some(token);
+            }
+            Ok(Ok(PgLease {
                 client: Some(client),
                 rt: Arc::clone(pool.runtime()),
-                state: Arc::clone(state),
+                state: state.map(Arc::clone),
                 table: table.to_string(),
                 holder: holder.to_string(),
                 token,
                 lock_id,
                 timeouts,
-            })
+            }))
         }
-        Ok(Ok(Err(who))) => Err(held_error(table, who, wait)),
+        Ok(Ok(Err(who))) => Ok(Err(who)),
         Ok(Err(e)) => Err(PgError::Query {
             op: "lease",
             table: table.to_string(),

@@ -9,9 +9,13 @@
 //! fetched, atomic batches whose preconditions hold across every connection (a key claimed
 //! from two machines has exactly one winner), and durable commits.
 //!
-//! What it is not: a schema for relational queries (values are opaque bytes), a TLS
-//! client (connections are plain), or a replacement for strata's in-process write lease
-//! (the lease still guards one process; across processes, use strata's stored leases).
+//! TLS follows the URL's `sslmode` with libpq's meanings (default `prefer`); `require`,
+//! `verify-ca` and `verify-full` (with `sslrootcert=PATH`) need the cargo feature `tls`
+//! (rustls), and are refused with a message without it.
+//!
+//! What it is not: a schema for relational queries (values are opaque bytes), or a
+//! replacement for strata's in-process write lease (the lease still guards one process;
+//! across processes, use strata's stored leases).
 //!
 //! ```no_run
 //! use strata_store::{Batch, KvRead, KvWrite, ScanLimits};
@@ -38,6 +42,9 @@ mod lease;
 mod pool;
 mod sql;
 mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+mod tls;
 
 pub use conninfo::redact as redact_url;
 pub use error::PgError;

@@ -9,6 +9,7 @@
 
 use crate::error::PgError;
 use crate::sql::Statements;
+use crate::tls::Connector;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 use strata_store::StoreError;
@@ -85,6 +86,7 @@ struct State {
 pub(crate) struct Pool {
     rt: Arc<Runtime>,
     config: Config,
+    connector: Connector,
     timeouts: Timeouts,
     target: String,
     table: String,
@@ -96,6 +98,7 @@ pub(crate) struct Pool {
 impl Pool {
     pub(crate) fn new(
         config: Config,
+        connector: Connector,
         timeouts: Timeouts,
         target: String,
         table: String,
@@ -113,6 +116,7 @@ impl Pool {
         Ok(Pool {
             rt: Arc::new(rt),
             config,
+            connector,
             timeouts,
             target,
             table,
@@ -143,7 +147,13 @@ impl Pool {
     /// Opens a raw connection (no statements prepared), outside the pool's accounting,
     /// under the connect and handshake timeouts.
     pub(crate) fn connect_raw(&self) -> Result<Client, PgError> {
-        connect(&self.rt, &self.config, self.timeouts, &self.target)
+        connect(
+            &self.rt,
+            &self.config,
+            &self.connector,
+            self.timeouts,
+            &self.target,
+        )
     }
 
     /// Runs `fut` on this pool's runtime under the statement timeout.
@@ -271,19 +281,18 @@ pub(crate) fn block_on<T>(
 pub(crate) fn connect(
     rt: &Runtime,
     config: &Config,
+    connector: &Connector,
     timeouts: Timeouts,
     target: &str,
 ) -> Result<Client, PgError> {
     let limit = timeouts.connect.saturating_add(timeouts.handshake);
     let attempt = rt.block_on(async {
         tokio::time::timeout(limit, async {
-            let (client, connection) = config.connect(NoTls).await?;
-            tokio::spawn(async move {
-                if let Err(e) = connection.await {
-                    tracing::debug!(error = %e, "a postgres connection ended");
-                }
-            });
-            Ok::<_, tokio_postgres::Error>(client)
+            match connector {
+                Connector::Plain => open(config, NoTls).await,
+                #[cfg(feature = "tls")]
+                Connector::Rustls(tls) => open(config, tls.clone()).await,
+            }
         })
         .await
     });
@@ -309,6 +318,21 @@ pub(crate) fn connect(
             after: limit,
         }),
     }
+}
+
+/// Opens one connection with `tls` and spawns its I/O task.
+async fn open<T>(config: &Config, tls: T) -> Result<Client, tokio_postgres::Error>
+where
+    T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket>,
+    T::Stream: Send + 'static,
+{
+    let (client, connection) = config.connect(tls).await?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "a postgres connection ended");
+        }
+    });
+    Ok(client)
 }
 
 /// True when `e` ended the connection: closed, an I/O error, or a FATAL/PANIC from the

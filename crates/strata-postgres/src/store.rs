@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use strata_store::{
-    escape_key, Backend, Batch, CrossProcessLease, HeldLease, KvRead, KvWrite, Mutation, Offer,
-    PageBuilder, Result, ScanLimits, ScanPage, Store, StoreError,
+    escape_key, Backend, Batch, CrossProcessLease, HeldLease, KvRead, KvWrite, Mutation,
+    NamedLease, Offer, PageBuilder, Result, ScanLimits, ScanPage, Store, StoreError,
 };
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
@@ -130,8 +130,8 @@ impl PgOptions {
 ///   session, so every page is an in-order walk of the primary-key index (a generic plan
 ///   would otherwise sort the whole rest of the range for each page).
 ///
-/// Connections are plain (no TLS): reach remote servers over a private network or a
-/// tunnel.
+/// Connections use TLS as the URL's `sslmode` says (default `prefer`; `require`,
+/// `verify-ca` and `verify-full` need the cargo feature `tls`, see the README).
 pub struct PgStore {
     pool: Pool,
     lease: Arc<LeaseState>,
@@ -210,12 +210,7 @@ impl PgStore {
             }
             .into());
         }
-        if let Some(mode) = parsed.param("sslmode").filter(|m| *m == "require") {
-            return Err(PgError::InvalidUrl {
-                reason: format!("`sslmode={mode}` needs TLS, which this build of strata-postgres does not have; use a private network or a tunnel, or `sslmode=disable`"),
-            }
-            .into());
-        }
+        let (ssl_mode, connector) = parsed.take_tls()?.connector()?;
         if options.max_connections == 0 {
             return Err(PgError::InvalidOption {
                 reason: "max_connections must be at least 1".into(),
@@ -235,9 +230,11 @@ impl PgStore {
             config.password(password);
         }
         config.connect_timeout(timeouts.connect);
+        config.ssl_mode(ssl_mode);
         let target = describe(&config);
         let pool = Pool::new(
             config,
+            connector,
             timeouts,
             target.clone(),
             table.clone(),
@@ -752,6 +749,23 @@ impl CrossProcessLease for PgStore {
             wait,
         )?;
         Ok(Box::new(held))
+    }
+
+    /// A named lease across processes and machines (see the `lease` module): its own lock
+    /// and record; the store's writers are not held up.
+    fn acquire_named_lease(&self, name: &str, holder: &str, wait: Duration) -> Result<NamedLease> {
+        Ok(
+            match lease::acquire_named(&self.pool, &self.table, name, holder, wait)? {
+                Ok(held) => NamedLease::Held(Box::new(held)),
+                // The record's expiry is not renewed for named leases (the lock session
+                // decides), so it is not reported.
+                Err(who) => NamedLease::Busy {
+                    holder: who.map(|(holder, _, _)| holder).unwrap_or_else(|| {
+                        "another process (its lease record could not be read)".into()
+                    }),
+                },
+            },
+        )
     }
 }
 

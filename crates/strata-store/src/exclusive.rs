@@ -15,6 +15,15 @@
 //! writers of this process are not held up while another process still has the lease),
 //! and releases both when dropped.
 //!
+//! Online bulk operations that run *alongside* writers (the eager sweep of a collection,
+//! the coordinated cutover, which fences writers itself) must not keep the store's
+//! writers out; they need only to exclude each other. They take a **named lease**
+//! ([`NamedLease::acquire`], `sweep/<collection>`, `cutover`): exclusive among the holders
+//! of that name across processes and machines, with a holder name and a growing fencing
+//! token, and no effect on anybody else's writes. Its holder writes the token into its
+//! own stored lease record (the sweep marker, the fence), which every batch of the holder
+//! preconditions on, so a holder that was taken over cannot commit another batch.
+//!
 //! ```
 //! use strata_store::{Batch, ExclusiveSession, KvWrite, MemoryStore, Store};
 //!
@@ -36,6 +45,49 @@ pub trait CrossProcessLease: Send + Sync {
     /// error), waiting up to `wait` (the backend's default when `None`) while another
     /// holder has it; fails with a backend error naming that holder when the wait expires.
     fn acquire_lease(&self, holder: &str, wait: Option<Duration>) -> Result<Box<dyn HeldLease>>;
+
+    /// Takes the lease called `name` of this store for `holder`: exclusive among the
+    /// holders of `name` across processes and machines, holding up nobody else's writes.
+    /// Waits up to `wait` (zero: one attempt) while another holder has it, then returns
+    /// [`NamedLease::Busy`] naming that holder. The fencing tokens of one name grow with
+    /// every acquisition; a holder whose process dies loses the lease at once.
+    fn acquire_named_lease(&self, name: &str, holder: &str, wait: Duration) -> Result<NamedLease>;
+}
+
+/// The outcome of [`NamedLease::acquire`].
+#[derive(Debug)]
+pub enum NamedLease {
+    /// The store's backend is opened by one process at a time (sled's file lock, redb,
+    /// memory): there is no other process to exclude, the caller's in-process rules apply.
+    Local,
+    /// Held (released when dropped).
+    Held(Box<dyn HeldLease>),
+    /// Another holder has it (its name, as it gave it: what, pid and host).
+    Busy {
+        /// The current holder.
+        holder: String,
+    },
+}
+
+impl NamedLease {
+    /// Takes the lease `name` of `store` for `holder` (see
+    /// [`CrossProcessLease::acquire_named_lease`]); [`NamedLease::Local`] when the
+    /// backend has no cross-process lease.
+    pub fn acquire(store: &Store, name: &str, holder: &str, wait: Duration) -> Result<Self> {
+        let backend = store.unguarded_backend();
+        match backend.cross_process_lease() {
+            Some(lease) => lease.acquire_named_lease(name, holder, wait),
+            None => Ok(NamedLease::Local),
+        }
+    }
+
+    /// The fencing token when held across processes.
+    pub fn fencing_token(&self) -> Option<u64> {
+        match self {
+            NamedLease::Held(h) => Some(h.fencing_token()),
+            _ => None,
+        }
+    }
 }
 
 /// A held [`CrossProcessLease`]; dropping it releases the lease.
@@ -144,6 +196,7 @@ mod tests {
         inner: MemoryStore,
         log: Arc<Mutex<Vec<String>>>,
         tokens: AtomicU64,
+        named: Mutex<std::collections::HashMap<String, String>>,
     }
 
     #[derive(Debug)]
@@ -187,6 +240,25 @@ mod tests {
                 token,
                 log: Arc::clone(&self.log),
             }))
+        }
+
+        fn acquire_named_lease(
+            &self,
+            name: &str,
+            holder: &str,
+            _wait: Duration,
+        ) -> Result<NamedLease> {
+            let mut held = self.named.lock().unwrap();
+            if let Some(h) = held.get(name) {
+                return Ok(NamedLease::Busy { holder: h.clone() });
+            }
+            held.insert(name.to_string(), holder.to_string());
+            let token = self.tokens.fetch_add(1, Ordering::SeqCst) + 1;
+            Ok(NamedLease::Held(Box::new(Held {
+                holder: holder.to_string(),
+                token,
+                log: Arc::clone(&self.log),
+            })))
         }
     }
 
@@ -265,6 +337,29 @@ mod tests {
         let err = ExclusiveSession::acquire(&store, "refused", None).unwrap_err();
         assert!(err.to_string().contains("held by someone"));
         assert!(!store.is_leased());
+    }
+
+    #[test]
+    fn named_leases_exclude_only_their_name_and_are_local_without_a_backend_lease() {
+        let store = Store::new(Leased::default());
+        let a = NamedLease::acquire(&store, "sweep/a", "one", Duration::ZERO).unwrap();
+        assert_eq!(a.fencing_token(), Some(1));
+        match NamedLease::acquire(&store, "sweep/a", "two", Duration::ZERO).unwrap() {
+            NamedLease::Busy { holder } => assert_eq!(holder, "one"),
+            other => panic!("{other:?}"),
+        }
+        let b = NamedLease::acquire(&store, "sweep/b", "two", Duration::ZERO).unwrap();
+        assert_eq!(b.fencing_token(), Some(2));
+        // Writers are not held up by a named lease.
+        assert!(!store.is_leased());
+        store
+            .apply(Batch::new().set(b"k".to_vec(), b"v".to_vec()))
+            .unwrap();
+        let memory = Store::new(MemoryStore::new());
+        assert!(matches!(
+            NamedLease::acquire(&memory, "sweep/a", "one", Duration::ZERO).unwrap(),
+            NamedLease::Local
+        ));
     }
 
     #[test]

@@ -58,7 +58,7 @@ pub use backend::{Backend, KvRead, KvWrite, Visit, VisitEnd};
 pub use batch::{Batch, Mutation, Precondition};
 pub use error::{ConflictReason, StoreError};
 pub use escape::escape_key;
-pub use exclusive::{lease_holder, CrossProcessLease, ExclusiveSession, HeldLease};
+pub use exclusive::{lease_holder, CrossProcessLease, ExclusiveSession, HeldLease, NamedLease};
 pub use guard::guarded_open;
 pub use lease::{Store, WriteLease};
 pub use manifest::{ArmedScope, Manifest, Tally, MANIFEST_PREFIX};

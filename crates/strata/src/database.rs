@@ -63,7 +63,7 @@ use crate::policy::{
     baseline_key, CutoverOptions, CutoverReport, DeclareOutcome, Fence, FenceDoc, Policy,
     PolicyConfig, PolicyError, PolicyLink, SchemaDeclaration, Verdict,
 };
-use crate::seal::{Credential, Keyring, SealError, Sealer};
+use crate::seal::{Credential, Keyring, LiveSealer, SealError, Sealer};
 use crate::validate::{validate_and_init, ValidationError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -92,8 +92,8 @@ struct DbInner {
     /// Collections whose ahead-guard refusal was logged (once per collection).
     ahead_warned: Arc<Mutex<HashSet<String>>>,
     policy: Arc<PolicyLink>,
-    /// The unlocked database keyring (opened with a key).
-    sealer: Option<Sealer>,
+    /// The unlocked database keyring (opened with a key), refreshed when it changes.
+    sealer: Option<LiveSealer>,
 }
 
 /// How a [`Database`] is opened, built with chained calls from [`Database::builder`].
@@ -140,7 +140,7 @@ impl DatabaseBuilder {
     pub fn open(self) -> Result<Database, CollectionError> {
         let sealer = match &self.key {
             None => None,
-            Some(cred) => Some(open_keyring(&self.store, cred)?),
+            Some(cred) => Some(LiveSealer::new(open_keyring(&self.store, cred)?)),
         };
         let catalog = read_catalog(&self.store)?;
         validate_and_init(&self.store, &catalog).map_err(validation)?;
@@ -224,9 +224,28 @@ impl Database {
         }
     }
 
-    /// The unlocked data keys when the database was opened with a key.
-    pub fn sealer(&self) -> Option<&Sealer> {
-        self.inner.sealer.as_ref()
+    /// The current snapshot of the unlocked data keys when the database was opened with
+    /// a key.
+    pub fn sealer(&self) -> Option<Sealer> {
+        self.inner.sealer.as_ref().map(LiveSealer::current)
+    }
+
+    /// Rotates the database's data key, or resumes a rotation in progress: a fresh key
+    /// becomes active, every sealed record of every collection is re-encrypted under it on
+    /// the bulk pass (checkpointed, resumable after a kill), then the old key is removed in
+    /// one atomic write. Both keys open every record until then. Starting needs a
+    /// credential for every wrapping entry; resuming needs any one. See
+    /// [`crate::seal::rotate_data_key`].
+    pub fn rotate_data_key(
+        &self,
+        credentials: &[&Credential],
+        options: crate::seal::RotateOptions<'_>,
+    ) -> Result<crate::seal::RotationReport, SealError> {
+        let report = crate::seal::rotate_data_key(&self.inner.store, credentials, options)?;
+        if let Some(live) = &self.inner.sealer {
+            live.refresh(&self.inner.store)?;
+        }
+        Ok(report)
     }
 
     /// The store.
@@ -395,7 +414,10 @@ impl Database {
         &self,
         mut options: CutoverOptions<'_>,
     ) -> Result<CutoverReport, PolicyError> {
-        options.sealer = self.inner.sealer.clone();
+        options.sealer = self.inner.sealer.as_ref().map(|live| {
+            live.refresh(&self.inner.store)
+                .unwrap_or_else(|_| live.current())
+        });
         self.inner.policy.ensure()?.run_schema_cutover(options)
     }
 
@@ -457,24 +479,26 @@ pub fn read_catalog(store: &impl KvRead) -> Result<Catalog, CollectionError> {
     let st = |e| CollectionError::store("", e);
     let limits = ScanLimits::new(1024, 1 << 20).map_err(st)?;
     let mut catalog = Catalog::new();
+    let mut highest: Option<(String, u16)> = None;
     for rec in Pages::new(store, CATALOG_PREFIX, limits).records() {
         let rec = rec.map_err(st)?;
-        let name_bytes = &rec.key[CATALOG_PREFIX.len()..];
-        let name =
-            std::str::from_utf8(name_bytes).map_err(|_| CollectionError::CorruptCatalog {
-                collection: strata_store::escape_key(name_bytes),
-                key: rec.key.clone(),
-                reason: "the collection name is not UTF-8".into(),
-            })?;
-        let id = layout::decode_catalog_record(name, &rec.value)?;
-        let def: TableDef = layout::table_def(name, id);
+        let (name, id) = layout::decode_catalog_entry(&rec.key, &rec.value)?;
+        let def: TableDef = layout::table_def(&name, id);
         catalog
             .add(def)
             .map_err(|e| CollectionError::CorruptCatalog {
-                collection: name.to_string(),
+                collection: name.clone(),
                 key: rec.key.clone(),
                 reason: e.to_string(),
             })?;
+        if highest.as_ref().is_none_or(|(_, h)| id > *h) {
+            highest = Some((name, id));
+        }
     }
+    let seq = store.get(CATALOG_SEQ_KEY).map_err(st)?;
+    layout::check_seq(
+        seq.as_deref(),
+        highest.as_ref().map(|(n, id)| (n.as_str(), *id)),
+    )?;
     Ok(catalog)
 }

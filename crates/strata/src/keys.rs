@@ -14,7 +14,9 @@
 //! | `__nx/clients/<client-id>` | client presence (JSON) | policy clients |
 //! | `__nx/jsonschema/<collection>` | persisted JSON Schema baseline | policy |
 //! | `__nx/cutover/<collection>` | cutover checkpoint (`NXCU`) | cutover |
+//! | `__nx/keys/database` | the database keyring | `seal` |
 //! | `__nx/keys/collection/<collection>` | sealed-collection keyring | `seal` |
+//! | `__nx/rotate/<collection>` | data-key rotation checkpoint (`NXRT`) | `seal` rotation |
 //! | `__nx/manifest/<op>/<scope>` | bulk-operation manifest (JSON: count + digest) | migrate, sweep, cutover |
 //! | `__nx/copy/…` | copy progress and manifest (JSON) | `strata copy` |
 //! | `__nx/crdt/…` | the 14 Numax sync tables | `strata-sync` (see [`crate::numax`]) |
@@ -43,6 +45,10 @@ pub const JSONSCHEMA_PREFIX: &[u8] = b"__nx/jsonschema/";
 pub const CUTOVER_PREFIX: &[u8] = b"__nx/cutover/";
 /// Sealed-collection keyrings: `__nx/keys/collection/<collection>`.
 pub const COLLECTION_KEYRING_PREFIX: &[u8] = b"__nx/keys/collection/";
+/// The database keyring.
+pub const DATABASE_KEYRING_KEY: &[u8] = b"__nx/keys/database";
+/// Data-key rotation checkpoints: `__nx/rotate/<collection>`.
+pub const ROTATION_PREFIX: &[u8] = b"__nx/rotate/";
 /// The Numax sync tables live under this prefix.
 pub const CRDT_PREFIX: &[u8] = b"__nx/crdt/";
 
@@ -66,6 +72,8 @@ pub const ALL: &[&[u8]] = &[
     JSONSCHEMA_PREFIX,
     CUTOVER_PREFIX,
     COLLECTION_KEYRING_PREFIX,
+    DATABASE_KEYRING_KEY,
+    ROTATION_PREFIX,
     CRDT_PREFIX,
     MANIFEST_PREFIX,
     COPY_PREFIX,
@@ -98,6 +106,8 @@ mod tests {
             crate::seal::COLLECTION_KEYRING_PREFIX,
             COLLECTION_KEYRING_PREFIX
         );
+        assert_eq!(crate::seal::DATABASE_KEYRING_KEY, DATABASE_KEYRING_KEY);
+        assert_eq!(crate::seal::ROTATION_CHECKPOINT_PREFIX, ROTATION_PREFIX);
         for (_, name, _) in crate::numax::NUMAX_TABLES {
             let def = crate::numax::catalog();
             let t = def

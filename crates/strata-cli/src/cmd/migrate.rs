@@ -94,7 +94,7 @@ pub(crate) fn migrate_with_progress(
     limits: PassLimits,
     dry_run: bool,
 ) -> Result<MigrationReport, Failure> {
-    let catalog = db::catalog(store).map_err(Failure::error)?;
+    let catalog = db::catalog(store).map_err(crate::cmd::verify::catalog_failure)?;
     let registry = Registry::certification(&catalog);
     let mut progress = Reporter::new(store, &catalog)?;
     let result = Migrator::new(registry)

@@ -6,6 +6,7 @@ pub mod demo;
 pub mod fence;
 pub mod inspect;
 pub mod migrate;
+pub mod repair;
 pub mod schema;
 pub mod status;
 pub mod verify;

@@ -4,12 +4,15 @@
 use crate::cmd::collections::{read_fence, survey};
 use crate::cmd::verify::catalog_failure;
 use crate::db;
-use crate::exit::{CmdResult, MIGRATION_REQUIRED, OK, UNSUPPORTED};
+use crate::exit::{CmdResult, Failure, MIGRATION_REQUIRED, OK, UNSUPPORTED};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
 use strata::collection::layout::FIRST_COLLECTION_ID;
-use strata::validate::{inspect, TableState, TableStatus};
+use strata::migrate::{check_checkpoint, MigrateError, Registry};
+use strata::validate::{inspect, status_error, TableState, TableStatus};
+use strata::Catalog;
+use strata_store::Store;
 
 /// Arguments of `strata status`.
 #[derive(Debug, clap::Args)]
@@ -52,11 +55,41 @@ pub fn verdict(tables: &[TableStatus]) -> (u8, &'static str) {
     }
 }
 
+/// Every table's state as [`inspect`] finds it from its header, with a table whose
+/// migration checkpoint would stop `strata migrate` (corrupt, outside or past the table,
+/// stale, another step) reported as corrupt — what `status` says, `migrate` does — and
+/// one message per table that does not pass.
+pub(crate) fn inspect_tables(
+    store: &Store,
+    catalog: &Catalog,
+) -> Result<(Vec<TableStatus>, Vec<String>), Failure> {
+    let mut tables = inspect(store, catalog)?;
+    let mut problems = Vec::new();
+    let registry = Registry::certification(catalog);
+    for (s, tm) in tables.iter_mut().zip(registry.tables()) {
+        if !matches!(s.state, TableState::Future | TableState::Corrupt { .. }) {
+            match check_checkpoint(store, tm) {
+                Err(e) if e.is_checkpoint() => {
+                    problems.push(e.to_string());
+                    s.state = TableState::Corrupt {
+                        reason: e.to_string(),
+                    };
+                    continue;
+                }
+                Err(MigrateError::Store { source, .. }) => return Err(source.into()),
+                _ => {}
+            }
+        }
+        problems.extend(status_error(s).map(|e| e.to_string()));
+    }
+    Ok((tables, problems))
+}
+
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let store = db::open_existing(db_path)?;
     let catalog = db::catalog(&store).map_err(catalog_failure)?;
-    let tables = inspect(&store, &catalog)?;
+    let (tables, _) = inspect_tables(&store, &catalog)?;
     let (code, word) = verdict(&tables);
     // Stale rows are a report, not an error: count them for readable collections.
     let fence = read_fence(&store)?;
@@ -92,7 +125,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             MIGRATION_REQUIRED => {
                 "a migration is required: run `strata migrate` (it is resumable and safe to interrupt)".to_string()
             }
-            _ => "this build cannot open the store: future or corrupt schema metadata".to_string(),
+            _ => "this build cannot open the store: future or corrupt schema metadata (`strata repair` lists what it can fix)".to_string(),
         };
         writeln!(out, "\n{summary}")?;
         if !pending.is_empty() {

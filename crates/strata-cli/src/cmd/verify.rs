@@ -9,7 +9,7 @@
 //! records are missing or changed although nothing wrote to that scope through strata.
 
 use crate::cmd::migrate::Reporter;
-use crate::cmd::status::verdict;
+use crate::cmd::status::{inspect_tables, verdict};
 use crate::db;
 use crate::exit::{CmdResult, Failure, ERROR, MIGRATION_REQUIRED, UNSUPPORTED};
 use serde::Serialize;
@@ -20,7 +20,6 @@ use strata::migrate::{verify, VerifyReport};
 use strata::pass::PassLimits;
 use strata::payload::SweepMarker;
 use strata::policy::{Baseline, Fence};
-use strata::validate::{inspect, status_error};
 use strata::{Catalog, CollectionError};
 use strata_store::{manifest, KvRead, Store};
 
@@ -274,13 +273,8 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let store = db::open_existing(db_path)?;
     let catalog = db::catalog(&store).map_err(catalog_failure)?;
     // What `strata status` checks, with its exit codes.
-    let tables = inspect(&store, &catalog)?;
+    let (tables, mut problems) = inspect_tables(&store, &catalog)?;
     let (mut code, mut word) = verdict(&tables);
-    let mut problems: Vec<String> = tables
-        .iter()
-        .filter_map(status_error)
-        .map(|e| e.to_string())
-        .collect();
     let policy = policy_problems(&store, &catalog)?;
     if !policy.is_empty() {
         (code, word) = (UNSUPPORTED, "unsupported");
@@ -307,7 +301,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             }
             writeln!(
                 out,
-                "\nverification failed: future or corrupt metadata (as `strata status` reports); no record was scanned"
+                "\nverification failed: future or corrupt metadata (as `strata status` reports); no record was scanned (`strata repair` lists what it can fix)"
             )?;
         }
         return Ok(code);

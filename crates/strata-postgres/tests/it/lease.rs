@@ -161,3 +161,31 @@ fn a_holder_whose_session_died_is_fenced_off_and_another_takes_over() {
     drop(session);
     drop(taken);
 }
+
+#[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
+fn named_leases_exclude_their_holders_only_and_pass_on_when_released() {
+    use strata_store::NamedLease;
+    let url = require_pg!();
+    let table = scratch_table();
+    let _owner = owner(&url, &table);
+    let a = handle(&url, &table, "0.3");
+    let b = handle(&url, &table, "0.3");
+    let held = NamedLease::acquire(&a, "sweep/docs", "sweeper a", Duration::ZERO).unwrap();
+    let first = held.fencing_token().unwrap();
+    // Another holder of the name is refused, naming the holder…
+    match NamedLease::acquire(&b, "sweep/docs", "sweeper b", Duration::from_millis(200)).unwrap() {
+        NamedLease::Busy { holder } => assert_eq!(holder, "sweeper a"),
+        other => panic!("{other:?}"),
+    }
+    // …another name is not, and neither the store lease nor ordinary writers wait.
+    let other = NamedLease::acquire(&b, "cutover", "coordinator b", Duration::ZERO).unwrap();
+    assert!(matches!(other, NamedLease::Held(_)));
+    b.apply(set("k", "v")).unwrap();
+    let session = ExclusiveSession::acquire(&b, "migrate b", Some(Duration::ZERO)).unwrap();
+    drop(session);
+    // Released: the next holder gets a larger token.
+    drop(held);
+    let next = NamedLease::acquire(&b, "sweep/docs", "sweeper b", Duration::ZERO).unwrap();
+    assert!(next.fencing_token().unwrap() > first, "{next:?}");
+}

@@ -6,11 +6,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod claims;
+mod cluster;
 mod connect;
 mod engine;
 mod faults;
 mod lease;
 mod model;
+mod tls;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};

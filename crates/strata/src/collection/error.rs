@@ -94,7 +94,7 @@ pub enum CollectionError {
         from: i32,
     },
     /// The collection's catalog record or sequence counter is unreadable.
-    #[error("corrupted catalog record `{}` of collection `{collection}`: {reason}; restore it from a backup", escape_key(.key))]
+    #[error("corrupted catalog record `{}`{}: {reason}; restore it from a backup", escape_key(.key), of_collection(.collection))]
     CorruptCatalog {
         /// The collection (empty for the sequence counter).
         collection: String,
@@ -295,6 +295,34 @@ pub enum CollectionError {
         /// The collection.
         collection: String,
     },
+    /// A stored document record (key + value) is larger than the iteration's read budget
+    /// (written by an older build or another tool): the iteration skipped it, reported it
+    /// with this item, and continues with the next document.
+    #[error("document `{}` in collection `{collection}` is {size} bytes (key + value), more than the iteration read budget of {limit} bytes; it was skipped and iteration continues, read it alone with `Collection::get` and store it smaller (at most {} bytes)", esc(.key), crate::collection::MAX_DOCUMENT_BYTES)]
+    OversizeDocument {
+        /// The collection.
+        collection: String,
+        /// The document key (non-UTF-8 bytes replaced).
+        key: String,
+        /// Key length plus value length.
+        size: usize,
+        /// The read budget it exceeded.
+        limit: usize,
+    },
+    /// A write would store a document record (key + value) larger than
+    /// [`MAX_DOCUMENT_BYTES`](crate::collection::MAX_DOCUMENT_BYTES), which a sweep or
+    /// cutover could not read and rewrite under its default budget; nothing was written.
+    #[error("cannot store `{}` in collection `{collection}`: the record would be {size} bytes (key + value), more than the document limit of {limit} bytes (a sweep or cutover reads a document and writes its replacement within one 4 MiB batch); nothing was written, store a smaller document or split it", esc(.key))]
+    DocumentTooLarge {
+        /// The collection.
+        collection: String,
+        /// The document key.
+        key: String,
+        /// Key length plus encoded value length.
+        size: usize,
+        /// The limit ([`MAX_DOCUMENT_BYTES`](crate::collection::MAX_DOCUMENT_BYTES)).
+        limit: usize,
+    },
     /// The store failed.
     #[error("store error in collection `{collection}`")]
     Store {
@@ -391,5 +419,14 @@ impl CollectionError {
             collection: collection.to_string(),
             source,
         }
+    }
+}
+
+/// " of collection `name`", or nothing for the table-id counter (no collection).
+fn of_collection(collection: &str) -> String {
+    if collection.is_empty() {
+        String::new()
+    } else {
+        format!(" of collection `{collection}`")
     }
 }

@@ -96,14 +96,64 @@ pub fn decode_catalog_record(collection: &str, bytes: &[u8]) -> Result<u16, Coll
 
 /// Decodes the sequence counter.
 pub fn decode_seq(bytes: &[u8]) -> Result<u16, CollectionError> {
-    let b: [u8; 2] = bytes
-        .try_into()
-        .map_err(|_| CollectionError::CorruptCatalog {
-            collection: String::new(),
-            key: CATALOG_SEQ_KEY.to_vec(),
-            reason: format!("length {} (expected 2 bytes)", bytes.len()),
-        })?;
+    let b: [u8; 2] = bytes.try_into().map_err(|_| {
+        seq_corrupt(format!(
+            "length {} (expected 2 bytes: the last allocated table id, u16 BE)",
+            bytes.len()
+        ))
+    })?;
     Ok(u16::from_be_bytes(b))
+}
+
+fn seq_corrupt(reason: String) -> CollectionError {
+    CollectionError::CorruptCatalog {
+        collection: String::new(),
+        key: CATALOG_SEQ_KEY.to_vec(),
+        reason,
+    }
+}
+
+/// Decodes one record under `__nx/catalog/`: the key must name a valid collection
+/// (UTF-8, [`check_name`]: not a built-in table) and the value be a valid catalog record.
+/// Returns the collection name and its table id.
+pub fn decode_catalog_entry(key: &[u8], value: &[u8]) -> Result<(String, u16), CollectionError> {
+    let name_bytes = key.strip_prefix(CATALOG_PREFIX).unwrap_or(key);
+    let corrupt = |collection: String, reason: String| CollectionError::CorruptCatalog {
+        collection,
+        key: key.to_vec(),
+        reason,
+    };
+    let name = std::str::from_utf8(name_bytes).map_err(|_| {
+        corrupt(
+            strata_store::escape_key(name_bytes),
+            "the collection name is not UTF-8".into(),
+        )
+    })?;
+    if let Err(CollectionError::InvalidName { reason, .. }) = check_name(name) {
+        return Err(corrupt(
+            name.to_string(),
+            format!("`{name}` is not a valid collection name: {reason}"),
+        ));
+    }
+    let id = decode_catalog_record(name, value)?;
+    Ok((name.to_string(), id))
+}
+
+/// Checks the table-id counter `seq` (the bytes of `__nx/catalog-seq`, if any) against
+/// the highest table id recorded under `__nx/catalog/` (`highest`: the collection and its
+/// id, if any). The counter must decode and be at least that id: a counter behind it, or
+/// missing beside recorded collections, would hand out an id already in use.
+pub fn check_seq(seq: Option<&[u8]>, highest: Option<(&str, u16)>) -> Result<(), CollectionError> {
+    let value = seq.map(decode_seq).transpose()?;
+    match (value, highest) {
+        (None, Some((name, id))) => Err(seq_corrupt(format!(
+            "it is missing although collection `{name}` holds table id {id}, so the next collection would get an id already in use"
+        ))),
+        (Some(v), Some((name, id))) if v < id => Err(seq_corrupt(format!(
+            "it holds {v}, below table id {id} of collection `{name}`, so the next collection would get an id already in use"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Checks a collection name: 1-200 bytes of `A-Z a-z 0-9 _ - .`, not `.` or `..`.

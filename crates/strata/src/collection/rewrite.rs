@@ -11,7 +11,10 @@
 //!    protected fields are restored after it and the version field stamped again;
 //! 5. encode at the current version, behind an envelope whose lock version is bumped when
 //!    a transform changed the document (a cutover is a write) and kept otherwise (an
-//!    upcast is the same document in a newer shape).
+//!    upcast is the same document in a newer shape);
+//! 6. refuse a result that a step or transform grew past
+//!    [`MAX_DOCUMENT_BYTES`](super::MAX_DOCUMENT_BYTES) ([`CollectionError::DocumentTooLarge`]),
+//!    as a write would.
 
 use super::CollectionError;
 use crate::payload::chain::{JsonObject, UpcastFailure, Upcaster, INITIAL_PAYLOAD_VERSION};
@@ -70,6 +73,7 @@ impl RowRewriter<'_> {
         check: impl FnOnce(&Value) -> Result<(), serde_json::Error>,
     ) -> Result<RowRewrite, CollectionError> {
         let full_key = super::layout::doc_key(self.collection, key);
+        let stored_len = bytes.len();
         let (clear, sealed) = crate::seal::unseal_row(
             self.seal.map(|s| s.sealer),
             self.seal.is_some_and(|s| s.strict),
@@ -107,8 +111,21 @@ impl RowRewriter<'_> {
                 source: e,
             })?;
         let version = self.upcast(key, env.payload_version, &mut obj)?;
-        self.finish_as(key, env, version, obj, check, sealed)
-            .map(RowRewrite::Rewrite)
+        let out = self.finish_as(key, env, version, obj, check, sealed)?;
+        // A rewrite never pushes a document past the limit writes obey (one stored
+        // oversize by an older build or another tool may still be rewritten).
+        let size = full_key.len().saturating_add(out.len());
+        if size > super::MAX_DOCUMENT_BYTES
+            && full_key.len().saturating_add(stored_len) <= super::MAX_DOCUMENT_BYTES
+        {
+            return Err(CollectionError::DocumentTooLarge {
+                collection: self.collection.to_string(),
+                key: key.to_string(),
+                size,
+                limit: super::MAX_DOCUMENT_BYTES,
+            });
+        }
+        Ok(RowRewrite::Rewrite(out))
     }
 
     /// Runs the chain on `obj`, stored at `stored`; returns the version reached.

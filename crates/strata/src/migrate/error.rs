@@ -213,6 +213,20 @@ impl MigrateError {
         )
     }
 
+    /// True for a migration checkpoint that stops the migration: corrupt, pointing outside
+    /// or past the table, stale (the table is already current) or for another step.
+    pub fn is_checkpoint(&self) -> bool {
+        matches!(
+            self,
+            MigrateError::CorruptCheckpoint { .. }
+                | MigrateError::CheckpointOutOfPrefix { .. }
+                | MigrateError::StaleCheckpoint { .. }
+                | MigrateError::CheckpointMismatch { .. }
+                | MigrateError::Pass(PassError::CorruptCheckpoint { .. })
+                | MigrateError::Pass(PassError::CheckpointOutOfPrefix { .. })
+        )
+    }
+
     /// True for future or corrupt metadata (exit code 4 of the CLI).
     pub fn is_unsupported_or_corrupt(&self) -> bool {
         matches!(

@@ -46,7 +46,8 @@ use crate::pass::{Pass, PassError, PassLimits, Progress, RawCheckpoint, RecordEr
 use serde::Serialize;
 use std::time::Instant;
 use strata_store::{
-    lease_holder, Batch, ExclusiveSession, KvRead, KvWrite, Manifest, Mutation, Store, StoreError,
+    escape_key, lease_holder, Batch, ExclusiveSession, KvRead, KvWrite, Manifest, Mutation,
+    ScanLimits, Store, StoreError,
 };
 
 /// The operation name of the manifests a migration records
@@ -231,7 +232,7 @@ impl<'a> Migrator<'a> {
         let registry = self.registry.clone();
         // Metadata of every table is checked before anything is written.
         for tm in registry.tables() {
-            precheck_table(store, tm)?;
+            check_checkpoint(store, tm)?;
         }
         for tm in registry.tables() {
             let report = self.migrate_table(store, tm)?;
@@ -346,7 +347,7 @@ impl<'a> Migrator<'a> {
                 });
             };
             let resumed = match &stored_ck {
-                Some(bytes) => precheck_checkpoint(t, step, &ckey, bytes)?,
+                Some(bytes) => precheck_checkpoint(store, t, step, &ckey, bytes)?,
                 None => None,
             };
             self.emit(&MigrationEvent::StepStarted {
@@ -423,9 +424,31 @@ impl<'a> Migrator<'a> {
     }
 }
 
-/// The read-only checks of one table's metadata: header (corrupt, future, too old) and
-/// checkpoint (corrupt, out of prefix, stale, other step).
-fn precheck_table<S: KvRead + ?Sized>(store: &S, tm: &TableMigrations) -> Result<(), MigrateError> {
+/// What a table's migration checkpoint says, as [`check_checkpoint`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CheckpointCheck {
+    /// No checkpoint: nothing in progress.
+    Absent,
+    /// An interrupted step the next migration resumes.
+    Resumable {
+        /// The step's `from` version.
+        from: u16,
+        /// The step's `to` version.
+        to: u16,
+        /// The last processed key it resumes after (`None`: from the beginning).
+        cursor: Option<Vec<u8>>,
+    },
+}
+
+/// The read-only checks a migration runs on one table's metadata before writing anything:
+/// the header (corrupt, future, too old) and the checkpoint (corrupt, out of the table
+/// prefix, past the table's last record, stale, another step). `Ok` says whether a step
+/// is in progress and where it resumes; `Err` is the error the migration would stop with.
+pub fn check_checkpoint<S: KvRead + ?Sized>(
+    store: &S,
+    tm: &TableMigrations,
+) -> Result<CheckpointCheck, MigrateError> {
     let t = tm.table();
     let store_err = |source: StoreError| MigrateError::Store {
         table: t.name().to_string(),
@@ -444,7 +467,7 @@ fn precheck_table<S: KvRead + ?Sized>(store: &S, tm: &TableMigrations) -> Result
     }
     let ckey = checkpoint_key(t.name());
     let Some(bytes) = store.get(&ckey).map_err(store_err)? else {
-        return Ok(());
+        return Ok(CheckpointCheck::Absent);
     };
     if version == t.current_version() {
         return Err(MigrateError::StaleCheckpoint {
@@ -463,7 +486,11 @@ fn precheck_table<S: KvRead + ?Sized>(store: &S, tm: &TableMigrations) -> Result
         });
     }
     match tm.step_from(version) {
-        Some(step) => precheck_checkpoint(t, step, &ckey, &bytes).map(drop),
+        Some(step) => Ok(CheckpointCheck::Resumable {
+            from: step.from(),
+            to: step.to(),
+            cursor: precheck_checkpoint(store, t, step, &ckey, &bytes)?,
+        }),
         None => Err(MigrateError::RegistryGap {
             table: t.name().to_string(),
             missing: version,
@@ -491,8 +518,11 @@ fn read_header(t: &TableDef, bytes: &[u8]) -> Result<u16, MigrateError> {
 }
 
 /// The checks run before every step on an existing checkpoint: it decodes, names this
-/// table, names this step, and its cursor lies inside the table prefix. Returns the cursor.
-fn precheck_checkpoint(
+/// table, names this step, its cursor lies inside the table prefix and not past the
+/// table's last record (a cursor there would make the step validate nothing and write the
+/// header). Returns the cursor.
+fn precheck_checkpoint<S: KvRead + ?Sized>(
+    store: &S,
     t: &TableDef,
     step: &RecordStep,
     key: &[u8],
@@ -530,7 +560,36 @@ fn precheck_checkpoint(
             prefix: t.prefix().to_vec(),
         });
     }
+    let store_err = |source: StoreError| MigrateError::Store {
+        table: t.name().to_string(),
+        source,
+    };
+    if !record_at_or_after(store, t.prefix(), &c.cursor).map_err(store_err)? {
+        return Err(corrupt(format!(
+            "its cursor `{}` lies past the last record of the table (no record at or after it), so resuming would validate nothing",
+            escape_key(&c.cursor)
+        )));
+    }
     Ok(Some(c.cursor))
+}
+
+/// True when a key of `prefix` equal to or greater than `cursor` exists (`cursor` lies
+/// inside `prefix`). Reads no value larger than 1 MiB: a record over that budget is proof
+/// enough.
+fn record_at_or_after<S: KvRead + ?Sized>(
+    store: &S,
+    prefix: &[u8],
+    cursor: &[u8],
+) -> Result<bool, StoreError> {
+    // Every key starting with the cursor is at or after it.
+    if store.prefix_exists(cursor)? {
+        return Ok(true);
+    }
+    match store.scan(prefix, Some(cursor), ScanLimits::new(1, 1 << 20)?) {
+        Ok(page) => Ok(!page.records.is_empty()),
+        Err(StoreError::RecordTooLarge { .. }) => Ok(true),
+        Err(e) => Err(e),
+    }
 }
 
 /// Per-table result of [`verify`].

@@ -138,6 +138,22 @@ pub enum PassError {
         /// The last durable cursor.
         checkpoint: Option<Vec<u8>>,
     },
+    /// The checkpoint value the pass would commit (its codec's encoding of the cursor) is,
+    /// with its key, larger than [`DEFAULT_MAX_BYTES`](crate::pass::DEFAULT_MAX_BYTES): no
+    /// reader could read it back under the default budget, so it is not written.
+    #[error("checkpoint `{}` of table `{table}` would be {size} bytes (key + value), more than the record limit of {limit} bytes; nothing of its batch was written (checkpoint {}), shorten the keys of the table (the cursor is the last key processed)", escape_key(.key), CursorDisplay(.checkpoint.as_deref()))]
+    CheckpointTooLarge {
+        /// The table.
+        table: String,
+        /// The checkpoint key.
+        key: Vec<u8>,
+        /// Key + encoded checkpoint length.
+        size: usize,
+        /// The limit.
+        limit: usize,
+        /// The last durable cursor.
+        checkpoint: Option<Vec<u8>>,
+    },
     /// A generated mutation broke one of the pass rules.
     #[error("the step for record `{}` in table `{table}` touches `{}`: {rule}; nothing of its batch was written (checkpoint {})", escape_key(.key), escape_key(.target), CursorDisplay(.checkpoint.as_deref()))]
     ForbiddenMutation {
@@ -212,6 +228,7 @@ impl PassError {
             PassError::InvalidRecord { checkpoint, .. }
             | PassError::RecordTooLarge { checkpoint, .. }
             | PassError::BatchTooLarge { checkpoint, .. }
+            | PassError::CheckpointTooLarge { checkpoint, .. }
             | PassError::ForbiddenMutation { checkpoint, .. }
             | PassError::Aborted { checkpoint, .. }
             | PassError::Hook { checkpoint, .. }
@@ -229,6 +246,7 @@ impl PassError {
             PassError::InvalidRecord { table, .. }
             | PassError::RecordTooLarge { table, .. }
             | PassError::BatchTooLarge { table, .. }
+            | PassError::CheckpointTooLarge { table, .. }
             | PassError::ForbiddenMutation { table, .. }
             | PassError::CorruptCheckpoint { table, .. }
             | PassError::CheckpointOutOfPrefix { table, .. }

@@ -616,6 +616,18 @@ impl<'a> Pass<'a> {
                         .encode_counted(new_cursor.as_deref().unwrap_or_default(), &counters),
                 )
             };
+            if let Some(v) = &new_value {
+                let size = ck_key.len().saturating_add(v.len());
+                if size > DEFAULT_MAX_BYTES {
+                    return Err(PassError::CheckpointTooLarge {
+                        table: self.table.clone(),
+                        key: ck_key,
+                        size,
+                        limit: DEFAULT_MAX_BYTES,
+                        checkpoint: st.durable_cursor.clone(),
+                    });
+                }
+            }
             if self.dry_run {
                 break (n_mutations, new_value);
             }

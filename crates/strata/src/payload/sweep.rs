@@ -19,6 +19,17 @@
 //! that finds the marker changed means another instance took the lease over: the sweep
 //! stops with "lease lost". An aborted or killed sweep resumes after its cursor.
 //!
+//! Across processes and machines (a store on a shared server, see
+//! [`strata_store::NamedLease`]) the sweep first takes the store's named lease
+//! `sweep/<collection>`: a second sweeper anywhere finds it held and returns "contended"
+//! naming the holder (after waiting up to [`SweepOptions::lease_wait`]). The lease's
+//! fencing token is written into the claimed marker (`token`), so every batch of the
+//! holder, which compare-and-swaps the marker, preconditions on it. The lease ends with
+//! its holder's process, so a sweeper killed mid-run is taken over at once by the next
+//! one, which resumes after the cursor without waiting for the marker's expiry (the
+//! cross-process lease proves the previous runner gone). On backends one process opens at
+//! a time (sled's file lock) the marker's expiry alone decides, as in one process.
+//!
 //! The marker is a hint: per-document payload versions stay the truth, and the lazy read
 //! path never consults it. Its only use is to let a completed sweep skip the scan.
 
@@ -36,7 +47,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use strata_store::{Batch, KvRead, KvWrite, Manifest, Mutation, StoreError};
+use strata_store::{Batch, KvRead, KvWrite, Manifest, Mutation, NamedLease, StoreError};
 
 /// Default rows per batch.
 pub const DEFAULT_BATCH_SIZE: usize = 256;
@@ -60,6 +71,7 @@ pub struct SweepOptions {
     limits: PassLimits,
     abort: Option<AbortCheck>,
     lease_ms: u64,
+    lease_wait: Duration,
     progress_log_ms: u64,
     clock: SharedClock,
 }
@@ -71,6 +83,7 @@ impl fmt::Debug for SweepOptions {
             .field("limits", &self.limits)
             .field("abort", &self.abort.is_some())
             .field("lease_ms", &self.lease_ms)
+            .field("lease_wait", &self.lease_wait)
             .field("progress_log_ms", &self.progress_log_ms)
             .field("clock", &self.clock)
             .finish()
@@ -107,6 +120,7 @@ impl SweepOptions {
             limits: PassLimits::default(),
             abort: None,
             lease_ms: DEFAULT_LEASE_MS,
+            lease_wait: Duration::ZERO,
             progress_log_ms: DEFAULT_PROGRESS_LOG_MS,
             clock: SystemClock::shared(),
         }
@@ -135,6 +149,14 @@ impl SweepOptions {
     /// How long a claimed lease survives without a renewal.
     pub fn lease_ms(mut self, ms: u64) -> Self {
         self.lease_ms = ms;
+        self
+    }
+
+    /// How long to wait for another process's sweep of the collection to end before
+    /// returning [`SweepNote::Contended`] (default zero: one attempt). Only stores shared
+    /// by several processes have such a lease.
+    pub fn lease_wait(mut self, wait: Duration) -> Self {
+        self.lease_wait = wait;
         self
     }
 
@@ -222,6 +244,10 @@ pub struct SweepMarker {
     /// Counters of the in-progress sweep (cumulative over its resumed runs), or of the
     /// last finished one.
     pub counters: SweepCounters,
+    /// The fencing token of the cross-process lease the runner claimed the marker under
+    /// (absent on stores one process opens at a time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<u64>,
 }
 
 fn to_hex(bytes: &[u8]) -> String {
@@ -340,6 +366,11 @@ pub struct SweepReport {
     pub resumed_from: Option<Vec<u8>>,
     /// Why the run ended.
     pub note: SweepNote,
+    /// Who holds the lease when the note is [`SweepNote::Contended`].
+    pub holder: Option<String>,
+    /// The fencing token this run claimed the marker with (stores shared by several
+    /// processes).
+    pub fencing_token: Option<u64>,
 }
 
 impl SweepReport {
@@ -439,7 +470,10 @@ impl CheckpointCodec for MarkerCodec<'_> {
     fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String> {
         let m = SweepMarker::decode("", value).map_err(|e| e.to_string())?;
         let mut g = self.0.lock();
-        if m.runner != g.marker.runner || m.in_progress != Some(self.0.target) {
+        if m.runner != g.marker.runner
+            || m.token != g.marker.token
+            || m.in_progress != Some(self.0.target)
+        {
             g.lease_lost = true;
             return Err("the sweep lease was taken over by another instance".into());
         }
@@ -504,6 +538,8 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             marker_advanced: false,
             resumed_from: None,
             note: SweepNote::NoEagerStep,
+            holder: None,
+            fencing_token: None,
         };
         let Some(target) = report.target_version else {
             return Ok(report);
@@ -523,10 +559,34 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             report.note = SweepNote::AlreadyAt(target);
             return Ok(report);
         }
+        // Across processes: the named lease of this collection's sweep (held until the
+        // sweep returns).
+        let holder = strata_store::lease_holder(&format!(
+            "sweep of `{name}` (runner {})",
+            options.runner_id
+        ));
+        let cross =
+            NamedLease::acquire(store, &format!("sweep/{name}"), &holder, options.lease_wait)
+                .map_err(st)?;
+        let token = match &cross {
+            NamedLease::Busy { holder } => {
+                report.note = SweepNote::Contended;
+                report.holder = Some(holder.clone());
+                return Ok(report);
+            }
+            NamedLease::Held(held) => Some(held.fencing_token()),
+            NamedLease::Local => None,
+        };
         let now = options.clock.now_ms();
         if marker.held_by_other(&options.runner_id, now) {
-            report.note = SweepNote::Contended;
-            return Ok(report);
+            if token.is_none() {
+                report.note = SweepNote::Contended;
+                report.holder = marker.runner.clone();
+                return Ok(report);
+            }
+            // The cross-process lease is ours: the marker's runner is gone (its process
+            // ended and released the lease).
+            tracing::warn!(collection = %name, previous = ?marker.runner, "taking over the sweep of a runner whose process ended before its marker lease expired");
         }
         self.check_guards()?;
         // Claim: the same target resumes its cursor and counters; another target restarts.
@@ -538,6 +598,10 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         claimed.in_progress = Some(target);
         claimed.runner = Some(options.runner_id.clone());
         claimed.lease_expires_ms = now.saturating_add(options.lease_ms);
+        // A fencing token larger than every earlier claim's (the cross-process lease's
+        // when there is one).
+        claimed.token = token.map(|t| t.max(marker.token.map_or(0, |m| m.saturating_add(1))));
+        report.fencing_token = claimed.token;
         let claim = Batch::new()
             .require(key.clone(), stored)
             .set(key.clone(), claimed.encode());
@@ -591,9 +655,12 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     ..
                 }) if k != key => {
                     // Not explained by a changed row (the pass narrowed those away): a
-                    // write guard's key moved. Rerun from the cursor; the batch hook checks
-                    // the guards again.
+                    // write guard's key moved (or the keyring: refresh the keys). Rerun from
+                    // the cursor; the batch hook checks the guards again.
                     conflicts_in_a_row += 1;
+                    if let Err(e) = self.refresh_sealer() {
+                        break Outcome::Failed(e);
+                    }
                     if conflicts_in_a_row > MAX_CONFLICT_RETRIES {
                         break Outcome::Failed(CollectionError::Sweep {
                             collection: name.clone(),
@@ -664,10 +731,15 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         let started = Instant::now();
         let mut last_log = Instant::now();
         let spacing = Duration::from_millis(options.progress_log_ms);
+        // One snapshot of the keys per pass run: every row is sealed with it and every
+        // batch carries its keyring precondition.
+        let sealer = self.sealer_now();
+        let keyring = sealer.as_ref().map(|s| s.keyring_precondition());
         let processor = SweepProcessor {
             coll: self,
             prefix_len: self.inner.prefix.len(),
             last: None,
+            sealer: sealer.clone(),
         };
         let codec = MarkerCodec(shared);
         // Armed while the final batch is tallied and committed: a manifest whose
@@ -688,6 +760,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     .map_err(|e| Box::new(e) as HookError)?;
                 for p in guarded {
                     batch.push_precondition(p);
+                }
+                if let Some(k) = &keyring {
+                    batch.push_precondition(k.clone());
                 }
                 Ok(())
             })
@@ -714,13 +789,20 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
 
     /// Decides what the sweep does with one stored row: the one row rewrite, checking
     /// that the rewritten row binds to the collection's type.
-    fn sweep_row(&self, id: &str, bytes: &[u8]) -> Result<RowAction, CollectionError> {
+    fn sweep_row(
+        &self,
+        id: &str,
+        bytes: &[u8],
+        sealer: Option<&crate::seal::Sealer>,
+    ) -> Result<RowAction, CollectionError> {
         let check = |tree: &serde_json::Value| T::deserialize(tree).map(|_| ());
-        Ok(match self.rewriter(None).rewrite(id, bytes, check)? {
-            RowRewrite::Keep => RowAction::Keep,
-            RowRewrite::Ahead { .. } => RowAction::Ahead,
-            RowRewrite::Rewrite(value) => RowAction::Rewrite(value),
-        })
+        Ok(
+            match self.rewriter(None, sealer).rewrite(id, bytes, check)? {
+                RowRewrite::Keep => RowAction::Keep,
+                RowRewrite::Ahead { .. } => RowAction::Ahead,
+                RowRewrite::Rewrite(value) => RowAction::Rewrite(value),
+            },
+        )
     }
 
     /// Releases this runner's lease (expiry 0), keeping the cursor so the next run
@@ -756,6 +838,7 @@ struct SweepProcessor<'c, T> {
     coll: &'c Collection<T>,
     prefix_len: usize,
     last: Option<RowOutcome>,
+    sealer: Option<crate::seal::Sealer>,
 }
 
 impl<T: Serialize + DeserializeOwned> Processor for SweepProcessor<'_, T> {
@@ -767,7 +850,7 @@ impl<T: Serialize + DeserializeOwned> Processor for SweepProcessor<'_, T> {
                 tracing::warn!(collection = %name, key = %strata_store::escape_key(r.key), "sweep: document key is not UTF-8; row left as is");
                 RowOutcome::Failed
             }
-            Ok(id) => match self.coll.sweep_row(id, r.value) {
+            Ok(id) => match self.coll.sweep_row(id, r.value, self.sealer.as_ref()) {
                 Ok(RowAction::Keep) => RowOutcome::Unchanged,
                 Ok(RowAction::Ahead) => RowOutcome::SkippedAhead,
                 Ok(RowAction::Rewrite(value)) => {

@@ -148,6 +148,39 @@ pub enum SealError {
         /// The generator's own message.
         reason: String,
     },
+    /// A rotation checkpoint (`__nx/rotate/<collection>`) cannot be decoded.
+    #[error("rotation checkpoint `{}` is corrupted: {reason}; delete it and rerun the rotation (it re-scans that collection)", escape_key(.key))]
+    CorruptedCheckpoint {
+        /// The checkpoint's store key.
+        key: Vec<u8>,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Another rotation runner advanced the same checkpoint: two rotations ran at once.
+    #[error("another data-key rotation runner advanced checkpoint `{}` during this run; nothing of this batch was written; let the other runner finish, or rerun once it stopped", escape_key(.checkpoint))]
+    RotationContended {
+        /// The checkpoint's store key.
+        checkpoint: Vec<u8>,
+    },
+    /// The re-sealing pass of a collection failed; the rotation resumes from its
+    /// checkpoint when rerun.
+    #[error("data-key rotation of collection `{collection}` failed; both keys are kept and it resumes from its checkpoint when rerun")]
+    Rotation {
+        /// The collection.
+        collection: String,
+        /// The pass error.
+        #[source]
+        source: Box<crate::pass::PassError>,
+    },
+    /// Sealed records of a collection could not be opened during the rotation, so the
+    /// old key is kept (removing it would make them unreadable for good).
+    #[error("data-key rotation cannot finish: {failed} sealed record(s) of collection `{collection}` failed to open (the log names them); the old key was kept; restore those records from a backup or delete them, then rerun the rotation")]
+    RotationIncomplete {
+        /// The collection.
+        collection: String,
+        /// How many records failed.
+        failed: u64,
+    },
     /// A store error.
     #[error(transparent)]
     Store(#[from] StoreError),

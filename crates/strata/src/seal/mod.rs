@@ -25,19 +25,29 @@
 //! `docs/format.md`, "Sealed documents".
 
 mod cipher;
+mod credential;
 mod document;
 mod error;
 mod keyring;
+mod live;
+mod record;
+mod rotate;
 
 pub use cipher::{
     body_key_id, RecordContext, Sealer, DATA_KEY_LEN, KEY_ID_LEN, NONCE_LEN, SEAL_OVERHEAD, TAG_LEN,
 };
+pub use credential::{Credential, KdfParams, SALT_LEN};
 pub use document::{
     needs_reseal, open_document, peek, seal_document, sealed_header, SEALED_ENVELOPE_FORMAT,
 };
 pub(crate) use document::{seal_clear_row, unseal_row};
 pub use error::SealError;
-pub use keyring::{
-    Credential, EntryInfo, KdfParams, KeyScope, Keyring, KeyringRecord, COLLECTION_KEYRING_PREFIX,
-    DATABASE_KEYRING_KEY, KEYRING_FORMAT, KEYRING_MAGIC, MAX_LABEL_LEN, SALT_LEN, WRAPPED_KEY_LEN,
+pub use keyring::{KeyScope, Keyring, COLLECTION_KEYRING_PREFIX, DATABASE_KEYRING_KEY};
+pub use live::LiveSealer;
+pub use record::{
+    EntryInfo, KeyringRecord, KEYRING_FORMAT, KEYRING_MAGIC, MAX_LABEL_LEN, WRAPPED_KEY_LEN,
+};
+pub use rotate::{
+    rotate_data_key, rotation_checkpoint_key, CollectionRotation, RotateOptions, RotationProgress,
+    RotationReport, ROTATION_CHECKPOINT_PREFIX,
 };

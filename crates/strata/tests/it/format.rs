@@ -134,6 +134,7 @@ fn every_record_kind_reads_its_frozen_format_1_fixture() {
                 skipped_ahead: 1,
                 failed: 0,
             },
+            token: None,
         },
         SweepMarker::encode,
         |b| SweepMarker::decode("acc", b),

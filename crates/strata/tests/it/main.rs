@@ -5,6 +5,7 @@ mod collection;
 mod collection_util;
 mod fence;
 mod format;
+mod limits;
 mod manifest;
 mod migration;
 mod pass;

@@ -372,6 +372,7 @@ fn the_marker_layout_is_documented_json() {
         lease_expires_ms: 5,
         cursor_hex: Some("6162".into()),
         counters: Default::default(),
+        token: None,
     };
     assert_eq!(
         String::from_utf8(m.encode()).unwrap(),

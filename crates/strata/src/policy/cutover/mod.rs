@@ -19,116 +19,29 @@
 //! coordinator killed at any instant — or one that lost its lease — leaves every document
 //! transformed exactly once or not at all, and a rerun resumes after the checkpoint.
 
+mod checkpoint;
+mod rewrite;
+
+pub use checkpoint::{cutover_key, CutoverCheckpoint, CUTOVER_PREFIX};
+
 use super::baseline::baseline_key;
 use super::fence::{Fence, FenceDoc, FenceState, FENCE_KEY};
 use super::gate::{SchemaGate, Verdict};
 use super::presence::list_clients;
 use super::strategy::Transform;
 use super::PolicyError;
-use crate::collection::layout::doc_prefix;
-use crate::collection::rewrite::{RowRewrite, RowRewriter};
-use crate::collection::CollectionError;
-use crate::pass::{
-    CheckpointCodec, HookError, Pass, PassError, PassLimits, RecordError, RecordRef,
-};
+use crate::pass::PassLimits;
 use crate::payload::chain::Upcaster;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
-use strata_store::{Batch, KvRead, KvWrite, Mutation, Precondition};
+use strata_store::{Batch, KvRead, KvWrite};
 
-/// Prefix of cutover checkpoints.
-pub const CUTOVER_PREFIX: &[u8] = crate::keys::CUTOVER_PREFIX;
-/// Magic of a cutover checkpoint.
-pub const CUTOVER_MAGIC: [u8; 4] = *b"NXCU";
 /// Default time the drain barrier waits for live clients.
 pub const DEFAULT_QUIESCE_TIMEOUT_MS: u64 = 30_000;
-const PASS_RETRIES: u32 = 16;
 
 /// The operation name of the manifests a cutover records
 /// (`__nx/manifest/cutover/<collection>`).
 pub const MANIFEST_OPERATION: &str = "cutover";
-
-/// The key of `collection`'s cutover checkpoint.
-pub fn cutover_key(collection: &str) -> Vec<u8> {
-    [CUTOVER_PREFIX, collection.as_bytes()].concat()
-}
-
-/// The cutover checkpoint codec (see the module docs for the bytes).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CutoverCheckpoint {
-    key: Vec<u8>,
-    target_hash: String,
-}
-
-impl CutoverCheckpoint {
-    /// The checkpoint of `collection`'s cutover toward `target_hash`.
-    pub fn new(collection: &str, target_hash: &str) -> Self {
-        CutoverCheckpoint {
-            key: cutover_key(collection),
-            target_hash: target_hash.to_string(),
-        }
-    }
-
-    fn bytes(&self, done: bool, cursor: &[u8]) -> Vec<u8> {
-        let hash = self.target_hash.as_bytes();
-        let mut out = Vec::with_capacity(7 + hash.len() + cursor.len());
-        out.extend_from_slice(&CUTOVER_MAGIC);
-        out.push(1);
-        out.push(u8::from(done));
-        out.push(u8::try_from(hash.len()).unwrap_or(u8::MAX));
-        out.extend_from_slice(&hash[..hash.len().min(255)]);
-        out.extend_from_slice(cursor);
-        out
-    }
-
-    /// Decodes a stored value: `(done, cursor)`.
-    pub fn parse(&self, value: &[u8]) -> Result<(bool, Vec<u8>), String> {
-        if value.len() < 7 || value[..4] != CUTOVER_MAGIC {
-            return Err("not a cutover checkpoint (missing `NXCU` magic)".into());
-        }
-        if value[4] != 1 {
-            return Err(format!(
-                "unsupported cutover checkpoint format {}",
-                value[4]
-            ));
-        }
-        let done = match value[5] {
-            0 => false,
-            1 => true,
-            s => return Err(format!("invalid cutover checkpoint state {s}")),
-        };
-        let n = usize::from(value[6]);
-        let Some(hash) = value.get(7..7 + n) else {
-            return Err("truncated cutover checkpoint".into());
-        };
-        if hash != self.target_hash.as_bytes() {
-            return Err(format!(
-                "the checkpoint belongs to a cutover toward schema {}, not {}; finish or revert that cutover first",
-                String::from_utf8_lossy(hash),
-                self.target_hash
-            ));
-        }
-        Ok((done, value[7 + n..].to_vec()))
-    }
-}
-
-impl CheckpointCodec for CutoverCheckpoint {
-    fn key(&self) -> &[u8] {
-        &self.key
-    }
-    fn encode(&self, cursor: &[u8]) -> Vec<u8> {
-        self.bytes(false, cursor)
-    }
-    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String> {
-        match self.parse(value)? {
-            (false, cursor) => Ok(cursor),
-            (true, _) => Err("the cutover of this collection is already done".into()),
-        }
-    }
-    fn finished(&self) -> Option<Vec<u8>> {
-        Some(self.bytes(true, b""))
-    }
-}
 
 type ProgressFn<'a> = Box<dyn FnMut(&CutoverProgress<'_>) + 'a>;
 
@@ -549,201 +462,6 @@ impl SchemaGate {
         }
     }
 
-    /// Rewrites one collection on the bulk pass, resuming from its checkpoint.
-    fn rewrite_collection(
-        &self,
-        collection: &str,
-        rewrite: &PendingRewrite,
-        options: &mut CutoverOptions<'_>,
-    ) -> Result<CollectionCutover, PolicyError> {
-        let limits = options.limits;
-        let codec = CutoverCheckpoint::new(collection, &rewrite.target.hash);
-        let ck_key = cutover_key(collection);
-        let prefix = doc_prefix(collection);
-        let table_id = match &options.sealer {
-            None => 0,
-            Some(_) => match self
-                .store()
-                .get(&crate::collection::layout::catalog_key(collection))
-                .map_err(|e| PolicyError::store(collection.as_bytes(), e))?
-            {
-                Some(b) => {
-                    crate::collection::layout::decode_catalog_record(collection, &b).unwrap_or(0)
-                }
-                None => 0,
-            },
-        };
-        let rewriter = RowRewriter {
-            collection,
-            upcaster: &rewrite.upcaster,
-            transform: Some(&rewrite.transform),
-            seal: options
-                .sealer
-                .as_ref()
-                .map(|sealer| crate::collection::rewrite::RowSeal {
-                    sealer,
-                    table_id,
-                    strict: false,
-                }),
-        };
-        let mut records = 0;
-        let mut resumed_from = None;
-        // Rows written by a newer build: left byte-identical, reported (a set: a batch
-        // retried after a conflict meets its rows again).
-        let mut ahead: BTreeSet<String> = BTreeSet::new();
-        for attempt in 0..PASS_RETRIES {
-            if let Some(v) = self
-                .store()
-                .get(&ck_key)
-                .map_err(|e| PolicyError::store(&ck_key, e))?
-            {
-                if let Ok((true, _)) = codec.parse(&v) {
-                    return Ok(CollectionCutover::new(
-                        collection,
-                        records,
-                        resumed_from,
-                        ahead,
-                    ));
-                }
-            }
-            let lease = self.config().lease();
-            let store = self.store();
-            let hook =
-                |batch: &mut Batch, _: &crate::pass::BatchInfo<'_>| -> Result<(), HookError> {
-                    let (cur, raw) = Fence::read_raw(store)?;
-                    if !self.owns(&cur) || cur.state != FenceState::Migrating {
-                        return Err(Box::new(lease_lost(&cur)));
-                    }
-                    let mut next = cur.clone();
-                    next.lease_until_ms = self.clock().now_ms().saturating_add(lease);
-                    match raw {
-                        Some(raw) => batch.push_precondition(Precondition::Equals {
-                            key: FENCE_KEY.to_vec(),
-                            value: raw,
-                        }),
-                        None => batch.push_precondition(Precondition::Absent {
-                            key: FENCE_KEY.to_vec(),
-                        }),
-                    }
-                    batch.push(Mutation::Set {
-                        key: FENCE_KEY.to_vec(),
-                        value: next.encode(),
-                    });
-                    Ok(())
-                };
-            let ahead_rows = &mut ahead;
-            let processor = |r: &RecordRef<'_>,
-                             out: &mut Vec<Mutation>|
-             -> Result<(), RecordError> {
-                let suffix = r.key.get(prefix.len()..).unwrap_or_default();
-                let Ok(id) = std::str::from_utf8(suffix) else {
-                    return Err(RecordError::new("the document key is not UTF-8"));
-                };
-                match rewriter.rewrite(id, r.value, |_| Ok(())) {
-                    Ok(RowRewrite::Rewrite(value)) => out.push(r.replace(value)),
-                    Ok(RowRewrite::Keep) => {}
-                    Ok(RowRewrite::Ahead { stored }) => {
-                        if ahead_rows.insert(id.to_string()) {
-                            tracing::warn!(collection, key = %strata_store::escape_key(suffix), stored, "cutover: row written by a newer build left unchanged");
-                        }
-                    }
-                    Err(CollectionError::Transform { reason, .. }) => {
-                        return Err(RecordError::new(reason))
-                    }
-                    Err(e) => return Err(RecordError::new(e.to_string())),
-                }
-                Ok(())
-            };
-            let progress = options.progress.as_mut();
-            let abort = options.abort.as_mut();
-            let mut pass = Pass::new(collection, doc_prefix(collection), &codec)
-                .limits(limits)
-                .on_batch(hook);
-            if let Some(a) = abort {
-                pass = pass.abort_when(a);
-            }
-            if let Some(f) = progress {
-                pass = pass.on_progress(move |p: &crate::pass::Progress<'_>| {
-                    f(&CutoverProgress {
-                        collection,
-                        records: p.records,
-                        batches: p.batches,
-                        done: p.done,
-                    })
-                });
-            }
-            let result = pass.run(store, processor);
-            match result {
-                Ok(report) => {
-                    records += report.records;
-                    if attempt == 0 {
-                        resumed_from = report.resumed_from;
-                    }
-                    return Ok(CollectionCutover::new(
-                        collection,
-                        records,
-                        resumed_from,
-                        ahead,
-                    ));
-                }
-                Err(PassError::Hook {
-                    source,
-                    table,
-                    checkpoint,
-                }) => {
-                    return Err(match source.downcast::<PolicyError>() {
-                        Ok(e) => *e,
-                        // Kept as the source, not flattened into a string.
-                        Err(source) => PolicyError::Pass {
-                            collection: collection.to_string(),
-                            source: Box::new(PassError::Hook {
-                                table,
-                                checkpoint,
-                                source,
-                            }),
-                        },
-                    });
-                }
-                Err(PassError::Aborted { .. }) => {
-                    return Err(PolicyError::Aborted {
-                        state: FenceState::Migrating,
-                    })
-                }
-                Err(PassError::InvalidRecord { key, reason, .. }) => {
-                    return Err(PolicyError::Transform {
-                        collection: collection.to_string(),
-                        key,
-                        reason,
-                    })
-                }
-                Err(PassError::Store { source, .. }) if source.is_conflict() => {
-                    // The fence changed between the hook's read and the commit (a pending
-                    // registration, a heartbeat-free update): retry from the checkpoint
-                    // while this handle still owns the lease.
-                    let cur = Fence::read(self.store())?;
-                    if !self.owns(&cur) || cur.state != FenceState::Migrating {
-                        return Err(lease_lost(&cur));
-                    }
-                    tracing::debug!(
-                        collection,
-                        "fence changed under the cutover batch; resuming"
-                    );
-                    continue;
-                }
-                Err(source) => {
-                    return Err(PolicyError::Pass {
-                        collection: collection.to_string(),
-                        source: Box::new(source),
-                    })
-                }
-            }
-        }
-        Err(PolicyError::Contended {
-            key: FENCE_KEY.to_vec(),
-            attempts: PASS_RETRIES,
-        })
-    }
-
     /// Migrating → complete: bumps the generation once, replaces the migrated
     /// collections' baselines, drops their checkpoints and pending entries — atomically.
     fn complete(
@@ -786,7 +504,7 @@ impl SchemaGate {
             // whose collection a (non-fenced) writer touched meanwhile is not recorded.
             let mut armed = Vec::with_capacity(migrated.len());
             for collection in migrated.keys() {
-                let prefix = doc_prefix(collection);
+                let prefix = crate::collection::layout::doc_prefix(collection);
                 armed.push(self.store().arm_manifest_scope(&prefix));
                 strata_store::Manifest::record(
                     self.store(),
@@ -809,23 +527,5 @@ impl SchemaGate {
             key: FENCE_KEY.to_vec(),
             attempts: super::fence::CAS_ATTEMPTS,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn checkpoint_bytes_roundtrip() {
-        let c = CutoverCheckpoint::new("inv", "ab12");
-        let v = c.encode(b"__nx/doc/inv/k");
-        assert_eq!(v, b"NXCU\x01\x00\x04ab12__nx/doc/inv/k".to_vec());
-        assert_eq!(c.decode(&v).unwrap(), b"__nx/doc/inv/k".to_vec());
-        assert_eq!(c.finished().unwrap(), b"NXCU\x01\x01\x04ab12".to_vec());
-        assert!(c.decode(&c.finished().unwrap()).is_err());
-        let other = CutoverCheckpoint::new("inv", "ffff");
-        assert!(other.decode(&v).unwrap_err().contains("toward schema ab12"));
-        assert!(c.decode(b"NXMG\x01").is_err());
     }
 }

@@ -1,0 +1,344 @@
+//! [`Admin`]: the `strata` command line embedded in an application's own binary, with
+//! the subcommands that need the application's types.
+
+mod cutover;
+mod schema;
+mod sweep;
+
+use crate::cli;
+use crate::exit::{CmdResult, Failure};
+use clap::{ArgMatches, Args as _, FromArgMatches as _};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use strata::payload::{SweepOptions, SweepReport};
+use strata::{Collection, CollectionError, CollectionOptions, Database};
+
+/// The operations the admin needs from a typed collection.
+trait AdminCollection {
+    fn sweep(&self, options: SweepOptions) -> Result<SweepReport, CollectionError>;
+    /// Reads one document through the upcast chain (nothing is written when the options
+    /// have no read-repair).
+    fn read(&self, id: &str) -> Result<(), CollectionError>;
+    /// True when `doc` deserializes into the collection's type.
+    fn binds(&self, doc: serde_json::Value) -> Result<(), String>;
+}
+
+impl<T: Serialize + DeserializeOwned> AdminCollection for Collection<T> {
+    fn sweep(&self, options: SweepOptions) -> Result<SweepReport, CollectionError> {
+        Collection::sweep(self, options)
+    }
+
+    fn read(&self, id: &str) -> Result<(), CollectionError> {
+        self.get(id).map(|_| ())
+    }
+
+    fn binds(&self, doc: serde_json::Value) -> Result<(), String> {
+        serde_json::from_value::<T>(doc)
+            .map(|_| ())
+            .map_err(|e| format!("does not bind to the collection's type: {e}"))
+    }
+}
+
+type Opener = Arc<
+    dyn Fn(&Database, &str, CollectionOptions) -> Result<Box<dyn AdminCollection>, CollectionError>
+        + Send
+        + Sync,
+>;
+
+/// One collection the application registered.
+struct Registered {
+    name: String,
+    options: CollectionOptions,
+    open: Opener,
+}
+
+impl Registered {
+    /// The payload version the collection's chain reaches (1 + its steps).
+    fn current_version(&self) -> i32 {
+        self.options
+            .steps()
+            .iter()
+            .map(|s| s.to())
+            .max()
+            .unwrap_or(strata::payload::INITIAL_PAYLOAD_VERSION)
+    }
+}
+
+/// The `strata` command line embedded in an application's binary, the way sqlx and
+/// refinery embed migrations: every `strata` subcommand, plus the ones that need the
+/// application's types and upcast chains:
+///
+/// * `sweep <collection> [--dry-run] [--batch-size N] [--json]` — the eager sweep with the
+///   collection's chain (leased, resumable after an interruption, progress on stderr);
+///   `--dry-run` reads every stale row through the chain and names the ones that fail,
+///   writing nothing. Exit 0 complete (or nothing to do), 1 failed rows or a live lease
+///   held by another runner.
+/// * `cutover [--json]` — runs the pending coordinated cutover with the transforms the
+///   collections declare. Exit 0 done or nothing pending, 1 error.
+/// * `schema check [<collection>…] [--json]` — compares each collection's current JSON
+///   Schema (from its [`SchemaOptions`]) with the stored baseline under its strategies,
+///   writing nothing: exit 0 compatible (or a cutover the strategies plan), 6 rejected —
+///   the CI gate to run before deploying.
+///
+/// ```no_run
+/// use strata::{CollectionOptions, SchemaOptions};
+/// use strata::payload::Mode;
+///
+/// #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+/// struct Account { id: String, balance_cents: i64 }
+///
+/// fn main() -> std::process::ExitCode {
+///     strata_cli::Admin::new()
+///         .name("bank-admin")
+///         .database("./bank-data")
+///         .collection::<Account>(
+///             "accounts",
+///             CollectionOptions::new()
+///                 .identity_fields(["id"])
+///                 .upcast(1, Mode::Eager, |obj| {
+///                     let dollars = obj.remove("balance").and_then(|v| v.as_i64()).unwrap_or(0);
+///                     obj.insert("balance_cents".into(), (dollars * 100).into());
+///                     Ok(())
+///                 })
+///                 .schema(SchemaOptions::of::<Account>().strategy(strata::policy::additive_only())),
+///         )
+///         .run()
+/// }
+/// ```
+pub struct Admin {
+    name: String,
+    db: Option<PathBuf>,
+    collections: Vec<Registered>,
+}
+
+impl Default for Admin {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Admin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.collections.iter().map(|c| c.name.as_str()).collect();
+        f.debug_struct("Admin")
+            .field("name", &self.name)
+            .field("db", &self.db)
+            .field("collections", &names)
+            .finish()
+    }
+}
+
+impl Admin {
+    /// The plain `strata` command line (no collections, `--db` defaults to
+    /// `./strata-data`).
+    pub fn new() -> Self {
+        Admin {
+            name: "strata".into(),
+            db: None,
+            collections: Vec::new(),
+        }
+    }
+
+    /// The program name shown in help and usage (default `strata`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The application's datastore: the default of `--db` (a path, `redb:PATH`,
+    /// `sled:PATH` or a `postgres://` URL).
+    pub fn database(mut self, db: impl Into<PathBuf>) -> Self {
+        self.db = Some(db.into());
+        self
+    }
+
+    /// Registers a collection with the options the application opens it with (its upcast
+    /// chain, identity fields, schema options): `sweep`, `cutover` and `schema check` use
+    /// them. The names are not checked here; a bad name fails the command that opens it.
+    pub fn collection<T>(mut self, name: impl Into<String>, options: CollectionOptions) -> Self
+    where
+        T: Serialize + DeserializeOwned + 'static,
+    {
+        let open: Opener = Arc::new(|db: &Database, name: &str, options: CollectionOptions| {
+            db.collection::<T>(name, options)
+                .map(|c| Box::new(c) as Box<dyn AdminCollection>)
+        });
+        self.collections.push(Registered {
+            name: name.into(),
+            options,
+            open,
+        });
+        self
+    }
+
+    /// Parses the process arguments and runs the command; returns the exit code.
+    pub fn run(self) -> ExitCode {
+        self.run_from(std::env::args_os())
+    }
+
+    /// Like [`Admin::run`] with explicit arguments (the program name first).
+    pub fn run_from<I, S>(self, args: I) -> ExitCode
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        let ext = Extension { admin: self };
+        cli::run(args, Some(&ext))
+    }
+}
+
+/// What [`Admin`] adds to the generic command line.
+pub(crate) struct Extension {
+    admin: Admin,
+}
+
+/// Arguments of `sweep`.
+#[derive(Debug, clap::Args)]
+struct SweepArgs {
+    /// The collection (one the application registered).
+    collection: String,
+    /// Read every stale row through the upcast chain and name the ones that fail; write
+    /// nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Rows per batch.
+    #[arg(long, value_name = "N", default_value = "256", value_parser = crate::size::parse_nonzero)]
+    batch_size: usize,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `cutover`.
+#[derive(Debug, clap::Args)]
+struct CutoverArgs {
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `schema check`.
+#[derive(Debug, clap::Args)]
+struct CheckArgs {
+    /// The collections to check (default: every registered collection with a schema).
+    collections: Vec<String>,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `schema plan`.
+#[derive(Debug, clap::Args)]
+struct PlanArgs {
+    /// The collection (one the application registered).
+    collection: String,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+impl Extension {
+    /// Adds the typed subcommands (when collections are registered) and the default
+    /// `--db`.
+    pub(crate) fn augment(&self, mut command: clap::Command) -> clap::Command {
+        if self.admin.name != "strata" {
+            command = command
+                .name(self.admin.name.clone())
+                .bin_name(self.admin.name.clone())
+                .about(format!(
+                    "{}: the strata command line over this application's datastore and collections",
+                    self.admin.name
+                ));
+        }
+        if let Some(db) = &self.admin.db {
+            let db = db.clone().into_os_string();
+            command = command.mut_arg("db", |a| a.default_value(db));
+        }
+        if self.admin.collections.is_empty() {
+            return command;
+        }
+        command
+            .subcommand(SweepArgs::augment_args(clap::Command::new("sweep")).about(
+                "Run a collection's eager sweep with its upcast chain (resumable; --dry-run writes nothing)",
+            ))
+            .subcommand(CutoverArgs::augment_args(clap::Command::new("cutover")).about(
+                "Run the pending coordinated cutover with the collections' transforms",
+            ))
+            .mut_subcommand("schema", |s| {
+                s.subcommand(CheckArgs::augment_args(clap::Command::new("check")).about(
+                    "Compare each collection's current JSON Schema with the stored baseline under its strategies (exit 0 ok, 6 rejected; read-only)",
+                ))
+                .subcommand(PlanArgs::augment_args(clap::Command::new("plan")).about(
+                    "Preview this build on the real store without writing: rows per payload version, rows that would fail (key and reason), breaks the data settles, expected sweep or cutover work (exit 0, 1 failing rows, 6 rejected)",
+                ))
+            })
+    }
+
+    /// Runs a typed subcommand; `None` for a generic one.
+    pub(crate) fn dispatch(&self, matches: &ArgMatches, db: &Path) -> Option<CmdResult> {
+        let usage = |e: clap::Error| Failure::with_code(crate::exit::USAGE, e.to_string());
+        match matches.subcommand() {
+            Some(("sweep", m)) => Some(
+                SweepArgs::from_arg_matches(m)
+                    .map_err(usage)
+                    .and_then(|a| self.sweep(db, a)),
+            ),
+            Some(("collections", m)) => Some(
+                crate::cmd::collections::Args::from_arg_matches(m)
+                    .map_err(usage)
+                    .and_then(|a| {
+                        let code = self
+                            .admin
+                            .collections
+                            .iter()
+                            .map(|c| (c.name.clone(), c.current_version()))
+                            .collect();
+                        crate::cmd::collections::run_with(db, a, &code)
+                    }),
+            ),
+            Some(("cutover", m)) => Some(
+                CutoverArgs::from_arg_matches(m)
+                    .map_err(usage)
+                    .and_then(|a| self.cutover(db, a)),
+            ),
+            Some(("schema", s)) => match s.subcommand() {
+                Some(("check", m)) => Some(
+                    CheckArgs::from_arg_matches(m)
+                        .map_err(usage)
+                        .and_then(|a| self.schema_check(db, a)),
+                ),
+                Some(("plan", m)) => Some(
+                    PlanArgs::from_arg_matches(m)
+                        .map_err(usage)
+                        .and_then(|a| self.schema_plan(db, a)),
+                ),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    fn registered(&self, name: &str) -> Result<&Registered, Failure> {
+        self.admin
+            .collections
+            .iter()
+            .find(|c| c.name == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = self
+                    .admin
+                    .collections
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect();
+                Failure::error(format!(
+                    "`{name}` is not a collection of this application; registered: {}",
+                    names.join(", ")
+                ))
+            })
+    }
+}

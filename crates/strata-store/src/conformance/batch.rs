@@ -1,0 +1,270 @@
+//! Batches: atomicity, preconditions, duplicate keys, deletes of absent keys, `flush`.
+
+use super::{
+    dump, each_write_path, expect_conflict, fixture, k, keys, put, put_all, scan, unbounded,
+};
+use crate::{Batch, ConflictReason, KvWrite, Store, StoreError};
+use std::path::Path;
+
+/// A batch of sets and deletes is applied as a whole (plain and with preconditions).
+pub fn atomic_batch<F: Fn(&Path) -> Store>(factory: F) {
+    let fx = fixture(&factory);
+    each_write_path(&fx.store, |w, r, ns| {
+        put_all(
+            w,
+            &[(k(ns, b"a"), b"1".to_vec()), (k(ns, b"b"), b"2".to_vec())],
+        );
+        w.apply(
+            Batch::new()
+                .set(k(ns, b"a"), b"10".to_vec())
+                .delete(k(ns, b"b"))
+                .set(k(ns, b"c"), b"3".to_vec()),
+        )
+        .unwrap();
+        assert_eq!(r.get(&k(ns, b"a")).unwrap(), Some(b"10".to_vec()));
+        assert_eq!(r.get(&k(ns, b"b")).unwrap(), None);
+        assert_eq!(r.get(&k(ns, b"c")).unwrap(), Some(b"3".to_vec()));
+        // The same through the conditional path.
+        w.apply(
+            Batch::new()
+                .require_eq(k(ns, b"a"), b"10".to_vec())
+                .delete(k(ns, b"a"))
+                .set(k(ns, b"d"), b"4".to_vec())
+                .set(k(ns, b"c"), b"30".to_vec()),
+        )
+        .unwrap();
+        let page = scan(r, ns, None, unbounded());
+        assert_eq!(keys(&page), vec![k(ns, b"c"), k(ns, b"d")]);
+        assert_eq!(page.records[0].value, b"30");
+        assert_eq!(page.records[1].value, b"4");
+        // An empty batch is a no-op.
+        w.apply(Batch::new()).unwrap();
+        assert_eq!(scan(r, ns, None, unbounded()), page);
+    });
+}
+
+/// `require_eq` passes when the key holds exactly the value; fails with `Changed` when it
+/// holds another and `Missing` when it is absent.
+pub fn precondition_equals<F: Fn(&Path) -> Store>(factory: F) {
+    let fx = fixture(&factory);
+    each_write_path(&fx.store, |w, r, ns| {
+        let key = k(ns, b"cas");
+        put(w, &key, b"v1");
+        // Compare-and-swap succeeds.
+        w.apply(
+            Batch::new()
+                .require_eq(key.clone(), b"v1".to_vec())
+                .set(key.clone(), b"v2".to_vec()),
+        )
+        .unwrap();
+        assert_eq!(r.get(&key).unwrap(), Some(b"v2".to_vec()));
+        // A stale compare-and-swap fails and writes nothing.
+        expect_conflict(
+            w.apply(
+                Batch::new()
+                    .require_eq(key.clone(), b"v1".to_vec())
+                    .set(key.clone(), b"v3".to_vec()),
+            ),
+            &key,
+            ConflictReason::Changed,
+        );
+        assert_eq!(r.get(&key).unwrap(), Some(b"v2".to_vec()));
+        // A value that is a prefix of the current one is not equal.
+        expect_conflict(
+            w.apply(Batch::new().require_eq(key.clone(), b"v".to_vec())),
+            &key,
+            ConflictReason::Changed,
+        );
+        // An empty expected value does not match an absent key.
+        let missing = k(ns, b"missing");
+        expect_conflict(
+            w.apply(
+                Batch::new()
+                    .require_eq(missing.clone(), Vec::new())
+                    .set(missing.clone(), b"x".to_vec()),
+            ),
+            &missing,
+            ConflictReason::Missing,
+        );
+        assert_eq!(r.get(&missing).unwrap(), None);
+        // ... but does match a present empty value.
+        put(w, &missing, b"");
+        w.apply(
+            Batch::new()
+                .require(missing.clone(), Some(Vec::new()))
+                .set(missing.clone(), b"x".to_vec()),
+        )
+        .unwrap();
+        assert_eq!(r.get(&missing).unwrap(), Some(b"x".to_vec()));
+        // A precondition on one key guarding writes to others (optimistic locking).
+        let other = k(ns, b"other");
+        w.apply(
+            Batch::new()
+                .require_eq(key.clone(), b"v2".to_vec())
+                .set(other.clone(), b"guarded".to_vec()),
+        )
+        .unwrap();
+        assert_eq!(r.get(&other).unwrap(), Some(b"guarded".to_vec()));
+        assert_eq!(r.get(&key).unwrap(), Some(b"v2".to_vec()));
+    });
+}
+
+/// `require_absent` passes when the key is absent and fails with `Present` otherwise
+/// (also when it holds an empty value).
+pub fn precondition_absent<F: Fn(&Path) -> Store>(factory: F) {
+    let fx = fixture(&factory);
+    each_write_path(&fx.store, |w, r, ns| {
+        let key = k(ns, b"claim");
+        w.apply(
+            Batch::new()
+                .require_absent(key.clone())
+                .set(key.clone(), b"first".to_vec()),
+        )
+        .unwrap();
+        assert_eq!(r.get(&key).unwrap(), Some(b"first".to_vec()));
+        expect_conflict(
+            w.apply(
+                Batch::new()
+                    .require(key.clone(), None)
+                    .set(key.clone(), b"second".to_vec()),
+            ),
+            &key,
+            ConflictReason::Present,
+        );
+        assert_eq!(r.get(&key).unwrap(), Some(b"first".to_vec()));
+        let empty = k(ns, b"empty");
+        put(w, &empty, b"");
+        expect_conflict(
+            w.apply(Batch::new().require_absent(empty.clone())),
+            &empty,
+            ConflictReason::Present,
+        );
+        // After a delete the key is absent again.
+        w.apply(Batch::new().delete(key.clone())).unwrap();
+        w.apply(
+            Batch::new()
+                .require_absent(key.clone())
+                .set(key.clone(), b"again".to_vec()),
+        )
+        .unwrap();
+        assert_eq!(r.get(&key).unwrap(), Some(b"again".to_vec()));
+        // A precondition-only batch that holds writes nothing and succeeds.
+        w.apply(Batch::new().require_absent(k(ns, b"nobody")))
+            .unwrap();
+        assert_eq!(r.get(&k(ns, b"nobody")).unwrap(), None);
+    });
+}
+
+/// A batch whose precondition fails writes nothing at all — not the mutations added
+/// before the precondition, not those after — and names the failing key and reason.
+pub fn failed_precondition_writes_nothing<F: Fn(&Path) -> Store>(factory: F) {
+    let fx = fixture(&factory);
+    each_write_path(&fx.store, |w, r, ns| {
+        put_all(
+            w,
+            &[
+                (k(ns, b"a"), b"1".to_vec()),
+                (k(ns, b"b"), b"2".to_vec()),
+                (k(ns, b"guard"), b"g1".to_vec()),
+            ],
+        );
+        let before = dump(r);
+        let mut batch = Batch::new()
+            .set(k(ns, b"a"), b"changed".to_vec())
+            .delete(k(ns, b"b"))
+            .set(k(ns, b"new"), b"n".to_vec());
+        // The first precondition holds, the second does not.
+        batch.push_precondition(crate::Precondition::Absent {
+            key: k(ns, b"free"),
+        });
+        batch.push_precondition(crate::Precondition::Equals {
+            key: k(ns, b"guard"),
+            value: b"g0".to_vec(),
+        });
+        let batch = batch.set(k(ns, b"later"), b"l".to_vec());
+        expect_conflict(w.apply(batch), &k(ns, b"guard"), ConflictReason::Changed);
+        assert_eq!(dump(r), before, "a failed batch changed the store");
+
+        // The first failing precondition (in order) is the one reported.
+        let result = w.apply(
+            Batch::new()
+                .require_absent(k(ns, b"a"))
+                .require_absent(k(ns, b"b"))
+                .set(k(ns, b"x"), b"x".to_vec()),
+        );
+        expect_conflict(result, &k(ns, b"a"), ConflictReason::Present);
+        assert_eq!(dump(r), before);
+    });
+}
+
+/// A batch that writes one key twice is refused with `DuplicateKey` and writes nothing.
+pub fn duplicate_key_rejected<F: Fn(&Path) -> Store>(factory: F) {
+    let fx = fixture(&factory);
+    each_write_path(&fx.store, |w, r, ns| {
+        put(w, &k(ns, b"d"), b"0");
+        let before = dump(r);
+        let dup = k(ns, b"d");
+        let batches = [
+            Batch::new()
+                .set(k(ns, b"first"), b"1".to_vec())
+                .set(dup.clone(), b"1".to_vec())
+                .set(dup.clone(), b"2".to_vec()),
+            Batch::new()
+                .set(dup.clone(), b"1".to_vec())
+                .delete(dup.clone())
+                .set(k(ns, b"last"), b"1".to_vec()),
+            Batch::new().delete(dup.clone()).delete(dup.clone()),
+            // Through the conditional path too (with a precondition that holds).
+            Batch::new()
+                .require_eq(dup.clone(), b"0".to_vec())
+                .set(k(ns, b"first"), b"1".to_vec())
+                .set(dup.clone(), b"1".to_vec())
+                .delete(dup.clone()),
+        ];
+        for batch in batches {
+            match w.apply(batch) {
+                Err(StoreError::DuplicateKey { key }) => assert_eq!(key, dup),
+                other => panic!("expected DuplicateKey, got {other:?}"),
+            }
+            assert_eq!(dump(r), before, "a refused batch changed the store");
+        }
+        // A precondition and a mutation on the same key are not duplicates.
+        w.apply(
+            Batch::new()
+                .require_eq(dup.clone(), b"0".to_vec())
+                .set(dup.clone(), b"1".to_vec()),
+        )
+        .unwrap();
+        assert_eq!(r.get(&dup).unwrap(), Some(b"1".to_vec()));
+    });
+}
+
+/// Deleting an absent key is not an error (plain and conditional batches).
+pub fn delete_absent_ok<F: Fn(&Path) -> Store>(factory: F) {
+    let fx = fixture(&factory);
+    each_write_path(&fx.store, |w, r, ns| {
+        w.apply(Batch::new().delete(k(ns, b"never"))).unwrap();
+        w.apply(
+            Batch::new()
+                .require_absent(k(ns, b"never"))
+                .delete(k(ns, b"never"))
+                .set(k(ns, b"x"), b"1".to_vec()),
+        )
+        .unwrap();
+        assert_eq!(r.get(&k(ns, b"never")).unwrap(), None);
+        assert_eq!(r.get(&k(ns, b"x")).unwrap(), Some(b"1".to_vec()));
+        assert!(!r.prefix_exists(&k(ns, b"never")).unwrap());
+    });
+}
+
+/// `flush` succeeds on an empty store, after writes, and through a lease; data stays.
+pub fn flush<F: Fn(&Path) -> Store>(factory: F) {
+    let fx = fixture(&factory);
+    fx.store.flush().unwrap();
+    each_write_path(&fx.store, |w, r, ns| {
+        put(w, &k(ns, b"f"), b"durable");
+        w.flush().unwrap();
+        w.flush().unwrap();
+        assert_eq!(r.get(&k(ns, b"f")).unwrap(), Some(b"durable".to_vec()));
+    });
+}

@@ -1,0 +1,172 @@
+//! The one write path: put, insert, update and delete.
+
+use super::{Collection, CollectionError, Expect};
+use crate::payload::envelope::Envelope;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use strata_store::{Batch, KvWrite};
+
+/// How many times a write re-reads and retries after losing a compare-and-swap race.
+const MAX_WRITE_ATTEMPTS: usize = 64;
+
+impl<T: Serialize + DeserializeOwned> Collection<T> {
+    /// Writes a document unconditionally (last writer wins); returns its new lock
+    /// version. Refused when the stored document was written by a newer build.
+    pub fn put(&self, key: &str, value: &T) -> Result<u64, CollectionError> {
+        self.write(key, Some(value), Expect::Any)
+            .map(|v| v.unwrap_or(0))
+    }
+
+    /// Creates a document that must not exist yet; returns its lock version (1).
+    pub fn insert(&self, key: &str, value: &T) -> Result<u64, CollectionError> {
+        self.write(key, Some(value), Expect::Absent)
+            .map(|v| v.unwrap_or(0))
+    }
+
+    /// Replaces a document only if it still has `expected_lock`; otherwise fails with
+    /// [`CollectionError::Conflict`] and writes nothing. Returns the new lock version.
+    pub fn update(&self, key: &str, value: &T, expected_lock: u64) -> Result<u64, CollectionError> {
+        self.write(key, Some(value), Expect::Lock(expected_lock))
+            .map(|v| v.unwrap_or(0))
+    }
+
+    /// Deletes a document; returns whether it existed.
+    pub fn delete(&self, key: &str) -> Result<bool, CollectionError> {
+        self.write(key, None, Expect::Any).map(|v| v.is_some())
+    }
+
+    /// Deletes a document only if it still has `expected_lock`.
+    pub fn delete_if(&self, key: &str, expected_lock: u64) -> Result<(), CollectionError> {
+        self.write(key, None, Expect::Lock(expected_lock))
+            .map(|_| ())
+    }
+
+    /// The one write path. Returns the new lock version of a set, or (for a delete) the
+    /// lock version the deleted document had (`None`: nothing to delete).
+    fn write(
+        &self,
+        key: &str,
+        value: Option<&T>,
+        expect: Expect,
+    ) -> Result<Option<u64>, CollectionError> {
+        self.check_key(key)?;
+        let json = match value {
+            Some(v) => Some(self.encode_json(key, v)?),
+            None => None,
+        };
+        let full = self.key_of(key);
+        let mut found = None;
+        for _ in 0..MAX_WRITE_ATTEMPTS {
+            // Re-checked on every attempt: a conflict may mean the guard's state changed.
+            let guarded = self.check_guards()?;
+            // One snapshot of the keys per attempt: the value is sealed with it and the
+            // batch carries its keyring precondition.
+            let sealer = self.sealer_now();
+            let old = self.get_raw(&full)?;
+            let old_env = match &old {
+                Some(b) if json.is_some() => {
+                    if self.inner.sealer.is_none() && crate::seal::peek(b).is_some_and(|(_, s)| s) {
+                        // A clear handle never overwrites a sealed document in clear.
+                        return Err(CollectionError::Seal {
+                            collection: self.inner.name.clone(),
+                            source: crate::seal::SealError::NeedsKey { key: full.clone() },
+                        });
+                    }
+                    Some(self.header_of(key, b)?)
+                }
+                Some(b) => crate::seal::peek(b).map(|(e, _)| e),
+                None => None,
+            };
+            found = old_env.map(|e| e.lock_version);
+            let conflict = match expect {
+                Expect::Any => false,
+                Expect::Absent => old.is_some(),
+                Expect::Lock(n) => found != Some(n),
+            };
+            if conflict {
+                return Err(CollectionError::Conflict {
+                    collection: self.inner.name.clone(),
+                    key: key.to_string(),
+                    expected: expect,
+                    found,
+                });
+            }
+            let (batch, result) = match &json {
+                Some(j) => {
+                    if let Some(e) = old_env {
+                        if self.inner.upcaster.is_ahead(e.payload_version) {
+                            self.warn_ahead(key, e.payload_version);
+                            return Err(CollectionError::AheadOfBuild {
+                                collection: self.inner.name.clone(),
+                                key: key.to_string(),
+                                stored: e.payload_version,
+                                current: self.current_version(),
+                            });
+                        }
+                    }
+                    let lock = found.map_or(1, |l| l.saturating_add(1));
+                    let bytes = self.encode_value(
+                        &full,
+                        Envelope::new(self.current_version(), lock),
+                        j,
+                        sealer.as_ref(),
+                    )?;
+                    self.check_size(key, &full, &bytes)?;
+                    let mut batch = Batch::new()
+                        .require(full.clone(), old)
+                        .set(full.clone(), bytes);
+                    if let Some(s) = &sealer {
+                        batch.push_precondition(s.keyring_precondition());
+                    }
+                    (batch, Some(lock))
+                }
+                None => {
+                    let Some(old) = old else {
+                        return Ok(None);
+                    };
+                    (
+                        Batch::new()
+                            .require_eq(full.clone(), old)
+                            .delete(full.clone()),
+                        Some(found.unwrap_or(0)),
+                    )
+                }
+            };
+            let mut batch = batch;
+            for p in guarded {
+                batch.push_precondition(p);
+            }
+            match self.inner.store.apply(batch) {
+                Ok(()) => return Ok(result),
+                Err(e) if e.is_conflict() => {
+                    // The keyring may have changed (a rotation began or finished).
+                    self.refresh_sealer()?;
+                    continue;
+                }
+                Err(e) => return Err(CollectionError::store(&self.inner.name, e)),
+            }
+        }
+        Err(CollectionError::Conflict {
+            collection: self.inner.name.clone(),
+            key: key.to_string(),
+            expected: expect,
+            found,
+        })
+    }
+
+    fn encode_json(&self, key: &str, value: &T) -> Result<Vec<u8>, CollectionError> {
+        let json = serde_json::to_vec(value).map_err(|e| CollectionError::Encode {
+            collection: self.inner.name.clone(),
+            key: key.to_string(),
+            reason: e.to_string(),
+        })?;
+        if json.first() != Some(&b'{') {
+            return Err(CollectionError::Encode {
+                collection: self.inner.name.clone(),
+                key: key.to_string(),
+                reason: "the value does not serialize to a JSON object".into(),
+            });
+        }
+        Ok(json)
+    }
+}
