@@ -16,7 +16,7 @@ use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
 use strata::collection::layout::{sweep_key, FIRST_COLLECTION_ID};
-use strata::migrate::{verify, VerifyReport};
+use strata::migrate::{verify, StoreVerification};
 use strata::pass::PassLimits;
 use strata::payload::SweepMarker;
 use strata::policy::{Baseline, Fence};
@@ -33,6 +33,10 @@ pub struct Args {
     /// (`copy`) recorded: use it on a store nothing wrote since, e.g. a restored copy.
     #[arg(long)]
     strict_manifest: bool,
+    /// With the key, every sealed record is authenticated; without, only its envelope is
+    /// checked (and the output says so).
+    #[command(flatten)]
+    key: crate::cmd::keys::KeyArgs,
 }
 
 /// The `--json` document (format 1).
@@ -46,9 +50,12 @@ struct VerifyDoc<'a> {
     problems: &'a [String],
     /// The record certification (absent when unsupported metadata stopped it).
     #[serde(flatten)]
-    report: Option<&'a VerifyReport>,
+    report: Option<&'a StoreVerification>,
     #[serde(skip_serializing_if = "Option::is_none")]
     manifest: Option<crate::cmd::copy::ManifestCheck>,
+    /// Sealed records: authenticated with the key, or envelopes only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sealed: Option<&'a strata::seal::SealedReport>,
     /// Every bulk-operation manifest compared with its scope.
     scopes: &'a [ScopeCheck],
 }
@@ -291,6 +298,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 problems: &problems,
                 report: None,
                 manifest: None,
+                sealed: None,
                 scopes: &[],
             };
             serde_json::to_writer_pretty(&mut out, &doc)?;
@@ -306,6 +314,8 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         }
         return Ok(code);
     }
+    // A wrong key fails here, before any record is read.
+    let sealer = args.key.unlock(&store)?;
     let mut progress = Reporter::new(&store, &catalog)?;
     let result = verify(&store, &catalog, PassLimits::default(), |p| {
         progress.verify_progress(p)
@@ -314,6 +324,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let report = result.map_err(Failure::error)?;
     let manifest = crate::cmd::copy::check_manifest(&store)?;
     let scopes = check_scopes(&store)?;
+    let sealed = strata::seal::verify_sealed(&store, &catalog, sealer.as_ref())?;
     if args.json {
         let doc = VerifyDoc {
             format: 1,
@@ -322,6 +333,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             problems: &problems,
             report: Some(&report),
             manifest: manifest.clone(),
+            sealed: (sealed.sealed() > 0 || sealer.is_some()).then_some(&sealed),
             scopes: &scopes,
         };
         serde_json::to_writer_pretty(&mut out, &doc)?;
@@ -342,6 +354,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         for c in &scopes {
             writeln!(out, "{}", c.describe())?;
         }
+        write_sealed(&mut out, &sealed)?;
         if code == MIGRATION_REQUIRED {
             for p in &problems {
                 writeln!(out, "{p}")?;
@@ -358,6 +371,21 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         // corrupt data, as `strata status` reports corrupt metadata.
         return Err(Failure::with_code(UNSUPPORTED, VerifyError::from(bad)));
     }
+    if sealed.failed() > 0 {
+        let first = &sealed.failures[0];
+        return Err(Failure::error(format!(
+            "{} sealed record(s) failed {}; the first: `{}` in collection `{}`: {}",
+            sealed.failed(),
+            if sealed.authenticated_with_key {
+                "authentication"
+            } else {
+                "the envelope check"
+            },
+            first.key,
+            first.collection,
+            first.reason
+        )));
+    }
     match manifest {
         Some(m) if args.strict_manifest && !m.matches => Err(Failure::error(
             crate::cmd::copy::CopyError::ManifestDiffers {
@@ -367,5 +395,41 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             },
         )),
         _ => Ok(code),
+    }
+}
+
+/// The sealed-records lines: authenticated with the key, or envelopes only — said plainly.
+fn write_sealed(out: &mut impl Write, sealed: &strata::seal::SealedReport) -> std::io::Result<()> {
+    if sealed.sealed() == 0 && !sealed.authenticated_with_key {
+        return Ok(());
+    }
+    for c in sealed.collections.iter().filter(|c| c.sealed > 0) {
+        if sealed.authenticated_with_key {
+            writeln!(
+                out,
+                "{:<26} {:>9} sealed records authenticated, {} failed",
+                c.collection, c.authenticated, c.failed
+            )?;
+        } else {
+            writeln!(
+                out,
+                "{:<26} {:>9} sealed records: envelope checked only",
+                c.collection, c.sealed
+            )?;
+        }
+    }
+    if sealed.authenticated_with_key {
+        writeln!(
+            out,
+            "sealed records: {} of {} authenticated with the key",
+            sealed.authenticated(),
+            sealed.sealed()
+        )
+    } else {
+        writeln!(
+            out,
+            "sealed records: {} checked by their envelope only, NOT authenticated (no key given: pass `--passphrase-env VAR` or `--key-file PATH` to authenticate them)",
+            sealed.sealed()
+        )
     }
 }

@@ -15,7 +15,7 @@ mod verify;
 
 pub use options::SyncOptions;
 pub use read::OpLogReader;
-pub use verify::VerifyReport;
+pub use verify::ConsistencyReport;
 
 use hydrate::{hydrate, refresh_index};
 use sequences::{SeqIndex, Sequences};

@@ -1,8 +1,8 @@
 //! Reads of the materialized tables, the sync bookkeeping and the op log.
 
 use super::{
-    refresh_index, scan_all, suffix_str, verify_store, with_key, Inner, Sequences, SyncManager,
-    VerifyReport, SEQUENCES_KEY,
+    refresh_index, scan_all, suffix_str, verify_store, with_key, ConsistencyReport, Inner,
+    Sequences, SyncManager, SEQUENCES_KEY,
 };
 use crate::crdt::{CrdtState, Family};
 use crate::SyncError;
@@ -175,7 +175,7 @@ impl SyncManager {
     /// op-log record decodes with an id equal to its key; no two op-log (or seen-op)
     /// records share a sequence; the sequence record, when present, is above every
     /// retained sequence. Read-only.
-    pub fn verify(&self) -> Result<VerifyReport, SyncError> {
+    pub fn verify(&self) -> Result<ConsistencyReport, SyncError> {
         verify_store(&self.store, &self.options)
     }
 }

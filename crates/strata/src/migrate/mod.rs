@@ -397,7 +397,7 @@ impl<'a> Migrator<'a> {
                     // The table as this final batch leaves it: `strata verify` compares
                     // against it until the next write to the table.
                     Manifest::record(store, MANIFEST_OPERATION, &scope, &scope_prefix, batch)
-                        .map_err(|e| Box::new(e) as crate::pass::HookError)?;
+                        .map_err(crate::pass::HookError::check)?;
                     Ok(())
                 })
                 .run(store, |r: &RecordRef<'_>, out: &mut Vec<Mutation>| {
@@ -603,9 +603,9 @@ pub struct VerifiedTable {
     pub bytes: u64,
 }
 
-/// The result of a successful [`verify`].
+/// What a successful [`verify`] found: every table with its decoded record and byte counts.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct VerifyReport {
+pub struct StoreVerification {
     /// Every table of the catalog, in order.
     pub tables: Vec<VerifiedTable>,
     /// Wall time.
@@ -624,7 +624,7 @@ pub fn verify<S: KvRead + ?Sized>(
     catalog: &Catalog,
     limits: PassLimits,
     mut on_progress: impl FnMut(&Progress<'_>),
-) -> Result<VerifyReport, MigrateError> {
+) -> Result<StoreVerification, MigrateError> {
     let started = Instant::now();
     let mut out = Vec::with_capacity(catalog.tables().len());
     for t in catalog.tables() {
@@ -653,7 +653,7 @@ pub fn verify<S: KvRead + ?Sized>(
             bytes: report.bytes,
         });
     }
-    Ok(VerifyReport {
+    Ok(StoreVerification {
         tables: out,
         seconds: started.elapsed().as_secs_f64(),
     })

@@ -18,6 +18,15 @@
 //! coordinator lease in the fence (compare-and-swap on the fence bytes) atomically, so a
 //! coordinator killed at any instant — or one that lost its lease — leaves every document
 //! transformed exactly once or not at all, and a rerun resumes after the checkpoint.
+//!
+//! Across processes and machines (a store on a shared server) the coordinator also holds
+//! the store's named lease `cutover` ([`strata_store::NamedLease`]) for the whole run: a
+//! second coordinator anywhere gets [`PolicyError::CutoverInProgress`] naming the holder
+//! (what, pid and host), and a coordinator whose process died is taken over at once by
+//! the next run, which resumes after the checkpoints without waiting for the fence's
+//! lease to expire. The fence record's format is fixed, so the holder's batches are fenced
+//! by the fence bytes they compare-and-swap (the coordinator's client id, unique per
+//! handle, changes on every takeover) rather than by a numeric token.
 
 mod checkpoint;
 mod rewrite;
@@ -34,7 +43,7 @@ use crate::pass::PassLimits;
 use crate::payload::chain::Upcaster;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
-use strata_store::{Batch, KvRead, KvWrite};
+use strata_store::{Batch, KvRead, KvWrite, NamedLease};
 
 /// Default time the drain barrier waits for live clients.
 pub const DEFAULT_QUIESCE_TIMEOUT_MS: u64 = 30_000;
@@ -301,6 +310,34 @@ impl SchemaGate {
         mut options: CutoverOptions<'_>,
     ) -> Result<CutoverReport, PolicyError> {
         let me = self.client_id().to_string();
+        // Across processes and machines: the store's named lease `cutover`, held until
+        // this run returns. Another coordinator anywhere is refused naming its holder; a
+        // coordinator whose process ended released it, so it is taken over at once.
+        let cross = NamedLease::acquire(
+            self.store(),
+            "cutover",
+            &strata_store::lease_holder(&format!("cutover coordinator {me}")),
+            Duration::ZERO,
+        )
+        .map_err(|e| PolicyError::store(FENCE_KEY, e))?;
+        let cross_held = match &cross {
+            NamedLease::Busy { holder } => {
+                let cur = Fence::read(self.store())?;
+                return Err(PolicyError::CutoverInProgress {
+                    coordinator: holder.clone(),
+                    state: cur.state.to_string(),
+                    lease_until_ms: cur.lease_until_ms,
+                });
+            }
+            NamedLease::Held(held) => {
+                tracing::info!(
+                    token = held.fencing_token(),
+                    "took the cross-process cutover lease"
+                );
+                true
+            }
+            NamedLease::Local => false,
+        };
         let started = self.clock().now_ms();
         let lease = self.config().lease();
         let mut fence = Fence::update(self.store(), |cur| {
@@ -329,7 +366,9 @@ impl SchemaGate {
                 }
                 _ => {
                     let mine = self.owns(cur);
-                    let free = cur.coordinator.is_none() || cur.lease_until_ms < now;
+                    // Holding the cross-process lease proves the recorded coordinator's
+                    // process gone (every coordinator takes it first).
+                    let free = cur.coordinator.is_none() || cur.lease_until_ms < now || cross_held;
                     if !mine && !free {
                         return Err(PolicyError::CutoverInProgress {
                             coordinator: cur.coordinator.clone().unwrap_or_default(),
@@ -338,7 +377,7 @@ impl SchemaGate {
                         });
                     }
                     if !mine {
-                        tracing::warn!(previous = ?cur.coordinator, state = %cur.state, "taking over a cutover whose coordinator lease expired");
+                        tracing::warn!(previous = ?cur.coordinator, state = %cur.state, "taking over a cutover whose coordinator lease expired or whose process ended");
                     }
                     if cur.state != FenceState::Complete {
                         self.transforms_for(cur)?;
