@@ -196,7 +196,11 @@ fn not_behind(old: &Position, new: &Position) -> bool {
 
 fn payload(all: &BTreeMap<Vec<u8>, Vec<u8>>) -> BTreeMap<Vec<u8>, Vec<u8>> {
     all.iter()
-        .filter(|(k, _)| !k.starts_with(b"__nx/schema/") && !k.starts_with(b"__nx/migration/"))
+        .filter(|(k, _)| {
+            !k.starts_with(b"__nx/schema/")
+                && !k.starts_with(b"__nx/migration/")
+                && !k.starts_with(b"__nx/manifest/")
+        })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }

@@ -113,7 +113,10 @@ fn demo_chapters_6_and_7_evolve_payloads_and_shapes() {
 
     // The docs datastore it leaves behind: current, fence at generation 1, the reshaped
     // schema persisted.
-    let docs = dir.join("docs");
+    let docs = dir.join("docs.redb");
+    // A new store: redb (the default); the Numax datastore stays a sled directory.
+    assert!(strata_redb::is_redb_file(&docs));
+    assert!(strata_sled::is_sled_dir(&dir.join("sync")));
     let strata = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_strata"))
             .arg("--db")

@@ -83,7 +83,11 @@ fn all(db: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
 fn payload(db: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
     all(db)
         .into_iter()
-        .filter(|(k, _)| !k.starts_with(b"__nx/schema/") && !k.starts_with(b"__nx/migration/"))
+        .filter(|(k, _)| {
+            !k.starts_with(b"__nx/schema/")
+                && !k.starts_with(b"__nx/migration/")
+                && !k.starts_with(b"__nx/manifest/")
+        })
         .collect()
 }
 

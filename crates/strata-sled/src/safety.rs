@@ -10,7 +10,10 @@
 //! * **Seal**: a clean close writes `strata.seal` (the length of `db` after the final
 //!   flush); the next open refuses a `db` shorter than that (a truncated copy or restore)
 //!   instead of letting sled cut it down to nothing, then removes the seal (a crash while
-//!   open leaves no seal, so a later open does not compare against a stale length).
+//!   open leaves no seal, so a later open does not compare against a stale length). So a
+//!   truncation after a crash and before the next clean close is not caught here; the seal
+//!   is deliberately not refreshed while open, because sled's crash recovery may cut the
+//!   log below a length recorded while open (docs/format.md, "sled length seal").
 //! * **Leftover snapshot**: `snap.*.generating` is a snapshot sled was writing when it
 //!   stopped (disk full, crash); sled then reads it as the newest snapshot and fails with
 //!   "Read corrupted data" forever. One of 12 bytes or fewer cannot hold a snapshot (its

@@ -1,5 +1,6 @@
 //! The cloneable [`Store`] handle and its in-process write lease.
 
+use crate::manifest::{ArmedScope, ManifestWatch};
 use crate::{Backend, Batch, KvRead, KvWrite, Result, ScanLimits, ScanPage};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, ThreadId};
@@ -109,6 +110,8 @@ impl Gate {
 pub struct Store {
     backend: Arc<dyn Backend>,
     gate: Arc<Gate>,
+    /// The live bulk-operation manifests (see [`crate::manifest`]).
+    manifests: Arc<ManifestWatch>,
 }
 
 impl Store {
@@ -122,7 +125,16 @@ impl Store {
         Store {
             backend,
             gate: Arc::new(Gate::default()),
+            manifests: Arc::new(ManifestWatch::default()),
         }
+    }
+
+    /// Arms `prefix` for certification by a bulk operation that runs beside ordinary
+    /// writers: a manifest for that prefix is not recorded if an ordinary write through
+    /// this handle (or a clone) touches the prefix while the guard lives (see
+    /// [`crate::manifest`]).
+    pub fn arm_manifest_scope(&self, prefix: &[u8]) -> ArmedScope {
+        self.manifests.arm(prefix)
     }
 
     /// The backend's name (`memory`, `sled`, ...).
@@ -215,7 +227,7 @@ impl KvWrite for Store {
             gate: &self.gate,
             counted: self.gate.enter_shared(),
         };
-        self.backend.apply(batch)
+        self.manifests.apply(self.backend.as_ref(), batch)
     }
     fn flush(&self) -> Result<()> {
         self.backend.flush()
@@ -266,7 +278,9 @@ impl KvRead for WriteLease {
 
 impl KvWrite for WriteLease {
     fn apply(&self, batch: Batch) -> Result<()> {
-        self.store.backend.apply(batch)
+        self.store
+            .manifests
+            .apply(self.store.backend.as_ref(), batch)
     }
     fn flush(&self) -> Result<()> {
         self.store.backend.flush()

@@ -15,7 +15,8 @@
 //! * Hydration takes the state records as the truth (rewriting missing or stale
 //!   materialized records); counters in Numax's early layout are the local node's.
 //! * Differences from Numax v0.1.3 on the edges are listed in docs/format.md.
-//! * [`Runtime::new`] opens a sled datastore by path and builds the manager.
+//! * [`Runtime::new`] opens a datastore by path (an existing sled directory with sled, a
+//!   redb file or a new store with redb) and builds the manager.
 //! * [`legacy::write_legacy_fixture`] writes v0 (header-less) data for fixtures and demos.
 //!
 //! This crate is not a network layer: ops come from the caller (local or remote alike).
@@ -48,7 +49,7 @@ pub use manager::{
     Applied, ConsistencyReport, OpLogReader, SyncManager, SyncOptions, DEFAULT_NODE_ID,
     DEFAULT_OP_LOG_LIMIT, DEFAULT_SEEN_OPS_LIMIT, MAX_RECORD_BYTES, SEQUENCES_KEY,
 };
-pub use runtime::Runtime;
+pub use runtime::{open_path, Runtime};
 pub use strata::numax::wire::{
     GCounterState, LwwMapEntry, LwwMapState, LwwRegisterState, ORSetState, Op, OpKind, OpLogEntry,
     PNCounterState, RgaElement, RgaState,

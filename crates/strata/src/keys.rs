@@ -17,6 +17,8 @@
 //! | `__nx/keys/database` | the database keyring | `seal` |
 //! | `__nx/keys/collection/<collection>` | sealed-collection keyring | `seal` |
 //! | `__nx/rotate/<collection>` | data-key rotation checkpoint (`NXRT`) | `seal` rotation |
+//! | `__nx/manifest/<op>/<scope>` | bulk-operation manifest (JSON: count + digest) | migrate, sweep, cutover |
+//! | `__nx/copy/…` | copy progress and manifest (JSON) | `strata copy` |
 //! | `__nx/crdt/…` | the 14 Numax sync tables | `strata-sync` (see [`crate::numax`]) |
 
 /// Every engine key starts with this.
@@ -50,6 +52,12 @@ pub const ROTATION_PREFIX: &[u8] = b"__nx/rotate/";
 /// The Numax sync tables live under this prefix.
 pub const CRDT_PREFIX: &[u8] = b"__nx/crdt/";
 
+/// Bulk-operation manifests: `__nx/manifest/<operation>/<scope>` (see
+/// [`strata_store::manifest`]).
+pub const MANIFEST_PREFIX: &[u8] = b"__nx/manifest/";
+/// `strata copy`'s progress record and manifest: `__nx/copy/progress`, `__nx/copy/manifest`.
+pub const COPY_PREFIX: &[u8] = b"__nx/copy/";
+
 /// Every reserved prefix or key above (except [`RESERVED_PREFIX`] itself), for checks
 /// that they never overlap.
 pub const ALL: &[&[u8]] = &[
@@ -67,6 +75,8 @@ pub const ALL: &[&[u8]] = &[
     DATABASE_KEYRING_KEY,
     ROTATION_PREFIX,
     CRDT_PREFIX,
+    MANIFEST_PREFIX,
+    COPY_PREFIX,
 ];
 
 #[cfg(test)]
@@ -91,6 +101,7 @@ mod tests {
             }
         }
         assert_eq!(crate::header::SCHEMA_PREFIX, SCHEMA_PREFIX);
+        assert_eq!(strata_store::MANIFEST_PREFIX, MANIFEST_PREFIX);
         assert_eq!(
             crate::seal::COLLECTION_KEYRING_PREFIX,
             COLLECTION_KEYRING_PREFIX

@@ -4,7 +4,9 @@
 //! fence record, the persisted schema baselines and the sweep markers (4 when one is
 //! unreadable); then it certifies every record of every managed table (current tables
 //! too). Exit 0 when all of that passes; exit 1 with the first bad table and key when a
-//! record does not decode.
+//! record does not decode. Last it recounts every table and collection a bulk operation
+//! certified (`__nx/manifest/…`, see `strata_store::manifest`): exit 4 when certified
+//! records are missing or changed although nothing wrote to that scope through strata.
 
 use crate::cmd::migrate::Reporter;
 use crate::cmd::status::{inspect_tables, verdict};
@@ -19,7 +21,7 @@ use strata::pass::PassLimits;
 use strata::payload::SweepMarker;
 use strata::policy::{Baseline, Fence};
 use strata::{Catalog, CollectionError};
-use strata_store::{KvRead, Store};
+use strata_store::{manifest, KvRead, Store};
 
 /// Arguments of `strata verify`.
 #[derive(Debug, clap::Args)]
@@ -54,6 +56,186 @@ struct VerifyDoc<'a> {
     /// Sealed records: authenticated with the key, or envelopes only.
     #[serde(skip_serializing_if = "Option::is_none")]
     sealed: Option<&'a strata::seal::SealedReport>,
+    /// Every bulk-operation manifest compared with its scope.
+    scopes: &'a [ScopeCheck],
+}
+
+/// One bulk-operation manifest (`__nx/manifest/<operation>/<scope>`) compared with its
+/// scope as the store holds it now.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScopeCheck {
+    /// The manifest key, escaped.
+    pub key: String,
+    /// The operation that certified the scope (absent when the manifest is unreadable).
+    pub operation: Option<String>,
+    /// The table or collection.
+    pub scope: Option<String>,
+    /// When it was certified (UTC).
+    pub at: Option<String>,
+    /// Records certified.
+    pub records: u64,
+    /// Records now.
+    pub now_records: u64,
+    /// Digest certified.
+    pub digest: Option<String>,
+    /// Digest now.
+    pub now_digest: Option<String>,
+    /// `intact`, `missing` (fewer records than certified), `changed` (as many or more,
+    /// different digest) or `unreadable`.
+    pub verdict: &'static str,
+}
+
+impl ScopeCheck {
+    fn ok(&self) -> bool {
+        self.verdict == "intact"
+    }
+
+    fn describe(&self) -> String {
+        let op = self.operation.as_deref().unwrap_or("?");
+        let scope = self.scope.as_deref().unwrap_or("?");
+        let at = self.at.as_deref().unwrap_or("?");
+        match self.verdict {
+            "intact" => format!(
+                "manifest: `{scope}` holds exactly the {} records `{op}` certified at {at}",
+                self.records
+            ),
+            _ => VerifyError::from(self).to_string(),
+        }
+    }
+}
+
+/// What `verify` found wrong with a certified scope.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    /// Fewer records than certified, and nothing wrote to the scope through strata since.
+    #[error("{missing} records certified by `{operation}` at {at} are missing from `{scope}` ({records} certified, {now} now, and nothing wrote to it through strata since): the store lost records; restore it from a backup or copy it again from its source")]
+    Missing {
+        /// Certified minus now.
+        missing: u64,
+        /// The certifying operation.
+        operation: String,
+        /// When.
+        at: String,
+        /// The table or collection.
+        scope: String,
+        /// Records certified.
+        records: u64,
+        /// Records now.
+        now: u64,
+    },
+    /// Same or more records, different digest, and no write through strata since.
+    #[error("`{scope}` differs from what `{operation}` certified at {at} ({records} records then, {now} now, different digest) though nothing wrote to it through strata since: records were changed behind strata's back; restore it from a backup")]
+    Changed {
+        /// The certifying operation.
+        operation: String,
+        /// When.
+        at: String,
+        /// The table or collection.
+        scope: String,
+        /// Records certified.
+        records: u64,
+        /// Records now.
+        now: u64,
+    },
+    /// The manifest record does not decode.
+    #[error("the bulk-operation manifest `{key}` is unreadable; delete it (only the loss check of its scope is lost) or restore the store from a backup")]
+    Unreadable {
+        /// Its key, escaped.
+        key: String,
+    },
+}
+
+impl From<&ScopeCheck> for VerifyError {
+    fn from(c: &ScopeCheck) -> Self {
+        let operation = c.operation.clone().unwrap_or_default();
+        let at = c.at.clone().unwrap_or_default();
+        let scope = c.scope.clone().unwrap_or_default();
+        match c.verdict {
+            "missing" => VerifyError::Missing {
+                missing: c.records - c.now_records,
+                operation,
+                at,
+                scope,
+                records: c.records,
+                now: c.now_records,
+            },
+            "changed" => VerifyError::Changed {
+                operation,
+                at,
+                scope,
+                records: c.records,
+                now: c.now_records,
+            },
+            _ => VerifyError::Unreadable { key: c.key.clone() },
+        }
+    }
+}
+
+/// Unix milliseconds as `YYYY-MM-DDTHH:MM:SSZ`.
+fn utc(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Compares every live bulk-operation manifest with its scope (one scan per manifest).
+pub fn check_scopes(store: &Store) -> Result<Vec<ScopeCheck>, strata_store::StoreError> {
+    let mut out = Vec::new();
+    for (key, m) in manifest::read_manifests(store)? {
+        let key = strata_store::escape_key(&key);
+        let m = match m {
+            Ok(m) => m,
+            Err(_) => {
+                out.push(ScopeCheck {
+                    key,
+                    operation: None,
+                    scope: None,
+                    at: None,
+                    records: 0,
+                    now_records: 0,
+                    digest: None,
+                    now_digest: None,
+                    verdict: "unreadable",
+                });
+                continue;
+            }
+        };
+        let now = manifest::tally_scope(store, &m.prefix_bytes(), None)?;
+        let verdict = if now.records == m.records && now.digest() == m.digest {
+            "intact"
+        } else if now.records < m.records {
+            "missing"
+        } else {
+            "changed"
+        };
+        out.push(ScopeCheck {
+            key,
+            at: Some(utc(m.at_ms)),
+            records: m.records,
+            now_records: now.records,
+            now_digest: Some(now.digest()),
+            digest: Some(m.digest),
+            operation: Some(m.operation),
+            scope: Some(m.scope),
+            verdict,
+        });
+    }
+    Ok(out)
 }
 
 /// The exit code of a catalog that cannot be read: 4 for a corrupt catalog record (as
@@ -117,6 +299,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 report: None,
                 manifest: None,
                 sealed: None,
+                scopes: &[],
             };
             serde_json::to_writer_pretty(&mut out, &doc)?;
             writeln!(out)?;
@@ -140,6 +323,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     progress.finish();
     let report = result.map_err(Failure::error)?;
     let manifest = crate::cmd::copy::check_manifest(&store)?;
+    let scopes = check_scopes(&store)?;
     let sealed = strata::seal::verify_sealed(&store, &catalog, sealer.as_ref())?;
     if args.json {
         let doc = VerifyDoc {
@@ -150,6 +334,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             report: Some(&report),
             manifest: manifest.clone(),
             sealed: (sealed.sealed() > 0 || sealer.is_some()).then_some(&sealed),
+            scopes: &scopes,
         };
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
@@ -166,6 +351,9 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         if let Some(m) = &manifest {
             writeln!(out, "{}", m.describe())?;
         }
+        for c in &scopes {
+            writeln!(out, "{}", c.describe())?;
+        }
         write_sealed(&mut out, &sealed)?;
         if code == MIGRATION_REQUIRED {
             for p in &problems {
@@ -178,6 +366,11 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         }
     }
     out.flush()?;
+    if let Some(bad) = scopes.iter().find(|c| !c.ok()) {
+        // Records strata certified are gone (or changed) without a write through strata:
+        // corrupt data, as `strata status` reports corrupt metadata.
+        return Err(Failure::with_code(UNSUPPORTED, VerifyError::from(bad)));
+    }
     if sealed.failed() > 0 {
         let first = &sealed.failures[0];
         return Err(Failure::error(format!(

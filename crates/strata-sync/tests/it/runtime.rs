@@ -1,4 +1,5 @@
-//! Runtime over sled: refusal of legacy and future stores, restart round trip.
+//! Runtime: refusal of legacy and future stores, restart round trip, the backend a path
+//! opens with (redb for new stores, sled for existing sled directories).
 
 use crate::common::{dump, op_for};
 use strata::ValidationError;
@@ -130,4 +131,59 @@ fn a_migrated_legacy_fixture_reads_back_once_headers_are_current() {
     assert_eq!(s.sequence("doc").unwrap(), Some(vec![b"hello".to_vec()]));
     assert_eq!(s.next_sequences(), (16, 16));
     assert!(s.verify().unwrap().is_consistent());
+}
+
+#[test]
+fn a_new_store_is_redb_and_an_existing_sled_directory_stays_sled() {
+    let dir = tempfile::tempdir().unwrap();
+    // A missing path: a new redb file.
+    let path = dir.path().join("new.redb");
+    {
+        let rt = Runtime::new(&path).unwrap();
+        assert_eq!(rt.backend(), "redb");
+        rt.sync().apply(&op_for(1)).unwrap();
+        rt.sync().flush().unwrap();
+    }
+    assert!(strata_redb::is_redb_file(&path));
+    let rt = Runtime::new(&path).unwrap();
+    assert_eq!(rt.backend(), "redb");
+    assert_eq!(rt.sync().seen_ops().unwrap().len(), 1);
+    drop(rt);
+
+    // An existing sled directory (a Numax datastore): opened with sled, still sled.
+    let sled_path = dir.path().join("numax");
+    {
+        let rt = Runtime::with_store(
+            SledStore::open_store(&sled_path).unwrap(),
+            SyncOptions::default(),
+        )
+        .unwrap();
+        rt.sync().apply(&op_for(2)).unwrap();
+        rt.sync().flush().unwrap();
+    }
+    let rt = Runtime::new(&sled_path).unwrap();
+    assert_eq!(rt.backend(), "sled");
+    assert_eq!(rt.sync().seen_ops().unwrap().len(), 1);
+    drop(rt);
+    assert!(strata_sled::is_sled_dir(&sled_path));
+    assert!(!strata_redb::is_redb_file(&sled_path));
+}
+
+#[test]
+fn a_path_that_is_not_a_store_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, b"not a store").unwrap();
+    let err = Runtime::new(&file).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("neither a redb file nor a sled directory"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), b"not a store");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let err = Runtime::new(&empty).unwrap_err();
+    assert!(err.to_string().contains("holds no sled datastore"), "{err}");
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
 }

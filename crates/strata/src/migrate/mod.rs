@@ -46,9 +46,13 @@ use crate::pass::{Pass, PassError, PassLimits, Progress, RawCheckpoint, RecordEr
 use serde::Serialize;
 use std::time::Instant;
 use strata_store::{
-    escape_key, lease_holder, Batch, ExclusiveSession, KvRead, KvWrite, Mutation, ScanLimits,
-    Store, StoreError,
+    escape_key, lease_holder, Batch, ExclusiveSession, KvRead, KvWrite, Manifest, Mutation,
+    ScanLimits, Store, StoreError,
 };
+
+/// The operation name of the manifests a migration records
+/// (`__nx/manifest/migrate/<table>`).
+pub const MANIFEST_OPERATION: &str = "migrate";
 
 /// What happened to one table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -359,6 +363,7 @@ impl<'a> Migrator<'a> {
             let events = &mut self.events;
             let abort = &mut self.abort;
             let hkey_c = hkey.clone();
+            let (scope, scope_prefix) = (name.clone(), t.prefix().to_vec());
             let pass_report = Pass::new(t.name(), t.prefix().to_vec(), codec)
                 .limits(self.limits)
                 .dry_run(self.dry_run)
@@ -389,6 +394,10 @@ impl<'a> Migrator<'a> {
                         key: hkey_c.clone(),
                         value: new_header.clone(),
                     });
+                    // The table as this final batch leaves it: `strata verify` compares
+                    // against it until the next write to the table.
+                    Manifest::record(store, MANIFEST_OPERATION, &scope, &scope_prefix, batch)
+                        .map_err(crate::pass::HookError::check)?;
                     Ok(())
                 })
                 .run(store, |r: &RecordRef<'_>, out: &mut Vec<Mutation>| {

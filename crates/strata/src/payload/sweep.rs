@@ -47,7 +47,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use strata_store::{Batch, KvRead, KvWrite, Mutation, NamedLease, StoreError};
+use strata_store::{Batch, KvRead, KvWrite, Manifest, Mutation, NamedLease, StoreError};
 
 /// Default rows per batch.
 pub const DEFAULT_BATCH_SIZE: usize = 256;
@@ -58,6 +58,9 @@ pub const DEFAULT_PROGRESS_LOG_MS: u64 = 5_000;
 /// Consecutive batch conflicts not explained by a changed row (a write guard's state moved)
 /// tolerated before the sweep gives up for this run.
 const MAX_CONFLICT_RETRIES: u64 = 1_000;
+/// The operation name of the manifests a sweep records
+/// (`__nx/manifest/sweep/<collection>`).
+pub const MANIFEST_OPERATION: &str = "sweep";
 
 type AbortCheck = Arc<dyn Fn() -> bool + Send + Sync>;
 
@@ -739,7 +742,10 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             sealer: sealer.clone(),
         };
         let codec = MarkerCodec(shared);
-        Pass::new(name, self.inner.prefix.clone(), codec)
+        // Armed while the final batch is tallied and committed: a manifest whose
+        // collection an application write touched meanwhile is not recorded.
+        let armed: std::cell::RefCell<Option<strata_store::ArmedScope>> = Default::default();
+        let result = Pass::new(name, self.inner.prefix.clone(), codec)
             .limits(limits)
             // The marker compare-and-swap on every batch IS the lease renewal.
             .guard_checkpoint(true)
@@ -761,6 +767,13 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 }
                 Ok(())
             })
+            .on_complete(|batch: &mut Batch| -> Result<(), HookError> {
+                let store = self.store();
+                armed.replace(Some(store.arm_manifest_scope(&self.inner.prefix)));
+                Manifest::record(store, MANIFEST_OPERATION, name, &self.inner.prefix, batch)
+                    .map_err(|e| HookError::check(CollectionError::store(name, e)))?;
+                Ok(())
+            })
             .on_progress(|p| {
                 let mut g = shared.lock();
                 g.committed_pass(&p.counters);
@@ -770,7 +783,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 }
             })
             .run(self.store(), processor)
-            .map(|_| ())
+            .map(|_| ());
+        drop(armed);
+        result
     }
 
     /// Decides what the sweep does with one stored row: the one row rewrite, checking

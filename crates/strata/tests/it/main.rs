@@ -7,6 +7,7 @@ mod collection_util;
 mod fence;
 mod format;
 mod limits;
+mod manifest;
 mod migration;
 mod pass;
 mod payload;

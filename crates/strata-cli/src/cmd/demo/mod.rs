@@ -84,6 +84,7 @@ pub fn run(args: Args) -> CmdResult {
         "A Numax release without schema headers wrote this datastore",
     )?;
     {
+        // Numax datastores are sled directories; strata keeps opening them with sled.
         let store = strata_sled::SledStore::open_store(&sync_path)?;
         let mut ops = strata_sync::legacy::fixture_ops();
         ops.extend(mixed_ops("legacy", "node-legacy", args.legacy_ops));
@@ -91,7 +92,7 @@ pub fn run(args: Args) -> CmdResult {
         store.flush()?;
         writeln!(
             out,
-            "wrote {n} ops of every CRDT family through the v0 layout (no `__nx/schema/` keys)"
+            "wrote {n} ops of every CRDT family through the v0 layout (no `__nx/schema/` keys), in a sled directory as Numax does"
         )?;
     }
 
@@ -192,10 +193,10 @@ pub fn run(args: Args) -> CmdResult {
         }
     }
 
-    // 6-7. Typed collections in a second datastore.
-    let docs_path = args.dir.join("docs");
+    // 6-7. Typed collections in a second, new datastore: redb, the default for new stores.
+    let docs_path = args.dir.join("docs.redb");
     {
-        let store = strata_sled::SledStore::open_store(&docs_path)?;
+        let store = strata_sync::open_path(&docs_path)?;
         payload::payload_chapter(&mut out, &store)?;
         policy::policy_chapter(&mut out, &store)?;
         store.flush()?;

@@ -48,6 +48,10 @@ use strata_store::{Batch, KvRead, KvWrite, NamedLease};
 /// Default time the drain barrier waits for live clients.
 pub const DEFAULT_QUIESCE_TIMEOUT_MS: u64 = 30_000;
 
+/// The operation name of the manifests a cutover records
+/// (`__nx/manifest/cutover/<collection>`).
+pub const MANIFEST_OPERATION: &str = "cutover";
+
 type ProgressFn<'a> = Box<dyn FnMut(&CutoverProgress<'_>) + 'a>;
 
 /// A progress event of the rewrite, after every committed batch.
@@ -534,7 +538,25 @@ impl SchemaGate {
                 .set(key, target)
                 .delete(cutover_key(collection));
             }
-            match self.store().apply(batch) {
+            // Each migrated collection as this batch leaves it: `strata verify` compares
+            // against it until the next write to the collection. Armed, so a manifest
+            // whose collection a (non-fenced) writer touched meanwhile is not recorded.
+            let mut armed = Vec::with_capacity(migrated.len());
+            for collection in migrated.keys() {
+                let prefix = crate::collection::layout::doc_prefix(collection);
+                armed.push(self.store().arm_manifest_scope(&prefix));
+                strata_store::Manifest::record(
+                    self.store(),
+                    MANIFEST_OPERATION,
+                    collection,
+                    &prefix,
+                    &mut batch,
+                )
+                .map_err(|e| PolicyError::store(&prefix, e))?;
+            }
+            let applied = self.store().apply(batch);
+            drop(armed);
+            match applied {
                 Ok(()) => return Ok(next),
                 Err(e) if e.is_conflict() => continue,
                 Err(e) => return Err(PolicyError::store(FENCE_KEY, e)),
