@@ -52,6 +52,8 @@ enum Command {
     Fence(cmd::fence::Args),
     /// Copy a whole store to another (any two backends), resumable and verified.
     Copy(cmd::copy::Args),
+    /// The database keyring of sealed collections: status, data-key rotation.
+    Keys(cmd::keys::Args),
     /// List stuck or corrupt metadata (checkpoints, markers, fence, catalog, leases) and,
     /// with `--apply`, fix it in one atomic batch (never touches data records).
     Repair(cmd::repair::Args),
@@ -130,6 +132,7 @@ pub(crate) fn run(args: Vec<OsString>, ext: Option<&Extension>) -> ExitCode {
         Command::Schema(args) => cmd::schema::run(&cli.db, args),
         Command::Fence(args) => cmd::fence::run(&cli.db, args),
         Command::Copy(args) => cmd::copy::run(args),
+        Command::Keys(args) => cmd::keys::run(&cli.db, args),
         Command::Repair(args) => cmd::repair::run(&cli.db, args),
         Command::Demo(args) => cmd::demo::run(args),
     };

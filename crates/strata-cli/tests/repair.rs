@@ -653,3 +653,87 @@ fn an_unfinished_copy_is_reported_not_hidden() {
     assert!(f["problem"].as_str().unwrap().contains("src"), "{f}");
     assert_eq!(all(&db), before);
 }
+
+// ---- issue 13, "bad input accepted silently", end to end ----
+
+#[test]
+fn verify_refuses_a_document_that_is_not_an_object_or_nested_too_deep() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = collection_db(dir.path());
+    let env = |json: &[u8]| {
+        strata::payload::envelope::encode(strata::payload::envelope::Envelope::new(1, 1), json)
+    };
+    let mut deep = b"{\"a\":".to_vec();
+    deep.extend("[".repeat(100_000).into_bytes());
+    for bad in [env(b"[1,2]"), env(&deep)] {
+        put(&db, b"__nx/doc/users/x", &bad);
+        let before = all(&db);
+        let out = strata(&db, &["verify", "--json"]);
+        assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+        let msg = json(&out)["error"]["message"].as_str().unwrap().to_string();
+        assert!(msg.contains("__nx/doc/users/x"), "{msg}");
+        assert_eq!(all(&db), before);
+    }
+}
+
+#[test]
+fn a_forged_client_record_is_not_listed_as_a_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = collection_db(dir.path());
+    let forged = strata::policy::ClientRecord {
+        acked_generation: None,
+        client: "../../etc".into(),
+        format: 1,
+        heartbeat_ms: u64::MAX / 2,
+        opened_generation: 0,
+        pid: 1,
+        started_ms: 1,
+    };
+    put(&db, b"__nx/clients/../../etc", &forged.encode());
+    let out = strata(&db, &["fence", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(json(&out)["clients"], serde_json::json!([]));
+}
+
+#[test]
+fn a_size_option_beyond_4_gib_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = legacy_db(dir.path());
+    let before = all(&db);
+    for args in [
+        &["migrate", "--max-bytes", "18446744073709551615"][..],
+        &["inspect", "op-log", "--max-bytes", "18446744073709551615"],
+        &["migrate", "--max-bytes", "5GiB"],
+    ] {
+        let out = strata(&db, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("4GiB") || stderr(&out).contains("4 GiB"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(all(&db), before);
+}
+
+#[test]
+fn an_unfinished_key_rotation_is_listed_as_resumable() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = collection_db(dir.path());
+    put(&db, b"__nx/rotate/users", b"NXRT\x01\x00");
+    let before = all(&db);
+    let out = strata(&db, &["repair", "--apply", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc = json(&out);
+    assert_eq!(finding(&doc, "__nx/rotate/users")["action"], "none");
+    put(&db, b"__nx/rotate/users", b"junk");
+    let out = strata(&db, &["repair", "--apply", "--json"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert_eq!(
+        finding(&json(&out), "__nx/rotate/users")["action"],
+        "manual"
+    );
+    let mut expected = before;
+    expected.insert(b"__nx/rotate/users".to_vec(), b"junk".to_vec());
+    assert_eq!(all(&db), expected);
+}

@@ -26,7 +26,7 @@
 
 use crate::error::PgError;
 use crate::keys::LEASE_TABLE_LOCK;
-use crate::pool::{block_on, Pool, Timeouts};
+use crate::pool::{block_on, settle, Pool, Timeouts};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use strata_store::{HeldLease, Result, StoreError};
@@ -194,6 +194,8 @@ impl Drop for PgLease {
             }
         }
         drop(client);
+        // Let the connection's task see it is closed (the runtime runs only on demand).
+        settle(&self.rt);
     }
 }
 
@@ -296,40 +298,47 @@ fn take(
         Ok(Ok((token, previous.flatten())))
     });
     let target = pool.target().to_string();
-    match attempt {
-        Ok(Ok(Ok((token, previous)))) => {
-            if let Some(previous) = previous {
-                tracing::warn!(%table, %previous, token, "took over the store lease of a holder whose session ended without releasing it");
-            }
-            tracing::info!(%table, %holder, token, "took the store lease");
-            if let Some(state) = state {
-                *state.lock() = Some(token);
-            }
-            Ok(Ok(PgLease {
-                client: Some(client),
-                rt: Arc::clone(pool.runtime()),
-                state: state.map(Arc::clone),
-                table: table.to_string(),
-                holder: holder.to_string(),
-                token,
-                lock_id,
-                timeouts,
-            }))
+    let (token, previous) = match attempt {
+        Ok(Ok(Ok(taken))) => taken,
+        failed => {
+            // Close the connection now (releasing whatever its session took), not at the
+            // runtime's next use (the runtime runs only on demand).
+            drop(client);
+            pool.settle();
+            return match failed {
+                Ok(Ok(Err(who))) => Ok(Err(who)),
+                Ok(Err(e)) => Err(PgError::Query {
+                    op: "lease",
+                    table: table.to_string(),
+                    source: Box::new(e),
+                }
+                .into()),
+                _ => Err(PgError::Timeout {
+                    phase: "statement",
+                    target,
+                    after: deadline,
+                }
+                .into()),
+            };
         }
-        Ok(Ok(Err(who))) => Ok(Err(who)),
-        Ok(Err(e)) => Err(PgError::Query {
-            op: "lease",
-            table: table.to_string(),
-            source: Box::new(e),
-        }
-        .into()),
-        Err(_) => Err(PgError::Timeout {
-            phase: "statement",
-            target,
-            after: deadline,
-        }
-        .into()),
+    };
+    if let Some(previous) = previous {
+        tracing::warn!(%table, %previous, token, "took over the store lease of a holder whose session ended without releasing it");
     }
+    tracing::info!(%table, %holder, token, "took the store lease");
+    if let Some(state) = state {
+        *state.lock() = Some(token);
+    }
+    Ok(Ok(PgLease {
+        client: Some(client),
+        rt: Arc::clone(pool.runtime()),
+        state: state.map(Arc::clone),
+        table: table.to_string(),
+        holder: holder.to_string(),
+        token,
+        lock_id,
+        timeouts,
+    }))
 }
 
 /// The error of a wait for the lease (by an acquirer or a batch) that expired.

@@ -1,6 +1,11 @@
 //! A small blocking connection pool over `tokio-postgres`: at most `max` connections,
 //! each with its prepared statements, driven by one small runtime per store.
 //!
+//! The runtime is a current-thread one: a statement's connection I/O runs on the thread
+//! that waits for it (inside its `block_on`), with no hand-off to a worker thread and
+//! back — that hop cost about as much as a local round trip. Between operations the I/O
+//! tasks sleep; [`Pool::settle`] runs them after a failure.
+//!
 //! Every operation runs under a client-side deadline (the statement timeout), and
 //! connecting under the connect and handshake timeouts: a server that accepts a
 //! connection and then never answers, or stalls in the middle of a statement, gives a
@@ -104,9 +109,7 @@ impl Pool {
         table: String,
         max: usize,
     ) -> Result<Self, PgError> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("strata-postgres")
+        let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| PgError::Connect {
@@ -183,6 +186,7 @@ impl Pool {
         slot.armed = false;
         let lost = conn.client.is_closed()
             || matches!(&out, Err(Failure::Pg(e)) if is_connection_error(e));
+        let failed = lost || out.is_err();
         if lost {
             // Never reuse a connection the server ended (its I/O task may not know yet).
             drop(conn);
@@ -190,10 +194,23 @@ impl Pool {
         } else {
             self.put_back(conn);
         }
+        if failed {
+            // A failed operation may have left a `ROLLBACK` queued (a dropped transaction)
+            // or a connection to close: send it now, not at the runtime's next use.
+            self.settle();
+        }
         match out {
             Err(Failure::Pg(e)) if lost => Err(Failure::Lost(e)),
             other => other,
         }
+    }
+
+    /// Lets the connections' I/O tasks run for a moment. The runtime runs on the calling
+    /// thread (a current-thread runtime: no thread hop per statement), so its tasks only
+    /// make progress inside a `block_on`; after a failure this flushes what dropped
+    /// transactions and clients queued (a `ROLLBACK` that releases locks, a close).
+    pub(crate) fn settle(&self) {
+        settle(&self.rt);
     }
 
     fn checkout(&self) -> Result<Conn, PgError> {
@@ -264,6 +281,15 @@ impl Pool {
         drop(state);
         self.freed.notify_one();
     }
+}
+
+/// Lets the I/O tasks of `rt` run for a moment (see [`Pool::settle`]).
+pub(crate) fn settle(rt: &Runtime) {
+    rt.block_on(async {
+        for _ in 0..8 {
+            tokio::task::yield_now().await;
+        }
+    });
 }
 
 /// Runs `fut` on `rt` (from outside it), giving up after `limit`.

@@ -123,10 +123,41 @@ pub(crate) struct Statements {
     pub(crate) holder_lock_table_shared: Statement,
     /// `(table id)`: for the lease holder.
     pub(crate) holder_lock_table_exclusive: Statement,
+    /// `(class, ids, exclusive flags)`: the per-key locks in one global order.
     pub(crate) lock_keys: Statement,
     pub(crate) check: Statement,
     pub(crate) upsert: Statement,
     pub(crate) delete: Statement,
+    /// `BEGIN` and `COMMIT`, prepared so that a batch's statements can be pipelined.
+    pub(crate) begin: Statement,
+    pub(crate) commit: Statement,
+    /// The conditional write of a batch in one statement (see [`CONDITIONAL_WRITE`]).
+    pub(crate) write: Statement,
+}
+
+/// A batch's preconditions and mutations in one statement: `$1`/`$2` the precondition
+/// keys and the values they require (`NULL`: absent), `$3`/`$4` the keys and values to
+/// set, `$5` the keys to delete. The writes happen only when every precondition holds;
+/// the rows returned are the failed preconditions (1-based position, current value), so
+/// an empty result means the batch was written. Run inside the batch's transaction after
+/// its locks are taken: the statement's snapshot then sees every earlier commit.
+fn conditional_write(t: &str) -> String {
+    format!(
+        r#"WITH pre AS (
+  SELECT p.i, t.v AS cur, t.v IS NOT DISTINCT FROM p.want AS ok
+  FROM unnest($1::bytea[], $2::bytea[]) WITH ORDINALITY AS p(k, want, i)
+  LEFT JOIN "{t}" t ON t.k = p.k
+), go AS (
+  SELECT coalesce(bool_and(ok), true) AS go FROM pre
+), up AS (
+  INSERT INTO "{t}" (k, v) SELECT * FROM unnest($3::bytea[], $4::bytea[])
+  WHERE (SELECT go FROM go)
+  ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v
+), del AS (
+  DELETE FROM "{t}" WHERE k = ANY($5::bytea[]) AND (SELECT go FROM go)
+)
+SELECT i, cur FROM pre WHERE NOT ok"#
+    )
 }
 
 impl Statements {
@@ -175,9 +206,12 @@ impl Statements {
                 .await?,
             holder_lock_table_exclusive: p("SELECT pg_advisory_xact_lock($1::int8)".into()).await?,
             // `unnest` yields the (sorted) ids in array order: the locks are taken in
-            // that one global order.
+            // that one global order, each exclusive (`$3` true: the batch writes the key)
+            // or shared (the batch only requires the key).
             lock_keys: p(
-                "SELECT count(pg_advisory_xact_lock($1::int4, id)) FROM unnest($2::int4[]) AS id"
+                "SELECT count(CASE WHEN x THEN pg_advisory_xact_lock($1::int4, id) \
+                 ELSE pg_advisory_xact_lock_shared($1::int4, id) END) \
+                 FROM unnest($2::int4[], $3::bool[]) AS u(id, x)"
                     .into(),
             )
             .await?,
@@ -191,6 +225,9 @@ ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"#
             ))
             .await?,
             delete: p(format!(r#"DELETE FROM "{t}" WHERE k = ANY($1::bytea[])"#)).await?,
+            begin: p("BEGIN".into()).await?,
+            commit: p("COMMIT".into()).await?,
+            write: p(conditional_write(t)).await?,
         })
     }
 }

@@ -16,6 +16,17 @@
 //! writer, without a sled transaction's cost (reads through its per-key versioning, a
 //! commit that writes one key at a time).
 //!
+//! Two things keep a conditional write close to a plain `insert`:
+//! * a batch of one mutation whose key is also a precondition's key (a document written
+//!   over the bytes it was read with) is one sled `compare_and_swap`: the check and the
+//!   write are one tree traversal, not a `get` and an `insert`;
+//! * the current values of *guard keys* — keys a batch requires but does not write, such
+//!   as a fence record every write preconditions on — are kept in a small cache that is
+//!   exact: it is read and filled only under the exclusive side of the writer lock, and
+//!   any batch that writes a cached key removes it before it releases its side of the
+//!   lock (a conditional batch before it writes). Since every writer of the
+//!   datastore goes through that lock (see above), a cached value always equals sled's.
+//!
 //! What this crate is not: it adds no layout of its own (the engine above decides the key
 //! encoding), and it never exposes `sled` types: sled errors become
 //! [`StoreError::Backend`] (or [`StoreError::InUse`] when another process holds the
@@ -46,11 +57,12 @@ pub use safety::is_sled_dir;
 use std::fmt;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 use strata_store::{
-    Backend, Batch, KvRead, KvWrite, Mutation, Offer, PageBuilder, Result, ScanLimits, ScanPage,
-    Store, StoreError, Visit, VisitEnd,
+    Backend, Batch, KvRead, KvWrite, Mutation, Offer, PageBuilder, Precondition, Result,
+    ScanLimits, ScanPage, Store, StoreError, Visit, VisitEnd,
 };
 
 /// The backend name used in messages and [`StoreError::Backend`].
@@ -176,6 +188,7 @@ impl SledOptions {
             db,
             path: path.to_path_buf(),
             writers: Arc::default(),
+            guards: Arc::default(),
         })
     }
 }
@@ -195,6 +208,8 @@ pub struct SledStore {
     /// It guards no data (a panic while holding it leaves nothing half-done: the checks
     /// write nothing and the write is one atomic sled call), so poisoning is ignored.
     writers: Arc<RwLock<()>>,
+    /// The exact cache of guard-key values (see the crate documentation).
+    guards: Arc<GuardCache>,
     /// Flushes and seals the datastore when the last clone is dropped.
     _seal: Arc<Sealer>,
 }
@@ -260,6 +275,94 @@ impl SledStore {
 
     fn error(&self, e: sled::Error) -> StoreError {
         backend_error(&self.path, e)
+    }
+
+    /// Checks `preconditions` and writes `mutations`. The caller holds the exclusive side
+    /// of `writers`.
+    fn apply_conditional(
+        &self,
+        mut mutations: Vec<Mutation>,
+        preconditions: Vec<Precondition>,
+    ) -> Result<()> {
+        let mut cache = self.guards.lock();
+        if let [only] = mutations.as_slice() {
+            let key = only.key();
+            let mut own = None;
+            for p in &preconditions {
+                if p.key() == key {
+                    if own.is_some() {
+                        own = None;
+                        break;
+                    }
+                    own = Some(p);
+                } else {
+                    self.check_guard(&mut cache, p)?;
+                }
+            }
+            if let Some(own) = own {
+                // One traversal checks and writes the key; nothing else is written.
+                cache.forget(key);
+                return match mutations.pop() {
+                    Some(Mutation::Set { key, value }) => self.cas(own, &key, Some(value)),
+                    Some(Mutation::Delete { key }) => self.cas(own, &key, None),
+                    None => Ok(()),
+                };
+            }
+            // Several preconditions on the key itself: the general path below (the guard
+            // preconditions were checked above; checking them again is cheap).
+        }
+        let written: std::collections::HashSet<&[u8]> =
+            mutations.iter().map(Mutation::key).collect();
+        for p in &preconditions {
+            if written.contains(p.key()) {
+                let current = self.db.get(p.key()).map_err(|e| self.error(e))?;
+                p.check(current.as_deref())?;
+            } else {
+                self.check_guard(&mut cache, p)?;
+            }
+        }
+        // A written key leaves the cache (it is filled again, from sled, when next
+        // required): whatever the write's outcome, no entry can be stale.
+        for m in &mutations {
+            cache.forget(m.key());
+        }
+        self.write(mutations)
+    }
+
+    /// Checks a precondition on a key the batch does not write, through the guard cache
+    /// (filled from sled on a miss). The caller holds the exclusive side of `writers`.
+    fn check_guard(&self, cache: &mut GuardEntries, p: &Precondition) -> Result<()> {
+        if let Some(current) = cache.get(p.key()) {
+            return p.check(current.as_deref());
+        }
+        let current = self.db.get(p.key()).map_err(|e| self.error(e))?;
+        let result = p.check(current.as_deref());
+        cache.fill(&self.guards.lengths, p.key(), current.as_deref());
+        result
+    }
+
+    /// One sled compare-and-swap of `key` from what `own` requires to `new`.
+    fn cas(&self, own: &Precondition, key: &[u8], new: Option<Vec<u8>>) -> Result<()> {
+        let old = match own {
+            Precondition::Equals { value, .. } => Some(value.as_slice()),
+            Precondition::Absent { .. } => None,
+        };
+        match self
+            .db
+            .compare_and_swap(key, old, new)
+            .map_err(|e| self.error(e))?
+        {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                own.check(e.current.as_deref())?;
+                // sled reported a mismatch the precondition does not see: report it as a
+                // conflict all the same (nothing was written).
+                Err(StoreError::Conflict {
+                    key: key.to_vec(),
+                    reason: strata_store::ConflictReason::Changed,
+                })
+            }
+        }
     }
 
     /// Writes `mutations` as one atomic sled call. The caller holds `writers`.
@@ -379,23 +482,30 @@ impl KvRead for SledStore {
 
 impl KvWrite for SledStore {
     fn apply(&self, batch: Batch) -> Result<()> {
-        batch.validate()?;
-        if batch.preconditions().is_empty() {
-            let (mutations, _) = batch.into_parts();
+        if batch.mutations().len() > 1 {
+            // (One mutation cannot repeat a key.)
+            batch.validate()?;
+        }
+        let (mutations, preconditions) = batch.into_parts();
+        if preconditions.is_empty() {
             if mutations.is_empty() {
                 return Ok(());
             }
             let _shared = self.writers.read().unwrap_or_else(PoisonError::into_inner);
+            // A plain write of a cached guard key drops it from the cache (before the
+            // shared side is released, so no conditional batch sees it stale).
+            let cached = self.guards.lengths.load(Ordering::Acquire);
+            if cached != 0 && mutations.iter().any(|m| length_bit(m.key()) & cached != 0) {
+                let mut cache = self.guards.lock();
+                for m in &mutations {
+                    cache.forget(m.key());
+                }
+            }
             self.write(mutations)
         } else {
             // Exclusive: no other write lands between the checks and the write.
             let _exclusive = self.writers.write().unwrap_or_else(PoisonError::into_inner);
-            for p in batch.preconditions() {
-                let current = self.db.get(p.key()).map_err(|e| self.error(e))?;
-                p.check(current.as_deref())?;
-            }
-            let (mutations, _) = batch.into_parts();
-            self.write(mutations)
+            self.apply_conditional(mutations, preconditions)
         }
     }
 
@@ -407,6 +517,73 @@ impl KvWrite for SledStore {
 impl Backend for SledStore {
     fn name(&self) -> &'static str {
         NAME
+    }
+}
+
+/// How many guard keys the cache holds at most (the oldest is dropped for a new one).
+const MAX_GUARDS: usize = 16;
+/// Guard values larger than this are not cached (read from sled each time).
+const MAX_GUARD_VALUE: usize = 64 * 1024;
+
+/// The bit of a key's length in [`GuardCache::lengths`].
+fn length_bit(key: &[u8]) -> u64 {
+    1u64 << (key.len() % 64)
+}
+
+/// The exact cache of guard-key values shared by every clone of a [`SledStore`].
+#[derive(Debug, Default)]
+struct GuardCache {
+    /// One bit per cached key length (modulo 64), set when a key is cached and never
+    /// cleared: a plain write whose keys hit no bit skips the cache without locking it.
+    lengths: AtomicU64,
+    entries: Mutex<GuardEntries>,
+}
+
+impl GuardCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, GuardEntries> {
+        // The entries are only ever forgotten on a panic path: a poisoned cache is cleared.
+        self.entries.lock().unwrap_or_else(|poisoned| {
+            let mut g = poisoned.into_inner();
+            g.forget_all();
+            g
+        })
+    }
+}
+
+/// Cached guard keys and their current values (`None`: absent), oldest first.
+#[derive(Debug, Default)]
+struct GuardEntries {
+    entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl GuardEntries {
+    fn position(&self, key: &[u8]) -> Option<usize> {
+        self.entries.iter().position(|(k, _)| k.as_slice() == key)
+    }
+
+    fn get(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
+        self.position(key).map(|i| &self.entries[i].1)
+    }
+
+    fn fill(&mut self, lengths: &AtomicU64, key: &[u8], value: Option<&[u8]>) {
+        if value.is_some_and(|v| v.len() > MAX_GUARD_VALUE) || self.position(key).is_some() {
+            return;
+        }
+        if self.entries.len() >= MAX_GUARDS {
+            self.entries.remove(0);
+        }
+        lengths.fetch_or(length_bit(key), Ordering::AcqRel);
+        self.entries.push((key.to_vec(), value.map(<[u8]>::to_vec)));
+    }
+
+    fn forget(&mut self, key: &[u8]) {
+        if let Some(i) = self.position(key) {
+            self.entries.remove(i);
+        }
+    }
+
+    fn forget_all(&mut self) {
+        self.entries.clear();
     }
 }
 
@@ -621,6 +798,90 @@ mod tests {
         drop(store);
         let store = SledStore::open_existing(dir.path().join("db")).unwrap();
         assert_eq!(store.get(b"t/c").unwrap(), Some(b"3".to_vec()));
+    }
+
+    #[test]
+    fn guard_cache_follows_every_write_of_a_guard_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path().join("db")).unwrap();
+        let guarded = |fence: Option<&[u8]>, doc: &[u8]| {
+            Batch::new()
+                .require(b"f".to_vec(), fence.map(<[u8]>::to_vec))
+                .set(b"t/doc".to_vec(), doc.to_vec())
+        };
+        // Absent guard: cached as absent, then a plain write changes it.
+        store.apply(guarded(None, b"1")).unwrap();
+        assert!(store.guards.lock().get(b"f").is_some());
+        store
+            .apply(Batch::new().set(b"f".to_vec(), b"A".to_vec()))
+            .unwrap();
+        assert!(store.guards.lock().get(b"f").is_none());
+        let err = store.apply(guarded(None, b"2")).unwrap_err();
+        assert!(
+            matches!(err, StoreError::Conflict { ref key, .. } if key == b"f"),
+            "{err}"
+        );
+        store.apply(guarded(Some(b"A"), b"2")).unwrap();
+        // A conditional write of the guard key (a compare-and-swap) is seen too.
+        store
+            .apply(
+                Batch::new()
+                    .require_eq(b"f".to_vec(), b"A".to_vec())
+                    .set(b"f".to_vec(), b"B".to_vec()),
+            )
+            .unwrap();
+        assert!(store.apply(guarded(Some(b"A"), b"3")).is_err());
+        store.apply(guarded(Some(b"B"), b"3")).unwrap();
+        // A multi-key batch deleting it, through a clone of the store.
+        store
+            .clone()
+            .apply(
+                Batch::new()
+                    .require_eq(b"t/doc".to_vec(), b"3".to_vec())
+                    .delete(b"f".to_vec())
+                    .set(b"t/other".to_vec(), b"x".to_vec()),
+            )
+            .unwrap();
+        assert!(store.apply(guarded(Some(b"B"), b"4")).is_err());
+        store.apply(guarded(None, b"4")).unwrap();
+        assert_eq!(store.get(b"t/doc").unwrap(), Some(b"4".to_vec()));
+        assert_eq!(store.get(b"f").unwrap(), None);
+    }
+
+    #[test]
+    fn a_single_key_compare_and_swap_reports_the_conflict() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path().join("db")).unwrap();
+        let put = |old: Option<&[u8]>, new: &[u8]| {
+            store.apply(
+                Batch::new()
+                    .require(b"t/k".to_vec(), old.map(<[u8]>::to_vec))
+                    .set(b"t/k".to_vec(), new.to_vec()),
+            )
+        };
+        put(None, b"1").unwrap();
+        let reason = |e: StoreError| match e {
+            StoreError::Conflict { reason, .. } => reason,
+            other => panic!("{other}"),
+        };
+        assert_eq!(
+            reason(put(None, b"2").unwrap_err()),
+            strata_store::ConflictReason::Present
+        );
+        assert_eq!(
+            reason(put(Some(b"0"), b"2").unwrap_err()),
+            strata_store::ConflictReason::Changed
+        );
+        put(Some(b"1"), b"2").unwrap();
+        let del = Batch::new()
+            .require_eq(b"t/k".to_vec(), b"2".to_vec())
+            .delete(b"t/k".to_vec());
+        store.apply(del.clone()).unwrap();
+        assert_eq!(
+            reason(store.apply(del).unwrap_err()),
+            strata_store::ConflictReason::Missing
+        );
+        assert_eq!(store.get(b"t/k").unwrap(), None);
     }
 
     #[test]

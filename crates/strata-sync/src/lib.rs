@@ -45,7 +45,7 @@ mod runtime;
 pub use crdt::{rga_order, Crdt, CrdtState, Family};
 pub use error::SyncError;
 pub use manager::{
-    Applied, OpLogReader, SyncManager, SyncOptions, VerifyReport, DEFAULT_NODE_ID,
+    Applied, ConsistencyReport, OpLogReader, SyncManager, SyncOptions, DEFAULT_NODE_ID,
     DEFAULT_OP_LOG_LIMIT, DEFAULT_SEEN_OPS_LIMIT, MAX_RECORD_BYTES, SEQUENCES_KEY,
 };
 pub use runtime::Runtime;

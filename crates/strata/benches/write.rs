@@ -31,12 +31,14 @@ struct Account {
     active: bool,
 }
 
-fn doc(i: usize, round: usize) -> Account {
+/// Document `i` at write `serial`: every write changes its bytes (sled skips an `insert`
+/// of the value a key already holds, so repeating a value would measure no write at all).
+fn doc(i: usize, serial: usize) -> Account {
     Account {
         id: format!("a{i:07}"),
         owner: format!("Owner Number {i}"),
         email: format!("owner{i}@example.com"),
-        balance_cents: (i * 100 + round) as i64,
+        balance_cents: (i * 100 + serial) as i64,
         tags: vec!["alpha".into(), "beta".into(), "gamma".into()],
         active: true,
     }
@@ -52,6 +54,11 @@ fn env_usize(name: &str, default: usize) -> usize {
 struct Setup {
     writes: usize,
     rows: usize,
+}
+
+/// The serial number of write `n` of `round` (distinct across rounds).
+fn serial(s: &Setup, round: usize, n: usize) -> usize {
+    round * s.writes + n + 1
 }
 
 /// The key of write `n` and its document index.
@@ -71,7 +78,7 @@ fn raw_insert(s: &Setup, round: usize) -> Duration {
     let started = Instant::now();
     for n in 0..s.writes {
         let (key, i) = key_of(n, s.rows);
-        let bytes = serde_json::to_vec(&doc(i, round)).unwrap();
+        let bytes = serde_json::to_vec(&doc(i, serial(s, round, n))).unwrap();
         tree.insert(format!("__nx/doc/acc/{key}").as_bytes(), bytes)
             .unwrap();
     }
@@ -98,7 +105,7 @@ fn puts(s: &Setup, round: usize, policy: bool) -> Duration {
     let started = Instant::now();
     for n in 0..s.writes {
         let (key, i) = key_of(n, s.rows);
-        black_box(c.put(&key, &doc(i, round)).unwrap());
+        black_box(c.put(&key, &doc(i, serial(s, round, n))).unwrap());
     }
     started.elapsed()
 }
@@ -116,7 +123,7 @@ fn updates(s: &Setup, round: usize, policy: bool) -> Duration {
     for n in 0..s.writes {
         let (key, i) = key_of(n, s.rows);
         let lock = locks.get_mut(&key).unwrap();
-        *lock = c.update(&key, &doc(i, round), *lock).unwrap();
+        *lock = c.update(&key, &doc(i, serial(s, round, n)), *lock).unwrap();
     }
     started.elapsed()
 }

@@ -438,3 +438,58 @@ fn a_write_sealed_under_a_key_a_rotation_just_retired_retries_under_the_new_key(
     assert_eq!(inner.get(&key).unwrap(), None);
     assert!(inner.get(DATABASE_KEYRING_KEY).unwrap().is_some());
 }
+
+#[test]
+fn a_sweep_batch_racing_a_rotation_reseals_under_the_new_key() {
+    let inner = Store::new(MemoryStore::new());
+    seed(&inner); // `a`: 40 sealed docs at v1
+    let racing = Arc::new(RotateBeforeWrite {
+        inner: inner.clone(),
+        armed: AtomicBool::new(false),
+    });
+    let store = Store::from_arc(racing.clone() as Arc<dyn Backend>);
+    let db = open(&store);
+    let a = db
+        .collection::<Doc>(
+            "a",
+            CollectionOptions::new()
+                .sealed()
+                .upcast(1, strata::Mode::Eager, |_| Ok(())),
+        )
+        .unwrap();
+    // The sweep's claim is the first write: arm after it, so the rotation begins right
+    // before the first batch of rows (sealed under key 1) commits.
+    let armed = Arc::clone(&racing);
+    let first = Arc::new(AtomicBool::new(true));
+    let report = a
+        .sweep(
+            strata::SweepOptions::new()
+                .limits(small())
+                .abort_when(move || {
+                    if first.swap(false, Ordering::SeqCst) {
+                        armed.armed.store(true, Ordering::SeqCst);
+                    }
+                    false
+                }),
+        )
+        .unwrap();
+    assert!(!racing.armed.load(Ordering::SeqCst), "the rotation ran");
+    assert_eq!(report.rewritten(), 40);
+    let ids: Vec<u32> = all(&inner)
+        .into_iter()
+        .filter(|(k, _)| k.starts_with(b"__nx/doc/a/"))
+        .map(|(_, v)| body_key_id(&v[ENVELOPE_HEADER_LEN..]).unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        vec![2; 40],
+        "no swept row landed under the retiring key"
+    );
+    // Finishing the rotation leaves every row readable.
+    strata::seal::rotate_data_key(&inner, &[&alice()], RotateOptions::new()).unwrap();
+    let fresh = open(&inner);
+    let a = fresh
+        .collection::<Doc>("a", CollectionOptions::new().sealed())
+        .unwrap();
+    assert_eq!(a.iter().filter(|d| d.is_ok()).count(), 40);
+}

@@ -11,7 +11,7 @@ use strata::collection::layout::doc_prefix;
 use strata::payload::envelope;
 use strata::policy::{evaluate_strategies, Baseline, UpdateContext, UpdateDecision};
 use strata::{Database, SchemaOptions};
-use strata_store::{escape_key, KvRead, ScanLimits};
+use strata_store::{escape_key, Pages, ScanLimits};
 
 impl Extension {
     pub(super) fn schema_check(&self, db_path: &Path, args: CheckArgs) -> CmdResult {
@@ -214,55 +214,47 @@ impl Extension {
             (0u64, 0u64, 0u64, 0u64, 0u64);
         let mut used: BTreeSet<String> = BTreeSet::new();
         let mut failing: Vec<(String, String)> = Vec::new();
-        let mut cursor: Option<Vec<u8>> = None;
-        loop {
-            let page = store.scan(table.prefix(), cursor.as_deref(), limits)?;
-            for r in &page.records {
-                rows += 1;
-                bytes += r.value.len() as u64;
-                let id = String::from_utf8_lossy(&r.key[prefix.len().min(r.key.len())..]);
-                let (env, json) = match envelope::decode(&r.value) {
-                    Ok(ok) => ok,
-                    Err(e) => {
-                        failing.push((escape_key(&r.key), e.to_string()));
-                        continue;
-                    }
-                };
-                *versions.entry(env.payload_version).or_insert(0) += 1;
-                if let Ok(serde_json::Value::Object(m)) = serde_json::from_slice(json) {
-                    used.extend(m.keys().cloned());
-                }
-                if env.payload_version > current {
-                    ahead += 1;
+        for r in Pages::new(&store, table.prefix(), limits).records() {
+            let r = r?;
+            rows += 1;
+            bytes += r.value.len() as u64;
+            let id = String::from_utf8_lossy(&r.key[prefix.len().min(r.key.len())..]);
+            let (env, json) = match envelope::decode(&r.value) {
+                Ok(ok) => ok,
+                Err(e) => {
+                    failing.push((escape_key(&r.key), e.to_string()));
                     continue;
                 }
-                if env.payload_version < current {
-                    behind += 1;
-                    behind_bytes += r.value.len() as u64;
-                }
-                // What this build would do with the row: the cutover's transform (then the
-                // type), else a read through the chain into the type.
-                let outcome = match &transform {
-                    Some(t) => serde_json::from_slice::<serde_json::Value>(json)
-                        .map_err(|e| format!("the document JSON is invalid: {e}"))
-                        .and_then(|doc| {
-                            t.apply(doc)
-                                .map_err(|e| format!("the cutover transform fails: {e}"))
-                        })
-                        .and_then(|doc| {
-                            coll.binds(doc).map_err(|e| {
-                                format!("after the cutover transform, the document {e}")
-                            })
-                        }),
-                    None => coll.read(&id).map_err(|e| crate::exit::message(&e)),
-                };
-                if let Err(reason) = outcome {
-                    failing.push((escape_key(&r.key), reason));
-                }
+            };
+            *versions.entry(env.payload_version).or_insert(0) += 1;
+            if let Ok(serde_json::Value::Object(m)) = serde_json::from_slice(json) {
+                used.extend(m.keys().cloned());
             }
-            match page.cursor() {
-                Some(c) if page.more => cursor = Some(c.to_vec()),
-                _ => break,
+            if env.payload_version > current {
+                ahead += 1;
+                continue;
+            }
+            if env.payload_version < current {
+                behind += 1;
+                behind_bytes += r.value.len() as u64;
+            }
+            // What this build would do with the row: the cutover's transform (then the
+            // type), else a read through the chain into the type.
+            let outcome = match &transform {
+                Some(t) => serde_json::from_slice::<serde_json::Value>(json)
+                    .map_err(|e| format!("the document JSON is invalid: {e}"))
+                    .and_then(|doc| {
+                        t.apply(doc)
+                            .map_err(|e| format!("the cutover transform fails: {e}"))
+                    })
+                    .and_then(|doc| {
+                        coll.binds(doc)
+                            .map_err(|e| format!("after the cutover transform, the document {e}"))
+                    }),
+                None => coll.read(&id).map_err(|e| crate::exit::message(&e)),
+            };
+            if let Err(reason) = outcome {
+                failing.push((escape_key(&r.key), reason));
             }
         }
         let secs = started.elapsed().as_secs_f64().max(1e-6);

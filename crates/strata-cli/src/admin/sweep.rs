@@ -12,7 +12,7 @@ use strata::collection::layout::{doc_prefix, sweep_key};
 use strata::payload::envelope;
 use strata::payload::{SweepMarker, SweepOptions};
 use strata::{Database, SchemaOptions};
-use strata_store::{escape_key, KvRead, ScanLimits, Store};
+use strata_store::{escape_key, KvRead, Pages, ScanLimits, Store};
 
 impl Extension {
     pub(super) fn sweep(&self, db_path: &Path, args: SweepArgs) -> CmdResult {
@@ -163,27 +163,20 @@ impl Extension {
         let limits = ScanLimits::new(args.batch_size, 64 << 20)?;
         let (mut rows, mut behind, mut ahead) = (0u64, 0u64, 0u64);
         let mut failing: Vec<(String, String)> = Vec::new();
-        let mut cursor: Option<Vec<u8>> = None;
-        loop {
-            let page = store.scan(table.prefix(), cursor.as_deref(), limits)?;
-            for r in &page.records {
-                rows += 1;
-                let id = String::from_utf8_lossy(&r.key[prefix.len().min(r.key.len())..]);
-                match envelope::decode(&r.value) {
-                    Ok((env, _)) if env.payload_version < current => {
-                        behind += 1;
-                        if let Err(e) = coll.read(&id) {
-                            failing.push((escape_key(&r.key), crate::exit::message(&e)));
-                        }
+        for r in Pages::new(store, table.prefix(), limits).records() {
+            let r = r?;
+            rows += 1;
+            let id = String::from_utf8_lossy(&r.key[prefix.len().min(r.key.len())..]);
+            match envelope::decode(&r.value) {
+                Ok((env, _)) if env.payload_version < current => {
+                    behind += 1;
+                    if let Err(e) = coll.read(&id) {
+                        failing.push((escape_key(&r.key), crate::exit::message(&e)));
                     }
-                    Ok((env, _)) if env.payload_version > current => ahead += 1,
-                    Ok(_) => {}
-                    Err(e) => failing.push((escape_key(&r.key), e.to_string())),
                 }
-            }
-            match page.cursor() {
-                Some(c) if page.more => cursor = Some(c.to_vec()),
-                _ => break,
+                Ok((env, _)) if env.payload_version > current => ahead += 1,
+                Ok(_) => {}
+                Err(e) => failing.push((escape_key(&r.key), e.to_string())),
             }
         }
         let code = if failing.is_empty() {

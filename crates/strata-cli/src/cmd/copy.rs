@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store, StoreError};
+use strata_store::{Batch, KvRead, KvWrite, Pages, ScanLimits, Store, StoreError};
 
 /// The key prefix copy keeps its own records under (never copied, never digested).
 pub const RESERVED: &[u8] = b"__nx/copy/";
@@ -398,14 +398,14 @@ fn copy(
             }
         }
     };
-    let mut cursor = if progress.cursor.is_empty() {
+    let cursor = if progress.cursor.is_empty() {
         None
     } else {
         Some(unhex(&progress.cursor).ok_or_else(|| bad("cursor is not hex".into()))?)
     };
     let mut reporter = Reporter::new();
-    loop {
-        let page = source.scan(b"", cursor.as_deref(), limits)?;
+    for page in Pages::new(source, b"", limits).after(cursor.as_deref()) {
+        let page = page?;
         let Some(last) = page.cursor().map(<[u8]>::to_vec) else {
             break;
         };
@@ -422,10 +422,6 @@ fn copy(
         target.apply(batch)?;
         raw = Some(next);
         reporter.batch(progress.copied);
-        if !page.more {
-            break;
-        }
-        cursor = Some(last);
     }
     eprintln!(
         "copy: {} records copied; verifying both stores",

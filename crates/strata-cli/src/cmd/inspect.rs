@@ -1,7 +1,8 @@
 //! `strata inspect <table|collection>`: print the first records of one managed table
 //! (read-only). Documents of a collection are decoded: payload version, lock version and
 //! the JSON, pretty-printed (`--raw` keeps the stored bytes as hex). A value cut to
-//! `--max-chars` ends with `…`.
+//! `--max-chars` ends with `…`. A sealed document always shows its clear header; its body
+//! only with the key (`--passphrase-env VAR` / `--key-file PATH`).
 
 use crate::db;
 use crate::exit::{CmdResult, Failure};
@@ -41,6 +42,9 @@ pub struct Args {
     /// `"value_hex"` when the envelope is unreadable).
     #[arg(long)]
     json: bool,
+    /// The key of sealed documents: without it their bodies are not shown.
+    #[command(flatten)]
+    key: crate::cmd::keys::KeyArgs,
 }
 
 /// `s` cut to `max` characters, ending with `…` when something was cut.
@@ -74,6 +78,8 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     } else {
         RAW_MAX_CHARS
     });
+    // A wrong key fails here, before any record is read.
+    let sealer = args.key.unlock(&store)?;
     let mut out = std::io::stdout().lock();
     let mut records: Vec<serde_json::Value> = Vec::new();
     let mut printed = 0;
@@ -86,7 +92,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             let key = escape_key(&r.key);
             if decode_docs {
                 let id = String::from_utf8_lossy(&r.key[table.prefix().len().min(r.key.len())..]);
-                let decoded = decode_document(&r.value);
+                let decoded = decode_document(&r.value, &r.key, table.id(), sealer.as_ref());
                 if args.json {
                     records.push(document_json(&key, &id, &r.value, decoded));
                 } else {
@@ -138,24 +144,47 @@ fn write_raw(
     writeln!(out, "{key}\t{}", cut(&shown, max_chars))
 }
 
-/// A document's envelope and parsed JSON, or why they cannot be read.
-type Decoded = Result<(envelope::Envelope, serde_json::Value), String>;
+/// A document's envelope and parsed JSON (`None`: sealed, shown without the key), or why
+/// they cannot be read.
+type Decoded = Result<(envelope::Envelope, Option<serde_json::Value>), String>;
 
-fn decode_document(value: &[u8]) -> Decoded {
-    let (env, body) = envelope::decode(value).map_err(|e| e.to_string())?;
+fn decode_document(
+    value: &[u8],
+    key: &[u8],
+    table_id: u16,
+    sealer: Option<&strata::seal::Sealer>,
+) -> Decoded {
+    let opened;
+    let (env, body) = match (strata::seal::peek(value), sealer) {
+        (Some((env, true)), None) => return Ok((env, None)),
+        (Some((_, true)), Some(s)) => {
+            opened =
+                strata::seal::open_document(s, key, table_id, value).map_err(|e| e.to_string())?;
+            (opened.0, opened.1.as_slice())
+        }
+        _ => envelope::decode(value).map_err(|e| e.to_string())?,
+    };
     serde_json::from_slice::<serde_json::Value>(body)
-        .map(|doc| (env, doc))
+        .map(|doc| (env, Some(doc)))
         .map_err(|e| format!("{env}: the document JSON is invalid: {e}"))
 }
 
 fn document_json(key: &str, id: &str, value: &[u8], decoded: Decoded) -> serde_json::Value {
     match decoded {
-        Ok((env, doc)) => serde_json::json!({
+        Ok((env, Some(doc))) => serde_json::json!({
             "key": key,
             "id": id,
             "payload_version": env.payload_version,
             "lock_version": env.lock_version,
             "document": doc,
+        }),
+        Ok((env, None)) => serde_json::json!({
+            "key": key,
+            "id": id,
+            "payload_version": env.payload_version,
+            "lock_version": env.lock_version,
+            "sealed": true,
+            "document": null,
         }),
         Err(reason) => serde_json::json!({
             "key": key,
@@ -174,7 +203,12 @@ fn write_document(
     max_chars: usize,
 ) -> std::io::Result<()> {
     match decoded {
-        Ok((env, doc)) => {
+        Ok((env, None)) => writeln!(
+            out,
+            "{id}  payload v{}  lock {}  sealed (body not shown: pass `--passphrase-env VAR` or `--key-file PATH`)\n",
+            env.payload_version, env.lock_version,
+        ),
+        Ok((env, Some(doc))) => {
             let pretty = serde_json::to_string_pretty(&doc).unwrap_or_default();
             writeln!(
                 out,

@@ -16,7 +16,8 @@
 //! | `__nx/cutover/<collection>` | no cutover of the collection pending | delete |
 //! | `__nx/jsonschema/<collection>` | unreadable | rewrite from the newest schema-history version, else manual |
 //! | `__nx/sync/sequences` | malformed | delete (the next open rebuilds it) |
-//! | `__nx/copy/progress` | an unfinished copy | none: finish the copy (the store is incomplete) |
+//! | `__nx/copy/progress` | an unfinished copy | manual: finish the copy (the store is incomplete) |
+//! | `__nx/rotate/<collection>` | an unfinished data-key rotation | none: run the rotation again (it resumes) |
 
 use crate::db;
 use crate::exit::{CmdResult, Failure, OK, UNSUPPORTED};
@@ -184,6 +185,7 @@ pub(crate) fn plan(store: &Store, now_ms: u64) -> Result<Vec<Finding>, StoreErro
     baseline_findings(store, &mut out)?;
     sync_findings(store, &mut out)?;
     copy_findings(store, &mut out)?;
+    rotation_findings(store, &mut out)?;
     Ok(out)
 }
 
@@ -192,7 +194,7 @@ pub(crate) fn plan(store: &Store, now_ms: u64) -> Result<Vec<Finding>, StoreErro
 fn catalog_findings(store: &Store, out: &mut Vec<Finding>) -> Result<Catalog, StoreError> {
     let mut catalog = strata::numax::catalog_in_use(store)?;
     let entries = records(store, CATALOG_PREFIX)?;
-    // Ids held by readable records, first holder (in key order) wins a duplicate.
+    // The collection each id of a readable record belongs to.
     let mut holders: BTreeMap<u16, String> = BTreeMap::new();
     let mut decoded = Vec::new();
     for (key, value) in &entries {
@@ -609,6 +611,27 @@ fn copy_findings(store: &Store, out: &mut Vec<Finding>) -> Result<(), StoreError
     Ok(())
 }
 
+/// Checkpoints of a data-key rotation that has not finished (`NXRT`).
+fn rotation_findings(store: &Store, out: &mut Vec<Finding>) -> Result<(), StoreError> {
+    let prefix = strata::seal::ROTATION_CHECKPOINT_PREFIX;
+    for (key, value) in records(store, prefix)? {
+        let name = String::from_utf8_lossy(&key[prefix.len()..]).into_owned();
+        let f = Finding::new(&key, "rotation_checkpoint", Some(value.clone()), "");
+        let mut f = if value.starts_with(b"NXRT") {
+            f.info("run the key rotation again: it resumes from this checkpoint and finishes (both keys open every record meanwhile)")
+        } else {
+            f.manual("a rotation checkpoint is never guessed: restore it from a backup, then run the key rotation again")
+        };
+        f.problem = if f.action == Action::None {
+            format!("data-key rotation of `{name}` in progress")
+        } else {
+            format!("unreadable data-key rotation checkpoint of `{name}` (no `NXRT` magic)")
+        };
+        out.push(f);
+    }
+    Ok(())
+}
+
 /// The one batch that does every change of `findings`: each change and every record it
 /// was decided from are required to still hold the bytes inspected.
 pub(crate) fn batch(findings: &[Finding]) -> Batch {
@@ -668,8 +691,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         for f in &findings {
             let verb = match f.action {
                 Action::Delete | Action::Rewrite if applied => "done",
-                Action::Delete => "would delete",
-                Action::Rewrite => "would rewrite",
+                Action::Delete | Action::Rewrite => "to do",
                 Action::Manual => "manual",
                 Action::None => "ok",
             };

@@ -14,7 +14,7 @@ use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
 use strata::collection::layout::{sweep_key, FIRST_COLLECTION_ID};
-use strata::migrate::{verify, VerifyReport};
+use strata::migrate::{verify, StoreVerification};
 use strata::pass::PassLimits;
 use strata::payload::SweepMarker;
 use strata::policy::{Baseline, Fence};
@@ -31,6 +31,10 @@ pub struct Args {
     /// (`copy`) recorded: use it on a store nothing wrote since, e.g. a restored copy.
     #[arg(long)]
     strict_manifest: bool,
+    /// With the key, every sealed record is authenticated; without, only its envelope is
+    /// checked (and the output says so).
+    #[command(flatten)]
+    key: crate::cmd::keys::KeyArgs,
 }
 
 /// The `--json` document (format 1).
@@ -44,9 +48,12 @@ struct VerifyDoc<'a> {
     problems: &'a [String],
     /// The record certification (absent when unsupported metadata stopped it).
     #[serde(flatten)]
-    report: Option<&'a VerifyReport>,
+    report: Option<&'a StoreVerification>,
     #[serde(skip_serializing_if = "Option::is_none")]
     manifest: Option<crate::cmd::copy::ManifestCheck>,
+    /// Sealed records: authenticated with the key, or envelopes only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sealed: Option<&'a strata::seal::SealedReport>,
 }
 
 /// The exit code of a catalog that cannot be read: 4 for a corrupt catalog record (as
@@ -109,6 +116,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 problems: &problems,
                 report: None,
                 manifest: None,
+                sealed: None,
             };
             serde_json::to_writer_pretty(&mut out, &doc)?;
             writeln!(out)?;
@@ -123,6 +131,8 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         }
         return Ok(code);
     }
+    // A wrong key fails here, before any record is read.
+    let sealer = args.key.unlock(&store)?;
     let mut progress = Reporter::new(&store, &catalog)?;
     let result = verify(&store, &catalog, PassLimits::default(), |p| {
         progress.verify_progress(p)
@@ -130,6 +140,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     progress.finish();
     let report = result.map_err(Failure::error)?;
     let manifest = crate::cmd::copy::check_manifest(&store)?;
+    let sealed = strata::seal::verify_sealed(&store, &catalog, sealer.as_ref())?;
     if args.json {
         let doc = VerifyDoc {
             format: 1,
@@ -138,6 +149,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             problems: &problems,
             report: Some(&report),
             manifest: manifest.clone(),
+            sealed: (sealed.sealed() > 0 || sealer.is_some()).then_some(&sealed),
         };
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
@@ -154,6 +166,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         if let Some(m) = &manifest {
             writeln!(out, "{}", m.describe())?;
         }
+        write_sealed(&mut out, &sealed)?;
         if code == MIGRATION_REQUIRED {
             for p in &problems {
                 writeln!(out, "{p}")?;
@@ -165,6 +178,21 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         }
     }
     out.flush()?;
+    if sealed.failed() > 0 {
+        let first = &sealed.failures[0];
+        return Err(Failure::error(format!(
+            "{} sealed record(s) failed {}; the first: `{}` in collection `{}`: {}",
+            sealed.failed(),
+            if sealed.authenticated_with_key {
+                "authentication"
+            } else {
+                "the envelope check"
+            },
+            first.key,
+            first.collection,
+            first.reason
+        )));
+    }
     match manifest {
         Some(m) if args.strict_manifest && !m.matches => Err(Failure::error(
             crate::cmd::copy::CopyError::ManifestDiffers {
@@ -174,5 +202,41 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             },
         )),
         _ => Ok(code),
+    }
+}
+
+/// The sealed-records lines: authenticated with the key, or envelopes only — said plainly.
+fn write_sealed(out: &mut impl Write, sealed: &strata::seal::SealedReport) -> std::io::Result<()> {
+    if sealed.sealed() == 0 && !sealed.authenticated_with_key {
+        return Ok(());
+    }
+    for c in sealed.collections.iter().filter(|c| c.sealed > 0) {
+        if sealed.authenticated_with_key {
+            writeln!(
+                out,
+                "{:<26} {:>9} sealed records authenticated, {} failed",
+                c.collection, c.authenticated, c.failed
+            )?;
+        } else {
+            writeln!(
+                out,
+                "{:<26} {:>9} sealed records: envelope checked only",
+                c.collection, c.sealed
+            )?;
+        }
+    }
+    if sealed.authenticated_with_key {
+        writeln!(
+            out,
+            "sealed records: {} of {} authenticated with the key",
+            sealed.authenticated(),
+            sealed.sealed()
+        )
+    } else {
+        writeln!(
+            out,
+            "sealed records: {} checked by their envelope only, NOT authenticated (no key given: pass `--passphrase-env VAR` or `--key-file PATH` to authenticate them)",
+            sealed.sealed()
+        )
     }
 }

@@ -83,8 +83,13 @@ fn timeout_parameters_are_checked() {
     }
     let err = PgStore::connect("postgres://u@127.0.0.1:1/db?strata_nonsense=1").unwrap_err();
     assert!(one_line(&err).contains("unknown strata parameter `strata_nonsense`"));
-    let err = PgStore::connect("postgres://u@127.0.0.1:1/db?sslmode=require").unwrap_err();
-    assert!(one_line(&err).contains("sslmode=require"), "{err}");
+    // TLS parameters are checked before connecting too (tests build with feature `tls`).
+    let err = PgStore::connect("postgres://u@127.0.0.1:1/db?sslmode=verify-full").unwrap_err();
+    assert!(
+        matches!(pg_error(&err), PgError::InvalidUrl { .. }),
+        "{err:?}"
+    );
+    assert!(one_line(&err).contains("sslrootcert=PATH"), "{err}");
 }
 
 fn with_params(url: &str, params: &str) -> String {

@@ -15,7 +15,7 @@ mod verify;
 
 pub use options::SyncOptions;
 pub use read::OpLogReader;
-pub use verify::VerifyReport;
+pub use verify::ConsistencyReport;
 
 use hydrate::{hydrate, refresh_index};
 use sequences::{SeqIndex, Sequences};
@@ -24,7 +24,7 @@ use verify::verify_store;
 use crate::SyncError;
 use std::sync::{Mutex, MutexGuard};
 use strata::numax::decode::DecodeError;
-use strata_store::{Batch, KvRead, Mutation, Precondition, ScanLimits, Store};
+use strata_store::{Batch, KvRead, Mutation, Pages, Precondition, ScanLimits, Store};
 
 /// Numax's default `op_log_limit`: op-log records kept (the newest by sequence).
 pub const DEFAULT_OP_LOG_LIMIT: usize = 10_000;
@@ -110,17 +110,12 @@ fn scan_all(
     mut f: impl FnMut(&[u8], &[u8]) -> Result<(), SyncError>,
 ) -> Result<(), SyncError> {
     let prefix = prefix.as_bytes();
-    let mut cursor: Option<Vec<u8>> = None;
-    loop {
-        let page = store.scan(prefix, cursor.as_deref(), limits)?;
-        for r in &page.records {
+    for page in Pages::new(store, prefix, limits) {
+        for r in &page?.records {
             f(&r.key[prefix.len()..], &r.value)?;
         }
-        match (page.more, page.records.last()) {
-            (true, Some(last)) => cursor = Some(last.key.clone()),
-            _ => return Ok(()),
-        }
     }
+    Ok(())
 }
 
 /// Adds a set to `batch`, refusing a record no reader could read back.

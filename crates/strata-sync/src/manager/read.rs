@@ -1,15 +1,15 @@
 //! Reads of the materialized tables, the sync bookkeeping and the op log.
 
 use super::{
-    refresh_index, scan_all, suffix_str, verify_store, with_key, Inner, Sequences, SyncManager,
-    VerifyReport, SEQUENCES_KEY,
+    refresh_index, scan_all, suffix_str, verify_store, with_key, ConsistencyReport, Inner,
+    Sequences, SyncManager, SEQUENCES_KEY,
 };
 use crate::crdt::{CrdtState, Family};
 use crate::SyncError;
 use std::collections::BTreeMap;
 use strata::numax::decode::DecodeError;
 use strata::numax::wire::{self, OpLogEntry};
-use strata_store::{KvRead, ScanLimits, Store};
+use strata_store::{KvRead, Pages, Store};
 
 impl SyncManager {
     // ----- reads of the materialized tables (what an application reads) -----
@@ -87,9 +87,11 @@ impl SyncManager {
     /// Iterates the durable op log in key (op id) order, one bounded page at a time.
     pub fn op_log(&self) -> OpLogReader<'_> {
         OpLogReader {
-            store: &self.store,
-            limits: self.options.limits(),
-            cursor: None,
+            pages: self
+                .options
+                .limits()
+                .ok()
+                .map(|limits| Pages::new(&self.store, wire::OP_LOG_PREFIX.as_bytes(), limits)),
             page: Vec::new().into_iter(),
             done: false,
         }
@@ -175,7 +177,7 @@ impl SyncManager {
     /// op-log record decodes with an id equal to its key; no two op-log (or seen-op)
     /// records share a sequence; the sequence record, when present, is above every
     /// retained sequence. Read-only.
-    pub fn verify(&self) -> Result<VerifyReport, SyncError> {
+    pub fn verify(&self) -> Result<ConsistencyReport, SyncError> {
         verify_store(&self.store, &self.options)
     }
 }
@@ -183,27 +185,25 @@ impl SyncManager {
 /// Iterator over the durable op log (see [`SyncManager::op_log`]).
 #[derive(Debug)]
 pub struct OpLogReader<'a> {
-    store: &'a Store,
-    limits: Result<ScanLimits, SyncError>,
-    cursor: Option<Vec<u8>>,
+    /// `None` when the options' scan limits are invalid (reported by the first `next`).
+    pages: Option<Pages<'a, Store>>,
     page: std::vec::IntoIter<OpLogEntry>,
     done: bool,
 }
 
 impl OpLogReader<'_> {
-    pub(super) fn fill(&mut self) -> Result<(), SyncError> {
-        let limits = match &self.limits {
-            Ok(l) => *l,
-            Err(_) => {
-                return Err(SyncError::Refused {
-                    reason: "invalid scan limits for the op log; use limits of at least 1".into(),
-                })
-            }
+    /// Decodes the next page into `self.page`; `false` when there is none.
+    pub(super) fn fill(&mut self) -> Result<bool, SyncError> {
+        let Some(pages) = self.pages.as_mut() else {
+            return Err(SyncError::Refused {
+                reason: "invalid scan limits for the op log; use limits of at least 1".into(),
+            });
         };
+        let Some(page) = pages.next() else {
+            return Ok(false);
+        };
+        let page = page?;
         let prefix = wire::OP_LOG_PREFIX.as_bytes();
-        let page = self.store.scan(prefix, self.cursor.as_deref(), limits)?;
-        self.done = !page.more;
-        self.cursor = page.records.last().map(|r| r.key.clone());
         let mut entries = Vec::with_capacity(page.records.len());
         for r in &page.records {
             let suffix = &r.key[prefix.len()..];
@@ -211,7 +211,7 @@ impl OpLogReader<'_> {
             entries.push(wire::decode_op_log_record(id, &r.value).map_err(|e| e.with_key(suffix))?);
         }
         self.page = entries.into_iter();
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -226,9 +226,16 @@ impl Iterator for OpLogReader<'_> {
             if self.done {
                 return None;
             }
-            if let Err(e) = self.fill() {
-                self.done = true;
-                return Some(Err(e));
+            match self.fill() {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.done = true;
+                    return None;
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
             }
         }
     }

@@ -9,7 +9,7 @@ use strata_store::{KvRead, Store};
 
 /// The outcome of [`SyncManager::verify`](crate::SyncManager::verify): every inconsistency found (empty when sound).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct VerifyReport {
+pub struct ConsistencyReport {
     /// CRDT keys checked.
     pub keys: usize,
     /// Op-log records checked.
@@ -18,7 +18,7 @@ pub struct VerifyReport {
     pub problems: Vec<String>,
 }
 
-impl VerifyReport {
+impl ConsistencyReport {
     /// True when no problem was found.
     pub fn is_consistent(&self) -> bool {
         self.problems.is_empty()
@@ -28,9 +28,9 @@ impl VerifyReport {
 pub(super) fn verify_store(
     store: &Store,
     options: &SyncOptions,
-) -> Result<VerifyReport, SyncError> {
+) -> Result<ConsistencyReport, SyncError> {
     let limits = options.limits()?;
-    let mut report = VerifyReport::default();
+    let mut report = ConsistencyReport::default();
     for family in Family::ALL {
         let mut keys = HashSet::new();
         scan_all(store, family.state_prefix(), limits, |suffix, value| {

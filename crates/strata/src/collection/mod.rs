@@ -282,7 +282,25 @@ impl<T> Collection<T> {
             .policy
             .guard_write(&self.inner.name, self.inner.governed)
             .map_err(|e| CollectionError::policy(&self.inner.name, e))?;
-        let mut preconditions = vec![fence];
+        self.with_guards(fence)
+    }
+
+    /// [`Collection::check_guards`] for the write path: the fence check uses the fence
+    /// record this handle last read (exact all the same: the batch requires its bytes; on a
+    /// conflict the caller drops it with `policy.forget_fence()` and checks again).
+    pub(crate) fn check_guards_seen(&self) -> Result<Vec<Precondition>, CollectionError> {
+        let fence = self
+            .inner
+            .policy
+            .guard_write_seen(&self.inner.name, self.inner.governed)
+            .map_err(|e| CollectionError::policy(&self.inner.name, e))?;
+        self.with_guards(fence)
+    }
+
+    /// The fence precondition plus every write guard's.
+    fn with_guards(&self, fence: Precondition) -> Result<Vec<Precondition>, CollectionError> {
+        let mut preconditions = Vec::with_capacity(1 + self.inner.guards.len());
+        preconditions.push(fence);
         for g in &self.inner.guards {
             preconditions.extend(
                 g.guard_write(&self.inner.name)

@@ -1,7 +1,7 @@
 //! The one write path: put, insert, update and delete.
 
 use super::{Collection, CollectionError, Expect};
-use crate::payload::envelope::Envelope;
+use crate::payload::envelope::{Envelope, ENVELOPE_HEADER_LEN};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use strata_store::{Batch, KvWrite};
@@ -50,7 +50,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         expect: Expect,
     ) -> Result<Option<u64>, CollectionError> {
         self.check_key(key)?;
-        let json = match value {
+        // The JSON is encoded behind room for the envelope header, so a clear document is
+        // written without another copy (a retry after a conflict encodes it again).
+        let mut encoded = match value {
             Some(v) => Some(self.encode_json(key, v)?),
             None => None,
         };
@@ -58,13 +60,13 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         let mut found = None;
         for _ in 0..MAX_WRITE_ATTEMPTS {
             // Re-checked on every attempt: a conflict may mean the guard's state changed.
-            let guarded = self.check_guards()?;
+            let guarded = self.check_guards_seen()?;
             // One snapshot of the keys per attempt: the value is sealed with it and the
             // batch carries its keyring precondition.
             let sealer = self.sealer_now();
             let old = self.get_raw(&full)?;
             let old_env = match &old {
-                Some(b) if json.is_some() => {
+                Some(b) if value.is_some() => {
                     if self.inner.sealer.is_none() && crate::seal::peek(b).is_some_and(|(_, s)| s) {
                         // A clear handle never overwrites a sealed document in clear.
                         return Err(CollectionError::Seal {
@@ -91,8 +93,8 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     found,
                 });
             }
-            let (batch, result) = match &json {
-                Some(j) => {
+            let (batch, result) = match value {
+                Some(v) => {
                     if let Some(e) = old_env {
                         if self.inner.upcaster.is_ahead(e.payload_version) {
                             self.warn_ahead(key, e.payload_version);
@@ -105,12 +107,20 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         }
                     }
                     let lock = found.map_or(1, |l| l.saturating_add(1));
-                    let bytes = self.encode_value(
-                        &full,
-                        Envelope::new(self.current_version(), lock),
-                        j,
-                        sealer.as_ref(),
-                    )?;
+                    let env = Envelope::new(self.current_version(), lock);
+                    let mut buf = match encoded.take() {
+                        Some(buf) => buf,
+                        None => self.encode_json(key, v)?,
+                    };
+                    let bytes = match &sealer {
+                        None => {
+                            buf[..ENVELOPE_HEADER_LEN].copy_from_slice(&env.header_bytes());
+                            buf
+                        }
+                        Some(s) => {
+                            self.encode_value(&full, env, &buf[ENVELOPE_HEADER_LEN..], Some(s))?
+                        }
+                    };
                     self.check_size(key, &full, &bytes)?;
                     let mut batch = Batch::new()
                         .require(full.clone(), old)
@@ -139,7 +149,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             match self.inner.store.apply(batch) {
                 Ok(()) => return Ok(result),
                 Err(e) if e.is_conflict() => {
-                    // The keyring may have changed (a rotation began or finished).
+                    // The fence or the keyring (a rotation began or finished) may be
+                    // what changed: read them again.
+                    self.inner.policy.forget_fence();
                     self.refresh_sealer()?;
                     continue;
                 }
@@ -154,13 +166,17 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         })
     }
 
+    /// The JSON of `value` behind [`ENVELOPE_HEADER_LEN`] zero bytes (room for the
+    /// envelope header).
     fn encode_json(&self, key: &str, value: &T) -> Result<Vec<u8>, CollectionError> {
-        let json = serde_json::to_vec(value).map_err(|e| CollectionError::Encode {
+        let mut json = Vec::with_capacity(128);
+        json.resize(ENVELOPE_HEADER_LEN, 0);
+        serde_json::to_writer(&mut json, value).map_err(|e| CollectionError::Encode {
             collection: self.inner.name.clone(),
             key: key.to_string(),
             reason: e.to_string(),
         })?;
-        if json.first() != Some(&b'{') {
+        if json.get(ENVELOPE_HEADER_LEN) != Some(&b'{') {
             return Err(CollectionError::Encode {
                 collection: self.inner.name.clone(),
                 key: key.to_string(),

@@ -594,9 +594,9 @@ pub struct VerifiedTable {
     pub bytes: u64,
 }
 
-/// The result of a successful [`verify`].
+/// What a successful [`verify`] found: every table with its decoded record and byte counts.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct VerifyReport {
+pub struct StoreVerification {
     /// Every table of the catalog, in order.
     pub tables: Vec<VerifiedTable>,
     /// Wall time.
@@ -615,7 +615,7 @@ pub fn verify<S: KvRead + ?Sized>(
     catalog: &Catalog,
     limits: PassLimits,
     mut on_progress: impl FnMut(&Progress<'_>),
-) -> Result<VerifyReport, MigrateError> {
+) -> Result<StoreVerification, MigrateError> {
     let started = Instant::now();
     let mut out = Vec::with_capacity(catalog.tables().len());
     for t in catalog.tables() {
@@ -644,7 +644,7 @@ pub fn verify<S: KvRead + ?Sized>(
             bytes: report.bytes,
         });
     }
-    Ok(VerifyReport {
+    Ok(StoreVerification {
         tables: out,
         seconds: started.elapsed().as_secs_f64(),
     })

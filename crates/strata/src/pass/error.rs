@@ -80,8 +80,71 @@ impl From<String> for RecordError {
     }
 }
 
-/// The boxed error a batch or completion hook may return.
-pub type HookError = Box<dyn std::error::Error + Send + Sync + 'static>;
+/// The boxed error of the layer above the pass (a policy or collection error), carried as
+/// the source of a [`HookError`].
+type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why a batch or completion hook stopped the pass (what hooks can fail with). The
+/// hook's own error, when it has one, is the [`source`](std::error::Error::source): the
+/// messages here never repeat it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HookError {
+    /// The runner no longer holds the lease its batches are conditioned on: another runner
+    /// took it over, or it expired.
+    #[error("the lease was lost{}", match .holder { Some(h) => format!(" to `{h}`"), None => String::new() })]
+    LeaseLost {
+        /// Who holds it now, when known.
+        holder: Option<String>,
+    },
+    /// A write guard (a fence, a policy rule) refuses writes to the table.
+    #[error("a write guard refused the batch")]
+    Refused {
+        /// The guard's refusal.
+        #[source]
+        source: Cause,
+    },
+    /// The hook could not make its check: reading what it checks failed (a store error, a
+    /// corrupt record).
+    #[error("the batch hook could not make its check")]
+    Check {
+        /// What failed.
+        #[source]
+        source: Cause,
+    },
+}
+
+impl HookError {
+    /// A guard's refusal (`source` is kept as the source).
+    pub fn refused(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        HookError::Refused {
+            source: Box::new(source),
+        }
+    }
+
+    /// A failed check (`source` is kept as the source).
+    pub fn check(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        HookError::Check {
+            source: Box::new(source),
+        }
+    }
+
+    /// The hook's own error back as `E` when it is one (a refusal or a failed check
+    /// carrying an `E`); otherwise `self` unchanged.
+    pub fn into_cause<E: std::error::Error + 'static>(self) -> Result<E, Self> {
+        match self {
+            HookError::Refused { source } => source
+                .downcast::<E>()
+                .map(|e| *e)
+                .map_err(|source| HookError::Refused { source }),
+            HookError::Check { source } => source
+                .downcast::<E>()
+                .map(|e| *e)
+                .map_err(|source| HookError::Check { source }),
+            other => Err(other),
+        }
+    }
+}
 
 /// Why a bulk pass stopped. Every variant that can happen after the pass started carries
 /// `checkpoint`: the last **durable** cursor (the last key whose batch was committed;

@@ -674,9 +674,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     break Outcome::LeaseLost
                 }
                 Err(PassError::Hook { source, .. }) => {
-                    break Outcome::Failed(match source.downcast::<CollectionError>() {
-                        Ok(e) => *e,
-                        Err(source) => self.guard_refusal(source),
+                    break Outcome::Failed(match source.into_cause::<CollectionError>() {
+                        Ok(e) => e,
+                        Err(source) => self.guard_refusal(Box::new(source)),
                     });
                 }
                 Err(PassError::Aborted { .. }) => {
@@ -749,9 +749,10 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             // conflicted.
             .row_conditions(true)
             .on_batch(|batch: &mut Batch, _: &BatchInfo<'_>| -> Result<(), HookError> {
-                let guarded = self
-                    .check_guards()
-                    .map_err(|e| Box::new(e) as HookError)?;
+                let guarded = self.check_guards().map_err(|e| match e {
+                    CollectionError::Store { .. } => HookError::check(e),
+                    refusal => HookError::refused(refusal),
+                })?;
                 for p in guarded {
                     batch.push_precondition(p);
                 }

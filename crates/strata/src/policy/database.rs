@@ -1,11 +1,11 @@
 //! The policy side of a [`Database`](crate::Database): the schema options of a collection
 //! and the link from one database handle to its policy client.
 
-use super::fence::Fence;
+use super::fence::{Fence, FenceDoc};
 use super::gate::{check_fence, fence_precondition};
 use super::{Policy, PolicyConfig, PolicyError, Strategy};
 use serde_json::Value;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use strata_store::{Precondition, Store};
 
 /// The schema side of a collection declaration (the seed's `persistJsonSchema` and
@@ -80,6 +80,18 @@ pub(crate) struct PolicyLink {
     opened_generation: u64,
     policy: OnceLock<Policy>,
     init: Mutex<()>,
+    /// The fence record as this handle's writes last read it. A write checks against it
+    /// and its batch requires exactly its bytes, so a stale copy can only make the write
+    /// conflict (it then reads the fence again, see [`PolicyLink::forget_fence`]) or be
+    /// refused on a re-read — never let a write through a fence that changed.
+    seen_fence: RwLock<Option<Arc<SeenFence>>>,
+}
+
+/// A fence record as read: decoded, and its bytes (`None`: absent).
+#[derive(Debug)]
+struct SeenFence {
+    doc: FenceDoc,
+    raw: Option<Vec<u8>>,
 }
 
 impl PolicyLink {
@@ -94,6 +106,7 @@ impl PolicyLink {
             opened_generation,
             policy: OnceLock::new(),
             init: Mutex::new(()),
+            seen_fence: RwLock::new(None),
         };
         if eager {
             link.ensure()?;
@@ -140,6 +153,55 @@ impl PolicyLink {
         check_fence(&fence, collection, self.opened_generation)?;
         if governed {
             return self.ensure()?.gate().guard_write(collection);
+        }
+        Ok(fence_precondition(raw))
+    }
+
+    /// [`PolicyLink::guard_write`] for the write path: checks against the fence record
+    /// this handle last read instead of reading it for every write. Exact all the same:
+    /// the precondition requires the bytes checked, so a write past a fence that changed
+    /// since conflicts (the caller then calls [`PolicyLink::forget_fence`] and retries),
+    /// and a refusal is only ever given after reading the fence again.
+    pub(crate) fn guard_write_seen(
+        &self,
+        collection: &str,
+        governed: bool,
+    ) -> Result<Precondition, PolicyError> {
+        let seen = self
+            .seen_fence
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(seen) = seen {
+            if let Ok(p) = self.guard_fence(collection, governed, &seen.doc, seen.raw.clone()) {
+                return Ok(p);
+            }
+        }
+        let (doc, raw) = Fence::read_raw(&self.store)?;
+        let seen = Arc::new(SeenFence { doc, raw });
+        *self.seen_fence.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&seen));
+        self.guard_fence(collection, governed, &seen.doc, seen.raw.clone())
+    }
+
+    /// Drops the fence record kept by [`PolicyLink::guard_write_seen`] (after a write
+    /// conflicted: the fence may be what changed).
+    pub(crate) fn forget_fence(&self) {
+        *self.seen_fence.write().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    fn guard_fence(
+        &self,
+        collection: &str,
+        governed: bool,
+        fence: &FenceDoc,
+        raw: Option<Vec<u8>>,
+    ) -> Result<Precondition, PolicyError> {
+        if let Some(p) = self.policy.get() {
+            return p.gate().guard_fence(collection, fence, raw);
+        }
+        check_fence(fence, collection, self.opened_generation)?;
+        if governed {
+            return self.ensure()?.gate().guard_fence(collection, fence, raw);
         }
         Ok(fence_precondition(raw))
     }

@@ -388,7 +388,18 @@ impl SchemaGate {
     /// conflicts, is re-checked, and is refused — it can never land behind the rewrite.
     pub fn guard_write(&self, collection: &str) -> Result<Precondition, PolicyError> {
         let (fence, raw) = Fence::read_raw(&self.inner.store)?;
-        check_fence(&fence, collection, self.generation())?;
+        self.guard_fence(collection, &fence, raw)
+    }
+
+    /// [`SchemaGate::guard_write`] against a fence record the caller read (`raw`: its
+    /// bytes, `None` when absent): the returned precondition requires exactly those bytes.
+    pub(crate) fn guard_fence(
+        &self,
+        collection: &str,
+        fence: &super::FenceDoc,
+        raw: Option<Vec<u8>>,
+    ) -> Result<Precondition, PolicyError> {
+        check_fence(fence, collection, self.generation())?;
         let fenced = || PolicyError::Refused {
             collection: collection.to_string(),
             reason: Refusal::Fenced {

@@ -32,6 +32,7 @@ mod keyring;
 mod live;
 mod record;
 mod rotate;
+mod verify;
 
 pub use cipher::{
     body_key_id, RecordContext, Sealer, DATA_KEY_LEN, KEY_ID_LEN, NONCE_LEN, SEAL_OVERHEAD, TAG_LEN,
@@ -50,4 +51,7 @@ pub use record::{
 pub use rotate::{
     rotate_data_key, rotation_checkpoint_key, CollectionRotation, RotateOptions, RotationProgress,
     RotationReport, ROTATION_CHECKPOINT_PREFIX,
+};
+pub use verify::{
+    has_keyring, verify_sealed, SealedCollection, SealedFailure, SealedReport, MAX_LISTED_FAILURES,
 };

@@ -1146,3 +1146,59 @@ fn a_cutover_stopped_by_abort_when_resumes_from_its_checkpoint() {
         assert_eq!(doc.amount.gross, i as f64);
     }
 }
+
+/// A handle's writes check the fence it last read (its batch requires those bytes): a
+/// fence changed through another path is seen by the very next write, on every backend.
+#[test]
+fn a_write_sees_a_fence_changed_since_the_handle_last_read_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sled = Store::new(strata_sled::SledStore::open(dir.path().join("db")).unwrap());
+    for store in [mem(), sled] {
+        let db = Database::builder(store.clone()).open().unwrap();
+        let c = db
+            .collection::<Value>("invoices", CollectionOptions::new())
+            .unwrap();
+        c.put("k", &json!({ "n": 1 })).unwrap();
+        c.put("k", &json!({ "n": 2 })).unwrap();
+        Fence::add_pending(&store, "invoices", "target-hash").unwrap();
+        let err = c.put("k", &json!({ "n": 3 })).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                strata::collection::CollectionError::Refused {
+                    reason: Refusal::Fenced { .. },
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(c.get("k").unwrap(), Some(json!({ "n": 2 })));
+        // Cleared elsewhere: the next write goes through (a refusal is never cached).
+        Fence::update(&store, |f| {
+            let mut n = f.clone();
+            n.pending.clear();
+            Ok(Some(n))
+        })
+        .unwrap();
+        c.put("k", &json!({ "n": 4 })).unwrap();
+        // A generation bump elsewhere: migration required at once.
+        Fence::update(&store, |f| {
+            let mut n = f.clone();
+            n.generation += 1;
+            Ok(Some(n))
+        })
+        .unwrap();
+        let err = c.put("k", &json!({ "n": 5 })).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                strata::collection::CollectionError::Refused {
+                    reason: Refusal::MigrationRequired { .. },
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(c.get("k").unwrap(), Some(json!({ "n": 4 })));
+    }
+}

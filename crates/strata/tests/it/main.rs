@@ -1,6 +1,7 @@
 //! Integration tests of the strata engine, one module per capability.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod bounded_open;
 mod collection;
 mod collection_util;
 mod fence;

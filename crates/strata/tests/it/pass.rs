@@ -4,8 +4,8 @@
 use crate::migration::{mem, put};
 use std::cell::{Cell, RefCell};
 use strata::pass::{
-    BatchInfo, CheckpointCodec, MutationRule, Pass, PassError, PassLimits, RawCheckpoint,
-    RecordError, RecordRef,
+    BatchInfo, CheckpointCodec, HookError, MutationRule, Pass, PassError, PassLimits,
+    RawCheckpoint, RecordError, RecordRef,
 };
 use strata_store::{Batch, KvRead, Mutation};
 
@@ -457,14 +457,57 @@ fn batch_hook_preconditions_guard_every_batch() {
     // A hook error stops the pass with nothing of the batch written.
     let before = m.snapshot();
     let err = pass()
-        .on_batch(|_, _| Err("lease lost".into()))
+        .on_batch(|_, _| {
+            Err(HookError::LeaseLost {
+                holder: Some("other".into()),
+            })
+        })
         .run(&store, noop)
         .unwrap_err();
-    assert!(matches!(err, PassError::Hook { .. }));
+    assert!(matches!(
+        err,
+        PassError::Hook {
+            source: HookError::LeaseLost { .. },
+            ..
+        }
+    ));
     assert_eq!(
         std::error::Error::source(&err).map(|s| s.to_string()),
-        Some("lease lost".to_string())
+        Some("the lease was lost to `other`".to_string())
     );
+    assert!(!err.to_string().contains("lease"), "printed once: {err}");
+
+    // A guard's refusal keeps the guard's error as the source: each message of the chain
+    // once, and the caller gets its own error back without a string in between.
+    let err = pass()
+        .on_batch(|_, _| {
+            Err(HookError::refused(std::io::Error::other(
+                "fenced by the cutover",
+            )))
+        })
+        .run(&store, noop)
+        .unwrap_err();
+    let chain: Vec<String> =
+        std::iter::successors(Some(&err as &dyn std::error::Error), |e| e.source())
+            .map(ToString::to_string)
+            .collect();
+    assert_eq!(chain.len(), 3, "{chain:?}");
+    assert_eq!(chain[1], "a write guard refused the batch");
+    assert_eq!(chain[2], "fenced by the cutover");
+    assert_eq!(
+        chain.iter().filter(|m| m.contains("fenced")).count(),
+        1,
+        "{chain:?}"
+    );
+    let PassError::Hook { source, .. } = err else {
+        panic!("not a hook error: {err}");
+    };
+    let own = source.into_cause::<std::io::Error>().unwrap();
+    assert_eq!(own.to_string(), "fenced by the cutover");
+    assert!(HookError::check(std::io::Error::other("x"))
+        .into_cause::<std::fmt::Error>()
+        .is_err());
+    assert_eq!(m.snapshot(), before);
     assert_eq!(m.snapshot(), before);
 }
 

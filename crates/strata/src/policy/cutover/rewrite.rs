@@ -82,9 +82,11 @@ impl SchemaGate {
                     if let Some(k) = &keyring {
                         batch.push_precondition(k.clone());
                     }
-                    let (cur, raw) = Fence::read_raw(store)?;
+                    let (cur, raw) = Fence::read_raw(store).map_err(HookError::check)?;
                     if !self.owns(&cur) || cur.state != FenceState::Migrating {
-                        return Err(Box::new(lease_lost(&cur)));
+                        return Err(HookError::LeaseLost {
+                            holder: cur.coordinator.clone(),
+                        });
                     }
                     let mut next = cur.clone();
                     next.lease_until_ms = self.clock().now_ms().saturating_add(lease);
@@ -163,16 +165,21 @@ impl SchemaGate {
                     table,
                     checkpoint,
                 }) => {
-                    return Err(match source.downcast::<PolicyError>() {
-                        Ok(e) => *e,
-                        // Kept as the source, not flattened into a string.
-                        Err(source) => PolicyError::Pass {
-                            collection: collection.to_string(),
-                            source: Box::new(PassError::Hook {
-                                table,
-                                checkpoint,
-                                source,
-                            }),
+                    return Err(match source {
+                        HookError::LeaseLost { holder } => PolicyError::LeaseLost {
+                            coordinator: holder.unwrap_or_default(),
+                        },
+                        source => match source.into_cause::<PolicyError>() {
+                            Ok(e) => e,
+                            // Kept as the source, not flattened into a string.
+                            Err(source) => PolicyError::Pass {
+                                collection: collection.to_string(),
+                                source: Box::new(PassError::Hook {
+                                    table,
+                                    checkpoint,
+                                    source,
+                                }),
+                            },
                         },
                     });
                 }

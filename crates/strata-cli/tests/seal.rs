@@ -1,0 +1,325 @@
+//! The CLI over sealed collections (issue 15): `verify` authenticates every sealed record
+//! with the key and says plainly when it checked envelopes only; `inspect` shows headers
+//! always and bodies only with the key; `keys rotate` re-encrypts under a new data key;
+//! `copy` copies ciphertext as is. The key comes from `--passphrase-env VAR` or
+//! `--key-file PATH`, never from the command line.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::process::{Command, Output};
+use strata::collection::CollectionOptions;
+use strata::payload::envelope::ENVELOPE_HEADER_LEN;
+use strata::seal::{body_key_id, Credential, KdfParams};
+use strata::Database;
+use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
+
+const MARKER: &str = "SECRET-CLI-MARKER-7f2a";
+const PASSPHRASE: &str = "cli test passphrase";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Acct {
+    id: String,
+    note: String,
+}
+
+fn strata(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_strata"));
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// A sled store with a sealed collection `accounts` (12 docs) and a clear one `notes`.
+fn seed(path: &Path) {
+    let store = strata_sled::SledStore::open_store(path).unwrap();
+    let db = Database::builder(store.clone())
+        .key(Credential::passphrase(PASSPHRASE).with_kdf(KdfParams::insecure_fast()))
+        .open()
+        .unwrap();
+    let c = db
+        .collection::<Acct>("accounts", CollectionOptions::new().sealed())
+        .unwrap();
+    for i in 0..12 {
+        c.put(
+            &format!("a{i:02}"),
+            &Acct {
+                id: format!("a{i:02}"),
+                note: format!("{MARKER} {i}"),
+            },
+        )
+        .unwrap();
+    }
+    let n = db
+        .collection::<Acct>("notes", CollectionOptions::new())
+        .unwrap();
+    n.put(
+        "n1",
+        &Acct {
+            id: "n1".into(),
+            note: "clear".into(),
+        },
+    )
+    .unwrap();
+    store.flush().unwrap();
+}
+
+fn dump(store: &Store) -> Vec<(Vec<u8>, Vec<u8>)> {
+    store
+        .scan(b"", None, ScanLimits::new(usize::MAX, 1 << 30).unwrap())
+        .unwrap()
+        .records
+        .into_iter()
+        .map(|r| (r.key, r.value))
+        .collect()
+}
+
+const KEY_ENV: (&str, &str) = ("STRATA_TEST_PASSPHRASE", PASSPHRASE);
+
+#[test]
+fn verify_authenticates_with_the_key_and_says_so_without() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    seed(&db);
+    let db_s = db.to_str().unwrap();
+
+    let out = strata(&["verify", "--db", db_s], &[]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("12 checked by their envelope only, NOT authenticated"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("envelope checked only"), "{stdout}");
+
+    let out = strata(
+        &[
+            "verify",
+            "--db",
+            db_s,
+            "--passphrase-env",
+            "STRATA_TEST_PASSPHRASE",
+        ],
+        &[KEY_ENV],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("sealed records: 12 of 12 authenticated with the key"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains(MARKER));
+
+    // JSON says which check ran.
+    let out = strata(
+        &[
+            "verify",
+            "--db",
+            db_s,
+            "--json",
+            "--passphrase-env",
+            "STRATA_TEST_PASSPHRASE",
+        ],
+        &[KEY_ENV],
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["sealed"]["authenticated_with_key"], true);
+    assert_eq!(doc["sealed"]["collections"][0]["authenticated"], 12);
+
+    // A wrong passphrase: one clear error, exit 1, before any record is read.
+    let out = strata(
+        &["verify", "--db", db_s, "--passphrase-env", "WRONG"],
+        &[("WRONG", "not it")],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("wrong key for the database"), "{stderr}");
+    assert!(
+        !stderr.contains("not it"),
+        "the passphrase leaked: {stderr}"
+    );
+    // An unset variable names the variable.
+    let out = strata(
+        &["verify", "--db", db_s, "--passphrase-env", "UNSET_VAR_X"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).1.contains("`UNSET_VAR_X`"));
+
+    // A tampered body: the envelope check passes, authentication does not.
+    {
+        let store = strata_sled::SledStore::open_store(&db).unwrap();
+        let k = b"__nx/doc/accounts/a05".to_vec();
+        let mut v = store.get(&k).unwrap().unwrap();
+        let last = v.len() - 1;
+        v[last] ^= 0x40;
+        store.apply(Batch::new().set(k, v)).unwrap();
+        store.flush().unwrap();
+    }
+    let out = strata(&["verify", "--db", db_s], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).0);
+    let out = strata(
+        &[
+            "verify",
+            "--db",
+            db_s,
+            "--passphrase-env",
+            "STRATA_TEST_PASSPHRASE",
+        ],
+        &[KEY_ENV],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("1 sealed record(s) failed authentication")
+            && stderr.contains("__nx/doc/accounts/a05"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn inspect_shows_the_header_always_and_the_body_only_with_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    seed(&db);
+    let db_s = db.to_str().unwrap();
+    let out = strata(&["inspect", "accounts", "--db", db_s, "--limit", "3"], &[]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("a00  payload v1  lock 1  sealed (body not shown"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains(MARKER), "{stdout}");
+
+    let key_file = dir.path().join("wrong.key");
+    std::fs::write(&key_file, "00".repeat(32)).unwrap();
+    let out = strata(
+        &[
+            "inspect",
+            "accounts",
+            "--db",
+            db_s,
+            "--key-file",
+            key_file.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).1.contains("wrong key"), "{}", text(&out).1);
+
+    let out = strata(
+        &[
+            "inspect",
+            "accounts",
+            "--db",
+            db_s,
+            "--limit",
+            "3",
+            "--json",
+            "--passphrase-env",
+            "STRATA_TEST_PASSPHRASE",
+        ],
+        &[KEY_ENV],
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["records"][0]["document"]["note"], format!("{MARKER} 0"));
+    assert_eq!(doc["records"][0]["payload_version"], 1);
+}
+
+#[test]
+fn keys_rotate_reencrypts_and_copy_keeps_ciphertext_as_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    seed(&db);
+    let db_s = db.to_str().unwrap();
+
+    let out = strata(&["keys", "rotate", "--db", db_s], &[]);
+    assert_eq!(out.status.code(), Some(2), "no key: usage error");
+    let out = strata(
+        &[
+            "keys",
+            "rotate",
+            "--db",
+            db_s,
+            "--passphrase-env",
+            "STRATA_TEST_PASSPHRASE",
+            "--batch-records",
+            "5",
+        ],
+        &[KEY_ENV],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("accounts") && stdout.contains("12 re-sealed"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("key 1 was removed"), "{stdout}");
+
+    let out = strata(&["keys", "status", "--db", db_s, "--json"], &[]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["keyring"]["active_key_id"], 2);
+    assert_eq!(doc["keyring"]["retiring_key_id"], serde_json::Value::Null);
+    assert_eq!(
+        doc["keyring"]["entries"][0]["key_ids"],
+        serde_json::json!([2])
+    );
+    {
+        let store = strata_sled::SledStore::open_store(&db).unwrap();
+        for (k, v) in dump(&store) {
+            if k.starts_with(b"__nx/doc/accounts/") {
+                assert_eq!(body_key_id(&v[ENVELOPE_HEADER_LEN..]), Some(2));
+            }
+        }
+    }
+
+    // `copy` to redb: every byte as is, and the copy opens with the same passphrase.
+    let to = dir.path().join("copy.redb");
+    let out = strata(&["copy", "--from", db_s, "--to", to.to_str().unwrap()], &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out).0,
+        text(&out).1
+    );
+    let a = strata_sled::SledStore::open_store(&db).unwrap();
+    let b = Store::new(strata_redb::RedbStore::open_existing(&to).unwrap());
+    let strip = |v: Vec<(Vec<u8>, Vec<u8>)>| -> Vec<(Vec<u8>, Vec<u8>)> {
+        v.into_iter()
+            .filter(|(k, _)| !k.starts_with(b"__nx/copy/"))
+            .collect()
+    };
+    let (da, db_) = (strip(dump(&a)), strip(dump(&b)));
+    assert_eq!(da, db_, "ciphertext and keyring copied byte for byte");
+    assert!(!db_
+        .iter()
+        .any(|(_, v)| v.windows(MARKER.len()).any(|w| w == MARKER.as_bytes())));
+    drop((a, b));
+    let out = strata(
+        &[
+            "verify",
+            "--db",
+            to.to_str().unwrap(),
+            "--passphrase-env",
+            "STRATA_TEST_PASSPHRASE",
+        ],
+        &[KEY_ENV],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("12 of 12 authenticated with the key"),
+        "{stdout}"
+    );
+}
