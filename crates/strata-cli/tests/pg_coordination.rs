@@ -24,6 +24,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ChildStderr, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use std::time::{SystemTime, UNIX_EPOCH};
 use strata::clock::ManualClock;
 use strata::collection::layout::{doc_key, doc_prefix, sweep_key};
@@ -35,7 +36,7 @@ use strata::policy::{
 };
 use strata::{CollectionOptions, Database, PassLimits};
 use strata_postgres::{PgOptions, PgStore};
-use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
+use strata_store::{Batch, KvRead, KvWrite, NamedLease, ScanLimits, Store};
 
 const ROLE: &str = "STRATA_PGMULTI_ROLE";
 const DB: &str = "STRATA_PGMULTI_DB";
@@ -317,6 +318,14 @@ fn write_docs(store: &Store, collection: &str, n: usize, doc: impl Fn(&str) -> V
     }
 }
 
+/// Takes the named lease `name` once its dead holder's server session has ended (the
+/// caller drops it at once).
+fn until_released(store: &Store, name: &str) -> NamedLease {
+    let lease = NamedLease::acquire(store, name, "the test", Duration::from_secs(30)).unwrap();
+    assert!(matches!(lease, NamedLease::Held(_)), "{lease:?}");
+    lease
+}
+
 fn marker(store: &Store) -> SweepMarker {
     SweepMarker::decode("docs", &store.get(&sweep_key("docs")).unwrap().unwrap()).unwrap()
 }
@@ -370,6 +379,9 @@ fn two_sweepers_one_contended_then_a_killed_holder_is_taken_over_and_each_row_sw
     wait_for(&mut lines, "pass batch committed", 4);
     first.kill().unwrap();
     assert_eq!(first.wait().unwrap().signal(), Some(9));
+    // A batch the holder sent before dying may still commit: its server session ends only
+    // after that, releasing the named lease — taking it (briefly) waits for exactly that.
+    drop(until_released(&store, "sweep/docs"));
     let left = marker(&store);
     assert_eq!(left.in_progress, Some(2), "{left:?}");
     let done_by_first = left.counters.rewritten;
@@ -535,6 +547,7 @@ fn a_sigkilled_cutover_coordinator_is_finished_by_another_process_each_record_on
     wait_for(&mut lines, "cutover batch committed", 5);
     first.kill().unwrap();
     assert_eq!(first.wait().unwrap().signal(), Some(9));
+    drop(until_released(&store, "cutover"));
     let fence = strata::policy::Fence::read(&store).unwrap();
     assert_eq!(fence.state, FenceState::Migrating, "{fence:?}");
     // The fence's own lease is still live: only the cross-process lease tells the
