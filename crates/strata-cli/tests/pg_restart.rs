@@ -57,8 +57,11 @@ fn payload(store: &Store) -> BTreeMap<Vec<u8>, Vec<u8>> {
             )
             .unwrap();
         for r in &page.records {
-            // Not the schema headers and checkpoints.
-            if !r.key.starts_with(b"__nx/schema/") && !r.key.starts_with(b"__nx/migration/") {
+            // Not the schema headers, checkpoints and bulk-operation manifests.
+            if !r.key.starts_with(b"__nx/schema/")
+                && !r.key.starts_with(b"__nx/migration/")
+                && !r.key.starts_with(b"__nx/manifest/")
+            {
                 out.insert(r.key.clone(), r.value.clone());
             }
         }
