@@ -360,12 +360,17 @@ impl ManifestWatch {
         })
     }
 
+    /// Loads the live manifests: once per handle on a single-process store; before every
+    /// write on a store shared by several processes (PostgreSQL), where another process
+    /// may have recorded a manifest since (one prefix scan per write, cheap beside the
+    /// write's commit; what it leaves open is in `docs/format.md`).
     fn load(&self, backend: &dyn Backend) -> Result<()> {
-        if self.read().is_some() {
+        let shared = backend.cross_process_lease().is_some();
+        if !shared && self.read().is_some() {
             return Ok(());
         }
         let mut g = self.write();
-        if g.is_none() {
+        if shared || g.is_none() {
             let mut live = Vec::new();
             for (key, m) in read_manifests(backend)? {
                 // A manifest that does not decode guards nothing (verify reports it).

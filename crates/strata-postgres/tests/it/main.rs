@@ -11,6 +11,7 @@ mod connect;
 mod engine;
 mod faults;
 mod lease;
+mod manifest;
 mod model;
 mod tls;
 
