@@ -3,6 +3,7 @@
 //! store call of an operation and check that each failure leaves nothing half-applied.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::{
     Backend, Batch, KvRead, KvWrite, Result, ScanLimits, ScanPage, StoreError, Visit, VisitEnd,
@@ -28,13 +29,15 @@ pub struct InjectedFault {
 }
 
 /// Wraps a backend and fails the `fail_at`-th call of `kind` (1-based; 0 never fails).
-/// A failed `apply` writes nothing. Later calls succeed again.
-#[derive(Debug)]
+/// A failed `apply` writes nothing. Later calls succeed again. Clones share the call
+/// count, so a test can keep one and read [`FaultyStore::calls`] after handing the other
+/// to a store handle.
+#[derive(Debug, Clone)]
 pub struct FaultyStore<B> {
     inner: B,
     kind: FaultKind,
     fail_at: u64,
-    calls: AtomicU64,
+    calls: Arc<AtomicU64>,
 }
 
 impl<B> FaultyStore<B> {
@@ -44,7 +47,7 @@ impl<B> FaultyStore<B> {
             inner,
             kind,
             fail_at,
-            calls: AtomicU64::new(0),
+            calls: Arc::new(AtomicU64::new(0)),
         }
     }
 

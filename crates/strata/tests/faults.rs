@@ -26,64 +26,7 @@ use strata::policy::{
 };
 use strata::{Collection, Database};
 use strata_store::faults::{FaultKind, FaultyStore};
-use strata_store::{
-    Backend, Batch, KvRead, KvWrite, MemoryStore, ScanLimits, ScanPage, Store, Visit, VisitEnd,
-};
-
-/// A [`FaultyStore`] shared with the test, so it can read the call count after the
-/// store handle took it.
-#[derive(Debug, Clone)]
-struct Shared(Arc<FaultyStore<MemoryStore>>);
-
-impl Shared {
-    fn new(m: &MemoryStore, kind: FaultKind, n: u64) -> Self {
-        Shared(Arc::new(FaultyStore::new(m.clone(), kind, n)))
-    }
-    fn calls(&self) -> u64 {
-        self.0.calls()
-    }
-}
-
-impl KvRead for Shared {
-    fn get(&self, key: &[u8]) -> strata_store::Result<Option<Vec<u8>>> {
-        self.0.get(key)
-    }
-    fn scan(
-        &self,
-        prefix: &[u8],
-        after: Option<&[u8]>,
-        limits: ScanLimits,
-    ) -> strata_store::Result<ScanPage> {
-        self.0.scan(prefix, after, limits)
-    }
-    fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
-        self.0.prefix_exists(prefix)
-    }
-    fn scan_visit(
-        &self,
-        prefix: &[u8],
-        after: Option<&[u8]>,
-        limits: ScanLimits,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
-    ) -> strata_store::Result<VisitEnd> {
-        self.0.scan_visit(prefix, after, limits, visit)
-    }
-}
-
-impl KvWrite for Shared {
-    fn apply(&self, batch: Batch) -> strata_store::Result<()> {
-        self.0.apply(batch)
-    }
-    fn flush(&self) -> strata_store::Result<()> {
-        self.0.flush()
-    }
-}
-
-impl Backend for Shared {
-    fn name(&self) -> &'static str {
-        "faults"
-    }
-}
+use strata_store::{Batch, KvRead, KvWrite, MemoryStore, Store};
 
 /// The records under `prefix`.
 fn under(m: &MemoryStore, prefix: &[u8]) -> BTreeMap<Vec<u8>, Vec<u8>> {
@@ -150,7 +93,7 @@ fn migrate_survives_a_failure_at_every_store_call() {
             );
             let m = seed();
             let before = data(&m);
-            let faulty = Shared::new(&m, kind, n);
+            let faulty = FaultyStore::new(m.clone(), kind, n);
             let result = migrator().run(&Store::new(faulty.clone()));
             if faulty.calls() < n {
                 assert!(result.is_ok(), "{kind:?}: no fault");
@@ -345,7 +288,7 @@ fn the_eager_sweep_survives_a_failure_at_every_store_call() {
                 "{kind:?}: the sweep never stopped reaching new sites"
             );
             let m = seed_sweep();
-            let faulty = Shared::new(&m, kind, n);
+            let faulty = FaultyStore::new(m.clone(), kind, n);
             let result = run_sweep(Store::new(faulty.clone()));
             if faulty.calls() < n {
                 assert_eq!(result, Ok(SweepNote::Complete), "{kind:?} no fault");
@@ -557,7 +500,7 @@ fn the_coordinated_cutover_survives_a_failure_at_every_store_call() {
             );
             let clock = ManualClock::new(1_000);
             let m = seed_cutover(&clock);
-            let faulty = Shared::new(&m, kind, n);
+            let faulty = FaultyStore::new(m.clone(), kind, n);
             let result = run_cutover(Store::new(faulty.clone()), &clock);
             if faulty.calls() < n {
                 assert_eq!(result, Ok(1), "{kind:?} no fault");
