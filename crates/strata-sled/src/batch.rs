@@ -120,6 +120,7 @@ impl SledStore {
         self.db.apply_batch(batch).map_err(|e| self.error(e))
     }
 }
+
 impl KvWrite for SledStore {
     fn apply(&self, batch: Batch) -> Result<()> {
         if batch.mutations().len() > 1 {
@@ -153,6 +154,7 @@ impl KvWrite for SledStore {
         self.db.flush().map(drop).map_err(|e| self.error(e))
     }
 }
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {

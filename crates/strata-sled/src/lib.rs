@@ -165,6 +165,7 @@ impl Backend for SledStore {
         NAME
     }
 }
+
 fn backend_error(path: &Path, e: sled::Error) -> StoreError {
     StoreError::backend(
         NAME,

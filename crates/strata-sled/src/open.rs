@@ -131,6 +131,7 @@ impl SledOptions {
         })
     }
 }
+
 /// sled 0.34 reports a datastore locked by another process as an `Io` error of kind
 /// `Other` whose message starts with "could not acquire lock on" (see `Config::try_lock`
 /// in sled's `config.rs`); `WouldBlock` is accepted too in case a platform reports the
@@ -180,6 +181,7 @@ fn open_error(path: &Path, e: sled::Error) -> StoreError {
         backend_error(path, e)
     }
 }
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
