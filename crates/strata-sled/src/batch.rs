@@ -34,8 +34,8 @@ impl SledStore {
                 // One traversal checks and writes the key; nothing else is written.
                 cache.forget(key);
                 return match mutations.pop() {
-                    Some(Mutation::Set { key, value }) => self.cas(own, &key, Some(value)),
-                    Some(Mutation::Delete { key }) => self.cas(own, &key, None),
+                    Some(Mutation::Set { key, value }) => self.cas(own, key, Some(value)),
+                    Some(Mutation::Delete { key }) => self.cas(own, key, None),
                     None => Ok(()),
                 };
             }
@@ -46,7 +46,7 @@ impl SledStore {
             mutations.iter().map(Mutation::key).collect();
         for p in &preconditions {
             if written.contains(p.key()) {
-                let current = self.db.get(p.key()).map_err(|e| self.error(e))?;
+                let current = self.current(p.key())?;
                 p.check(current.as_deref())?;
             } else {
                 self.check_guard(&mut cache, p)?;
@@ -66,58 +66,103 @@ impl SledStore {
         if let Some(current) = cache.get(p.key()) {
             return p.check(current.as_deref());
         }
-        let current = self.db.get(p.key()).map_err(|e| self.error(e))?;
+        let current = self.current(p.key())?;
         let result = p.check(current.as_deref());
         cache.fill(&self.guards.lengths, p.key(), current.as_deref());
         result
     }
 
     /// One sled compare-and-swap of `key` from what `own` requires to `new`.
-    fn cas(&self, own: &Precondition, key: &[u8], new: Option<Vec<u8>>) -> Result<()> {
+    fn cas(&self, own: &Precondition, key: Vec<u8>, new: Option<Vec<u8>>) -> Result<()> {
         let old = match own {
             Precondition::Equals { value, .. } => Some(value.as_slice()),
             Precondition::Absent { .. } => None,
         };
-        match self
-            .db
-            .compare_and_swap(key, old, new)
-            .map_err(|e| self.error(e))?
-        {
-            Ok(()) => Ok(()),
-            Err(e) => {
+        let new = new.map(sled::IVec::from);
+        let mut values = self.values.lock_key(&key);
+        match self.db.compare_and_swap(&key, old, new.clone()) {
+            Ok(Ok(())) => {
+                values.record(key, new);
+                Ok(())
+            }
+            Ok(Err(e)) => {
+                // Nothing was written: a cached entry still holds sled's value.
+                drop(values);
                 own.check(e.current.as_deref())?;
                 // sled reported a mismatch the precondition does not see: report it as a
                 // conflict all the same (nothing was written).
                 Err(StoreError::Conflict {
-                    key: key.to_vec(),
+                    key,
                     reason: strata_store::ConflictReason::Changed,
                 })
+            }
+            Err(e) => {
+                values.forget(&key);
+                Err(self.error(e))
             }
         }
     }
 
-    /// Writes `mutations` as one atomic sled call. The caller holds `writers`.
+    /// The current value of `key`: the write cache's entry, else sled's.
+    pub(crate) fn current(&self, key: &[u8]) -> Result<Option<sled::IVec>> {
+        if let Some(v) = self.values.get(key) {
+            return Ok(Some(v));
+        }
+        self.db.get(key).map_err(|e| self.error(e))
+    }
+
+    /// Writes `mutations` as one atomic sled call, with the stripes of the write cache
+    /// that hold its keys locked from before the call until its outcome is recorded. The
+    /// caller holds `writers`.
     fn write(&self, mut mutations: Vec<Mutation>) -> Result<()> {
         if mutations.len() <= 1 {
             // One key is atomic on its own. `Tree::apply_batch` takes sled's global write
             // lock and seals (and writes) the current log buffer twice to delimit the
             // batch; a single insert or remove needs neither (it is what the bulk pass's
             // checkpoint-only batches are).
-            let result = match mutations.pop() {
-                Some(Mutation::Set { key, value }) => self.db.insert(key, value).map(drop),
-                Some(Mutation::Delete { key }) => self.db.remove(key).map(drop),
-                None => Ok(()),
+            let (key, value) = match mutations.pop() {
+                Some(Mutation::Set { key, value }) => (key, Some(sled::IVec::from(value))),
+                Some(Mutation::Delete { key }) => (key, None),
+                None => return Ok(()),
             };
-            return result.map_err(|e| self.error(e));
+            let mut values = self.values.lock_key(&key);
+            let result = match &value {
+                Some(v) => self.db.insert(&key, v.clone()),
+                None => self.db.remove(&key),
+            };
+            return match result {
+                Ok(_) => {
+                    values.record(key, value);
+                    Ok(())
+                }
+                Err(e) => {
+                    values.forget(&key);
+                    Err(self.error(e))
+                }
+            };
         }
+        let mut values = self.values.lock_keys(mutations.iter().map(Mutation::key));
         let mut batch = sled::Batch::default();
+        let mut written = Vec::with_capacity(mutations.len());
         for m in mutations {
             match m {
-                Mutation::Set { key, value } => batch.insert(key, value),
-                Mutation::Delete { key } => batch.remove(key),
+                Mutation::Set { key, value } => {
+                    let value = sled::IVec::from(value);
+                    batch.insert(key.as_slice(), value.clone());
+                    written.push((key, Some(value)));
+                }
+                Mutation::Delete { key } => {
+                    batch.remove(key.as_slice());
+                    written.push((key, None));
+                }
             }
         }
-        self.db.apply_batch(batch).map_err(|e| self.error(e))
+        let result = self.db.apply_batch(batch);
+        let ok = result.is_ok();
+        for (key, value) in written {
+            values.record(key, if ok { value } else { None });
+        }
+        result.map_err(|e| self.error(e))
     }
 }
 

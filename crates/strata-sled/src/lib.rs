@@ -27,6 +27,14 @@
 //!   lock (a conditional batch before it writes). Since every writer of the
 //!   datastore goes through that lock (see above), a cached value always equals sled's.
 //!
+//! And one thing keeps the read before a write (a document write reads the document it
+//! replaces) off sled's tree: the **write cache**, an exact write-through cache of the
+//! values most recently written through the store, served to `get` and to precondition
+//! checks. A write holds the cache stripes of its keys from before its sled call until it
+//! has recorded the outcome, so for a cached key the entry and sled's value change together
+//! (module `values`; tests in `values_tests`). Bounded by entries and bytes
+//! ([`SledOptions::write_cache`], 8192 entries / 8 MiB by default).
+//!
 //! What this crate is not: it adds no layout of its own (the engine above decides the key
 //! encoding), and it never exposes `sled` types: sled errors become
 //! [`StoreError::Backend`] (or [`StoreError::InUse`] when another process holds the
@@ -55,6 +63,9 @@ mod cache;
 mod open;
 mod read;
 mod safety;
+mod values;
+#[cfg(test)]
+mod values_tests;
 
 pub use open::SledOptions;
 pub use safety::is_sled_dir;
@@ -64,6 +75,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use strata_store::{Backend, Result, Store, StoreError};
+use values::ValueCache;
 
 /// The backend name used in messages and [`StoreError::Backend`].
 const NAME: &str = "sled";
@@ -85,6 +97,8 @@ pub struct SledStore {
     writers: Arc<RwLock<()>>,
     /// The exact cache of guard-key values (see the crate documentation).
     guards: Arc<GuardCache>,
+    /// The exact write-through cache of recently written values (module `values`).
+    values: Arc<ValueCache>,
     /// Flushes and seals the datastore when the last clone is dropped.
     _seal: Arc<Sealer>,
 }
