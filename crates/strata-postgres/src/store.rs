@@ -8,6 +8,7 @@ use crate::keys::{successor, LockIds};
 use crate::lease::{self, LeaseState};
 use crate::pool::{Conn, Failure, Pool, Timeouts};
 use crate::sql;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 use strata_store::{
@@ -118,7 +119,9 @@ impl PgOptions {
 ///   the order of commits is the order of the batches. Batches touching many keys take one
 ///   table-wide lock instead. Deadlocks and serialization failures caused by other clients
 ///   of the table are retried a bounded number of times.
-/// * [`KvWrite::flush`] does nothing: a committed transaction is already durable.
+/// * Batches of the store lease's holder commit with `synchronous_commit = off`;
+///   [`KvWrite::flush`](strata_store::KvWrite::flush) makes them durable (see there). Every other committed batch is
+///   durable at once, so `flush` does nothing for them.
 /// * Its connections turn off sequential scans, bitmap scans and sorts for their own
 ///   session, so every page is an in-order walk of the primary-key index (a generic plan
 ///   would otherwise sort the whole rest of the range for each page).
@@ -131,6 +134,9 @@ pub struct PgStore {
     table: String,
     locks: LockIds,
     drop_table_on_drop: bool,
+    /// The lease holder committed batches without waiting for the WAL flush since the
+    /// last [`KvWrite::flush`](strata_store::KvWrite::flush).
+    unflushed: AtomicBool,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -282,6 +288,7 @@ impl PgStore {
             locks: LockIds::new(&table),
             table,
             drop_table_on_drop: options.drop_table_on_drop,
+            unflushed: AtomicBool::new(false),
         })
     }
 

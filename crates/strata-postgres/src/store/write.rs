@@ -4,7 +4,7 @@ use super::PgStore;
 use crate::error::PgError;
 use crate::lease;
 use crate::pool::{Conn, Failure};
-use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use strata_store::{Batch, KvWrite, Mutation, Precondition, Result, StoreError};
 use tokio_postgres::error::SqlState;
@@ -19,19 +19,33 @@ const MAX_KEY_LOCKS: usize = 48;
 const MAX_ATTEMPTS: u32 = 8;
 
 impl PgStore {
-    /// One attempt at a batch of a writer that does not hold the store lease: one round
-    /// trip. `BEGIN`, the locks, the conditional write (preconditions checked in the same
-    /// statement, see [`sql::Statements::write`]) and `COMMIT` are pipelined: sent
-    /// together, answered in order. A statement that fails aborts the transaction, so
-    /// the later ones write nothing and the `COMMIT` rolls it back.
-    async fn try_apply_pipelined(
+    /// One attempt at a batch: one round trip. `BEGIN`, the locks, the lease holder's
+    /// fence check, the conditional write (preconditions checked in the same statement,
+    /// see [`sql::Statements::write`]) and `COMMIT` are pipelined: sent together, answered
+    /// in order. A statement that fails aborts the transaction, so the later ones write
+    /// nothing and the `COMMIT` rolls it back.
+    ///
+    /// * A writer that does not hold the store lease takes the lease lock shared (waiting
+    ///   while a holder has it), then its key locks (or the table-wide lock).
+    /// * The holder (`fence` is its token) takes only its key locks (or the table-wide
+    ///   lock), and the fence statement fails the transaction unless the lease record
+    ///   still has its token and its lock session is alive ([`lease::FENCE_CHECK`]). Its
+    ///   batches commit with `synchronous_commit = off`: no wait for the WAL flush (see
+    ///   [`KvWrite::flush`] on [`PgStore`] for why that loses nothing a resumed operation
+    ///   needs).
+    async fn try_apply(
         &self,
         conn: &mut Conn,
         batch: &Batch,
         key_locks: Option<(&[i32], &[bool])>,
+        fence: Option<i64>,
     ) -> std::result::Result<(), Failure> {
+        if fence.is_some() && conn.stmts.fence.is_none() {
+            // Prepared on first use: the lease table exists once a lease was taken.
+            conn.stmts.fence = Some(conn.client.prepare(lease::FENCE_CHECK).await?);
+        }
         let Conn { client, stmts } = conn;
-        let (lease, table) = (&self.locks.lease, &self.locks.table);
+        let (lease_id, table) = (&self.locks.lease, &self.locks.table);
         let preconditions = batch.preconditions();
         let pre_keys: Vec<&[u8]> = preconditions.iter().map(|p| p.key()).collect();
         let pre_values: Vec<Option<&[u8]>> = preconditions
@@ -65,22 +79,46 @@ impl PgStore {
                     + 'f,
             >,
         >;
-        let lock_params: [&(dyn ToSql + Sync); 2] = [lease, table];
+        let lock_params: [&(dyn ToSql + Sync); 2] = [lease_id, table];
+        let table_param: [&(dyn ToSql + Sync); 1] = [table];
         let (ids, modes) = key_locks.unwrap_or_default();
         let key_params: [&(dyn ToSql + Sync); 3] = [&self.locks.class, &ids, &modes];
         let params: [&(dyn ToSql + Sync); 5] =
             [&pre_keys, &pre_values, &set_keys, &set_values, &deletes];
+        let token = fence.unwrap_or_default();
+        let renew = lease::renew_secs();
+        let fence_params: [&(dyn ToSql + Sync); 4] = [&self.table, &token, lease_id, &renew];
         let mut steps: Vec<Step<'_>> = vec![Box::pin(client.query(&stmts.begin, &[]))];
-        if key_locks.is_some() {
-            // Other writers share the store lease (waiting while a holder has it).
-            steps.push(Box::pin(
-                client.query(&stmts.lock_table_shared, &lock_params),
-            ));
-            steps.push(Box::pin(client.query(&stmts.lock_keys, &key_params)));
-        } else {
-            steps.push(Box::pin(
-                client.query(&stmts.lock_table_exclusive, &lock_params),
-            ));
+        // Where the fence check's answer is in `steps`.
+        let mut fence_at = None;
+        match (&stmts.fence, key_locks) {
+            (Some(check), _) if fence.is_some() => {
+                steps.push(Box::pin(client.query(&stmts.async_commit, &[])));
+                if key_locks.is_some() {
+                    steps.push(Box::pin(
+                        client.query(&stmts.holder_lock_table_shared, &table_param),
+                    ));
+                    steps.push(Box::pin(client.query(&stmts.lock_keys, &key_params)));
+                } else {
+                    steps.push(Box::pin(
+                        client.query(&stmts.holder_lock_table_exclusive, &table_param),
+                    ));
+                }
+                fence_at = Some(steps.len());
+                steps.push(Box::pin(client.query(check, &fence_params)));
+            }
+            (_, Some(_)) => {
+                // Other writers share the store lease (waiting while a holder has it).
+                steps.push(Box::pin(
+                    client.query(&stmts.lock_table_shared, &lock_params),
+                ));
+                steps.push(Box::pin(client.query(&stmts.lock_keys, &key_params)));
+            }
+            (_, None) => {
+                steps.push(Box::pin(
+                    client.query(&stmts.lock_table_exclusive, &lock_params),
+                ));
+            }
         }
         steps.push(Box::pin(client.query(&stmts.write, &params)));
         steps.push(Box::pin(client.query(&stmts.commit, &[])));
@@ -88,8 +126,16 @@ impl PgStore {
         let committed = results.pop();
         let written = results.pop();
         // The first error is the cause; the later statements failed because of it.
-        for r in results {
-            r?;
+        for (i, r) in results.into_iter().enumerate() {
+            match r {
+                Err(e) if Some(i) == fence_at && lease::is_fence_failure(&e) => {
+                    return Err(Failure::from(PgError::LeaseLost {
+                        table: self.table.clone(),
+                        token,
+                    }))
+                }
+                r => r?,
+            };
         }
         let failed = match written {
             Some(r) => r?,
@@ -113,95 +159,6 @@ impl PgStore {
                 reason: strata_store::ConflictReason::Changed,
             }));
         }
-        Ok(())
-    }
-
-    /// One attempt at a batch, in one transaction.
-    async fn try_apply(
-        &self,
-        conn: &mut Conn,
-        batch: &Batch,
-        key_locks: Option<(&[i32], &[bool])>,
-        fence: Option<i64>,
-    ) -> std::result::Result<(), Failure> {
-        if fence.is_none() {
-            return self.try_apply_pipelined(conn, batch, key_locks).await;
-        }
-        let Conn { client, stmts } = conn;
-        let tx = client.transaction().await?;
-        let (lease, table) = (&self.locks.lease, &self.locks.table);
-        match (fence, key_locks) {
-            // Other writers share the store lease (waiting while a holder has it).
-            (None, Some((ids, modes))) => {
-                tx.query(&stmts.lock_table_shared, &[lease, table]).await?;
-                tx.query(&stmts.lock_keys, &[&self.locks.class, &ids, &modes])
-                    .await?;
-            }
-            (None, None) => {
-                tx.query(&stmts.lock_table_exclusive, &[lease, table])
-                    .await?;
-            }
-            // The holder has the lease and proves it is still its own.
-            (Some(token), ids) => {
-                match ids {
-                    Some((ids, modes)) => {
-                        tx.query(&stmts.holder_lock_table_shared, &[table]).await?;
-                        tx.query(&stmts.lock_keys, &[&self.locks.class, &ids, &modes])
-                            .await?;
-                    }
-                    None => {
-                        tx.query(&stmts.holder_lock_table_exclusive, &[table])
-                            .await?;
-                    }
-                }
-                let fenced = tx
-                    .execute(
-                        lease::FENCE,
-                        &[&self.table, &token, lease, &lease::renew_secs()],
-                    )
-                    .await?;
-                if fenced != 1 {
-                    return Err(Failure::from(PgError::LeaseLost {
-                        table: self.table.clone(),
-                        token,
-                    }));
-                }
-            }
-        }
-
-        let preconditions = batch.preconditions();
-        if !preconditions.is_empty() {
-            let keys: Vec<&[u8]> = preconditions.iter().map(|p| p.key()).collect();
-            let rows = tx.query(&stmts.check, &[&keys]).await?;
-            let mut current: HashMap<Vec<u8>, Vec<u8>> = HashMap::with_capacity(rows.len());
-            for row in rows {
-                current.insert(row.try_get(0)?, row.try_get(1)?);
-            }
-            for p in preconditions {
-                // On failure the transaction is rolled back when `tx` drops.
-                p.check(current.get(p.key()).map(Vec::as_slice))?;
-            }
-        }
-
-        let mut set_keys: Vec<&[u8]> = Vec::new();
-        let mut set_values: Vec<&[u8]> = Vec::new();
-        let mut deletes: Vec<&[u8]> = Vec::new();
-        for m in batch.mutations() {
-            match m {
-                Mutation::Set { key, value } => {
-                    set_keys.push(key);
-                    set_values.push(value);
-                }
-                Mutation::Delete { key } => deletes.push(key),
-            }
-        }
-        if !set_keys.is_empty() {
-            tx.execute(&stmts.upsert, &[&set_keys, &set_values]).await?;
-        }
-        if !deletes.is_empty() {
-            tx.execute(&stmts.delete, &[&deletes]).await?;
-        }
-        tx.commit().await?;
         Ok(())
     }
 }
@@ -275,7 +232,12 @@ impl KvWrite for PgStore {
                 .pool
                 .with(async |conn| self.try_apply(conn, &batch, key_locks, fence).await)
             {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    if fence.is_some() {
+                        self.unflushed.store(true, Ordering::SeqCst);
+                    }
+                    return Ok(());
+                }
                 Err(f) => f,
             };
             match failure {
@@ -302,10 +264,26 @@ impl KvWrite for PgStore {
         }
     }
 
+    /// Makes the lease holder's batches durable (every other batch is: it commits with the
+    /// server's default `synchronous_commit`). The holder's batches commit without waiting
+    /// for the WAL flush; PostgreSQL writes the WAL in commit order, so a server crash can
+    /// only lose a *suffix* of them, each batch whole — the store is then exactly as it was
+    /// after an earlier batch, checkpoint included, and a resumed bulk operation redoes
+    /// the lost batches. What must not be lost is the end: this runs a synchronous commit
+    /// ([`lease::FLUSH`]), which waits for the WAL up to it, and migrations call it before
+    /// they report (releasing the lease commits synchronously too).
     fn flush(&self) -> Result<()> {
-        // A committed transaction is durable (with the server's default `fsync` and
-        // `synchronous_commit`).
-        Ok(())
+        if !self.unflushed.swap(false, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let flushed = self.pool.with(async |conn| {
+            conn.client.execute(lease::FLUSH, &[&self.table]).await?;
+            Ok(())
+        });
+        flushed.map_err(|e| {
+            self.unflushed.store(true, Ordering::SeqCst);
+            self.error(e, "flush")
+        })
     }
 }
 
