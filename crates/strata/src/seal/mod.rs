@@ -24,6 +24,7 @@
 //! logs. Document ids (store keys) and envelope headers stay in clear. Byte layouts:
 //! `docs/format.md`, "Sealed documents".
 
+mod aead;
 mod cipher;
 mod credential;
 mod document;
