@@ -232,6 +232,8 @@ mod tests {
                         let epoch = store.write_epoch().unwrap();
                         let old = store.get(b"n").unwrap().unwrap();
                         let n: u64 = std::str::from_utf8(&old).unwrap().parse().unwrap();
+                        // Let the others run between the read and the commit.
+                        std::thread::yield_now();
                         let mut b = Batch::new().require_eq(k("n"), old);
                         b.observed_at(epoch);
                         match store.apply(b.set(k("n"), (n + 1).to_string().into_bytes())) {
