@@ -128,6 +128,8 @@ impl SledOptions {
             path: path.to_path_buf(),
             writers: Arc::default(),
             guards: Arc::default(),
+            epoch: Arc::default(),
+            checks: Arc::default(),
         })
     }
 }
