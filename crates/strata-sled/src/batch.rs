@@ -15,6 +15,8 @@ impl SledStore {
         mut mutations: Vec<Mutation>,
         preconditions: Vec<Precondition>,
     ) -> Result<()> {
+        self.checks
+            .fetch_add(preconditions.len() as u64, Ordering::Relaxed);
         let mut cache = self.guards.lock();
         if let [only] = mutations.as_slice() {
             let key = only.key();
@@ -42,10 +44,16 @@ impl SledStore {
             // Several preconditions on the key itself: the general path below (the guard
             // preconditions were checked above; checking them again is cheap).
         }
-        let written: std::collections::HashSet<&[u8]> =
-            mutations.iter().map(Mutation::key).collect();
+        // A set of the written keys only when there are many preconditions to sort out (a
+        // batch whose row preconditions the write epoch vouched for has a few left).
+        let written: Option<std::collections::HashSet<&[u8]>> =
+            (preconditions.len() > 8).then(|| mutations.iter().map(Mutation::key).collect());
+        let writes = |key: &[u8]| match &written {
+            Some(set) => set.contains(key),
+            None => mutations.iter().any(|m| m.key() == key),
+        };
         for p in &preconditions {
-            if written.contains(p.key()) {
+            if writes(p.key()) {
                 let current = self.current(p.key())?;
                 p.check(current.as_deref())?;
             } else {
@@ -80,7 +88,7 @@ impl SledStore {
         };
         let new = new.map(sled::IVec::from);
         let mut values = self.values.lock_key(&key);
-        match self.db.compare_and_swap(&key, old, new.clone()) {
+        let result = match self.db.compare_and_swap(&key, old, new.clone()) {
             Ok(Ok(())) => {
                 values.record(key, new);
                 Ok(())
@@ -88,19 +96,24 @@ impl SledStore {
             Ok(Err(e)) => {
                 // Nothing was written: a cached entry still holds sled's value.
                 drop(values);
-                own.check(e.current.as_deref())?;
-                // sled reported a mismatch the precondition does not see: report it as a
-                // conflict all the same (nothing was written).
-                Err(StoreError::Conflict {
-                    key,
-                    reason: strata_store::ConflictReason::Changed,
-                })
+                match own.check(e.current.as_deref()) {
+                    Err(conflict) => Err(conflict),
+                    // sled reported a mismatch the precondition does not see: report it as
+                    // a conflict all the same (nothing was written).
+                    Ok(()) => Err(StoreError::Conflict {
+                        key,
+                        reason: strata_store::ConflictReason::Changed,
+                    }),
+                }
             }
             Err(e) => {
                 values.forget(&key);
                 Err(self.error(e))
             }
-        }
+        };
+        // After the write (if any), under the writer lock.
+        self.epoch.advance();
+        result
     }
 
     /// The current value of `key`: the write cache's entry, else sled's.
@@ -111,10 +124,19 @@ impl SledStore {
         self.db.get(key).map_err(|e| self.error(e))
     }
 
+    /// Writes `mutations` as one atomic sled call, then advances the write epoch. The
+    /// caller holds `writers` (either side) until both are done.
+    fn write(&self, mutations: Vec<Mutation>) -> Result<()> {
+        let result = self.write_unstamped(mutations);
+        // After the write, before the caller releases its side of the lock: a reader that
+        // observes the new epoch reads what this write wrote (see `strata_store::epoch`).
+        self.epoch.advance();
+        result
+    }
+
     /// Writes `mutations` as one atomic sled call, with the stripes of the write cache
-    /// that hold its keys locked from before the call until its outcome is recorded. The
-    /// caller holds `writers`.
-    fn write(&self, mut mutations: Vec<Mutation>) -> Result<()> {
+    /// that hold its keys locked from before the call until its outcome is recorded.
+    fn write_unstamped(&self, mut mutations: Vec<Mutation>) -> Result<()> {
         if mutations.len() <= 1 {
             // One key is atomic on its own. `Tree::apply_batch` takes sled's global write
             // lock and seals (and writes) the current log buffer twice to delimit the
@@ -172,8 +194,8 @@ impl KvWrite for SledStore {
             // (One mutation cannot repeat a key.)
             batch.validate()?;
         }
-        let (mutations, preconditions) = batch.into_parts();
-        if preconditions.is_empty() {
+        if batch.preconditions().is_empty() {
+            let (mutations, _) = batch.into_parts();
             if mutations.is_empty() {
                 return Ok(());
             }
@@ -191,6 +213,9 @@ impl KvWrite for SledStore {
         } else {
             // Exclusive: no other write lands between the checks and the write.
             let _exclusive = self.writers.write().unwrap_or_else(PoisonError::into_inner);
+            // Exclusive, so the epoch cannot move under the comparison: preconditions
+            // observed at the current epoch are known to hold and are not read again.
+            let (mutations, preconditions) = batch.into_parts_to_check(&self.epoch);
             self.apply_conditional(mutations, preconditions)
         }
     }

@@ -27,6 +27,12 @@
 //!   lock (a conditional batch before it writes). Since every writer of the
 //!   datastore goes through that lock (see above), a cached value always equals sled's.
 //!
+//! For the same reason the store keeps a [write epoch](strata_store::epoch), advanced
+//! after every write while its side of the lock is still held: a batch whose row
+//! preconditions were [observed](strata_store::Batch::observed_at) at the epoch that is
+//! still current when it takes the exclusive side is committed without reading those rows
+//! again (the eager sweep's batches: one precondition per row, no `get` per row).
+//!
 //! And one thing keeps the read before a write (a document write reads the document it
 //! replaces) off sled's tree: the **write cache**, an exact write-through cache of the
 //! values most recently written through the store, served to `get` and to precondition
@@ -73,8 +79,9 @@ pub use safety::is_sled_dir;
 use cache::GuardCache;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use strata_store::{Backend, Result, Store, StoreError};
+use strata_store::{Backend, EpochClock, Result, Store, StoreError};
 use values::ValueCache;
 
 /// The backend name used in messages and [`StoreError::Backend`].
@@ -97,6 +104,10 @@ pub struct SledStore {
     writers: Arc<RwLock<()>>,
     /// The exact cache of guard-key values (see the crate documentation).
     guards: Arc<GuardCache>,
+    /// The write epoch: advanced after every write, under `writers`.
+    epoch: Arc<EpochClock>,
+    /// Preconditions checked against stored values (see [`SledStore::precondition_checks`]).
+    checks: Arc<AtomicU64>,
     /// The exact write-through cache of recently written values (module `values`).
     values: Arc<ValueCache>,
     /// Flushes and seals the datastore when the last clone is dropped.
@@ -155,6 +166,13 @@ impl SledStore {
     /// The datastore directory.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// How many preconditions this datastore has checked against stored values so far
+    /// (all clones; guard-cache hits included): the ones a current write epoch vouched
+    /// for are not counted. For tests and diagnostics.
+    pub fn precondition_checks(&self) -> u64 {
+        self.checks.load(Ordering::Relaxed)
     }
 
     /// Bytes the datastore occupies on disk (sled's own accounting).

@@ -163,6 +163,8 @@ impl SledOptions {
             path: path.to_path_buf(),
             writers: Arc::default(),
             guards: Arc::default(),
+            epoch: Arc::default(),
+            checks: Arc::default(),
             values: Arc::new(ValueCache::new(
                 self.write_cache_entries,
                 self.write_cache_bytes,

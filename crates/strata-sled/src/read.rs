@@ -4,6 +4,7 @@ use crate::SledStore;
 use std::ops::Bound;
 use strata_store::{
     KvRead, Offer, PageBuilder, Result, ScanLimits, ScanPage, StoreError, Visit, VisitEnd,
+    WriteEpoch,
 };
 
 impl KvRead for SledStore {
@@ -76,6 +77,10 @@ impl KvRead for SledStore {
             records,
             more: false,
         })
+    }
+
+    fn write_epoch(&self) -> Option<WriteEpoch> {
+        Some(self.epoch.observe())
     }
 
     fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
