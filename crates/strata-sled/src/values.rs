@@ -242,6 +242,18 @@ impl ValueCache {
         self.lock(self.stripe_of(key))?.get(key)
     }
 
+    /// [`ValueCache::get`] as a copy, made under the stripe's lock (no reference count
+    /// taken and dropped on the shared buffer).
+    pub(crate) fn get_copy(&self, key: &[u8]) -> Option<Vec<u8>> {
+        if !self.enabled() {
+            return None;
+        }
+        self.lock(self.stripe_of(key))?
+            .map
+            .get(key)
+            .map(|v| v.to_vec())
+    }
+
     /// Locks the stripes of `keys` for a write (none when the cache is disabled).
     pub(crate) fn lock_keys<'a, 'k>(
         &'a self,
