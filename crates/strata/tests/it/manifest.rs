@@ -139,6 +139,49 @@ fn the_sweep_certifies_the_collection_and_a_later_put_retires_it() {
     assert_eq!(store.get(&key).unwrap(), None);
 }
 
+/// With nothing else writing, the sweep certifies from the tally it took while rewriting
+/// (no second scan of the collection); a write anywhere in the store meanwhile (here
+/// straight into the backend, outside the collection) makes it recount instead. Both
+/// manifests match a recount.
+#[test]
+fn the_sweep_certifies_from_its_own_tally_unless_something_else_wrote() {
+    use crate::collection_util::Spy;
+    let run = |noise: bool| {
+        let (spy, store) = Spy::new();
+        let db = Database::builder(store.clone()).open().unwrap();
+        let c = db.collection::<Acc>("acc", sweep_options()).unwrap();
+        seed_v1(&store, 25);
+        if noise {
+            let mut fired = false;
+            spy.before_apply(move |batch, backend| {
+                let rows = batch
+                    .mutations()
+                    .iter()
+                    .any(|m| m.key().starts_with(b"__nx/doc/"));
+                if rows && !fired {
+                    fired = true;
+                    backend
+                        .apply(Batch::new().set(b"elsewhere".to_vec(), b"x".to_vec()))
+                        .unwrap();
+                }
+            });
+        }
+        spy.reset_counts();
+        let opts = SweepOptions::new().limits(strata::pass::PassLimits::new(7, 4 << 20).unwrap());
+        let r = c.sweep(opts).unwrap();
+        spy.clear_hook();
+        assert_eq!(r.rewritten(), 25);
+        let scans = spy.scans.load(std::sync::atomic::Ordering::SeqCst);
+        let (m, intact, _) = check(&store, &manifest_key("sweep", "acc")).unwrap();
+        assert!(intact, "noise: {noise}");
+        assert_eq!(m.records, 25);
+        scans
+    };
+    let (quiet, noisy) = (run(false), run(true));
+    // The recount is one more scan (25 rows fit one page of it).
+    assert_eq!(noisy, quiet + 1);
+}
+
 #[test]
 fn a_sweep_beside_a_writer_that_touches_the_collection_records_no_manifest() {
     let (store, db) = mem_db();
