@@ -524,8 +524,11 @@ impl<'a> Pass<'a> {
         acc: &mut Acc,
         st: &mut RunState,
     ) -> Result<(), PassError> {
+        // A row's own key needs no entry in `acc.keys`: rows come in strictly ascending
+        // key order (each once), and a mutation of any other key under the prefix is
+        // refused (`MutationRule::SiblingKey`), so no other mutation can write it.
         for m in scratch.iter() {
-            if acc.keys.contains(m.key()) {
+            if m.key() != key && acc.keys.contains(m.key()) {
                 return Err(self.forbidden(st, key, m.key(), MutationRule::Duplicate));
             }
         }
@@ -548,7 +551,9 @@ impl<'a> Pass<'a> {
         let start = acc.mutations.len();
         let own = self.row_conditions && scratch.iter().any(|m| m.key() == key);
         for m in scratch.drain(..) {
-            acc.keys.insert(m.key().to_vec());
+            if m.key() != key {
+                acc.keys.insert(m.key().to_vec());
+            }
             acc.mutations.push(m);
         }
         if own {
