@@ -27,7 +27,9 @@
 //!
 //! [`Store`]: crate::Store
 
-use crate::{Backend, Batch, KvRead, Mutation, Result, ScanLimits, StoreError, Visit};
+use crate::{
+    Backend, Batch, KvRead, Mutation, Precondition, Result, ScanLimits, StoreError, Visit,
+};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -365,24 +367,26 @@ fn is_manifest_mutation(m: &Mutation) -> bool {
     m.key().starts_with(MANIFEST_PREFIX)
 }
 
-/// `batch` requiring the manifest epoch `loaded` first (so that a stale list is what a
-/// conflict reports, before the batch's own preconditions), and replacing it with `next`.
-fn with_epoch(batch: Batch, loaded: Option<Vec<u8>>, next: Option<Vec<u8>>) -> Batch {
-    let (mutations, preconditions) = batch.into_parts();
-    let mut b = Batch::new().require(MANIFEST_EPOCH_KEY.to_vec(), loaded);
-    for p in preconditions {
-        b.push_precondition(p);
-    }
-    for m in mutations {
-        b.push(m);
-    }
+/// `batch` also requiring the manifest epoch `loaded` (pushed after its own
+/// preconditions, so that an observation the batch declared still covers exactly those),
+/// and replacing it with `next`.
+fn with_epoch(mut batch: Batch, loaded: Option<Vec<u8>>, next: Option<Vec<u8>>) -> Batch {
+    batch.push_precondition(match loaded {
+        Some(value) => Precondition::Equals {
+            key: MANIFEST_EPOCH_KEY.to_vec(),
+            value,
+        },
+        None => Precondition::Absent {
+            key: MANIFEST_EPOCH_KEY.to_vec(),
+        },
+    });
     if let Some(next) = next {
-        b.push(Mutation::Set {
+        batch.push(Mutation::Set {
             key: MANIFEST_EPOCH_KEY.to_vec(),
             value: next,
         });
     }
-    b
+    batch
 }
 
 /// A new epoch value: unique across processes and time (pid, clock, a counter, hashed).
@@ -699,13 +703,13 @@ mod tests {
     }
 
     #[test]
-    fn the_epoch_batch_requires_the_loaded_epoch_first_and_sets_the_next() {
+    fn the_epoch_batch_requires_the_loaded_epoch_and_sets_the_next() {
         let b = Batch::new()
             .require_absent(b"a".to_vec())
             .set(b"a".to_vec(), b"1".to_vec());
         let b = with_epoch(b, Some(b"e1".to_vec()), Some(b"e2".to_vec()));
         assert_eq!(
-            b.preconditions()[0],
+            b.preconditions()[1],
             crate::Precondition::Equals {
                 key: MANIFEST_EPOCH_KEY.to_vec(),
                 value: b"e1".to_vec()
