@@ -54,6 +54,12 @@ use strata_store::{
 /// (`__nx/manifest/migrate/<table>`).
 pub const MANIFEST_OPERATION: &str = "migrate";
 
+/// The record limit of a certification step's batches under the default limits: a
+/// certification writes nothing but its checkpoint, so its record limit only sets how
+/// often the checkpoint is written (and how many records a resumed run checks again);
+/// the byte budget still bounds every batch. Explicit [`Migrator::limits`] apply as given.
+pub const CERTIFY_MAX_RECORDS: usize = 4096;
+
 /// What happened to one table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -137,7 +143,9 @@ type EventFn<'a> = Box<dyn FnMut(&MigrationEvent<'_>) + 'a>;
 /// Runs a validated [`Registry`] against a store.
 pub struct Migrator<'a> {
     registry: Registry,
-    limits: PassLimits,
+    /// `None`: the defaults ([`PassLimits::default`]; certification steps
+    /// [`CERTIFY_MAX_RECORDS`]).
+    limits: Option<PassLimits>,
     dry_run: bool,
     /// Set while [`Migrator::run`] holds the store's exclusive session.
     exclusive: bool,
@@ -157,12 +165,13 @@ impl std::fmt::Debug for Migrator<'_> {
 
 impl<'a> Migrator<'a> {
     /// Validates `registry` (every table, before anything runs) and returns a migrator with
-    /// default limits (512 records, 4 MiB).
+    /// default limits (512 records, 4 MiB; a certification step's batches
+    /// [`CERTIFY_MAX_RECORDS`] records, 4 MiB).
     pub fn new(registry: Registry) -> Result<Self, MigrateError> {
         registry.validate()?;
         Ok(Migrator {
             registry,
-            limits: PassLimits::default(),
+            limits: None,
             dry_run: false,
             exclusive: false,
             abort: None,
@@ -170,9 +179,9 @@ impl<'a> Migrator<'a> {
         })
     }
 
-    /// Sets the batch limits.
+    /// Sets the batch limits (of every step, certification included).
     pub fn limits(mut self, limits: PassLimits) -> Self {
-        self.limits = limits;
+        self.limits = Some(limits);
         self
     }
 
@@ -380,7 +389,14 @@ impl<'a> Migrator<'a> {
             );
             let running = &running;
             let pass_report = Pass::new(t.name(), t.prefix().to_vec(), codec)
-                .limits(self.limits)
+                .limits(self.limits.unwrap_or_else(|| {
+                    if step.is_certification() {
+                        PassLimits::new(CERTIFY_MAX_RECORDS, crate::pass::DEFAULT_MAX_BYTES)
+                            .unwrap_or_default()
+                    } else {
+                        PassLimits::default()
+                    }
+                }))
                 .dry_run(self.dry_run)
                 // Kept on under the lease too: the checkpoint compare-and-swap is what stops
                 // a writer that lost its lease from rewriting a checkpoint.
