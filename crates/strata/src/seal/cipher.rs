@@ -17,10 +17,9 @@
 //!         | header length u8 | envelope header bytes | data key id u32 BE
 //! ```
 
+use super::aead::{self, XChaCha};
 use super::keyring::Origin;
 use super::SealError;
-use chacha20poly1305::aead::{AeadInOut, Generate};
-use chacha20poly1305::{KeyInit, Tag, XChaCha20Poly1305, XNonce};
 use std::fmt;
 use std::sync::Arc;
 use strata_store::{KvRead, Precondition};
@@ -29,13 +28,13 @@ use zeroize::Zeroizing;
 /// Length of the data key id in front of a sealed body.
 pub const KEY_ID_LEN: usize = 4;
 /// Length of the XChaCha20-Poly1305 nonce.
-pub const NONCE_LEN: usize = 24;
+pub const NONCE_LEN: usize = aead::XNONCE_LEN;
 /// Length of the Poly1305 tag.
-pub const TAG_LEN: usize = 16;
+pub const TAG_LEN: usize = aead::TAG_LEN;
 /// Bytes a sealed body adds to the plaintext: key id + nonce + tag (44).
 pub const SEAL_OVERHEAD: usize = KEY_ID_LEN + NONCE_LEN + TAG_LEN;
 /// Length of a data key (256 bits).
-pub const DATA_KEY_LEN: usize = 32;
+pub const DATA_KEY_LEN: usize = aead::KEY_LEN;
 /// Domain tag at the start of a record's associated data.
 const RECORD_AAD_MAGIC: &[u8; 4] = b"NXSD";
 /// Format of the record associated data.
@@ -77,9 +76,7 @@ impl RecordContext<'_> {
 
 /// Fills `N` bytes from the operating system's generator.
 pub(crate) fn random<const N: usize>() -> Result<[u8; N], SealError> {
-    <[u8; N]>::try_generate().map_err(|e| SealError::Random {
-        reason: e.to_string(),
-    })
+    aead::os_random::<N>()
 }
 
 /// A fresh random 256-bit data key (zeroized on drop).
@@ -90,51 +87,61 @@ pub(crate) fn new_data_key() -> Result<Zeroizing<[u8; DATA_KEY_LEN]>, SealError>
 }
 
 /// Builds a cipher from 32 key bytes (the cipher zeroizes its copy on drop).
-pub(crate) fn cipher(key: &[u8; DATA_KEY_LEN]) -> XChaCha20Poly1305 {
-    XChaCha20Poly1305::new(&(*key).into())
+pub(crate) fn cipher(key: &[u8; DATA_KEY_LEN]) -> XChaCha {
+    XChaCha::new(key)
 }
 
 /// Encrypts `plaintext` under `cipher` with a fresh nonce, appending
 /// `nonce | ciphertext | tag` to `out`.
 pub(crate) fn seal_raw(
-    cipher: &XChaCha20Poly1305,
+    cipher: &XChaCha,
     aad: &[u8],
     plaintext: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<(), SealError> {
-    let nonce = random::<NONCE_LEN>()?;
+    let nonce = aead::nonce()?;
     out.reserve(NONCE_LEN + plaintext.len() + TAG_LEN);
     out.extend_from_slice(&nonce);
     let start = out.len();
     out.extend_from_slice(plaintext);
-    let tag = cipher
-        .encrypt_inout_detached(&XNonce::from(nonce), aad, (&mut out[start..]).into())
-        .map_err(|_| SealError::InvalidParameters {
-            reason: "plaintext too long for XChaCha20-Poly1305".into(),
-        })?;
+    let tag = cipher.seal_in_place(&nonce, aad, &mut out[start..])?;
     out.extend_from_slice(&tag);
     Ok(())
 }
 
 /// Opens `nonce | ciphertext | tag`; `None` when it does not authenticate.
-pub(crate) fn open_raw(cipher: &XChaCha20Poly1305, aad: &[u8], sealed: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn open_raw(cipher: &XChaCha, aad: &[u8], sealed: &[u8]) -> Option<Vec<u8>> {
+    let mut buf = Vec::new();
+    open_raw_into(cipher, aad, sealed, &mut buf).then_some(buf)
+}
+
+/// Opens `nonce | ciphertext | tag`, appending the plaintext to `out`; `false` (and `out`
+/// as it was) when it does not authenticate.
+pub(crate) fn open_raw_into(
+    cipher: &XChaCha,
+    aad: &[u8],
+    sealed: &[u8],
+    out: &mut Vec<u8>,
+) -> bool {
     if sealed.len() < NONCE_LEN + TAG_LEN {
-        return None;
+        return false;
     }
     let (nonce, rest) = sealed.split_at(NONCE_LEN);
     let (ciphertext, tag) = rest.split_at(rest.len() - TAG_LEN);
-    let nonce: [u8; NONCE_LEN] = nonce.try_into().ok()?;
-    let tag: [u8; TAG_LEN] = tag.try_into().ok()?;
-    let mut buf = ciphertext.to_vec();
-    cipher
-        .decrypt_inout_detached(
-            &XNonce::from(nonce),
-            aad,
-            buf.as_mut_slice().into(),
-            &Tag::from(tag),
-        )
-        .ok()?;
-    Some(buf)
+    let (Ok(nonce), Ok(tag)) = (
+        <&[u8; NONCE_LEN]>::try_from(nonce),
+        <&[u8; TAG_LEN]>::try_from(tag),
+    ) else {
+        return false;
+    };
+    let start = out.len();
+    out.extend_from_slice(ciphertext);
+    if cipher.open_in_place(nonce, aad, tag, &mut out[start..]) {
+        true
+    } else {
+        out.truncate(start);
+        false
+    }
 }
 
 /// The data key id a sealed body names, without opening it (`None`: too short to be a
@@ -149,7 +156,7 @@ struct SealerInner {
     origin: Origin,
     active: u32,
     /// Every data key the keyring holds (one, or two during a rotation), by id.
-    keys: Vec<(u32, XChaCha20Poly1305)>,
+    keys: Vec<(u32, XChaCha)>,
 }
 
 /// The unlocked data keys of one keyring: seals new bodies under the active key and opens
@@ -281,7 +288,7 @@ impl Sealer {
         open_raw(cipher, &aad, sealed).ok_or_else(auth)
     }
 
-    fn cipher(&self, key_id: u32) -> Option<&XChaCha20Poly1305> {
+    fn cipher(&self, key_id: u32) -> Option<&XChaCha> {
         self.inner
             .keys
             .iter()

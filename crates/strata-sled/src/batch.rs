@@ -1,0 +1,356 @@
+//! The write paths: plain batches, conditional batches (checked under the exclusive side
+//! of the writer lock, through the guard cache) and the single-key compare-and-swap.
+
+use crate::cache::{length_bit, GuardEntries};
+use crate::SledStore;
+use std::sync::atomic::Ordering;
+use std::sync::PoisonError;
+use strata_store::{Batch, KvWrite, Mutation, Precondition, Result, StoreError};
+
+impl SledStore {
+    /// Checks `preconditions` and writes `mutations`. The caller holds the exclusive side
+    /// of `writers`.
+    fn apply_conditional(
+        &self,
+        mut mutations: Vec<Mutation>,
+        preconditions: Vec<Precondition>,
+    ) -> Result<()> {
+        self.checks
+            .fetch_add(preconditions.len() as u64, Ordering::Relaxed);
+        let mut cache = self.guards.lock();
+        if let [only] = mutations.as_slice() {
+            let key = only.key();
+            let mut own = None;
+            for p in &preconditions {
+                if p.key() == key {
+                    if own.is_some() {
+                        own = None;
+                        break;
+                    }
+                    own = Some(p);
+                } else {
+                    self.check_guard(&mut cache, p)?;
+                }
+            }
+            if let Some(own) = own {
+                // One traversal checks and writes the key; nothing else is written.
+                if self.guards.lengths.load(Ordering::Acquire) & length_bit(key) != 0 {
+                    cache.forget(key);
+                }
+                return match mutations.pop() {
+                    Some(Mutation::Set { key, value }) => self.cas(own, key, Some(value)),
+                    Some(Mutation::Delete { key }) => self.cas(own, key, None),
+                    None => Ok(()),
+                };
+            }
+            // Several preconditions on the key itself: the general path below (the guard
+            // preconditions were checked above; checking them again is cheap).
+        }
+        // A set of the written keys only when there are many preconditions to sort out (a
+        // batch whose row preconditions the write epoch vouched for has a few left).
+        let written: Option<std::collections::HashSet<&[u8]>> =
+            (preconditions.len() > 8).then(|| mutations.iter().map(Mutation::key).collect());
+        let writes = |key: &[u8]| match &written {
+            Some(set) => set.contains(key),
+            None => mutations.iter().any(|m| m.key() == key),
+        };
+        for p in &preconditions {
+            if writes(p.key()) {
+                let current = self.current(p.key())?;
+                p.check(current.as_deref())?;
+            } else {
+                self.check_guard(&mut cache, p)?;
+            }
+        }
+        // A written key leaves the cache (it is filled again, from sled, when next
+        // required): whatever the write's outcome, no entry can be stale.
+        for m in &mutations {
+            cache.forget(m.key());
+        }
+        self.write(mutations)
+    }
+
+    /// Checks a precondition on a key the batch does not write, through the guard cache
+    /// (filled from sled on a miss). The caller holds the exclusive side of `writers`.
+    fn check_guard(&self, cache: &mut GuardEntries, p: &Precondition) -> Result<()> {
+        if let Some(current) = cache.get(p.key()) {
+            return p.check(current.as_deref());
+        }
+        let current = self.current(p.key())?;
+        let result = p.check(current.as_deref());
+        cache.fill(&self.guards.lengths, p.key(), current.as_deref());
+        result
+    }
+
+    /// One sled compare-and-swap of `key` from what `own` requires to `new`.
+    fn cas(&self, own: &Precondition, key: Vec<u8>, new: Option<Vec<u8>>) -> Result<()> {
+        let old = match own {
+            Precondition::Equals { value, .. } => Some(value.as_slice()),
+            Precondition::Absent { .. } => None,
+        };
+        let new = new.map(sled::IVec::from);
+        let mut values = self.values.lock_key(&key);
+        let result = match self.db.compare_and_swap(&key, old, new.clone()) {
+            Ok(Ok(())) => {
+                values.record(key, new);
+                Ok(())
+            }
+            Ok(Err(e)) => {
+                // Nothing was written: a cached entry still holds sled's value.
+                drop(values);
+                match own.check(e.current.as_deref()) {
+                    Err(conflict) => Err(conflict),
+                    // sled reported a mismatch the precondition does not see: report it as
+                    // a conflict all the same (nothing was written).
+                    Ok(()) => Err(StoreError::Conflict {
+                        key,
+                        reason: strata_store::ConflictReason::Changed,
+                    }),
+                }
+            }
+            Err(e) => {
+                values.forget(&key);
+                Err(self.error(e))
+            }
+        };
+        // After the write (if any), under the writer lock.
+        self.epoch.advance();
+        result
+    }
+
+    /// The current value of `key`: the write cache's entry, else sled's.
+    pub(crate) fn current(&self, key: &[u8]) -> Result<Option<sled::IVec>> {
+        if let Some(v) = self.values.get(key) {
+            return Ok(Some(v));
+        }
+        self.db.get(key).map_err(|e| self.error(e))
+    }
+
+    /// Writes `mutations` as one atomic sled call, then advances the write epoch. The
+    /// caller holds `writers` (either side) until both are done.
+    fn write(&self, mutations: Vec<Mutation>) -> Result<()> {
+        let result = self.write_unstamped(mutations);
+        // After the write, before the caller releases its side of the lock: a reader that
+        // observes the new epoch reads what this write wrote (see `strata_store::epoch`).
+        self.epoch.advance();
+        result
+    }
+
+    /// Writes `mutations` as one atomic sled call, with the stripes of the write cache
+    /// that hold its keys locked from before the call until its outcome is recorded.
+    fn write_unstamped(&self, mut mutations: Vec<Mutation>) -> Result<()> {
+        if mutations.len() <= 1 {
+            // One key is atomic on its own. `Tree::apply_batch` takes sled's global write
+            // lock and seals (and writes) the current log buffer twice to delimit the
+            // batch; a single insert or remove needs neither (it is what the bulk pass's
+            // checkpoint-only batches are).
+            let (key, value) = match mutations.pop() {
+                Some(Mutation::Set { key, value }) => (key, Some(sled::IVec::from(value))),
+                Some(Mutation::Delete { key }) => (key, None),
+                None => return Ok(()),
+            };
+            let mut values = self.values.lock_key(&key);
+            let result = match &value {
+                Some(v) => self.db.insert(&key, v.clone()),
+                None => self.db.remove(&key),
+            };
+            return match result {
+                Ok(_) => {
+                    values.record(key, value);
+                    Ok(())
+                }
+                Err(e) => {
+                    values.forget(&key);
+                    Err(self.error(e))
+                }
+            };
+        }
+        let mut values = self.values.lock_keys(mutations.iter().map(Mutation::key));
+        let mut batch = sled::Batch::default();
+        let mut written = Vec::with_capacity(mutations.len());
+        for m in mutations {
+            match m {
+                Mutation::Set { key, value } => {
+                    let value = sled::IVec::from(value);
+                    batch.insert(key.as_slice(), value.clone());
+                    written.push((key, Some(value)));
+                }
+                Mutation::Delete { key } => {
+                    batch.remove(key.as_slice());
+                    written.push((key, None));
+                }
+            }
+        }
+        let result = self.db.apply_batch(batch);
+        let ok = result.is_ok();
+        for (key, value) in written {
+            values.record(key, if ok { value } else { None });
+        }
+        result.map_err(|e| self.error(e))
+    }
+}
+
+impl KvWrite for SledStore {
+    fn apply(&self, batch: Batch) -> Result<()> {
+        if batch.mutations().len() > 1 {
+            // (One mutation cannot repeat a key.)
+            batch.validate()?;
+        }
+        if batch.preconditions().is_empty() {
+            let (mutations, _) = batch.into_parts();
+            if mutations.is_empty() {
+                return Ok(());
+            }
+            let _shared = self.writers.read().unwrap_or_else(PoisonError::into_inner);
+            // A plain write of a cached guard key drops it from the cache (before the
+            // shared side is released, so no conditional batch sees it stale).
+            let cached = self.guards.lengths.load(Ordering::Acquire);
+            if cached != 0 && mutations.iter().any(|m| length_bit(m.key()) & cached != 0) {
+                let mut cache = self.guards.lock();
+                for m in &mutations {
+                    cache.forget(m.key());
+                }
+            }
+            self.write(mutations)
+        } else {
+            // Exclusive: no other write lands between the checks and the write.
+            let _exclusive = self.writers.write().unwrap_or_else(PoisonError::into_inner);
+            // Exclusive, so the epoch cannot move under the comparison: preconditions
+            // observed at the current epoch are known to hold and are not read again.
+            let (mutations, preconditions) = batch.into_parts_to_check(&self.epoch);
+            self.apply_conditional(mutations, preconditions)
+        }
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.db.flush().map(drop).map_err(|e| self.error(e))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use strata_store::KvRead;
+
+    #[test]
+    fn single_mutation_batches_apply_and_keep_the_batch_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path().join("db")).unwrap();
+        store
+            .apply(Batch::new().set(b"t/a".to_vec(), b"1".to_vec()))
+            .unwrap();
+        assert_eq!(store.get(b"t/a").unwrap(), Some(b"1".to_vec()));
+        store
+            .apply(Batch::new().set(b"t/a".to_vec(), b"2".to_vec()))
+            .unwrap();
+        assert_eq!(store.get(b"t/a").unwrap(), Some(b"2".to_vec()));
+        store.apply(Batch::new().delete(b"t/a".to_vec())).unwrap();
+        assert_eq!(store.get(b"t/a").unwrap(), None);
+        // Deleting an absent key is not an error; an empty batch writes nothing.
+        store.apply(Batch::new().delete(b"t/a".to_vec())).unwrap();
+        store.apply(Batch::new()).unwrap();
+        // A failed precondition still refuses a one-mutation batch.
+        let err = store
+            .apply(
+                Batch::new()
+                    .require_eq(b"t/b".to_vec(), b"x".to_vec())
+                    .set(b"t/b".to_vec(), b"y".to_vec()),
+            )
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+        assert_eq!(store.get(b"t/b").unwrap(), None);
+        // Survives a reopen once flushed.
+        store
+            .apply(Batch::new().set(b"t/c".to_vec(), b"3".to_vec()))
+            .unwrap();
+        store.flush().unwrap();
+        drop(store);
+        let store = SledStore::open_existing(dir.path().join("db")).unwrap();
+        assert_eq!(store.get(b"t/c").unwrap(), Some(b"3".to_vec()));
+    }
+
+    #[test]
+    fn guard_cache_follows_every_write_of_a_guard_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path().join("db")).unwrap();
+        let guarded = |fence: Option<&[u8]>, doc: &[u8]| {
+            Batch::new()
+                .require(b"f".to_vec(), fence.map(<[u8]>::to_vec))
+                .set(b"t/doc".to_vec(), doc.to_vec())
+        };
+        // Absent guard: cached as absent, then a plain write changes it.
+        store.apply(guarded(None, b"1")).unwrap();
+        assert!(store.guards.lock().get(b"f").is_some());
+        store
+            .apply(Batch::new().set(b"f".to_vec(), b"A".to_vec()))
+            .unwrap();
+        assert!(store.guards.lock().get(b"f").is_none());
+        let err = store.apply(guarded(None, b"2")).unwrap_err();
+        assert!(
+            matches!(err, StoreError::Conflict { ref key, .. } if key == b"f"),
+            "{err}"
+        );
+        store.apply(guarded(Some(b"A"), b"2")).unwrap();
+        // A conditional write of the guard key (a compare-and-swap) is seen too.
+        store
+            .apply(
+                Batch::new()
+                    .require_eq(b"f".to_vec(), b"A".to_vec())
+                    .set(b"f".to_vec(), b"B".to_vec()),
+            )
+            .unwrap();
+        assert!(store.apply(guarded(Some(b"A"), b"3")).is_err());
+        store.apply(guarded(Some(b"B"), b"3")).unwrap();
+        // A multi-key batch deleting it, through a clone of the store.
+        store
+            .clone()
+            .apply(
+                Batch::new()
+                    .require_eq(b"t/doc".to_vec(), b"3".to_vec())
+                    .delete(b"f".to_vec())
+                    .set(b"t/other".to_vec(), b"x".to_vec()),
+            )
+            .unwrap();
+        assert!(store.apply(guarded(Some(b"B"), b"4")).is_err());
+        store.apply(guarded(None, b"4")).unwrap();
+        assert_eq!(store.get(b"t/doc").unwrap(), Some(b"4".to_vec()));
+        assert_eq!(store.get(b"f").unwrap(), None);
+    }
+
+    #[test]
+    fn a_single_key_compare_and_swap_reports_the_conflict() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path().join("db")).unwrap();
+        let put = |old: Option<&[u8]>, new: &[u8]| {
+            store.apply(
+                Batch::new()
+                    .require(b"t/k".to_vec(), old.map(<[u8]>::to_vec))
+                    .set(b"t/k".to_vec(), new.to_vec()),
+            )
+        };
+        put(None, b"1").unwrap();
+        let reason = |e: StoreError| match e {
+            StoreError::Conflict { reason, .. } => reason,
+            other => panic!("{other}"),
+        };
+        assert_eq!(
+            reason(put(None, b"2").unwrap_err()),
+            strata_store::ConflictReason::Present
+        );
+        assert_eq!(
+            reason(put(Some(b"0"), b"2").unwrap_err()),
+            strata_store::ConflictReason::Changed
+        );
+        put(Some(b"1"), b"2").unwrap();
+        let del = Batch::new()
+            .require_eq(b"t/k".to_vec(), b"2".to_vec())
+            .delete(b"t/k".to_vec());
+        store.apply(del.clone()).unwrap();
+        assert_eq!(
+            reason(store.apply(del).unwrap_err()),
+            strata_store::ConflictReason::Missing
+        );
+        assert_eq!(store.get(b"t/k").unwrap(), None);
+    }
+}
