@@ -18,6 +18,11 @@
 //! (`rotate_data_key` over every sealed row, compared with the clear sweep of as many rows).
 //!
 //! Documents are ~1 KiB of JSON. Target: sealed ≤ 1.3× clear.
+//!
+//! Knobs: `STRATA_BENCH_ROWS`, `STRATA_BENCH_ROUNDS`; `STRATA_BENCH_ONLY=codec` (the codec
+//! alone, beside the reference `chacha20poly1305` crate) or `=collection` (the collection
+//! API and the rotation only); `STRATA_BENCH_SIDE=sealed|clear` (collection API, one side:
+//! for instruction counts under callgrind).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::hint::black_box;
@@ -114,12 +119,21 @@ fn main() {
 
     let (mut put_c, mut put_s, mut get_c, mut get_s) =
         (Duration::MAX, Duration::MAX, Duration::MAX, Duration::MAX);
+    let side = std::env::var("STRATA_BENCH_SIDE").unwrap_or_default();
     for _ in 0..rounds {
         // Alternate the contenders so drift on a shared machine hits both.
-        put_c = put_c.min(put_all(&store, None, &docs));
-        put_s = put_s.min(put_all(&store, Some(&sealer), &docs));
-        get_c = get_c.min(get_all(&store, None, rows));
-        get_s = get_s.min(get_all(&store, Some(&sealer), rows));
+        if side != "sealed" {
+            put_c = put_c.min(put_all(&store, None, &docs));
+        }
+        if side != "clear" {
+            put_s = put_s.min(put_all(&store, Some(&sealer), &docs));
+        }
+        if side != "sealed" {
+            get_c = get_c.min(get_all(&store, None, rows));
+        }
+        if side != "clear" {
+            get_s = get_s.min(get_all(&store, Some(&sealer), rows));
+        }
     }
     let per = |d: Duration| d.as_nanos() as f64 / rows as f64;
     let line = |name: &str, s: Duration, c: Duration| {
@@ -132,6 +146,9 @@ fn main() {
     };
     line("put", put_s, put_c);
     line("get", get_s, get_c);
+    if only == "store" {
+        return;
+    }
 
     codec_bench(&sealer, &docs);
     drop(store);
@@ -240,8 +257,13 @@ fn collection_bench(rows: usize, rounds: usize, docs: &[Vec<u8>]) {
         .map(|d| serde_json::from_slice(d).unwrap())
         .collect();
     let mut best = [[Duration::MAX; 3]; 2];
+    // `STRATA_BENCH_SIDE=sealed|clear`: one side only (instruction counts under callgrind).
+    let side = std::env::var("STRATA_BENCH_SIDE").unwrap_or_default();
     for round in 0..rounds {
         for (i, sealed) in [false, true].into_iter().enumerate() {
+            if (side == "sealed" && !sealed) || (side == "clear" && sealed) {
+                continue;
+            }
             let (p, g, s) = collection_round(&db, &values, sealed, round);
             best[i][0] = best[i][0].min(p);
             best[i][1] = best[i][1].min(g);
@@ -256,6 +278,9 @@ fn collection_bench(rows: usize, rounds: usize, docs: &[Vec<u8>]) {
             "{name:<5} sealed {s:>8.0} ns/row  clear {c:>8.0} ns/row  ratio {:.2}x (target <= 1.30x)",
             s / c
         );
+    }
+    if side == "clear" {
+        return;
     }
     // Rotation: every sealed row of every round re-encrypted under a new key.
     let sealed_rows = rows * rounds;

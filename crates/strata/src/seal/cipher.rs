@@ -272,6 +272,19 @@ impl Sealer {
     /// [`SealError::Authentication`]; one sealed under a key this keyring does not hold is
     /// [`SealError::UnknownDataKey`].
     pub fn open(&self, ctx: RecordContext<'_>, body: &[u8]) -> Result<Vec<u8>, SealError> {
+        let mut out = Vec::with_capacity(body.len().saturating_sub(SEAL_OVERHEAD));
+        self.open_into(ctx, body, &mut out)?;
+        Ok(out)
+    }
+
+    /// Like [`Sealer::open`], appending the plaintext to `out` (e.g. after a clear
+    /// envelope header); on an error `out` is left as it was.
+    pub fn open_into(
+        &self,
+        ctx: RecordContext<'_>,
+        body: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), SealError> {
         let auth = || SealError::Authentication {
             key: ctx.key.to_vec(),
         };
@@ -285,7 +298,11 @@ impl Sealer {
                 keyring: self.inner.keyring.clone(),
             })?;
         let aad = ctx.aad(key_id)?;
-        open_raw(cipher, &aad, sealed).ok_or_else(auth)
+        if open_raw_into(cipher, &aad, sealed, out) {
+            Ok(())
+        } else {
+            Err(auth())
+        }
     }
 
     fn cipher(&self, key_id: u32) -> Option<&XChaCha> {
