@@ -53,16 +53,32 @@ ON CONFLICT (store_table) DO UPDATE SET holder = $2, token = l.token + 1, pid = 
   acquired_at = now(), expires_at = now() + make_interval(secs => $3)
 RETURNING token";
 
-/// Checks (and renews) the holder's lease inside a batch's transaction: one row when the
-/// record still has `token` and the session holding the lease lock is alive.
-pub(crate) const FENCE: &str =
-    "UPDATE strata_leases l SET expires_at = now() + make_interval(secs => $4)
-WHERE l.store_table = $1 AND l.token = $2 AND l.holder IS NOT NULL
-  AND EXISTS (SELECT 1 FROM pg_locks k
-              WHERE k.locktype = 'advisory' AND k.granted AND k.mode = 'ExclusiveLock'
-                AND k.pid = l.pid AND k.objsubid = 1
-                AND k.classid = (($3::int8 >> 32) & 4294967295)::oid
-                AND k.objid = ($3::int8 & 4294967295)::oid)";
+/// Checks (and renews) the holder's lease inside a batch's transaction: the record still
+/// has `$2` as its token and the session holding the lease lock `$3` is alive, or the
+/// statement fails with a division by zero ([`is_fence_failure`]) — an error, so that it
+/// can be pipelined with the batch's write: the failed transaction writes nothing.
+pub(crate) const FENCE_CHECK: &str = "WITH f AS (
+  UPDATE strata_leases l SET expires_at = now() + make_interval(secs => $4)
+  WHERE l.store_table = $1 AND l.token = $2 AND l.holder IS NOT NULL
+    AND EXISTS (SELECT 1 FROM pg_locks k
+                WHERE k.locktype = 'advisory' AND k.granted AND k.mode = 'ExclusiveLock'
+                  AND k.pid = l.pid AND k.objsubid = 1
+                  AND k.classid = (($3::int8 >> 32) & 4294967295)::oid
+                  AND k.objid = ($3::int8 & 4294967295)::oid)
+  RETURNING 1)
+SELECT 1 / (SELECT count(*)::int4 FROM f)";
+
+/// True for the error [`FENCE_CHECK`] raises when the lease is no longer the holder's.
+pub(crate) fn is_fence_failure(e: &tokio_postgres::Error) -> bool {
+    e.code() == Some(&SqlState::DIVISION_BY_ZERO)
+}
+
+/// Makes the holder's earlier batches durable: a synchronous commit that writes WAL (one
+/// row of the lease table, unchanged) waits for the WAL flush up to its own commit
+/// record, which covers every commit before it — in particular the holder's batches,
+/// committed with `synchronous_commit = off`.
+pub(crate) const FLUSH: &str =
+    "UPDATE strata_leases SET expires_at = expires_at WHERE store_table = $1";
 
 /// The current holder of a store's lease (no row when free or never taken).
 pub(crate) const WHO: &str = "SELECT holder, pid, expires_at < now() FROM strata_leases

@@ -125,14 +125,17 @@ pub(crate) struct Statements {
     pub(crate) holder_lock_table_exclusive: Statement,
     /// `(class, ids, exclusive flags)`: the per-key locks in one global order.
     pub(crate) lock_keys: Statement,
-    pub(crate) check: Statement,
-    pub(crate) upsert: Statement,
-    pub(crate) delete: Statement,
     /// `BEGIN` and `COMMIT`, prepared so that a batch's statements can be pipelined.
     pub(crate) begin: Statement,
     pub(crate) commit: Statement,
-    /// The conditional write of a batch in one statement (see [`CONDITIONAL_WRITE`]).
+    /// The conditional write of a batch in one statement (see [`conditional_write`]).
     pub(crate) write: Statement,
+    /// `synchronous_commit = off` for the rest of the transaction (the lease holder's
+    /// batches).
+    pub(crate) async_commit: Statement,
+    /// The lease holder's fence check ([`crate::lease::FENCE_CHECK`]), prepared on the
+    /// connection's first batch of a holder (the lease table exists by then).
+    pub(crate) fence: Option<Statement>,
 }
 
 /// A batch's preconditions and mutations in one statement: `$1`/`$2` the precondition
@@ -215,19 +218,12 @@ impl Statements {
                     .into(),
             )
             .await?,
-            check: p(format!(
-                r#"SELECT k, v FROM "{t}" WHERE k = ANY($1::bytea[]) FOR UPDATE"#
-            ))
-            .await?,
-            upsert: p(format!(
-                r#"INSERT INTO "{t}" (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[])
-ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"#
-            ))
-            .await?,
-            delete: p(format!(r#"DELETE FROM "{t}" WHERE k = ANY($1::bytea[])"#)).await?,
             begin: p("BEGIN".into()).await?,
             commit: p("COMMIT".into()).await?,
             write: p(conditional_write(t)).await?,
+            async_commit: p("SELECT set_config('synchronous_commit', 'off', true)".into())
+                .await?,
+            fence: None,
         })
     }
 }

@@ -1,17 +1,19 @@
 //! [`PgStore`]: the store trait over one PostgreSQL table.
 
+mod write;
+
 use crate::conninfo;
 use crate::error::PgError;
 use crate::keys::{successor, LockIds};
 use crate::lease::{self, LeaseState};
 use crate::pool::{Conn, Failure, Pool, Timeouts};
 use crate::sql;
-use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 use strata_store::{
-    escape_key, Backend, Batch, CrossProcessLease, HeldLease, KvRead, KvWrite, Mutation,
-    NamedLease, Offer, PageBuilder, Precondition, Result, ScanLimits, ScanPage, Store, StoreError,
+    escape_key, Backend, CrossProcessLease, HeldLease, KvRead, NamedLease, Offer, PageBuilder,
+    Result, ScanLimits, ScanPage, Store, StoreError,
 };
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
@@ -27,14 +29,6 @@ pub const TABLE_PARAM: &str = "strata_table";
 /// through a cursor (portal) in chunks of this many rows, so a page with a huge record
 /// limit and a small byte budget does not make the server list the whole prefix.
 const FETCH_ROWS: usize = 1024;
-
-/// Batches touching more keys than this take the table-wide write lock instead of one
-/// advisory lock per key (PostgreSQL's lock table is small: 64 locks per connection by
-/// default).
-const MAX_KEY_LOCKS: usize = 48;
-
-/// Attempts of one batch that fails with a serialization failure or a deadlock.
-const MAX_ATTEMPTS: u32 = 8;
 
 /// Default of the URL's `connect_timeout` (seconds): opening the TCP connection.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -125,7 +119,9 @@ impl PgOptions {
 ///   the order of commits is the order of the batches. Batches touching many keys take one
 ///   table-wide lock instead. Deadlocks and serialization failures caused by other clients
 ///   of the table are retried a bounded number of times.
-/// * [`KvWrite::flush`] does nothing: a committed transaction is already durable.
+/// * Batches of the store lease's holder commit with `synchronous_commit = off`;
+///   [`KvWrite::flush`](strata_store::KvWrite::flush) makes them durable (see there). Every other committed batch is
+///   durable at once, so `flush` does nothing for them.
 /// * Its connections turn off sequential scans, bitmap scans and sorts for their own
 ///   session, so every page is an in-order walk of the primary-key index (a generic plan
 ///   would otherwise sort the whole rest of the range for each page).
@@ -138,6 +134,9 @@ pub struct PgStore {
     table: String,
     locks: LockIds,
     drop_table_on_drop: bool,
+    /// The lease holder committed batches without waiting for the WAL flush since the
+    /// last [`KvWrite::flush`](strata_store::KvWrite::flush).
+    unflushed: AtomicBool,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -289,6 +288,7 @@ impl PgStore {
             locks: LockIds::new(&table),
             table,
             drop_table_on_drop: options.drop_table_on_drop,
+            unflushed: AtomicBool::new(false),
         })
     }
 
@@ -400,218 +400,6 @@ impl PgStore {
         }
         Ok(true)
     }
-
-    /// One attempt at a batch of a writer that does not hold the store lease: one round
-    /// trip. `BEGIN`, the locks, the conditional write (preconditions checked in the same
-    /// statement, see [`sql::Statements::write`]) and `COMMIT` are pipelined: sent
-    /// together, answered in order. A statement that fails aborts the transaction, so
-    /// the later ones write nothing and the `COMMIT` rolls it back.
-    async fn try_apply_pipelined(
-        &self,
-        conn: &mut Conn,
-        batch: &Batch,
-        key_locks: Option<(&[i32], &[bool])>,
-    ) -> std::result::Result<(), Failure> {
-        let Conn { client, stmts } = conn;
-        let (lease, table) = (&self.locks.lease, &self.locks.table);
-        let preconditions = batch.preconditions();
-        let pre_keys: Vec<&[u8]> = preconditions.iter().map(|p| p.key()).collect();
-        let pre_values: Vec<Option<&[u8]>> = preconditions
-            .iter()
-            .map(|p| match p {
-                Precondition::Equals { value, .. } => Some(value.as_slice()),
-                Precondition::Absent { .. } => None,
-            })
-            .collect();
-        let mut set_keys: Vec<&[u8]> = Vec::new();
-        let mut set_values: Vec<&[u8]> = Vec::new();
-        let mut deletes: Vec<&[u8]> = Vec::new();
-        for m in batch.mutations() {
-            match m {
-                Mutation::Set { key, value } => {
-                    set_keys.push(key);
-                    set_values.push(value);
-                }
-                Mutation::Delete { key } => deletes.push(key),
-            }
-        }
-        let client = &*client;
-        type Step<'f> = std::pin::Pin<
-            Box<
-                dyn std::future::Future<
-                        Output = std::result::Result<
-                            Vec<tokio_postgres::Row>,
-                            tokio_postgres::Error,
-                        >,
-                    > + Send
-                    + 'f,
-            >,
-        >;
-        let lock_params: [&(dyn ToSql + Sync); 2] = [lease, table];
-        let (ids, modes) = key_locks.unwrap_or_default();
-        let key_params: [&(dyn ToSql + Sync); 3] = [&self.locks.class, &ids, &modes];
-        let params: [&(dyn ToSql + Sync); 5] =
-            [&pre_keys, &pre_values, &set_keys, &set_values, &deletes];
-        let mut steps: Vec<Step<'_>> = vec![Box::pin(client.query(&stmts.begin, &[]))];
-        if key_locks.is_some() {
-            // Other writers share the store lease (waiting while a holder has it).
-            steps.push(Box::pin(
-                client.query(&stmts.lock_table_shared, &lock_params),
-            ));
-            steps.push(Box::pin(client.query(&stmts.lock_keys, &key_params)));
-        } else {
-            steps.push(Box::pin(
-                client.query(&stmts.lock_table_exclusive, &lock_params),
-            ));
-        }
-        steps.push(Box::pin(client.query(&stmts.write, &params)));
-        steps.push(Box::pin(client.query(&stmts.commit, &[])));
-        let mut results = join_all(steps).await;
-        let committed = results.pop();
-        let written = results.pop();
-        // The first error is the cause; the later statements failed because of it.
-        for r in results {
-            r?;
-        }
-        let failed = match written {
-            Some(r) => r?,
-            None => Vec::new(),
-        };
-        if let Some(r) = committed {
-            r?;
-        }
-        // Nothing was written when a row came back: report the first failed precondition.
-        if let Some(row) = failed.first() {
-            let position: i64 = row.try_get(0)?;
-            let current: Option<Vec<u8>> = row.try_get(1)?;
-            let p = usize::try_from(position)
-                .ok()
-                .and_then(|i| preconditions.get(i.checked_sub(1)?));
-            if let Some(p) = p {
-                p.check(current.as_deref())?;
-            }
-            return Err(Failure::from(StoreError::Conflict {
-                key: p.map(|p| p.key().to_vec()).unwrap_or_default(),
-                reason: strata_store::ConflictReason::Changed,
-            }));
-        }
-        Ok(())
-    }
-
-    /// One attempt at a batch, in one transaction.
-    async fn try_apply(
-        &self,
-        conn: &mut Conn,
-        batch: &Batch,
-        key_locks: Option<(&[i32], &[bool])>,
-        fence: Option<i64>,
-    ) -> std::result::Result<(), Failure> {
-        if fence.is_none() {
-            return self.try_apply_pipelined(conn, batch, key_locks).await;
-        }
-        let Conn { client, stmts } = conn;
-        let tx = client.transaction().await?;
-        let (lease, table) = (&self.locks.lease, &self.locks.table);
-        match (fence, key_locks) {
-            // Other writers share the store lease (waiting while a holder has it).
-            (None, Some((ids, modes))) => {
-                tx.query(&stmts.lock_table_shared, &[lease, table]).await?;
-                tx.query(&stmts.lock_keys, &[&self.locks.class, &ids, &modes])
-                    .await?;
-            }
-            (None, None) => {
-                tx.query(&stmts.lock_table_exclusive, &[lease, table])
-                    .await?;
-            }
-            // The holder has the lease and proves it is still its own.
-            (Some(token), ids) => {
-                match ids {
-                    Some((ids, modes)) => {
-                        tx.query(&stmts.holder_lock_table_shared, &[table]).await?;
-                        tx.query(&stmts.lock_keys, &[&self.locks.class, &ids, &modes])
-                            .await?;
-                    }
-                    None => {
-                        tx.query(&stmts.holder_lock_table_exclusive, &[table])
-                            .await?;
-                    }
-                }
-                let fenced = tx
-                    .execute(
-                        lease::FENCE,
-                        &[&self.table, &token, lease, &lease::renew_secs()],
-                    )
-                    .await?;
-                if fenced != 1 {
-                    return Err(Failure::from(PgError::LeaseLost {
-                        table: self.table.clone(),
-                        token,
-                    }));
-                }
-            }
-        }
-
-        let preconditions = batch.preconditions();
-        if !preconditions.is_empty() {
-            let keys: Vec<&[u8]> = preconditions.iter().map(|p| p.key()).collect();
-            let rows = tx.query(&stmts.check, &[&keys]).await?;
-            let mut current: HashMap<Vec<u8>, Vec<u8>> = HashMap::with_capacity(rows.len());
-            for row in rows {
-                current.insert(row.try_get(0)?, row.try_get(1)?);
-            }
-            for p in preconditions {
-                // On failure the transaction is rolled back when `tx` drops.
-                p.check(current.get(p.key()).map(Vec::as_slice))?;
-            }
-        }
-
-        let mut set_keys: Vec<&[u8]> = Vec::new();
-        let mut set_values: Vec<&[u8]> = Vec::new();
-        let mut deletes: Vec<&[u8]> = Vec::new();
-        for m in batch.mutations() {
-            match m {
-                Mutation::Set { key, value } => {
-                    set_keys.push(key);
-                    set_values.push(value);
-                }
-                Mutation::Delete { key } => deletes.push(key),
-            }
-        }
-        if !set_keys.is_empty() {
-            tx.execute(&stmts.upsert, &[&set_keys, &set_values]).await?;
-        }
-        if !deletes.is_empty() {
-            tx.execute(&stmts.delete, &[&deletes]).await?;
-        }
-        tx.commit().await?;
-        Ok(())
-    }
-}
-
-/// Awaits futures together, polling them in order (so that statements on one connection
-/// are sent in that order, in one round trip); their outputs in the same order.
-async fn join_all<T>(
-    mut futures: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + '_>>>,
-) -> Vec<T> {
-    use std::task::Poll;
-    let mut outputs: Vec<Option<T>> = futures.iter().map(|_| None).collect();
-    std::future::poll_fn(move |cx| {
-        let mut pending = false;
-        for (f, out) in futures.iter_mut().zip(outputs.iter_mut()) {
-            if out.is_none() {
-                match f.as_mut().poll(cx) {
-                    Poll::Ready(v) => *out = Some(v),
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(outputs.iter_mut().filter_map(Option::take).collect())
-        }
-    })
-    .await
 }
 
 /// A pool result whose value is itself a connection-level result.
@@ -663,15 +451,6 @@ fn failure_error(
         }
         .into(),
     }
-}
-
-/// Serialization failures and deadlocks: the transaction was rolled back and may simply
-/// be run again.
-fn is_retryable(e: &tokio_postgres::Error) -> bool {
-    matches!(
-        e.code(),
-        Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
-    )
 }
 
 /// A timeout parameter: seconds, a positive decimal number.
@@ -778,89 +557,6 @@ impl KvRead for PgStore {
             };
             Ok(row.try_get(0)?)
         })
-    }
-}
-
-impl KvWrite for PgStore {
-    fn apply(&self, batch: Batch) -> Result<()> {
-        batch.validate()?;
-        if batch.is_empty() {
-            return Ok(());
-        }
-        // A key the batch writes is locked exclusively; a key it only requires (a guard
-        // such as the fence record every write checks) is locked shared, so that writers
-        // of different documents do not queue behind each other on it.
-        let written = self
-            .locks
-            .key_locks(batch.mutations().iter().map(Mutation::key));
-        let mut key_locks: Vec<(i32, bool)> = self
-            .locks
-            .key_locks(batch.preconditions().iter().map(|p| p.key()))
-            .into_iter()
-            .map(|id| (id, false))
-            .chain(written.into_iter().map(|id| (id, true)))
-            .collect();
-        // One global order; an id both read and written is taken exclusively.
-        key_locks.sort_unstable_by_key(|&(id, exclusive)| (id, !exclusive));
-        key_locks.dedup_by_key(|&mut (id, _)| id);
-        let lock_ids: Vec<i32> = key_locks.iter().map(|&(id, _)| id).collect();
-        let lock_modes: Vec<bool> = key_locks.iter().map(|&(_, x)| x).collect();
-        let key_locks = (lock_ids.len() <= MAX_KEY_LOCKS)
-            .then_some((lock_ids.as_slice(), lock_modes.as_slice()));
-        let fence = self.lease.token();
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let failure = match self
-                .pool
-                .with(async |conn| self.try_apply(conn, &batch, key_locks, fence).await)
-            {
-                Ok(()) => return Ok(()),
-                Err(f) => f,
-            };
-            match failure {
-                Failure::Pg(e) if is_retryable(&e) && attempt < MAX_ATTEMPTS => {
-                    tracing::debug!(table = %self.table, attempt, error = %e, "retrying a postgres batch");
-                    // Let the transaction we collided with finish.
-                    std::thread::sleep(Duration::from_millis(1 << attempt.min(6)));
-                }
-                Failure::Pg(e) if is_retryable(&e) => {
-                    return Err(PgError::Contention {
-                        table: self.table.clone(),
-                        attempts: attempt,
-                        source: Box::new(e),
-                    }
-                    .into())
-                }
-                Failure::Pg(e)
-                    if fence.is_none() && e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) =>
-                {
-                    return Err(self.lock_wait_error());
-                }
-                other => return Err(self.error(other, "apply")),
-            }
-        }
-    }
-
-    fn flush(&self) -> Result<()> {
-        // A committed transaction is durable (with the server's default `fsync` and
-        // `synchronous_commit`).
-        Ok(())
-    }
-}
-
-impl PgStore {
-    /// The error of a batch that waited for a lock too long: "migration in progress …"
-    /// when another process holds the store lease.
-    fn lock_wait_error(&self) -> StoreError {
-        let waited = self.pool.timeouts().lock_wait;
-        match self
-            .pool
-            .with(async |conn| Ok(lease::holder_of(&conn.client, &self.table).await?))
-        {
-            Ok(who) => lease::held_error(&self.table, who, waited),
-            Err(e) => self.error(e, "apply"),
-        }
     }
 }
 

@@ -1,0 +1,303 @@
+//! The write path of [`PgStore`]: atomic conditional batches.
+
+use super::PgStore;
+use crate::error::PgError;
+use crate::lease;
+use crate::pool::{Conn, Failure};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use strata_store::{Batch, KvWrite, Mutation, Precondition, Result, StoreError};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+
+/// Batches touching more keys than this take the table-wide write lock instead of one
+/// advisory lock per key (PostgreSQL's lock table is small: 64 locks per connection by
+/// default).
+const MAX_KEY_LOCKS: usize = 48;
+
+/// Attempts of one batch that fails with a serialization failure or a deadlock.
+const MAX_ATTEMPTS: u32 = 8;
+
+impl PgStore {
+    /// One attempt at a batch: one round trip. `BEGIN`, the locks, the lease holder's
+    /// fence check, the conditional write (preconditions checked in the same statement,
+    /// see [`sql::Statements::write`]) and `COMMIT` are pipelined: sent together, answered
+    /// in order. A statement that fails aborts the transaction, so the later ones write
+    /// nothing and the `COMMIT` rolls it back.
+    ///
+    /// * A writer that does not hold the store lease takes the lease lock shared (waiting
+    ///   while a holder has it), then its key locks (or the table-wide lock).
+    /// * The holder (`fence` is its token) takes only its key locks (or the table-wide
+    ///   lock), and the fence statement fails the transaction unless the lease record
+    ///   still has its token and its lock session is alive ([`lease::FENCE_CHECK`]). Its
+    ///   batches commit with `synchronous_commit = off`: no wait for the WAL flush (see
+    ///   [`KvWrite::flush`] on [`PgStore`] for why that loses nothing a resumed operation
+    ///   needs).
+    async fn try_apply(
+        &self,
+        conn: &mut Conn,
+        batch: &Batch,
+        key_locks: Option<(&[i32], &[bool])>,
+        fence: Option<i64>,
+    ) -> std::result::Result<(), Failure> {
+        if fence.is_some() && conn.stmts.fence.is_none() {
+            // Prepared on first use: the lease table exists once a lease was taken.
+            conn.stmts.fence = Some(conn.client.prepare(lease::FENCE_CHECK).await?);
+        }
+        let Conn { client, stmts } = conn;
+        let (lease_id, table) = (&self.locks.lease, &self.locks.table);
+        let preconditions = batch.preconditions();
+        let pre_keys: Vec<&[u8]> = preconditions.iter().map(|p| p.key()).collect();
+        let pre_values: Vec<Option<&[u8]>> = preconditions
+            .iter()
+            .map(|p| match p {
+                Precondition::Equals { value, .. } => Some(value.as_slice()),
+                Precondition::Absent { .. } => None,
+            })
+            .collect();
+        let mut set_keys: Vec<&[u8]> = Vec::new();
+        let mut set_values: Vec<&[u8]> = Vec::new();
+        let mut deletes: Vec<&[u8]> = Vec::new();
+        for m in batch.mutations() {
+            match m {
+                Mutation::Set { key, value } => {
+                    set_keys.push(key);
+                    set_values.push(value);
+                }
+                Mutation::Delete { key } => deletes.push(key),
+            }
+        }
+        let client = &*client;
+        type Step<'f> = std::pin::Pin<
+            Box<
+                dyn std::future::Future<
+                        Output = std::result::Result<
+                            Vec<tokio_postgres::Row>,
+                            tokio_postgres::Error,
+                        >,
+                    > + Send
+                    + 'f,
+            >,
+        >;
+        let lock_params: [&(dyn ToSql + Sync); 2] = [lease_id, table];
+        let table_param: [&(dyn ToSql + Sync); 1] = [table];
+        let (ids, modes) = key_locks.unwrap_or_default();
+        let key_params: [&(dyn ToSql + Sync); 3] = [&self.locks.class, &ids, &modes];
+        let params: [&(dyn ToSql + Sync); 5] =
+            [&pre_keys, &pre_values, &set_keys, &set_values, &deletes];
+        let token = fence.unwrap_or_default();
+        let renew = lease::renew_secs();
+        let fence_params: [&(dyn ToSql + Sync); 4] = [&self.table, &token, lease_id, &renew];
+        let mut steps: Vec<Step<'_>> = vec![Box::pin(client.query(&stmts.begin, &[]))];
+        // Where the fence check's answer is in `steps`.
+        let mut fence_at = None;
+        match (&stmts.fence, key_locks) {
+            (Some(check), _) if fence.is_some() => {
+                steps.push(Box::pin(client.query(&stmts.async_commit, &[])));
+                if key_locks.is_some() {
+                    steps.push(Box::pin(
+                        client.query(&stmts.holder_lock_table_shared, &table_param),
+                    ));
+                    steps.push(Box::pin(client.query(&stmts.lock_keys, &key_params)));
+                } else {
+                    steps.push(Box::pin(
+                        client.query(&stmts.holder_lock_table_exclusive, &table_param),
+                    ));
+                }
+                fence_at = Some(steps.len());
+                steps.push(Box::pin(client.query(check, &fence_params)));
+            }
+            (_, Some(_)) => {
+                // Other writers share the store lease (waiting while a holder has it).
+                steps.push(Box::pin(
+                    client.query(&stmts.lock_table_shared, &lock_params),
+                ));
+                steps.push(Box::pin(client.query(&stmts.lock_keys, &key_params)));
+            }
+            (_, None) => {
+                steps.push(Box::pin(
+                    client.query(&stmts.lock_table_exclusive, &lock_params),
+                ));
+            }
+        }
+        steps.push(Box::pin(client.query(&stmts.write, &params)));
+        steps.push(Box::pin(client.query(&stmts.commit, &[])));
+        let mut results = join_all(steps).await;
+        let committed = results.pop();
+        let written = results.pop();
+        // The first error is the cause; the later statements failed because of it.
+        for (i, r) in results.into_iter().enumerate() {
+            match r {
+                Err(e) if Some(i) == fence_at && lease::is_fence_failure(&e) => {
+                    return Err(Failure::from(PgError::LeaseLost {
+                        table: self.table.clone(),
+                        token,
+                    }))
+                }
+                r => r?,
+            };
+        }
+        let failed = match written {
+            Some(r) => r?,
+            None => Vec::new(),
+        };
+        if let Some(r) = committed {
+            r?;
+        }
+        // Nothing was written when a row came back: report the first failed precondition.
+        if let Some(row) = failed.first() {
+            let position: i64 = row.try_get(0)?;
+            let current: Option<Vec<u8>> = row.try_get(1)?;
+            let p = usize::try_from(position)
+                .ok()
+                .and_then(|i| preconditions.get(i.checked_sub(1)?));
+            if let Some(p) = p {
+                p.check(current.as_deref())?;
+            }
+            return Err(Failure::from(StoreError::Conflict {
+                key: p.map(|p| p.key().to_vec()).unwrap_or_default(),
+                reason: strata_store::ConflictReason::Changed,
+            }));
+        }
+        Ok(())
+    }
+}
+
+/// Awaits futures together, polling them in order (so that statements on one connection
+/// are sent in that order, in one round trip); their outputs in the same order.
+async fn join_all<T>(
+    mut futures: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + '_>>>,
+) -> Vec<T> {
+    use std::task::Poll;
+    let mut outputs: Vec<Option<T>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(move |cx| {
+        let mut pending = false;
+        for (f, out) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if out.is_none() {
+                match f.as_mut().poll(cx) {
+                    Poll::Ready(v) => *out = Some(v),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(outputs.iter_mut().filter_map(Option::take).collect())
+        }
+    })
+    .await
+}
+
+/// Serialization failures and deadlocks: the transaction was rolled back and may simply
+/// be run again.
+fn is_retryable(e: &tokio_postgres::Error) -> bool {
+    matches!(
+        e.code(),
+        Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
+    )
+}
+
+impl KvWrite for PgStore {
+    fn apply(&self, batch: Batch) -> Result<()> {
+        batch.validate()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        // A key the batch writes is locked exclusively; a key it only requires (a guard
+        // such as the fence record every write checks) is locked shared, so that writers
+        // of different documents do not queue behind each other on it.
+        let written = self
+            .locks
+            .key_locks(batch.mutations().iter().map(Mutation::key));
+        let mut key_locks: Vec<(i32, bool)> = self
+            .locks
+            .key_locks(batch.preconditions().iter().map(|p| p.key()))
+            .into_iter()
+            .map(|id| (id, false))
+            .chain(written.into_iter().map(|id| (id, true)))
+            .collect();
+        // One global order; an id both read and written is taken exclusively.
+        key_locks.sort_unstable_by_key(|&(id, exclusive)| (id, !exclusive));
+        key_locks.dedup_by_key(|&mut (id, _)| id);
+        let lock_ids: Vec<i32> = key_locks.iter().map(|&(id, _)| id).collect();
+        let lock_modes: Vec<bool> = key_locks.iter().map(|&(_, x)| x).collect();
+        let key_locks = (lock_ids.len() <= MAX_KEY_LOCKS)
+            .then_some((lock_ids.as_slice(), lock_modes.as_slice()));
+        let fence = self.lease.token();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let failure = match self
+                .pool
+                .with(async |conn| self.try_apply(conn, &batch, key_locks, fence).await)
+            {
+                Ok(()) => {
+                    if fence.is_some() {
+                        self.unflushed.store(true, Ordering::SeqCst);
+                    }
+                    return Ok(());
+                }
+                Err(f) => f,
+            };
+            match failure {
+                Failure::Pg(e) if is_retryable(&e) && attempt < MAX_ATTEMPTS => {
+                    tracing::debug!(table = %self.table, attempt, error = %e, "retrying a postgres batch");
+                    // Let the transaction we collided with finish.
+                    std::thread::sleep(Duration::from_millis(1 << attempt.min(6)));
+                }
+                Failure::Pg(e) if is_retryable(&e) => {
+                    return Err(PgError::Contention {
+                        table: self.table.clone(),
+                        attempts: attempt,
+                        source: Box::new(e),
+                    }
+                    .into())
+                }
+                Failure::Pg(e)
+                    if fence.is_none() && e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) =>
+                {
+                    return Err(self.lock_wait_error());
+                }
+                other => return Err(self.error(other, "apply")),
+            }
+        }
+    }
+
+    /// Makes the lease holder's batches durable (every other batch is: it commits with the
+    /// server's default `synchronous_commit`). The holder's batches commit without waiting
+    /// for the WAL flush; PostgreSQL writes the WAL in commit order, so a server crash can
+    /// only lose a *suffix* of them, each batch whole — the store is then exactly as it was
+    /// after an earlier batch, checkpoint included, and a resumed bulk operation redoes
+    /// the lost batches. What must not be lost is the end: this runs a synchronous commit
+    /// ([`lease::FLUSH`]), which waits for the WAL up to it, and migrations call it before
+    /// they report (releasing the lease commits synchronously too).
+    fn flush(&self) -> Result<()> {
+        if !self.unflushed.swap(false, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let flushed = self.pool.with(async |conn| {
+            conn.client.execute(lease::FLUSH, &[&self.table]).await?;
+            Ok(())
+        });
+        flushed.map_err(|e| {
+            self.unflushed.store(true, Ordering::SeqCst);
+            self.error(e, "flush")
+        })
+    }
+}
+
+impl PgStore {
+    /// The error of a batch that waited for a lock too long: "migration in progress …"
+    /// when another process holds the store lease.
+    fn lock_wait_error(&self) -> StoreError {
+        let waited = self.pool.timeouts().lock_wait;
+        match self
+            .pool
+            .with(async |conn| Ok(lease::holder_of(&conn.client, &self.table).await?))
+        {
+            Ok(who) => lease::held_error(&self.table, who, waited),
+            Err(e) => self.error(e, "apply"),
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! Opening a sled datastore: [`SledOptions`], and the retry while another handle's file
+//! lock is being released.
+
+use crate::{backend_error, safety, Sealer, SledStore};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use strata_store::{Result, StoreError};
+
+/// How to open a sled datastore.
+///
+/// ```
+/// use strata_sled::SledOptions;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// let store = SledOptions::new().cache_capacity(8 << 20).open(dir.path())?;
+/// assert_eq!(store.path(), dir.path());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SledOptions {
+    cache_capacity: u64,
+    lock_wait: Duration,
+}
+
+impl Default for SledOptions {
+    fn default() -> Self {
+        SledOptions {
+            cache_capacity: Self::DEFAULT_CACHE_CAPACITY,
+            lock_wait: Self::DEFAULT_LOCK_WAIT,
+        }
+    }
+}
+
+impl SledOptions {
+    /// The default page-cache capacity: 64 MiB. sled's own default (1 GiB) is far more
+    /// than a bounded migration needs and is not a hard memory bound either.
+    pub const DEFAULT_CACHE_CAPACITY: u64 = 64 * 1024 * 1024;
+
+    /// How long opening keeps retrying while the datastore's lock is taken: 1 second.
+    ///
+    /// sled 0.34 releases its file lock from a background thread shortly *after* the last
+    /// handle is dropped, so closing a datastore and reopening it at once (in this process
+    /// or another) can briefly find it locked; a short wait bridges that. A datastore that
+    /// stays locked for longer is [`StoreError::InUse`].
+    pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(1);
+
+    /// Options with the defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets sled's page-cache capacity in bytes (how much of the datastore sled keeps in
+    /// memory; sled's estimate, not a strict bound on the process's memory).
+    pub fn cache_capacity(mut self, bytes: u64) -> Self {
+        self.cache_capacity = bytes;
+        self
+    }
+
+    /// Sets how long opening retries while the datastore is locked before reporting
+    /// [`StoreError::InUse`] (`Duration::ZERO`: try once).
+    pub fn lock_wait(mut self, wait: Duration) -> Self {
+        self.lock_wait = wait;
+        self
+    }
+
+    /// The configured page-cache capacity in bytes.
+    pub fn cache_capacity_bytes(&self) -> u64 {
+        self.cache_capacity
+    }
+
+    /// Opens the datastore at `path`, creating it (and missing parent directories) if it
+    /// does not exist.
+    ///
+    /// An existing datastore is checked first (see [`SledOptions::open_existing`]); a
+    /// directory whose `conf`/`db` are not sled's (or are symlinks) is refused with
+    /// [`StoreError::Damaged`] and left untouched.
+    pub fn open(&self, path: impl AsRef<Path>) -> Result<SledStore> {
+        let path = path.as_ref();
+        if safety::inspect(path)? == safety::Found::Sled {
+            safety::prepare_existing(path, self.lock_wait)?;
+        }
+        self.open_at(path)
+    }
+
+    /// Opens an existing datastore at `path` (for readers and inspection): a missing path,
+    /// or a directory that holds no sled datastore, is [`StoreError::NotFound`] and nothing
+    /// is created.
+    ///
+    /// Before sled sees the directory: `conf` must be sled's configuration and `conf`/`db`
+    /// regular files (not symlinks), else [`StoreError::Damaged`] naming the file; a `db`
+    /// shorter than at the last clean close is [`StoreError::Damaged`] (sled would cut it
+    /// down to what it can read); an empty `snap.*.generating` leftover is removed, any
+    /// other is reported; media sled cannot write are [`StoreError::CannotOpen`] (sled
+    /// writes on every open). A panic inside sled while opening is [`StoreError::Damaged`].
+    pub fn open_existing(&self, path: impl AsRef<Path>) -> Result<SledStore> {
+        let path = path.as_ref();
+        match safety::inspect(path)? {
+            safety::Found::Nothing => Err(StoreError::NotFound {
+                path: path.to_path_buf(),
+            }),
+            safety::Found::Sled => {
+                safety::prepare_existing(path, self.lock_wait)?;
+                self.open_at(path)
+            }
+        }
+    }
+
+    fn open_at(&self, path: &Path) -> Result<SledStore> {
+        tracing::debug!(
+            path = %path.display(),
+            cache_capacity = self.cache_capacity,
+            "opening sled datastore"
+        );
+        let config = sled::Config::new()
+            .path(path)
+            .cache_capacity(self.cache_capacity);
+        let db = strata_store::guarded_open(path, || {
+            retry_while_locked(|| config.open(), self.lock_wait, std::thread::sleep)
+        })?
+        .map_err(|e| open_error(path, e))?;
+        Ok(SledStore {
+            _seal: Arc::new(Sealer {
+                db: db.clone(),
+                path: path.to_path_buf(),
+            }),
+            db,
+            path: path.to_path_buf(),
+            writers: Arc::default(),
+            guards: Arc::default(),
+        })
+    }
+}
+
+/// sled 0.34 reports a datastore locked by another process as an `Io` error of kind
+/// `Other` whose message starts with "could not acquire lock on" (see `Config::try_lock`
+/// in sled's `config.rs`); `WouldBlock` is accepted too in case a platform reports the
+/// lock failure directly.
+fn is_lock_error(e: &sled::Error) -> bool {
+    match e {
+        sled::Error::Io(io) => {
+            io.kind() == std::io::ErrorKind::WouldBlock
+                || (io.kind() == std::io::ErrorKind::Other
+                    && io.to_string().contains("could not acquire lock"))
+        }
+        _ => false,
+    }
+}
+
+/// Calls `open` until it succeeds, fails with something other than a lock error, or the
+/// time slept (through `sleep`, injectable for tests) would exceed `wait`. Backs off from
+/// 5 ms, doubling, capped at 100 ms.
+fn retry_while_locked<T>(
+    mut open: impl FnMut() -> sled::Result<T>,
+    wait: Duration,
+    sleep: impl Fn(Duration),
+) -> sled::Result<T> {
+    let mut slept = Duration::ZERO;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        match open() {
+            Err(e) if is_lock_error(&e) && slept < wait => {
+                let step = pause.min(wait - slept);
+                tracing::debug!(?step, "sled datastore is locked; retrying");
+                sleep(step);
+                slept += step;
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn open_error(path: &Path, e: sled::Error) -> StoreError {
+    if is_lock_error(&e) {
+        tracing::debug!(path = %path.display(), error = %e, "sled datastore is locked");
+        StoreError::InUse {
+            path: path.to_path_buf(),
+        }
+    } else {
+        backend_error(path, e)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    #[test]
+    fn lock_error_is_recognised() {
+        let locked = sled::Error::Io(io::Error::other(
+            "could not acquire lock on \"/x/db\": Os { code: 11 }",
+        ));
+        assert!(is_lock_error(&locked));
+        assert!(matches!(
+            open_error(Path::new("/x"), locked),
+            StoreError::InUse { path } if path == Path::new("/x")
+        ));
+        let other = sled::Error::Io(io::Error::new(io::ErrorKind::PermissionDenied, "no"));
+        assert!(!is_lock_error(&other));
+        let err = open_error(Path::new("/x"), other);
+        assert!(matches!(
+            err,
+            StoreError::Backend {
+                backend: "sled",
+                ..
+            }
+        ));
+        assert!(err.to_string().contains("sled"));
+        let source = std::error::Error::source(&err).map(ToString::to_string);
+        assert_eq!(
+            source.as_deref(),
+            Some("sled datastore `/x` failed; check the disk and the path, then retry")
+        );
+    }
+
+    fn locked() -> sled::Error {
+        sled::Error::Io(io::Error::other("could not acquire lock on \"/x/db\""))
+    }
+
+    #[test]
+    fn open_retries_a_lock_error_until_it_clears() {
+        let attempts = std::cell::Cell::new(0);
+        let slept = std::cell::RefCell::new(Vec::new());
+        let result = retry_while_locked(
+            || {
+                attempts.set(attempts.get() + 1);
+                if attempts.get() < 4 {
+                    Err(locked())
+                } else {
+                    Ok(7)
+                }
+            },
+            Duration::from_secs(1),
+            |d| slept.borrow_mut().push(d),
+        );
+        assert_eq!(result.unwrap(), 7);
+        assert_eq!(attempts.get(), 4);
+        assert_eq!(
+            *slept.borrow(),
+            [5, 10, 20].map(Duration::from_millis).to_vec()
+        );
+    }
+
+    #[test]
+    fn open_gives_up_after_the_lock_wait() {
+        let slept = std::cell::RefCell::new(Vec::new());
+        let result: sled::Result<()> = retry_while_locked(
+            || Err(locked()),
+            Duration::from_millis(300),
+            |d| slept.borrow_mut().push(d),
+        );
+        assert!(is_lock_error(&result.unwrap_err()));
+        let total: Duration = slept.borrow().iter().sum();
+        assert_eq!(total, Duration::from_millis(300));
+        assert!(slept
+            .borrow()
+            .iter()
+            .all(|d| *d <= Duration::from_millis(100)));
+        // Zero wait: one attempt, no sleep.
+        let attempts = std::cell::Cell::new(0);
+        let result: sled::Result<()> = retry_while_locked(
+            || {
+                attempts.set(attempts.get() + 1);
+                Err(locked())
+            },
+            Duration::ZERO,
+            |_| panic!("must not sleep"),
+        );
+        assert!(result.is_err());
+        assert_eq!(attempts.get(), 1);
+    }
+
+    #[test]
+    fn open_does_not_retry_other_errors() {
+        let attempts = std::cell::Cell::new(0);
+        let result: sled::Result<()> = retry_while_locked(
+            || {
+                attempts.set(attempts.get() + 1);
+                Err(sled::Error::Unsupported("nope".into()))
+            },
+            Duration::from_secs(1),
+            |_| panic!("must not sleep"),
+        );
+        assert!(result.is_err());
+        assert_eq!(attempts.get(), 1);
+    }
+
+    #[test]
+    fn default_cache_capacity_is_64_mib() {
+        assert_eq!(SledOptions::new().cache_capacity_bytes(), 64 << 20);
+        assert_eq!(
+            SledOptions::new().cache_capacity(5).cache_capacity_bytes(),
+            5
+        );
+    }
+}

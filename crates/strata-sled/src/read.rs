@@ -1,0 +1,90 @@
+//! The read paths: point reads, scans, visits.
+
+use crate::SledStore;
+use std::ops::Bound;
+use strata_store::{
+    KvRead, Offer, PageBuilder, Result, ScanLimits, ScanPage, StoreError, Visit, VisitEnd,
+};
+
+impl KvRead for SledStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.db
+            .get(key)
+            .map(|v| v.map(|v| v.to_vec()))
+            .map_err(|e| self.error(e))
+    }
+
+    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
+        let start = match after {
+            Some(a) if a >= prefix => Bound::Excluded(a),
+            _ => Bound::Included(prefix),
+        };
+        let mut page = PageBuilder::new(limits);
+        for item in self.db.range::<&[u8], _>((start, Bound::Unbounded)) {
+            let (key, value) = item.map_err(|e| self.error(e))?;
+            if !key.starts_with(prefix) {
+                break;
+            }
+            // Decide on the length first: an oversize value is never copied.
+            match page.offer(&key, value.len())? {
+                Offer::Take => page.push(key.to_vec(), value.to_vec()),
+                Offer::Stop => break,
+            }
+        }
+        Ok(page.finish())
+    }
+
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
+    ) -> Result<VisitEnd> {
+        let start = match after {
+            Some(a) if a >= prefix => Bound::Excluded(a),
+            _ => Bound::Included(prefix),
+        };
+        let (mut records, mut used) = (0usize, 0usize);
+        for item in self.db.range::<&[u8], _>((start, Bound::Unbounded)) {
+            let (key, value) = item.map_err(|e| self.error(e))?;
+            if !key.starts_with(prefix) {
+                break;
+            }
+            let size = key.len().saturating_add(value.len());
+            if size > limits.max_bytes() && records == 0 {
+                return Err(StoreError::RecordTooLarge {
+                    key: key.to_vec(),
+                    size,
+                    limit: limits.max_bytes(),
+                });
+            }
+            if records >= limits.max_records() || used.saturating_add(size) > limits.max_bytes() {
+                return Ok(VisitEnd {
+                    records,
+                    more: true,
+                });
+            }
+            records += 1;
+            used += size;
+            if visit(&key, &value) == Visit::Stop {
+                return Ok(VisitEnd {
+                    records,
+                    more: true,
+                });
+            }
+        }
+        Ok(VisitEnd {
+            records,
+            more: false,
+        })
+    }
+
+    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
+        match self.db.scan_prefix(prefix).keys().next() {
+            None => Ok(false),
+            Some(Ok(_)) => Ok(true),
+            Some(Err(e)) => Err(self.error(e)),
+        }
+    }
+}
