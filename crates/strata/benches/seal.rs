@@ -135,7 +135,13 @@ fn main() {
             get_s = get_s.min(get_all(&store, Some(&sealer), rows));
         }
     }
-    let per = |d: Duration| d.as_nanos() as f64 / rows as f64;
+    let per = |d: Duration| {
+        if d == Duration::MAX {
+            f64::NAN
+        } else {
+            d.as_nanos() as f64 / rows as f64
+        }
+    };
     let line = |name: &str, s: Duration, c: Duration| {
         println!(
             "{name:<4} sealed {:>8.0} ns/op   clear {:>8.0} ns/op   ratio {:.2}x (target <= 1.30x)",
@@ -270,7 +276,14 @@ fn collection_bench(rows: usize, rounds: usize, docs: &[Vec<u8>]) {
             best[i][2] = best[i][2].min(s);
         }
     }
-    let per = |d: Duration, n: usize| d.as_nanos() as f64 / n as f64;
+    // A side left out by `STRATA_BENCH_SIDE` prints as NaN.
+    let per = |d: Duration, n: usize| {
+        if d == Duration::MAX {
+            f64::NAN
+        } else {
+            d.as_nanos() as f64 / n as f64
+        }
+    };
     println!("collection API ({rows} rows per collection, best of {rounds} rounds):");
     for (j, name) in ["put", "get", "sweep"].into_iter().enumerate() {
         let (s, c) = (per(best[1][j], rows), per(best[0][j], rows));

@@ -16,6 +16,10 @@
 //! b"NXSD" | 0x01 | collection id u16 BE | key length u32 BE | record key
 //!         | header length u8 | envelope header bytes | data key id u32 BE
 //! ```
+//!
+//! The AEAD is computed by `seal/aead.rs`: ring's assembly ChaCha20-Poly1305 under the
+//! HChaCha20 subkey, byte-identical to the `chacha20poly1305` crate's XChaCha20-Poly1305
+//! (what sealed every record before; proved by a property test and the frozen fixtures).
 
 use super::aead::{self, XChaCha};
 use super::keyring::Origin;
