@@ -21,8 +21,9 @@
 //! Documents are ~1 KiB of JSON. Target: sealed ≤ 1.3× clear.
 //!
 //! Knobs: `STRATA_BENCH_ROWS`, `STRATA_BENCH_ROUNDS`; `STRATA_BENCH_ONLY=codec` (the codec
-//! alone, beside the reference `chacha20poly1305` crate) or `=collection` (the collection
-//! API and the rotation only); `STRATA_BENCH_SIDE=sealed|clear` (collection API, one side:
+//! alone, beside the reference `chacha20poly1305` crate), `=store` (the raw-store part
+//! only), `=collection` (the collection API and the rotation) or `=rotation`;
+//! `STRATA_BENCH_SIDE=sealed|clear` (raw store and collection API, one side, no rotation:
 //! for instruction counts under callgrind); `STRATA_BENCH_CLOCK=cpu` times the thread's
 //! on-CPU time instead of the wall clock (a loaded machine).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -158,6 +159,15 @@ fn main() {
     if only == "collection" {
         drop(store);
         collection_bench(rows, rounds, &docs);
+        return;
+    }
+    if only == "rotation" {
+        drop(store);
+        let values: Vec<serde_json::Value> = docs
+            .iter()
+            .map(|d| serde_json::from_slice(d).unwrap())
+            .collect();
+        rotation_bench(&values, rounds);
         return;
     }
 
@@ -327,7 +337,14 @@ fn collection_bench(rows: usize, rounds: usize, docs: &[Vec<u8>]) {
     // `STRATA_BENCH_SIDE=sealed|clear`: one side only (instruction counts under callgrind).
     let side = std::env::var("STRATA_BENCH_SIDE").unwrap_or_default();
     for round in 0..rounds {
-        for (i, sealed) in [false, true].into_iter().enumerate() {
+        // The store grows round by round: alternate which side goes first.
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for sealed in order {
+            let i = usize::from(sealed);
             if (side == "sealed" && !sealed) || (side == "clear" && sealed) {
                 continue;
             }
@@ -353,10 +370,9 @@ fn collection_bench(rows: usize, rounds: usize, docs: &[Vec<u8>]) {
             s / c
         );
     }
-    if side == "clear" {
-        return;
+    if side.is_empty() {
+        rotation_bench(&values, rounds);
     }
-    rotation_bench(&values, rounds);
 }
 
 /// A fresh database holding one collection of `values` at payload version 1, sealed or
