@@ -4,14 +4,13 @@ use crate::SledStore;
 use std::ops::Bound;
 use strata_store::{
     KvRead, Offer, PageBuilder, Result, ScanLimits, ScanPage, StoreError, Visit, VisitEnd,
+    WriteEpoch,
 };
 
 impl KvRead for SledStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.db
-            .get(key)
-            .map(|v| v.map(|v| v.to_vec()))
-            .map_err(|e| self.error(e))
+        // The write cache first: exactly sled's value for a key written recently.
+        self.current(key).map(|v| v.map(|v| v.to_vec()))
     }
 
     fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
@@ -78,6 +77,10 @@ impl KvRead for SledStore {
             records,
             more: false,
         })
+    }
+
+    fn write_epoch(&self) -> Option<WriteEpoch> {
+        Some(self.epoch.observe())
     }
 
     fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {

@@ -22,6 +22,16 @@ pub trait KvRead {
     /// True when at least one key starts with `prefix`.
     fn prefix_exists(&self, prefix: &[u8]) -> Result<bool>;
 
+    /// The backend's current write epoch, observed by a caller about to read values it
+    /// will write back only if they are unchanged (see [`Batch::observed_at`] and
+    /// [`crate::epoch`]). `None` (the default) for a backend that keeps no epoch — one
+    /// whose writers are not all ordered by one in-process lock, such as PostgreSQL —
+    /// and for wrappers that do not forward it: their batches' preconditions are all
+    /// checked.
+    fn write_epoch(&self) -> Option<crate::WriteEpoch> {
+        None
+    }
+
     /// The records [`KvRead::scan`] would return, handed to `visit` one at a time as
     /// borrowed slices (no copy where the backend can avoid one), in order, under the same
     /// limits and errors. `visit` may end the page early with [`Visit::Stop`] (the record
@@ -107,6 +117,9 @@ impl<T: KvRead + ?Sized> KvRead for &T {
     }
     fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
         (**self).prefix_exists(prefix)
+    }
+    fn write_epoch(&self) -> Option<crate::WriteEpoch> {
+        (**self).write_epoch()
     }
     fn scan_visit(
         &self,

@@ -1,6 +1,6 @@
 //! Atomic write batches with optional preconditions.
 
-use crate::{Result, StoreError};
+use crate::{EpochClock, Result, StoreError, WriteEpoch};
 use std::collections::HashSet;
 
 /// One write of a batch.
@@ -97,6 +97,15 @@ impl Precondition {
 pub struct Batch {
     mutations: Vec<Mutation>,
     preconditions: Vec<Precondition>,
+    /// The first `count` preconditions were read after `epoch` was observed.
+    observed: Option<Observed>,
+}
+
+/// See [`Batch::observed_at`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Observed {
+    epoch: WriteEpoch,
+    count: usize,
 }
 
 impl Batch {
@@ -147,10 +156,38 @@ impl Batch {
         self.preconditions.push(p);
     }
 
-    /// Appends all mutations and preconditions of `other`.
+    /// Appends all mutations and preconditions of `other`. `other`'s
+    /// [observation](Batch::observed_at) carries over only into a batch that has no
+    /// precondition yet.
     pub fn extend(&mut self, other: Batch) {
+        if self.preconditions.is_empty() {
+            self.observed = other.observed;
+        }
         self.mutations.extend(other.mutations);
         self.preconditions.extend(other.preconditions);
+    }
+
+    /// Declares that every precondition pushed **so far** states what the caller read
+    /// from the store this batch will be applied to, after it observed `epoch` there
+    /// ([`KvRead::write_epoch`](crate::KvRead::write_epoch)) — for example the bytes of
+    /// each row of a page scanned after the observation. A backend whose epoch is still
+    /// `epoch` when it applies the batch knows that nothing was written since, so those
+    /// preconditions hold and need not be read again; preconditions pushed later are
+    /// always checked (see [`crate::epoch`] for the ordering argument).
+    ///
+    /// Declaring it for a value not read after the observation (one remembered from an
+    /// earlier read, or computed) would let a stale precondition pass: don't.
+    pub fn observed_at(&mut self, epoch: WriteEpoch) {
+        self.observed = Some(Observed {
+            epoch,
+            count: self.preconditions.len(),
+        });
+    }
+
+    /// The epoch declared with [`Batch::observed_at`] and how many of the first
+    /// preconditions it covers.
+    pub fn observed(&self) -> Option<(WriteEpoch, usize)> {
+        self.observed.map(|o| (o.epoch, o.count))
     }
 
     /// The mutations in order.
@@ -163,9 +200,24 @@ impl Batch {
         &self.preconditions
     }
 
-    /// Splits the batch into its parts.
+    /// Splits the batch into its parts (every precondition: the
+    /// [observation](Batch::observed_at) is dropped).
     pub fn into_parts(self) -> (Vec<Mutation>, Vec<Precondition>) {
         (self.mutations, self.preconditions)
+    }
+
+    /// Splits the batch into its mutations and the preconditions the backend must still
+    /// check: all of them, unless the batch was [observed](Batch::observed_at) at an epoch
+    /// `clock` says is still current — then the observed ones are left out. Call only
+    /// while holding the writer lock exclusively (see [`crate::epoch`]).
+    pub fn into_parts_to_check(self, clock: &EpochClock) -> (Vec<Mutation>, Vec<Precondition>) {
+        let mut preconditions = self.preconditions;
+        if let Some(o) = self.observed {
+            if o.count > 0 && clock.unchanged_since(o.epoch) {
+                preconditions.drain(..o.count.min(preconditions.len()));
+            }
+        }
+        (self.mutations, preconditions)
     }
 
     /// True when the batch has no mutations and no preconditions.

@@ -210,6 +210,9 @@ impl KvRead for Store {
     fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
         self.backend.prefix_exists(prefix)
     }
+    fn write_epoch(&self) -> Option<crate::WriteEpoch> {
+        self.backend.write_epoch()
+    }
     fn scan_visit(
         &self,
         prefix: &[u8],
@@ -264,6 +267,9 @@ impl KvRead for WriteLease {
     }
     fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
         self.store.backend.prefix_exists(prefix)
+    }
+    fn write_epoch(&self) -> Option<crate::WriteEpoch> {
+        self.store.backend.write_epoch()
     }
     fn scan_visit(
         &self,

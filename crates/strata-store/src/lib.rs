@@ -42,6 +42,7 @@ mod backend;
 mod batch;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod epoch;
 mod error;
 mod escape;
 mod exclusive;
@@ -56,6 +57,7 @@ pub(crate) mod scan;
 
 pub use backend::{Backend, KvRead, KvWrite, Visit, VisitEnd};
 pub use batch::{Batch, Mutation, Precondition};
+pub use epoch::{EpochClock, WriteEpoch};
 pub use error::{ConflictReason, StoreError};
 pub use escape::escape_key;
 pub use exclusive::{lease_holder, CrossProcessLease, ExclusiveSession, HeldLease, NamedLease};

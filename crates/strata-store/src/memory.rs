@@ -1,15 +1,24 @@
 //! The in-memory backend.
 
 use crate::scan::{Offer, PageBuilder};
-use crate::{Backend, Batch, KvRead, KvWrite, Mutation, Result, ScanLimits, ScanPage};
+use crate::{
+    Backend, Batch, EpochClock, KvRead, KvWrite, Mutation, Result, ScanLimits, ScanPage, WriteEpoch,
+};
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// An ordered in-memory backend (a `BTreeMap` behind a lock). Clones share the data.
+///
+/// Every write takes the map's lock exclusively, so the store keeps a
+/// [write epoch](crate::epoch): a batch whose preconditions were
+/// [observed](Batch::observed_at) at the current epoch skips checking them.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     map: Arc<RwLock<BTreeMap<Vec<u8>, Vec<u8>>>>,
+    epoch: Arc<EpochClock>,
+    checks: Arc<AtomicU64>,
 }
 
 impl MemoryStore {
@@ -31,6 +40,13 @@ impl MemoryStore {
     /// A copy of every record, for tests and fixtures.
     pub fn snapshot(&self) -> BTreeMap<Vec<u8>, Vec<u8>> {
         self.read().clone()
+    }
+
+    /// How many preconditions the store has checked against stored values so far (all
+    /// clones): the ones a current [write epoch](crate::epoch) vouched for are not
+    /// counted. For tests and diagnostics.
+    pub fn precondition_checks(&self) -> u64 {
+        self.checks.load(Ordering::Relaxed)
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<Vec<u8>, Vec<u8>>> {
@@ -62,6 +78,10 @@ impl KvRead for MemoryStore {
         Ok(page.finish())
     }
 
+    fn write_epoch(&self) -> Option<WriteEpoch> {
+        Some(self.epoch.observe())
+    }
+
     fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
         let map = self.read();
         Ok(map
@@ -75,10 +95,13 @@ impl KvWrite for MemoryStore {
     fn apply(&self, batch: Batch) -> Result<()> {
         batch.validate()?;
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
-        for p in batch.preconditions() {
+        // Exclusive: the epoch cannot move under the comparison.
+        let (mutations, preconditions) = batch.into_parts_to_check(&self.epoch);
+        self.checks
+            .fetch_add(preconditions.len() as u64, Ordering::Relaxed);
+        for p in &preconditions {
             p.check(map.get(p.key()).map(Vec::as_slice))?;
         }
-        let (mutations, _) = batch.into_parts();
         for m in mutations {
             match m {
                 Mutation::Set { key, value } => {
@@ -89,6 +112,8 @@ impl KvWrite for MemoryStore {
                 }
             }
         }
+        // After the write, before the lock is released.
+        self.epoch.advance();
         Ok(())
     }
 
@@ -100,5 +125,130 @@ impl KvWrite for MemoryStore {
 impl Backend for MemoryStore {
     fn name(&self) -> &'static str {
         "memory"
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::StoreError;
+
+    fn k(s: &str) -> Vec<u8> {
+        s.as_bytes().to_vec()
+    }
+
+    /// A conditional rewrite of `key` over the bytes read after observing the epoch.
+    fn rewrite_observed(store: &MemoryStore, key: &str, new: &[u8]) -> (Batch, Vec<u8>) {
+        let epoch = store.write_epoch().unwrap();
+        let old = store.get(&k(key)).unwrap().unwrap();
+        let mut b = Batch::new().require_eq(k(key), old.clone());
+        b.observed_at(epoch);
+        (b.set(k(key), new.to_vec()), old)
+    }
+
+    #[test]
+    fn observed_preconditions_are_not_checked_while_nothing_was_written() {
+        let store = MemoryStore::new();
+        store.apply(Batch::new().set(k("a"), k("1"))).unwrap();
+        store.apply(Batch::new().set(k("g"), k("G"))).unwrap();
+        let checks = store.precondition_checks();
+        let (b, _) = rewrite_observed(&store, "a", b"2");
+        // A precondition added after the observation is still checked.
+        let b = b.require_eq(k("g"), k("G"));
+        assert_eq!(b.observed().map(|(_, n)| n), Some(1));
+        store.apply(b).unwrap();
+        assert_eq!(store.precondition_checks(), checks + 1);
+        assert_eq!(store.get(b"a").unwrap(), Some(k("2")));
+    }
+
+    #[test]
+    fn a_write_between_the_read_and_the_commit_still_conflicts() {
+        let store = MemoryStore::new();
+        store.apply(Batch::new().set(k("a"), k("1"))).unwrap();
+        let (b, _) = rewrite_observed(&store, "a", b"2");
+        // Another writer (a clone) changes the row after the read.
+        store
+            .clone()
+            .apply(Batch::new().set(k("a"), k("other")))
+            .unwrap();
+        let checks = store.precondition_checks();
+        let err = store.apply(b).unwrap_err();
+        assert!(
+            matches!(err, StoreError::Conflict { ref key, .. } if key == b"a"),
+            "{err}"
+        );
+        assert_eq!(store.precondition_checks(), checks + 1);
+        assert_eq!(store.get(b"a").unwrap(), Some(k("other")));
+
+        // A write elsewhere only costs the check: the row still holds what was read.
+        let (b, _) = rewrite_observed(&store, "a", b"3");
+        store.apply(Batch::new().set(k("z"), k("x"))).unwrap();
+        let checks = store.precondition_checks();
+        store.apply(b).unwrap();
+        assert_eq!(store.precondition_checks(), checks + 1);
+        assert_eq!(store.get(b"a").unwrap(), Some(k("3")));
+    }
+
+    #[test]
+    fn an_epoch_observed_on_another_store_vouches_for_nothing() {
+        let (one, two) = (MemoryStore::new(), MemoryStore::new());
+        one.apply(Batch::new().set(k("a"), k("1"))).unwrap();
+        two.apply(Batch::new().set(k("a"), k("other"))).unwrap();
+        // Both stores are at epoch 1; the one from `one` must not pass on `two`.
+        let (b, _) = rewrite_observed(&one, "a", b"2");
+        assert!(two.apply(b).unwrap_err().is_conflict());
+        assert_eq!(two.get(b"a").unwrap(), Some(k("other")));
+    }
+
+    #[test]
+    fn extend_keeps_an_observation_only_as_a_prefix() {
+        let store = MemoryStore::new();
+        store.apply(Batch::new().set(k("a"), k("1"))).unwrap();
+        let (observed, _) = rewrite_observed(&store, "a", b"2");
+        let mut empty = Batch::new();
+        empty.extend(observed.clone());
+        assert!(empty.observed().is_some());
+        let mut guarded = Batch::new().require_absent(k("x"));
+        guarded.extend(observed);
+        assert_eq!(guarded.observed(), None);
+        let (m, p) = guarded.into_parts();
+        assert_eq!((m.len(), p.len()), (1, 2));
+    }
+
+    #[test]
+    fn concurrent_observed_increments_lose_no_update() {
+        const THREADS: usize = 4;
+        const EACH: u64 = 300;
+        let store = MemoryStore::new();
+        store.apply(Batch::new().set(k("n"), k("0"))).unwrap();
+        let start = std::sync::Barrier::new(THREADS);
+        std::thread::scope(|s| {
+            for _ in 0..THREADS {
+                s.spawn(|| {
+                    start.wait();
+                    let mut done = 0;
+                    while done < EACH {
+                        let epoch = store.write_epoch().unwrap();
+                        let old = store.get(b"n").unwrap().unwrap();
+                        let n: u64 = std::str::from_utf8(&old).unwrap().parse().unwrap();
+                        // Let the others run between the read and the commit.
+                        std::thread::yield_now();
+                        let mut b = Batch::new().require_eq(k("n"), old);
+                        b.observed_at(epoch);
+                        match store.apply(b.set(k("n"), (n + 1).to_string().into_bytes())) {
+                            Ok(()) => done += 1,
+                            Err(e) if e.is_conflict() => {}
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                });
+            }
+        });
+        let total = THREADS as u64 * EACH;
+        assert_eq!(
+            store.get(b"n").unwrap(),
+            Some(total.to_string().into_bytes())
+        );
     }
 }

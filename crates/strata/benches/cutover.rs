@@ -91,6 +91,7 @@ fn seed(path: &Path, n: usize) -> Store {
     store
 }
 
+#[inline(never)]
 fn raw_rewrite(store: &Store) -> u64 {
     let prefix = doc_prefix("inv");
     let limits = ScanLimits::new(BATCH, 4 << 20).unwrap();
@@ -123,6 +124,7 @@ fn raw_rewrite(store: &Store) -> u64 {
     }
 }
 
+#[inline(never)]
 fn strata_cutover(store: &Store) -> u64 {
     let db = Database::builder(store.clone())
         .policy(config())

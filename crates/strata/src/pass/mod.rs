@@ -131,6 +131,11 @@ impl<'a> Pass<'a> {
     /// mutations), tells [`Pass::on_narrow`] which, re-encodes the checkpoint and retries
     /// the narrowed batch; a conflict no row explains is returned. Every retry drops at
     /// least one row, so a batch is tried at most rows + 1 times. Not in a dry run.
+    ///
+    /// On a backend that keeps a [write epoch](strata_store::epoch) (sled, memory) the pass
+    /// observes it before reading each page and marks the row preconditions
+    /// [observed](Batch::observed_at) at the epoch seen before the batch's first row: when
+    /// nothing was written in between, the backend commits without reading the rows again.
     pub fn row_conditions(mut self, on: bool) -> Self {
         self.row_conditions = on;
         self
@@ -285,6 +290,11 @@ impl<'a> Pass<'a> {
                     reason: e.to_string(),
                 }
             })?;
+            // Observed before the page is read: the rows' preconditions were read after it
+            // (see `Batch::observed_at`).
+            if self.row_conditions && !self.dry_run {
+                acc.page_epoch = store.write_epoch();
+            }
             // Records are processed in place, as the backend hands them over (no copy).
             let mut outcome = PageOutcome::Scanned;
             let scanned = {
@@ -490,6 +500,11 @@ impl<'a> Pass<'a> {
                 return Err(self.forbidden(st, key, m.key(), MutationRule::Duplicate));
             }
         }
+        if acc.records == 0 {
+            // The batch's first row: the epoch observed before the page it was read in
+            // (later pages of the batch observed the same epoch or a later one).
+            acc.epoch = acc.page_epoch;
+        }
         let start = acc.mutations.len();
         let own = self.row_conditions && scratch.iter().any(|m| m.key() == key);
         for m in scratch.drain(..) {
@@ -589,6 +604,8 @@ impl<'a> Pass<'a> {
         acc.bytes = 0;
         acc.keys.clear();
         let conditioned = self.row_conditions && !self.dry_run && !rows.is_empty();
+        // Only the first attempt: a narrowed retry re-read its rows without an epoch.
+        let mut observed = acc.epoch.take();
         let (n_mutations, new_value) = loop {
             let mut batch = Batch::new();
             let n_mutations = mutations.len() as u64;
@@ -602,6 +619,12 @@ impl<'a> Pass<'a> {
                         key: r.key.clone(),
                         value: r.old.clone(),
                     });
+                }
+                // Each row's bytes were read after the page's epoch was observed: a
+                // backend whose epoch has not moved since need not read them again. The
+                // checkpoint and hook preconditions pushed below are always checked.
+                if let Some(epoch) = observed.take() {
+                    batch.observed_at(epoch);
                 }
             } else {
                 for m in mutations.drain(..) {
@@ -841,6 +864,10 @@ struct RowCond {
 
 #[derive(Default)]
 struct Acc {
+    /// The write epoch observed before the page being read (per-row conditions only).
+    page_epoch: Option<strata_store::WriteEpoch>,
+    /// The epoch observed before the batch's first row was read.
+    epoch: Option<strata_store::WriteEpoch>,
     mutations: Vec<Mutation>,
     rows: Vec<RowCond>,
     counters: RowCounters,

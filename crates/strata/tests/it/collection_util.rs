@@ -117,6 +117,11 @@ impl KvRead for Spy {
     fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
         self.inner.prefix_exists(prefix)
     }
+    // Forwarded: the hook's write goes to the inner backend and moves its epoch, so a
+    // batch observed before it is checked in full.
+    fn write_epoch(&self) -> Option<strata_store::WriteEpoch> {
+        self.inner.write_epoch()
+    }
 }
 
 impl KvWrite for Spy {

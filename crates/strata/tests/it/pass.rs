@@ -586,9 +586,50 @@ fn custom_checkpoint_codec_and_checkpoint_prechecks() {
     assert_ne!(before, before2);
 }
 
+/// Per-row conditions on a backend with a write epoch: when nothing else writes, the rows
+/// are not read again at commit — the store checks only the checkpoint precondition of
+/// each batch.
+#[test]
+fn row_conditions_skip_rereading_rows_when_nothing_else_wrote() {
+    use strata::pass::RawCheckpoint;
+    use strata_store::{KvWrite, MemoryStore, Store};
+    let memory = MemoryStore::new();
+    let store = Store::new(memory.clone());
+    for i in 0..7 {
+        store
+            .apply(Batch::new().set(format!("t/{i}").into_bytes(), b"v".to_vec()))
+            .unwrap();
+    }
+    let before = memory.precondition_checks();
+    let codec = RawCheckpoint::new(b"__nx/sweep/t".to_vec());
+    let report = Pass::new("t", b"t/".to_vec(), &codec)
+        .limits(PassLimits::new(3, 1 << 20).unwrap())
+        .row_conditions(true)
+        .run(
+            &store,
+            |r: &RecordRef<'_>, out: &mut Vec<Mutation>| -> Result<(), RecordError> {
+                out.push(r.replace([r.value, b"!"].concat()));
+                Ok(())
+            },
+        )
+        .unwrap();
+    assert_eq!(report.counters.rewritten, 7);
+    assert!(report.batches >= 3, "{report:?}");
+    // One check per batch (the checkpoint), none of the 7 rows.
+    assert_eq!(memory.precondition_checks() - before, report.batches);
+    for i in 0..7 {
+        assert_eq!(
+            store.get(format!("t/{i}").as_bytes()).unwrap(),
+            Some(b"v!".to_vec())
+        );
+    }
+}
+
 /// Issue 9: per-row conditional writes. A batch whose rows changed after the pass read
 /// them is narrowed: the changed rows (and only they) are dropped and reported, the rest
-/// commits once, the checkpoint is re-encoded; nothing is processed twice.
+/// commits once, the checkpoint is re-encoded; nothing is processed twice. The competing
+/// write lands between the pass's read and its commit (the spy forwards the memory
+/// store's write epoch, so the batch was observed at an epoch that write moved).
 #[test]
 fn row_conditions_narrow_a_batch_whose_rows_changed_and_retry_it() {
     use crate::collection_util::Spy;
