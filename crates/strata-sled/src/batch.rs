@@ -36,8 +36,8 @@ impl SledStore {
                 // One traversal checks and writes the key; nothing else is written.
                 cache.forget(key);
                 return match mutations.pop() {
-                    Some(Mutation::Set { key, value }) => self.cas(own, &key, Some(value)),
-                    Some(Mutation::Delete { key }) => self.cas(own, &key, None),
+                    Some(Mutation::Set { key, value }) => self.cas(own, key, Some(value)),
+                    Some(Mutation::Delete { key }) => self.cas(own, key, None),
                     None => Ok(()),
                 };
             }
@@ -54,7 +54,7 @@ impl SledStore {
         };
         for p in &preconditions {
             if writes(p.key()) {
-                let current = self.db.get(p.key()).map_err(|e| self.error(e))?;
+                let current = self.current(p.key())?;
                 p.check(current.as_deref())?;
             } else {
                 self.check_guard(&mut cache, p)?;
@@ -74,33 +74,54 @@ impl SledStore {
         if let Some(current) = cache.get(p.key()) {
             return p.check(current.as_deref());
         }
-        let current = self.db.get(p.key()).map_err(|e| self.error(e))?;
+        let current = self.current(p.key())?;
         let result = p.check(current.as_deref());
         cache.fill(&self.guards.lengths, p.key(), current.as_deref());
         result
     }
 
     /// One sled compare-and-swap of `key` from what `own` requires to `new`.
-    fn cas(&self, own: &Precondition, key: &[u8], new: Option<Vec<u8>>) -> Result<()> {
+    fn cas(&self, own: &Precondition, key: Vec<u8>, new: Option<Vec<u8>>) -> Result<()> {
         let old = match own {
             Precondition::Equals { value, .. } => Some(value.as_slice()),
             Precondition::Absent { .. } => None,
         };
-        let swapped = self.db.compare_and_swap(key, old, new);
+        let new = new.map(sled::IVec::from);
+        let mut values = self.values.lock_key(&key);
+        let result = match self.db.compare_and_swap(&key, old, new.clone()) {
+            Ok(Ok(())) => {
+                values.record(key, new);
+                Ok(())
+            }
+            Ok(Err(e)) => {
+                // Nothing was written: a cached entry still holds sled's value.
+                drop(values);
+                match own.check(e.current.as_deref()) {
+                    Err(conflict) => Err(conflict),
+                    // sled reported a mismatch the precondition does not see: report it as
+                    // a conflict all the same (nothing was written).
+                    Ok(()) => Err(StoreError::Conflict {
+                        key,
+                        reason: strata_store::ConflictReason::Changed,
+                    }),
+                }
+            }
+            Err(e) => {
+                values.forget(&key);
+                Err(self.error(e))
+            }
+        };
         // After the write (if any), under the writer lock.
         self.epoch.advance();
-        match swapped.map_err(|e| self.error(e))? {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                own.check(e.current.as_deref())?;
-                // sled reported a mismatch the precondition does not see: report it as a
-                // conflict all the same (nothing was written).
-                Err(StoreError::Conflict {
-                    key: key.to_vec(),
-                    reason: strata_store::ConflictReason::Changed,
-                })
-            }
+        result
+    }
+
+    /// The current value of `key`: the write cache's entry, else sled's.
+    pub(crate) fn current(&self, key: &[u8]) -> Result<Option<sled::IVec>> {
+        if let Some(v) = self.values.get(key) {
+            return Ok(Some(v));
         }
+        self.db.get(key).map_err(|e| self.error(e))
     }
 
     /// Writes `mutations` as one atomic sled call, then advances the write epoch. The
@@ -113,27 +134,57 @@ impl SledStore {
         result
     }
 
+    /// Writes `mutations` as one atomic sled call, with the stripes of the write cache
+    /// that hold its keys locked from before the call until its outcome is recorded.
     fn write_unstamped(&self, mut mutations: Vec<Mutation>) -> Result<()> {
         if mutations.len() <= 1 {
             // One key is atomic on its own. `Tree::apply_batch` takes sled's global write
             // lock and seals (and writes) the current log buffer twice to delimit the
             // batch; a single insert or remove needs neither (it is what the bulk pass's
             // checkpoint-only batches are).
-            let result = match mutations.pop() {
-                Some(Mutation::Set { key, value }) => self.db.insert(key, value).map(drop),
-                Some(Mutation::Delete { key }) => self.db.remove(key).map(drop),
-                None => Ok(()),
+            let (key, value) = match mutations.pop() {
+                Some(Mutation::Set { key, value }) => (key, Some(sled::IVec::from(value))),
+                Some(Mutation::Delete { key }) => (key, None),
+                None => return Ok(()),
             };
-            return result.map_err(|e| self.error(e));
+            let mut values = self.values.lock_key(&key);
+            let result = match &value {
+                Some(v) => self.db.insert(&key, v.clone()),
+                None => self.db.remove(&key),
+            };
+            return match result {
+                Ok(_) => {
+                    values.record(key, value);
+                    Ok(())
+                }
+                Err(e) => {
+                    values.forget(&key);
+                    Err(self.error(e))
+                }
+            };
         }
+        let mut values = self.values.lock_keys(mutations.iter().map(Mutation::key));
         let mut batch = sled::Batch::default();
+        let mut written = Vec::with_capacity(mutations.len());
         for m in mutations {
             match m {
-                Mutation::Set { key, value } => batch.insert(key, value),
-                Mutation::Delete { key } => batch.remove(key),
+                Mutation::Set { key, value } => {
+                    let value = sled::IVec::from(value);
+                    batch.insert(key.as_slice(), value.clone());
+                    written.push((key, Some(value)));
+                }
+                Mutation::Delete { key } => {
+                    batch.remove(key.as_slice());
+                    written.push((key, None));
+                }
             }
         }
-        self.db.apply_batch(batch).map_err(|e| self.error(e))
+        let result = self.db.apply_batch(batch);
+        let ok = result.is_ok();
+        for (key, value) in written {
+            values.record(key, if ok { value } else { None });
+        }
+        result.map_err(|e| self.error(e))
     }
 }
 

@@ -33,6 +33,14 @@
 //! still current when it takes the exclusive side is committed without reading those rows
 //! again (the eager sweep's batches: one precondition per row, no `get` per row).
 //!
+//! And one thing keeps the read before a write (a document write reads the document it
+//! replaces) off sled's tree: the **write cache**, an exact write-through cache of the
+//! values most recently written through the store, served to `get` and to precondition
+//! checks. A write holds the cache stripes of its keys from before its sled call until it
+//! has recorded the outcome, so for a cached key the entry and sled's value change together
+//! (module `values`; tests in `values_tests`). Bounded by entries and bytes
+//! ([`SledOptions::write_cache`], 8192 entries / 8 MiB by default).
+//!
 //! What this crate is not: it adds no layout of its own (the engine above decides the key
 //! encoding), and it never exposes `sled` types: sled errors become
 //! [`StoreError::Backend`] (or [`StoreError::InUse`] when another process holds the
@@ -61,6 +69,9 @@ mod cache;
 mod open;
 mod read;
 mod safety;
+mod values;
+#[cfg(test)]
+mod values_tests;
 
 pub use open::SledOptions;
 pub use safety::is_sled_dir;
@@ -71,6 +82,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use strata_store::{Backend, EpochClock, Result, Store, StoreError};
+use values::ValueCache;
 
 /// The backend name used in messages and [`StoreError::Backend`].
 const NAME: &str = "sled";
@@ -96,6 +108,8 @@ pub struct SledStore {
     epoch: Arc<EpochClock>,
     /// Preconditions checked against stored values (see [`SledStore::precondition_checks`]).
     checks: Arc<AtomicU64>,
+    /// The exact write-through cache of recently written values (module `values`).
+    values: Arc<ValueCache>,
     /// Flushes and seals the datastore when the last clone is dropped.
     _seal: Arc<Sealer>,
 }

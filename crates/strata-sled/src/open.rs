@@ -1,6 +1,7 @@
 //! Opening a sled datastore: [`SledOptions`], and the retry while another handle's file
 //! lock is being released.
 
+use crate::values::ValueCache;
 use crate::{backend_error, safety, Sealer, SledStore};
 use std::path::Path;
 use std::sync::Arc;
@@ -21,6 +22,8 @@ use strata_store::{Result, StoreError};
 pub struct SledOptions {
     cache_capacity: u64,
     lock_wait: Duration,
+    write_cache_entries: usize,
+    write_cache_bytes: usize,
 }
 
 impl Default for SledOptions {
@@ -28,6 +31,8 @@ impl Default for SledOptions {
         SledOptions {
             cache_capacity: Self::DEFAULT_CACHE_CAPACITY,
             lock_wait: Self::DEFAULT_LOCK_WAIT,
+            write_cache_entries: Self::DEFAULT_WRITE_CACHE_ENTRIES,
+            write_cache_bytes: Self::DEFAULT_WRITE_CACHE_BYTES,
         }
     }
 }
@@ -44,6 +49,14 @@ impl SledOptions {
     /// or another) can briefly find it locked; a short wait bridges that. A datastore that
     /// stays locked for longer is [`StoreError::InUse`].
     pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(1);
+
+    /// How many recently written values the write cache keeps at most: 8192 (see
+    /// [`SledOptions::write_cache`]).
+    pub const DEFAULT_WRITE_CACHE_ENTRIES: usize = 8192;
+
+    /// How many bytes the write cache holds at most: 8 MiB (see
+    /// [`SledOptions::write_cache`]).
+    pub const DEFAULT_WRITE_CACHE_BYTES: usize = 8 * 1024 * 1024;
 
     /// Options with the defaults.
     pub fn new() -> Self {
@@ -62,6 +75,28 @@ impl SledOptions {
     pub fn lock_wait(mut self, wait: Duration) -> Self {
         self.lock_wait = wait;
         self
+    }
+
+    /// Bounds the exact write-through cache: the values most recently written through this
+    /// store (any clone) are served to `get` without a sled tree traversal — the read every
+    /// document write makes before it writes. At most `entries` entries and `bytes` bytes
+    /// (each entry counts its key, its value and 64 bytes of bookkeeping), split evenly
+    /// over up to 64 stripes; a value above a quarter of a stripe's bytes (32 KiB with the
+    /// defaults) is not cached. `0` for either disables the cache.
+    ///
+    /// The cache never changes what a read returns: a cached value is the one sled holds,
+    /// because every write of the datastore goes through this store (one process holds the
+    /// datastore) and a write updates its keys' entries before another read of them can
+    /// run (crate documentation). Values sled still holds share their buffer with it.
+    pub fn write_cache(mut self, entries: usize, bytes: usize) -> Self {
+        self.write_cache_entries = entries;
+        self.write_cache_bytes = bytes;
+        self
+    }
+
+    /// The write cache's bounds: `(entries, bytes)`.
+    pub fn write_cache_bounds(&self) -> (usize, usize) {
+        (self.write_cache_entries, self.write_cache_bytes)
     }
 
     /// The configured page-cache capacity in bytes.
@@ -130,6 +165,10 @@ impl SledOptions {
             guards: Arc::default(),
             epoch: Arc::default(),
             checks: Arc::default(),
+            values: Arc::new(ValueCache::new(
+                self.write_cache_entries,
+                self.write_cache_bytes,
+            )),
         })
     }
 }

@@ -9,10 +9,8 @@ use strata_store::{
 
 impl KvRead for SledStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.db
-            .get(key)
-            .map(|v| v.map(|v| v.to_vec()))
-            .map_err(|e| self.error(e))
+        // The write cache first: exactly sled's value for a key written recently.
+        self.current(key).map(|v| v.map(|v| v.to_vec()))
     }
 
     fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {

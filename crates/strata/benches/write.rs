@@ -5,6 +5,9 @@
 //! ```text
 //! cargo bench -p strata --bench write
 //! STRATA_BENCH_WRITES=50000 STRATA_BENCH_ROWS=2000 STRATA_BENCH_ROUNDS=5 cargo bench -p strata --bench write
+//! # instruction counts of the timed loops alone (raw insert + one contender):
+//! STRATA_BENCH_WRITES=2000 STRATA_BENCH_ROUNDS=1 STRATA_BENCH_ONLY=put \
+//!   valgrind --tool=callgrind --toggle-collect='write::*_loop' target/release/deps/write-*
 //! ```
 //!
 //! Targets (issue 9): ≤ 1.15× the raw insert without policy, ≤ 1.3× with policy. Every
@@ -76,13 +79,20 @@ fn raw_insert(s: &Setup, round: usize) -> Duration {
         .unwrap();
     let tree = db.open_tree("bench").unwrap();
     let started = Instant::now();
+    raw_loop(s, round, &tree);
+    started.elapsed()
+}
+
+/// The timed loops are functions of their own so that a profiler can count them alone
+/// (`valgrind --tool=callgrind --toggle-collect='write::*_loop'`).
+#[inline(never)]
+fn raw_loop(s: &Setup, round: usize, tree: &sled::Tree) {
     for n in 0..s.writes {
         let (key, i) = key_of(n, s.rows);
         let bytes = serde_json::to_vec(&doc(i, serial(s, round, n))).unwrap();
         tree.insert(format!("__nx/doc/acc/{key}").as_bytes(), bytes)
             .unwrap();
     }
-    started.elapsed()
 }
 
 fn collection(dir: &std::path::Path, policy: bool) -> (Database, Collection<Account>) {
@@ -103,11 +113,16 @@ fn puts(s: &Setup, round: usize, policy: bool) -> Duration {
     let dir = tempfile::tempdir().unwrap();
     let (_db, c) = collection(dir.path(), policy);
     let started = Instant::now();
+    put_loop(s, round, &c);
+    started.elapsed()
+}
+
+#[inline(never)]
+fn put_loop(s: &Setup, round: usize, c: &Collection<Account>) {
     for n in 0..s.writes {
         let (key, i) = key_of(n, s.rows);
         black_box(c.put(&key, &doc(i, serial(s, round, n))).unwrap());
     }
-    started.elapsed()
 }
 
 fn updates(s: &Setup, round: usize, policy: bool) -> Duration {
@@ -120,12 +135,17 @@ fn updates(s: &Setup, round: usize, policy: bool) -> Duration {
         locks.insert(key, lock);
     }
     let started = Instant::now();
+    update_loop(s, round, &c, &mut locks);
+    started.elapsed()
+}
+
+#[inline(never)]
+fn update_loop(s: &Setup, round: usize, c: &Collection<Account>, locks: &mut HashMap<String, u64>) {
     for n in 0..s.writes {
         let (key, i) = key_of(n, s.rows);
         let lock = locks.get_mut(&key).unwrap();
         *lock = c.update(&key, &doc(i, serial(s, round, n)), *lock).unwrap();
     }
-    started.elapsed()
 }
 
 fn main() {
@@ -144,17 +164,28 @@ fn main() {
         "update, no policy",
         "update, policy",
     ];
+    // STRATA_BENCH_ONLY=put,update-policy,...: run only these contenders (for a
+    // profiler); the raw insert always runs (it is the baseline of every ratio).
+    let only = std::env::var("STRATA_BENCH_ONLY").ok();
+    let wanted = |tag: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|t| t.trim() == tag))
+    };
+    let tags = ["raw", "put", "put-policy", "update", "update-policy"];
     let mut best = [Duration::MAX; 5];
     for round in 0..rounds {
-        let times = [
-            raw_insert(&s, round),
-            puts(&s, round, false),
-            puts(&s, round, true),
-            updates(&s, round, false),
-            updates(&s, round, true),
-        ];
-        for (b, t) in best.iter_mut().zip(times) {
-            *b = (*b).min(t);
+        for (c, tag) in tags.iter().enumerate() {
+            if c > 0 && !wanted(tag) {
+                continue;
+            }
+            let t = match c {
+                0 => raw_insert(&s, round),
+                1 => puts(&s, round, false),
+                2 => puts(&s, round, true),
+                3 => updates(&s, round, false),
+                _ => updates(&s, round, true),
+            };
+            best[c] = best[c].min(t);
         }
     }
     println!(
@@ -163,6 +194,9 @@ fn main() {
     );
     let base = best[0].as_secs_f64();
     for (name, t) in names.iter().zip(best) {
+        if t == Duration::MAX {
+            continue;
+        }
         let per = t.as_secs_f64() * 1e6 / s.writes as f64;
         println!(
             "  {name:<18} {:>8.1} ms  {per:>6.2} µs/op  {:>5.2}×",

@@ -60,8 +60,8 @@ use crate::collection::{
 };
 use crate::payload::chain::{UpcastChain, Upcaster};
 use crate::policy::{
-    baseline_key, CutoverOptions, CutoverReport, DeclareOutcome, Fence, FenceDoc, Policy,
-    PolicyConfig, PolicyError, PolicyLink, SchemaDeclaration, Verdict,
+    baseline_key, DeclareOutcome, Fence, FenceDoc, Policy, PolicyConfig, PolicyError, PolicyLink,
+    SchemaDeclaration, Verdict,
 };
 use crate::seal::{Credential, Keyring, LiveSealer, SealError, Sealer};
 use crate::validate::{validate_and_init, ValidationError};
@@ -84,16 +84,16 @@ pub struct CollectionInfo {
 }
 
 #[derive(Debug)]
-struct DbInner {
-    store: Store,
+pub(crate) struct DbInner {
+    pub(crate) store: Store,
     guards: Vec<Arc<dyn WriteGuard>>,
     catalog: Mutex<Catalog>,
     sweeping: Arc<Mutex<HashSet<String>>>,
     /// Collections whose ahead-guard refusal was logged (once per collection).
     ahead_warned: Arc<Mutex<HashSet<String>>>,
-    policy: Arc<PolicyLink>,
+    pub(crate) policy: Arc<PolicyLink>,
     /// The unlocked database keyring (opened with a key), refreshed when it changes.
-    sealer: Option<LiveSealer>,
+    pub(crate) sealer: Option<LiveSealer>,
 }
 
 /// How a [`Database`] is opened, built with chained calls from [`Database::builder`].
@@ -182,7 +182,7 @@ fn open_keyring(store: &Store, cred: &Credential) -> Result<Sealer, CollectionEr
 /// sweep registry and the policy client.
 #[derive(Debug, Clone)]
 pub struct Database {
-    inner: Arc<DbInner>,
+    pub(crate) inner: Arc<DbInner>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -228,24 +228,6 @@ impl Database {
     /// a key.
     pub fn sealer(&self) -> Option<Sealer> {
         self.inner.sealer.as_ref().map(LiveSealer::current)
-    }
-
-    /// Rotates the database's data key, or resumes a rotation in progress: a fresh key
-    /// becomes active, every sealed record of every collection is re-encrypted under it on
-    /// the bulk pass (checkpointed, resumable after a kill), then the old key is removed in
-    /// one atomic write. Both keys open every record until then. Starting needs a
-    /// credential for every wrapping entry; resuming needs any one. See
-    /// [`crate::seal::rotate_data_key`].
-    pub fn rotate_data_key(
-        &self,
-        credentials: &[&Credential],
-        options: crate::seal::RotateOptions<'_>,
-    ) -> Result<crate::seal::RotationReport, SealError> {
-        let report = crate::seal::rotate_data_key(&self.inner.store, credentials, options)?;
-        if let Some(live) = &self.inner.sealer {
-            live.refresh(&self.inner.store)?;
-        }
-        Ok(report)
     }
 
     /// The store.
@@ -405,20 +387,6 @@ impl Database {
     /// The fence, read from the store (uncached).
     pub fn fence_state(&self) -> Result<FenceDoc, PolicyError> {
         Fence::read(&self.inner.store)
-    }
-
-    /// Runs every pending coordinated cutover (see
-    /// [`SchemaGate::run_schema_cutover`](crate::policy::SchemaGate::run_schema_cutover));
-    /// this handle must have declared each pending collection with its transform.
-    pub fn run_schema_cutover(
-        &self,
-        mut options: CutoverOptions<'_>,
-    ) -> Result<CutoverReport, PolicyError> {
-        options.sealer = self.inner.sealer.as_ref().map(|live| {
-            live.refresh(&self.inner.store)
-                .unwrap_or_else(|_| live.current())
-        });
-        self.inner.policy.ensure()?.run_schema_cutover(options)
     }
 
     /// Resets the fence to normal without bumping the generation.

@@ -79,6 +79,26 @@ pub const ALL: &[&[u8]] = &[
     COPY_PREFIX,
 ];
 
+/// The catalog key of a collection: `__nx/catalog/<collection>`.
+pub fn catalog_key(collection: &str) -> Vec<u8> {
+    [CATALOG_PREFIX, collection.as_bytes()].concat()
+}
+
+/// The document prefix of a collection: `__nx/doc/<collection>/`.
+pub fn doc_prefix(collection: &str) -> Vec<u8> {
+    [DOC_PREFIX, collection.as_bytes(), b"/"].concat()
+}
+
+/// The key of one document: `__nx/doc/<collection>/<id>`.
+pub fn doc_key(collection: &str, id: &str) -> Vec<u8> {
+    [DOC_PREFIX, collection.as_bytes(), b"/", id.as_bytes()].concat()
+}
+
+/// The sweep marker key of a collection: `__nx/sweep/<collection>`.
+pub fn sweep_key(collection: &str) -> Vec<u8> {
+    [SWEEP_PREFIX, collection.as_bytes()].concat()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -48,12 +48,41 @@
 //! ([`strata_store`]):
 //!
 //! * [`collection`], [`payload`], [`policy`] — typed collections, payload evolution
-//!   (envelope, upcast chains, sweep), shape policy (persisted JSON Schema, strategies,
-//!   fence, cutover);
+//!   (envelope, upcast chains), shape policy (persisted JSON Schema, strategies, fence);
+//! * [`ops`] — the operations on top: the eager sweep, the coordinated cutover, data-key
+//!   rotation, sealed-record verification (and [`migrate`], the table migrator);
 //! * [`catalog`] — managed tables (name, fixed id, prefix, current version, decoder);
 //! * [`header`] — the 8-byte `NXDB` schema header at `__nx/schema/<table>`;
 //! * [`validate`] — startup validation (the six states of the Numax seed);
 //! * [`numax`] — the 14 Numax-compatible sync tables, their wire types and decoders.
+//!
+//! ## Layers
+//!
+//! The modules form layers, bottom first; a module uses only modules of lower layers
+//! (never one of its own layer or above), so no two modules import each other.
+//! `tests/layers.rs` reads this table and every `crate::`/`super::` reference of the
+//! sources, and fails on a reference that goes up. A `pub use` of a higher layer's items
+//! is only a facade keeping an older public path (`strata::policy::CutoverOptions`,
+//! `strata::payload::sweep`, `strata::seal::rotate_data_key`); nothing uses an item
+//! through it.
+//!
+//! | layer | modules | holds |
+//! |---|---|---|
+//! | 1 | `clock`, `keys` | the clock; every reserved key prefix and the key-layout functions |
+//! | 2 | `header` | the 8-byte schema header |
+//! | 3 | `catalog` | managed-table definitions |
+//! | 4 | `numax`, `validate` | the Numax tables; startup validation |
+//! | 5 | `pass` | the bulk pass (batches, checkpoints, per-row conditions) over any store |
+//! | 6 | `payload` | the document envelope and upcast chains |
+//! | 7 | `seal` | cipher, keyrings, credentials, sealed documents |
+//! | 8 | `policy` | fence, write gate, baselines, presence, strategies, history |
+//! | 9 | `collection` | typed collections: read, write, the one row rewrite |
+//! | 10 | `database` | opening a database: catalog, policy link, keyring |
+//! | 11 | `ops`, `migrate` | sweep, cutover, rotation, seal verification; the migrator |
+//!
+//! `pass` sits below `payload` and `seal` (not above them) because it needs nothing but
+//! the store and the reserved prefixes, and a seal error carries the pass error of a
+//! rotation.
 //!
 //! ```
 //! use strata_store::{MemoryStore, Store};
@@ -74,6 +103,7 @@ pub mod header;
 pub mod keys;
 pub mod migrate;
 pub mod numax;
+pub mod ops;
 pub mod pass;
 pub mod payload;
 pub mod policy;

@@ -36,25 +36,7 @@ pub const COLLECTION_TABLE_VERSION: u16 = 1;
 /// The longest collection name, in bytes.
 pub const MAX_NAME_LEN: usize = 200;
 
-/// The catalog key of a collection.
-pub fn catalog_key(collection: &str) -> Vec<u8> {
-    [CATALOG_PREFIX, collection.as_bytes()].concat()
-}
-
-/// The document prefix of a collection: `__nx/doc/<collection>/`.
-pub fn doc_prefix(collection: &str) -> Vec<u8> {
-    [DOC_PREFIX, collection.as_bytes(), b"/"].concat()
-}
-
-/// The key of one document.
-pub fn doc_key(collection: &str, id: &str) -> Vec<u8> {
-    [DOC_PREFIX, collection.as_bytes(), b"/", id.as_bytes()].concat()
-}
-
-/// The sweep marker key of a collection.
-pub fn sweep_key(collection: &str) -> Vec<u8> {
-    [SWEEP_PREFIX, collection.as_bytes()].concat()
-}
+pub use crate::keys::{catalog_key, doc_key, doc_prefix, sweep_key};
 
 /// Encodes a catalog record.
 ///

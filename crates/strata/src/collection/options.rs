@@ -176,3 +176,17 @@ pub(crate) struct OptionParts {
     pub(crate) schema: SchemaOptions,
     pub(crate) sealed: bool,
 }
+
+/// The policy's gate guards the writes of the collections it watches (implemented here,
+/// in the collections layer, so the policy does not depend on collections).
+impl WriteGuard for crate::policy::SchemaGate {
+    fn check_write(&self, collection: &str) -> Result<(), GuardError> {
+        crate::policy::SchemaGate::check_write(self, collection).map_err(|e| Box::new(e) as _)
+    }
+
+    fn guard_write(&self, collection: &str) -> Result<Vec<Precondition>, GuardError> {
+        crate::policy::SchemaGate::guard_write(self, collection)
+            .map(|p| vec![p])
+            .map_err(|e| Box::new(e) as _)
+    }
+}

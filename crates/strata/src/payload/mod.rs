@@ -4,15 +4,18 @@
 //! * [`envelope`] — `NXDV | format | payload version | lock version | JSON`;
 //! * [`chain`] — [`UpcastStep`]s `from → from + 1` over the raw JSON object, validated into an
 //!   [`UpcastChain`], run by an [`Upcaster`] that protects identity and lock fields;
-//! * [`sweep`] — the leased, cursor-resumed eager sweep on the bulk pass.
+//! * [`sweep`] — the leased, cursor-resumed eager sweep on the bulk pass (it lives in
+//!   [`crate::ops::sweep`], above collections).
 
 pub mod chain;
 pub mod envelope;
-pub mod sweep;
 
 pub use chain::{
     ChainError, JsonObject, Mode, StepError, UpcastChain, UpcastFailure, UpcastStep, Upcaster,
     INITIAL_PAYLOAD_VERSION,
 };
 pub use envelope::{Envelope, EnvelopeError};
-pub use sweep::{SweepMarker, SweepOptions, SweepReport};
+// Facade: the sweep lives in `crate::ops::sweep` (above collections); it keeps its
+// `strata::payload::sweep` path.
+pub use crate::ops::sweep;
+pub use crate::ops::sweep::{SweepMarker, SweepOptions, SweepReport};

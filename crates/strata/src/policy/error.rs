@@ -101,13 +101,6 @@ pub enum PolicyError {
         #[source]
         source: Box<crate::pass::PassError>,
     },
-    /// Opening the database under the policy failed.
-    #[error("cannot open the database")]
-    Collection {
-        /// The collections layer's error.
-        #[source]
-        source: Box<crate::collection::CollectionError>,
-    },
     /// The store failed.
     #[error("store error in the policy layer at `{}`; retry", escape_key(.key))]
     Store {

@@ -461,18 +461,3 @@ pub(crate) fn fence_precondition(raw: Option<Vec<u8>>) -> Precondition {
         },
     }
 }
-
-impl crate::collection::WriteGuard for SchemaGate {
-    fn check_write(&self, collection: &str) -> Result<(), crate::collection::GuardError> {
-        SchemaGate::check_write(self, collection).map_err(|e| Box::new(e) as _)
-    }
-
-    fn guard_write(
-        &self,
-        collection: &str,
-    ) -> Result<Vec<Precondition>, crate::collection::GuardError> {
-        SchemaGate::guard_write(self, collection)
-            .map(|p| vec![p])
-            .map_err(|e| Box::new(e) as _)
-    }
-}

@@ -32,17 +32,18 @@
 //! ```
 
 mod baseline;
-mod cutover;
 mod database;
 mod error;
-mod fence;
+pub(crate) mod fence;
 mod gate;
-mod history;
+pub(crate) mod history;
 mod presence;
 mod strategy;
 
 pub use baseline::{baseline_key, Baseline, BASELINE_FORMAT, JSONSCHEMA_PREFIX};
-pub use cutover::{
+// Facade: the cutover lives in `crate::ops::cutover` (above collections); its public
+// items keep their `strata::policy::` paths.
+pub use crate::ops::cutover::{
     cutover_key, CollectionCutover, CutoverCheckpoint, CutoverOptions, CutoverProgress,
     CutoverReport, CUTOVER_PREFIX, DEFAULT_QUIESCE_TIMEOUT_MS,
 };
@@ -200,14 +201,6 @@ impl Policy {
     /// The fence, read from the store (uncached).
     pub fn fence_state(&self) -> Result<FenceDoc, PolicyError> {
         Fence::read(self.gate.store())
-    }
-
-    /// Runs every pending coordinated cutover (see [`SchemaGate::run_schema_cutover`]).
-    pub fn run_schema_cutover(
-        &self,
-        options: CutoverOptions<'_>,
-    ) -> Result<CutoverReport, PolicyError> {
-        self.gate.run_schema_cutover(options)
     }
 
     /// Resets the fence to normal without bumping the generation.

@@ -32,8 +32,6 @@ mod error;
 mod keyring;
 mod live;
 mod record;
-mod rotate;
-mod verify;
 
 pub use cipher::{
     body_key_id, RecordContext, Sealer, DATA_KEY_LEN, KEY_ID_LEN, NONCE_LEN, SEAL_OVERHEAD, TAG_LEN,
@@ -49,10 +47,12 @@ pub use live::LiveSealer;
 pub use record::{
     EntryInfo, KeyringRecord, KEYRING_FORMAT, KEYRING_MAGIC, MAX_LABEL_LEN, WRAPPED_KEY_LEN,
 };
-pub use rotate::{
+// Facade: rotation and verification live in `crate::ops` (above collections); their
+// public items keep their `strata::seal::` paths.
+pub use crate::ops::rotate::{
     rotate_data_key, rotation_checkpoint_key, CollectionRotation, RotateOptions, RotationProgress,
     RotationReport, ROTATION_CHECKPOINT_PREFIX,
 };
-pub use verify::{
+pub use crate::ops::verify::{
     has_keyring, verify_sealed, SealedCollection, SealedFailure, SealedReport, MAX_LISTED_FAILURES,
 };

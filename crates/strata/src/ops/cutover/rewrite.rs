@@ -6,9 +6,7 @@ use crate::collection::layout::doc_prefix;
 use crate::collection::rewrite::{RowRewrite, RowRewriter};
 use crate::collection::CollectionError;
 use crate::pass::{HookError, Pass, PassError, RecordError, RecordRef};
-use crate::policy::fence::{Fence, FenceState, FENCE_KEY};
-use crate::policy::gate::SchemaGate;
-use crate::policy::PolicyError;
+use crate::policy::{Fence, FenceState, PolicyError, SchemaGate, FENCE_KEY};
 use std::collections::BTreeSet;
 use strata_store::{Batch, KvRead, Mutation, Precondition};
 

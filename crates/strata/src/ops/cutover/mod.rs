@@ -33,21 +33,19 @@ mod rewrite;
 
 pub use checkpoint::{cutover_key, CutoverCheckpoint, CUTOVER_PREFIX};
 
-use super::baseline::baseline_key;
+use crate::pass::PassLimits;
+use crate::payload::chain::Upcaster;
+use crate::policy::{
+    baseline_key, list_clients, Fence, FenceDoc, FenceState, PolicyError, SchemaGate, Transform,
+    Verdict, FENCE_KEY,
+};
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+use strata_store::{Batch, KvRead, KvWrite, NamedLease};
 
 /// Per collection: the tally its rewrite proved exact, and its scope armed since then
 /// (a write through this store touching it sends `complete` back to a recount).
 pub(super) type Certified = HashMap<String, (strata_store::Tally, strata_store::ArmedScope)>;
-use super::fence::{Fence, FenceDoc, FenceState, FENCE_KEY};
-use super::gate::{SchemaGate, Verdict};
-use super::presence::list_clients;
-use super::strategy::Transform;
-use super::PolicyError;
-use crate::pass::PassLimits;
-use crate::payload::chain::Upcaster;
-use std::collections::{BTreeSet, HashMap};
-use std::time::Duration;
-use strata_store::{Batch, KvRead, KvWrite, NamedLease};
 
 /// Default time the drain barrier waits for live clients.
 pub const DEFAULT_QUIESCE_TIMEOUT_MS: u64 = 30_000;
@@ -195,7 +193,7 @@ impl CollectionCutover {
 #[derive(Debug)]
 struct PendingRewrite {
     transform: Transform,
-    target: super::Baseline,
+    target: crate::policy::Baseline,
     upcaster: Upcaster,
 }
 
@@ -297,7 +295,7 @@ impl SchemaGate {
     /// 2. drain barrier: waits until every live client other than this one acknowledged
     ///    the next generation (clients silent past the stale window are not waited for);
     ///    after `quiesce_timeout_ms` it fails with [`PolicyError::QuiesceTimeout`] and the
-    ///    fence stays draining (rerun, or [`super::Policy::abort_schema_cutover`]);
+    ///    fence stays draining (rerun, or [`Policy::abort_schema_cutover`](crate::policy::Policy::abort_schema_cutover));
     /// 3. `migrating`: rewrites every document of each pending collection on the bulk
     ///    pass (resuming from the checkpoint) through the collection's one row rewrite:
     ///    upcast to the current payload version, the transform, protected fields
@@ -308,7 +306,7 @@ impl SchemaGate {
     ///    clears them from the pending list (one atomic batch), then returns to `normal`.
     ///
     /// This handle moves to the new generation; other handles get
-    /// [`super::Refusal::MigrationRequired`] on their next write.
+    /// [`Refusal::MigrationRequired`](crate::policy::Refusal::MigrationRequired) on their next write.
     pub fn run_schema_cutover(
         &self,
         mut options: CutoverOptions<'_>,
@@ -353,7 +351,7 @@ impl SchemaGate {
                         .first()
                         .map(|p| p.collection.clone())
                         .unwrap_or_default(),
-                    reason: super::Refusal::MigrationRequired {
+                    reason: crate::policy::Refusal::MigrationRequired {
                         opened: self.generation(),
                         current: cur.generation,
                     },
@@ -520,7 +518,7 @@ impl SchemaGate {
         migrated: &HashMap<String, PendingRewrite>,
         certified: &Certified,
     ) -> Result<FenceDoc, PolicyError> {
-        for _ in 0..super::fence::CAS_ATTEMPTS {
+        for _ in 0..crate::policy::fence::CAS_ATTEMPTS {
             let (cur, raw) = Fence::read_raw(self.store())?;
             if !self.owns(&cur) || cur.state != FenceState::Migrating {
                 return Err(lease_lost(&cur));
@@ -540,7 +538,7 @@ impl SchemaGate {
                     .get(&key)
                     .map_err(|e| PolicyError::store(&key, e))?;
                 let target = rewrite.target.encode();
-                batch = super::history::append(
+                batch = crate::policy::history::append(
                     self.store(),
                     batch,
                     collection,
@@ -589,7 +587,32 @@ impl SchemaGate {
         }
         Err(PolicyError::Contended {
             key: FENCE_KEY.to_vec(),
-            attempts: super::fence::CAS_ATTEMPTS,
+            attempts: crate::policy::fence::CAS_ATTEMPTS,
         })
+    }
+}
+
+impl crate::policy::Policy {
+    /// Runs every pending coordinated cutover (see [`SchemaGate::run_schema_cutover`]).
+    pub fn run_schema_cutover(
+        &self,
+        options: CutoverOptions<'_>,
+    ) -> Result<CutoverReport, PolicyError> {
+        self.gate().run_schema_cutover(options)
+    }
+}
+
+impl crate::Database {
+    /// Runs every pending coordinated cutover (see [`SchemaGate::run_schema_cutover`]);
+    /// this handle must have declared each pending collection with its transform.
+    pub fn run_schema_cutover(
+        &self,
+        mut options: CutoverOptions<'_>,
+    ) -> Result<CutoverReport, PolicyError> {
+        options.sealer = self.inner.sealer.as_ref().map(|live| {
+            live.refresh(&self.inner.store)
+                .unwrap_or_else(|_| live.current())
+        });
+        self.inner.policy.ensure()?.run_schema_cutover(options)
     }
 }

@@ -21,15 +21,15 @@
 //! Clear records (envelope format 1) are left alone. [`rotate_data_key`] runs all three
 //! steps and is resumable: call it again after a kill or an abort.
 
-use super::{
-    body_key_id, open_document, peek, seal_document, Credential, Keyring, SealError, Sealer,
-};
 use crate::collection::layout;
 use crate::pass::{
     CheckpointCodec, HookError, Pass, PassError, PassLimits, Processor, RecordError, RecordRef,
     RowCounters, RowOutcome,
 };
 use crate::payload::envelope::ENVELOPE_HEADER_LEN;
+use crate::seal::{
+    body_key_id, open_document, peek, seal_document, Credential, Keyring, SealError, Sealer,
+};
 use std::cell::Cell;
 use strata_store::{Batch, KvRead, KvWrite, Mutation, Store, StoreError};
 
@@ -602,4 +602,24 @@ fn finish(
             SealError::Store(e)
         }
     })
+}
+
+impl crate::Database {
+    /// Rotates the database's data key, or resumes a rotation in progress: a fresh key
+    /// becomes active, every sealed record of every collection is re-encrypted under it on
+    /// the bulk pass (checkpointed, resumable after a kill), then the old key is removed in
+    /// one atomic write. Both keys open every record until then. Starting needs a
+    /// credential for every wrapping entry; resuming needs any one. See
+    /// [`rotate_data_key`].
+    pub fn rotate_data_key(
+        &self,
+        credentials: &[&Credential],
+        options: RotateOptions<'_>,
+    ) -> Result<RotationReport, SealError> {
+        let report = rotate_data_key(&self.inner.store, credentials, options)?;
+        if let Some(live) = &self.inner.sealer {
+            live.refresh(&self.inner.store)?;
+        }
+        Ok(report)
+    }
 }

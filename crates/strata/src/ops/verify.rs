@@ -3,8 +3,8 @@
 //! decodes, the body is long enough to hold a key id, a nonce and a tag) — and the report
 //! says which of the two was done.
 
-use super::{open_document, peek, SealError, Sealer, SEAL_OVERHEAD};
 use crate::payload::envelope::ENVELOPE_HEADER_LEN;
+use crate::seal::{open_document, peek, SealError, Sealer, SEAL_OVERHEAD};
 use serde::Serialize;
 use strata_store::{KvRead, Pages, ScanLimits, Store};
 
@@ -124,5 +124,5 @@ pub fn verify_sealed(
 
 /// True when the store holds a database keyring.
 pub fn has_keyring<S: KvRead + ?Sized>(store: &S) -> Result<bool, SealError> {
-    Ok(store.get(super::DATABASE_KEYRING_KEY)?.is_some())
+    Ok(store.get(crate::seal::DATABASE_KEYRING_KEY)?.is_some())
 }
