@@ -1,13 +1,15 @@
 //! The rewrite of one pending collection on the bulk pass.
 
 use super::checkpoint::{cutover_key, CutoverCheckpoint};
-use super::{lease_lost, CollectionCutover, CutoverOptions, CutoverProgress, PendingRewrite};
+use super::{
+    lease_lost, AheadRows, CollectionCutover, CutoverOptions, CutoverProgress, PendingRewrite,
+    MAX_LISTED_AHEAD,
+};
 use crate::collection::layout::doc_prefix;
 use crate::collection::rewrite::{RowRewrite, RowRewriter};
 use crate::collection::CollectionError;
 use crate::pass::{HookError, Pass, PassError, RecordError, RecordRef};
 use crate::policy::{Fence, FenceState, PolicyError, SchemaGate, FENCE_KEY};
-use std::collections::BTreeSet;
 use strata_store::{Batch, KvRead, Mutation, Precondition};
 
 const PASS_RETRIES: u32 = 16;
@@ -53,9 +55,9 @@ impl SchemaGate {
         };
         let mut records = 0;
         let mut resumed_from = None;
-        // Rows written by a newer build: left byte-identical, reported (a set: a batch
-        // retried after a conflict meets its rows again).
-        let mut ahead: BTreeSet<String> = BTreeSet::new();
+        // Rows written by a newer build: left byte-identical, reported (counted once
+        // although a batch retried after a conflict meets its rows again).
+        let mut ahead = AheadRows::default();
         for attempt in 0..PASS_RETRIES {
             if let Some(v) = self
                 .store()
@@ -116,7 +118,7 @@ impl SchemaGate {
                     Ok(RowRewrite::Rewrite(value)) => out.push(r.replace(value)),
                     Ok(RowRewrite::Keep) => {}
                     Ok(RowRewrite::Ahead { stored }) => {
-                        if ahead_rows.insert(id.to_string()) {
+                        if ahead_rows.insert(id) && ahead_rows.count <= MAX_LISTED_AHEAD as u64 {
                             tracing::warn!(collection, key = %strata_store::escape_key(suffix), stored, "cutover: row written by a newer build left unchanged");
                         }
                     }
