@@ -189,3 +189,35 @@ fn named_leases_exclude_their_holders_only_and_pass_on_when_released() {
     let next = NamedLease::acquire(&b, "sweep/docs", "sweeper b", Duration::ZERO).unwrap();
     assert!(next.fencing_token().unwrap() > first, "{next:?}");
 }
+
+/// The holder's batches commit without waiting for the WAL flush; `flush` waits for it:
+/// afterwards the server's flushed WAL reaches past the holder's last batch. Without the
+/// lease, `flush` has nothing to do and the batches are durable at commit.
+#[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
+fn flush_makes_the_holders_batches_durable() {
+    let url = require_pg!();
+    let table = scratch_table();
+    let _owner = owner(&url, &table);
+    let a = handle(&url, &table, "5");
+    let mut sql = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let lsn = |sql: &mut postgres::Client, f: &str| -> i64 {
+        sql.query_one(&format!("SELECT ({f}() - '0/0'::pg_lsn)::int8"), &[])
+            .unwrap()
+            .get(0)
+    };
+    let session = ExclusiveSession::acquire(&a, "flush test", None).unwrap();
+    for i in 0..20 {
+        session
+            .apply(set(&format!("k{i:02}"), &"x".repeat(2000)))
+            .unwrap();
+    }
+    let written = lsn(&mut sql, "pg_current_wal_insert_lsn");
+    session.flush().unwrap();
+    let flushed = lsn(&mut sql, "pg_current_wal_flush_lsn");
+    assert!(flushed >= written, "flushed {flushed} < written {written}");
+    // A second flush has nothing left to do; the records are all there.
+    session.flush().unwrap();
+    drop(session);
+    assert_eq!(a.get(b"k19").unwrap(), Some("x".repeat(2000).into_bytes()));
+}
