@@ -13,6 +13,10 @@ pub const USAGE: u8 = 2;
 pub const MIGRATION_REQUIRED: u8 = 3;
 /// A table has future or corrupt metadata.
 pub const UNSUPPORTED: u8 = 4;
+/// A record cannot be processed within the format's record limit: a bulk pass's
+/// checkpoint would exceed it (`PassError::CheckpointTooLarge`: a table key of about
+/// 2 MiB or more). No flag raises that limit; nothing of the failing batch was written.
+pub const RECORD_LIMIT: u8 = 5;
 /// `schema diff` found a non-additive change.
 pub const NON_ADDITIVE: u8 = 6;
 
@@ -26,11 +30,13 @@ pub struct Failure {
 }
 
 impl Failure {
-    /// A failure with exit code 1.
+    /// A failure with the exit code its error maps to ([`code_of`]): 5 for a record over
+    /// the format's limit, otherwise 1.
     pub fn error(e: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+        let error = e.into();
         Failure {
-            code: ERROR,
-            error: e.into(),
+            code: code_of(error.as_ref()),
+            error,
         }
     }
 
@@ -59,6 +65,28 @@ fn is_broken_pipe(e: &(dyn Error + 'static)) -> bool {
                 .downcast_ref::<serde_json::Error>()
                 .is_some_and(|j| j.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe))
     })
+}
+
+/// The exit code of an error no command gave a code of its own: [`RECORD_LIMIT`] when a
+/// pass checkpoint over the record limit is anywhere in its chain (directly, or inside a
+/// migration error, which forwards the pass error transparently), otherwise [`ERROR`].
+pub fn code_of(e: &(dyn Error + 'static)) -> u8 {
+    let checkpoint_too_large = chain(e).any(|err| {
+        matches!(
+            err.downcast_ref::<strata::PassError>(),
+            Some(strata::PassError::CheckpointTooLarge { .. })
+        ) || matches!(
+            err.downcast_ref::<strata::MigrateError>(),
+            Some(strata::MigrateError::Pass(
+                strata::PassError::CheckpointTooLarge { .. }
+            ))
+        )
+    });
+    if checkpoint_too_large {
+        RECORD_LIMIT
+    } else {
+        ERROR
+    }
 }
 
 /// `e` followed by each of its sources, outermost first.
@@ -147,4 +175,48 @@ pub(crate) fn repairable(e: &(dyn Error + 'static)) -> bool {
                 Some(strata::PolicyError::Corrupted { .. })
             )
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn checkpoint_too_large() -> strata::PassError {
+        strata::PassError::CheckpointTooLarge {
+            table: "orders".into(),
+            key: b"__nx/sweep/orders".to_vec(),
+            size: 5 << 20,
+            limit: 4 << 20,
+            checkpoint: None,
+        }
+    }
+
+    /// A checkpoint over the record limit exits 5 wherever it is in the chain: alone, as a
+    /// migration error, and as the source of a sweep's collection error; other errors exit 1.
+    #[test]
+    fn checkpoint_too_large_has_its_own_exit_code() {
+        assert_eq!(Failure::error(checkpoint_too_large()).code, RECORD_LIMIT);
+        assert_eq!(
+            Failure::error(strata::MigrateError::Pass(checkpoint_too_large())).code,
+            RECORD_LIMIT
+        );
+        let sweep = strata::CollectionError::Sweep {
+            collection: "orders".into(),
+            reason: "the pass failed".into(),
+            source: Some(Box::new(checkpoint_too_large())),
+        };
+        assert_eq!(Failure::from(sweep).code, RECORD_LIMIT);
+        let other = strata::PassError::Aborted {
+            table: "orders".into(),
+            checkpoint: None,
+        };
+        assert_eq!(Failure::error(other).code, ERROR);
+        assert_eq!(Failure::error("plain").code, ERROR);
+        // An explicit code stays.
+        assert_eq!(
+            Failure::with_code(UNSUPPORTED, checkpoint_too_large()).code,
+            UNSUPPORTED
+        );
+    }
 }

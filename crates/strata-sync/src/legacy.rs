@@ -50,8 +50,8 @@ fn op(id: &str, kind: OpKind) -> Op {
 
 /// A small op set touching every family. Applied to an empty store it yields: gcounter
 /// `visits` = 12, pncounter `stock` = 6, register `status` = `online`, map `settings` =
-/// {`region`: `eu`} (field `theme` tombstoned), set `tags` = [`blue`], sequence `doc` =
-/// [`hello`]; op ids `fixture-op-1` … `fixture-op-16`.
+/// `{"region": "eu"}` (field `theme` tombstoned), set `tags` = `["blue"]`, sequence `doc` =
+/// `["hello"]`; op ids `fixture-op-1` … `fixture-op-16`.
 pub fn fixture_ops() -> Vec<Op> {
     let s = |v: &str| v.to_string();
     let kinds = vec![

@@ -20,7 +20,7 @@ use strata::payload::envelope;
 use strata::payload::SweepMarker;
 use strata::policy::{Baseline, Fence, FenceDoc};
 use strata::TableDef;
-use strata_store::{KvRead, ScanLimits, Store, StoreError};
+use strata_store::{KvRead, Store};
 
 /// Arguments of `strata collections`.
 #[derive(Debug, clap::Args)]
@@ -167,36 +167,14 @@ pub(crate) fn survey(
     let mut versions: BTreeMap<i32, u64> = BTreeMap::new();
     let mut rows = 0u64;
     let mut unreadable = 0u64;
-    let limits = ScanLimits::new(4096, 16 << 20)?;
-    let mut cursor: Option<Vec<u8>> = None;
-    let mut tally = |value: &[u8]| {
+    // Every row, oversize ones read alone (the read-only rule of `crate::scan`).
+    crate::scan::each_record(store, table.prefix(), crate::scan::limits()?, |_, value| {
         rows += 1;
         match envelope::decode(value) {
             Ok((env, _json)) => *versions.entry(env.payload_version).or_insert(0) += 1,
             Err(_) => unreadable += 1,
         }
-    };
-    loop {
-        let page = match store.scan(table.prefix(), cursor.as_deref(), limits) {
-            Ok(p) => p,
-            // A row larger than the page budget: read it alone.
-            Err(StoreError::RecordTooLarge { key, .. }) => {
-                if let Some(value) = store.get(&key)? {
-                    tally(&value);
-                }
-                cursor = Some(key);
-                continue;
-            }
-            Err(e) => return Err(e.into()),
-        };
-        for r in &page.records {
-            tally(&r.value);
-        }
-        match page.cursor() {
-            Some(c) if page.more => cursor = Some(c.to_vec()),
-            _ => break,
-        }
-    }
+    })?;
 
     let sweep = match store.get(&layout::sweep_key(name))? {
         None => SweepState::None,

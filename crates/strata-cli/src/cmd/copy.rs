@@ -14,7 +14,7 @@
 //!   progress record is replaced, in one atomic batch, by the bulk-operation manifest
 //!   [`MANIFEST_KEY`] (count + digest), which `strata verify` checks later.
 //!
-//! Keys under [`RESERVED`] belong to copy itself: they are neither copied nor digested.
+//! Keys under [`COPY_PREFIX`] (`__nx/copy/`) belong to copy itself: they are neither copied nor digested.
 
 use crate::db::{self, Target};
 use crate::exit::{CmdResult, Failure, OK};
@@ -24,10 +24,9 @@ use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use strata::keys::COPY_PREFIX;
 use strata_store::{Batch, KvRead, KvWrite, Pages, ScanLimits, Store, StoreError};
 
-/// The key prefix copy keeps its own records under (never copied, never digested).
-pub const RESERVED: &[u8] = b"__nx/copy/";
 /// The progress record of an unfinished copy, in the target.
 pub const PROGRESS_KEY: &[u8] = b"__nx/copy/progress";
 /// The manifest of a finished copy, in the target: what was copied (count + digest).
@@ -230,7 +229,7 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// Count, bytes and SHA-256 over every record outside [`RESERVED`], in key order: each
+/// Count, bytes and SHA-256 over every record outside [`COPY_PREFIX`], in key order: each
 /// record hashes as key length (u64 LE), key, value length (u64 LE), value.
 pub fn digest(store: &Store, limits: ScanLimits) -> Result<(u64, u64, String), StoreError> {
     let mut hasher = Sha256::new();
@@ -239,7 +238,7 @@ pub fn digest(store: &Store, limits: ScanLimits) -> Result<(u64, u64, String), S
     loop {
         let mut last = None;
         let end = store.scan_visit(b"", cursor.as_deref(), limits, &mut |k, v| {
-            if !k.starts_with(RESERVED) {
+            if !k.starts_with(COPY_PREFIX) {
                 hasher.update((k.len() as u64).to_le_bytes());
                 hasher.update(k);
                 hasher.update((v.len() as u64).to_le_bytes());
@@ -411,7 +410,7 @@ fn copy(
         };
         let mut batch = Batch::new().require(PROGRESS_KEY.to_vec(), raw.clone());
         for r in page.records {
-            if !r.key.starts_with(RESERVED) {
+            if !r.key.starts_with(COPY_PREFIX) {
                 progress.copied += 1;
                 batch = batch.set(r.key, r.value);
             }
@@ -468,6 +467,15 @@ mod tests {
 
     fn limits() -> ScanLimits {
         ScanLimits::new(3, 1 << 20).unwrap()
+    }
+
+    /// Copy's own records live under the engine's one reserved copy prefix (the key-space
+    /// map of `strata::keys`), so the digest skips exactly them.
+    #[test]
+    fn own_records_are_under_the_reserved_copy_prefix() {
+        assert!(PROGRESS_KEY.starts_with(COPY_PREFIX));
+        assert!(MANIFEST_KEY.starts_with(COPY_PREFIX));
+        assert!(strata::keys::ALL.contains(&COPY_PREFIX));
     }
 
     #[test]

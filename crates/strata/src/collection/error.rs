@@ -323,8 +323,10 @@ pub enum CollectionError {
         /// The limit ([`MAX_DOCUMENT_BYTES`](crate::collection::MAX_DOCUMENT_BYTES)).
         limit: usize,
     },
-    /// The store failed.
-    #[error("store error in collection `{collection}`")]
+    /// The store failed. The message says what kind of failure it was and what to do;
+    /// the store's own error (key, backend cause) is the [`source`](std::error::Error::source),
+    /// not repeated in the message.
+    #[error("store error in {}: {}", in_collection(.collection), store_failure(.source))]
     Store {
         /// The collection (empty when none applies).
         collection: String,
@@ -422,11 +424,99 @@ impl CollectionError {
     }
 }
 
+/// "collection `name`", or the catalog for the table-id counter (no collection).
+fn in_collection(collection: &str) -> String {
+    if collection.is_empty() {
+        "the collection catalog".to_string()
+    } else {
+        format!("collection `{collection}`")
+    }
+}
+
+/// What kind of store failure `e` is and its remedy, without `e`'s own message (which
+/// follows as the source in an error chain).
+fn store_failure(e: &StoreError) -> String {
+    match e {
+        StoreError::Conflict { .. } => {
+            "a precondition of the write no longer held (a concurrent change); nothing was written, retry".into()
+        }
+        StoreError::RecordTooLarge { size, limit, .. } => format!(
+            "a record of {size} bytes is over the {limit}-byte read budget; raise the budget"
+        ),
+        StoreError::InUse { .. }
+        | StoreError::NotFound { .. }
+        | StoreError::Damaged { .. }
+        | StoreError::CannotOpen { .. } => {
+            "the datastore cannot be used; see the cause".into()
+        }
+        StoreError::DuplicateKey { .. } | StoreError::InvalidArgument(_) => {
+            "the store refused the request as malformed; nothing was written".into()
+        }
+        StoreError::Backend { backend, .. } => {
+            format!("the {backend} backend failed; retry, and check the datastore if it persists")
+        }
+        _ => "the store failed; see the cause and retry".into(),
+    }
+}
+
 /// " of collection `name`", or nothing for the table-id counter (no collection).
 fn of_collection(collection: &str) -> String {
     if collection.is_empty() {
         String::new()
     } else {
         format!(" of collection `{collection}`")
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    /// A store error says what kind of failure it was and keeps the store's error as its
+    /// source, whose text it does not repeat (a chain prints each part once).
+    #[test]
+    fn store_error_says_what_failed_once() {
+        let cases = [
+            (
+                StoreError::Conflict {
+                    key: b"__nx/doc/orders/o1".to_vec(),
+                    reason: strata_store::ConflictReason::Changed,
+                },
+                "precondition of the write no longer held",
+            ),
+            (
+                StoreError::backend("sled", std::io::Error::other("disk full")),
+                "the sled backend failed",
+            ),
+            (
+                StoreError::RecordTooLarge {
+                    key: b"k".to_vec(),
+                    size: 10,
+                    limit: 5,
+                },
+                "10 bytes is over the 5-byte read budget",
+            ),
+        ];
+        for (source, expect) in cases {
+            let inner = source.to_string();
+            let e = CollectionError::store("orders", source);
+            let msg = e.to_string();
+            assert!(
+                msg.starts_with("store error in collection `orders`: "),
+                "{msg}"
+            );
+            assert!(msg.contains(expect), "{msg}");
+            assert!(!msg.contains(&inner), "the source is repeated: {msg}");
+            assert!(!msg.contains("disk full"), "{msg}");
+            let src = e.source().unwrap();
+            assert_eq!(src.to_string(), inner);
+            assert!(src.downcast_ref::<StoreError>().is_some());
+        }
+        let e = CollectionError::store("", StoreError::InvalidArgument("x".into()));
+        assert!(e
+            .to_string()
+            .starts_with("store error in the collection catalog: "));
     }
 }

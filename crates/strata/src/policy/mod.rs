@@ -45,7 +45,7 @@ pub use baseline::{baseline_key, Baseline, BASELINE_FORMAT, JSONSCHEMA_PREFIX};
 // items keep their `strata::policy::` paths.
 pub use crate::ops::cutover::{
     cutover_key, CollectionCutover, CutoverCheckpoint, CutoverOptions, CutoverProgress,
-    CutoverReport, CUTOVER_PREFIX, DEFAULT_QUIESCE_TIMEOUT_MS,
+    CutoverReport, CUTOVER_PREFIX, DEFAULT_QUIESCE_TIMEOUT_MS, MAX_LISTED_AHEAD,
 };
 pub(crate) use database::PolicyLink;
 pub use database::SchemaOptions;

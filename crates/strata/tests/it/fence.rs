@@ -1042,6 +1042,65 @@ fn cutover_upcasts_old_rows_keeps_protected_fields_and_reports_newer_rows() {
     assert!(orders.get("o9-newer").is_err(), "this build cannot bind it");
 }
 
+/// A cutover over more newer-build rows than a report lists: all are counted and left
+/// byte-identical, the first `MAX_LISTED_AHEAD` are named in key order.
+#[test]
+fn cutover_report_counts_every_newer_row_and_lists_the_first_ones() {
+    use strata::policy::MAX_LISTED_AHEAD;
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    {
+        let gen0 = Database::builder(store.clone())
+            .policy(config(&clock))
+            .open()
+            .unwrap();
+        gen0.collection::<OrdV3>(
+            "orders",
+            orders_chain().schema(SchemaOptions::of::<OrdV3>()),
+        )
+        .unwrap();
+    }
+    let n = MAX_LISTED_AHEAD + 7;
+    let ids: Vec<String> = (0..n).map(|i| format!("n{i:04}")).collect();
+    for id in &ids {
+        raw_order(&store, id, 5, 1, &format!(r#"{{"id":"{id}","v5":true}}"#));
+    }
+    raw_order(&store, "a-old", 1, 1, r#"{"id":"a-old","price":1}"#);
+    let before: Vec<_> = ids
+        .iter()
+        .map(|id| store.get(&order_key(id)).unwrap())
+        .collect();
+    let transform = |d: Value| {
+        Ok(json!({"id": d["id"], "qty": d["qty"], "price": {"cents": d["price_cents"]}}))
+    };
+    let db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    let _orders = db
+        .collection::<OrdNew>(
+            "orders",
+            orders_chain()
+                .schema(SchemaOptions::of::<OrdNew>().strategy(coordinated_cutover(transform))),
+        )
+        .unwrap();
+    // Small batches: rows are met across many batches.
+    let report = db
+        .run_schema_cutover(
+            CutoverOptions::new().limits(strata::pass::PassLimits::new(10, 1 << 20).unwrap()),
+        )
+        .unwrap();
+    let c = &report.collections[0];
+    assert_eq!(c.skipped_ahead, n as u64);
+    assert_eq!(report.skipped_ahead, n as u64);
+    assert_eq!(c.ahead_keys, ids[..MAX_LISTED_AHEAD].to_vec());
+    let after: Vec<_> = ids
+        .iter()
+        .map(|id| store.get(&order_key(id)).unwrap())
+        .collect();
+    assert_eq!(after, before, "newer rows are left byte-identical");
+}
+
 /// Issue 9 test: a sweep never writes into a fenced collection.
 #[test]
 fn a_sweep_refuses_a_fenced_collection() {

@@ -33,13 +33,16 @@ mod rewrite;
 
 pub use checkpoint::{cutover_key, CutoverCheckpoint, CUTOVER_PREFIX};
 
+/// Per collection: the tally its rewrite proved exact, and its scope armed since then
+/// (a write through this store touching it sends `complete` back to a recount).
+pub(super) type Certified = HashMap<String, (strata_store::Tally, strata_store::ArmedScope)>;
 use crate::pass::PassLimits;
 use crate::payload::chain::Upcaster;
 use crate::policy::{
     baseline_key, list_clients, Fence, FenceDoc, FenceState, PolicyError, SchemaGate, Transform,
     Verdict, FENCE_KEY,
 };
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 use strata_store::{Batch, KvRead, KvWrite, NamedLease};
 
@@ -162,26 +165,57 @@ pub struct CollectionCutover {
     /// collection was already done).
     pub resumed_from: Option<Vec<u8>>,
     /// Rows met in this run that a newer build wrote (payload version above the
-    /// collection's): never rewritten, left byte-identical.
+    /// collection's): never rewritten, left byte-identical. All of them are counted.
     pub skipped_ahead: u64,
-    /// The document keys of those rows, in key order.
+    /// The document keys of the first [`MAX_LISTED_AHEAD`] (100) of those rows, in key
+    /// order (`skipped_ahead` counts them all; a report stays small on any collection).
     pub ahead_keys: Vec<String>,
 }
+
+/// How many rows written by a newer build a [`CollectionCutover`] lists by key (the
+/// count is always complete).
+pub const MAX_LISTED_AHEAD: usize = 100;
 
 impl CollectionCutover {
     fn new(
         collection: &str,
         records: u64,
         resumed_from: Option<Vec<u8>>,
-        ahead: BTreeSet<String>,
+        ahead: AheadRows,
     ) -> Self {
         CollectionCutover {
             collection: collection.to_string(),
             records,
             resumed_from,
-            skipped_ahead: ahead.len() as u64,
-            ahead_keys: ahead.into_iter().collect(),
+            skipped_ahead: ahead.count,
+            ahead_keys: ahead.listed,
         }
+    }
+}
+
+/// The rows written by a newer build met by one collection's cutover: all counted, the
+/// first [`MAX_LISTED_AHEAD`] kept by key. The pass meets rows in key order, and a batch
+/// retried after a conflict (or a pass rerun after a takeover) meets rows again only from
+/// an earlier cursor, so a row at or below the highest one counted was counted already.
+#[derive(Debug, Default)]
+struct AheadRows {
+    count: u64,
+    listed: Vec<String>,
+    highest: Option<String>,
+}
+
+impl AheadRows {
+    /// Counts the row `id` unless it was met already; true when newly counted.
+    fn insert(&mut self, id: &str) -> bool {
+        if self.highest.as_deref().is_some_and(|h| id <= h) {
+            return false;
+        }
+        self.count += 1;
+        if self.listed.len() < MAX_LISTED_AHEAD {
+            self.listed.push(id.to_string());
+        }
+        self.highest = Some(id.to_string());
+        true
     }
 }
 
@@ -404,13 +438,20 @@ impl SchemaGate {
         let mut collections = Vec::new();
         if fence.state == FenceState::Migrating {
             let transforms = self.transforms_for(&fence)?;
+            // Collections whose rewrite proved its tally (kept armed until `complete`).
+            let mut certified = HashMap::new();
             for p in &fence.pending {
                 let Some(rewrite) = transforms.get(&p.collection) else {
                     continue;
                 };
-                collections.push(self.rewrite_collection(&p.collection, rewrite, &mut options)?);
+                collections.push(self.rewrite_collection(
+                    &p.collection,
+                    rewrite,
+                    &mut options,
+                    &mut certified,
+                )?);
             }
-            self.complete(&fence, &transforms)?;
+            self.complete(&fence, &transforms, &certified)?;
         }
         // Complete → normal.
         Fence::update(self.store(), |cur| {
@@ -505,6 +546,7 @@ impl SchemaGate {
         &self,
         fence: &FenceDoc,
         migrated: &HashMap<String, PendingRewrite>,
+        certified: &Certified,
     ) -> Result<FenceDoc, PolicyError> {
         for _ in 0..crate::policy::fence::CAS_ATTEMPTS {
             let (cur, raw) = Fence::read_raw(self.store())?;
@@ -542,6 +584,19 @@ impl SchemaGate {
             let mut armed = Vec::with_capacity(migrated.len());
             for collection in migrated.keys() {
                 let prefix = crate::collection::layout::doc_prefix(collection);
+                // The tally its rewrite took, proven then and armed since: no recount.
+                if let Some((tally, scope)) = certified.get(collection) {
+                    if !scope.touched() {
+                        let m = strata_store::Manifest::new(
+                            MANIFEST_OPERATION,
+                            collection,
+                            &prefix,
+                            tally,
+                        );
+                        batch = batch.set(m.key(), m.encode());
+                        continue;
+                    }
+                }
                 armed.push(self.store().arm_manifest_scope(&prefix));
                 strata_store::Manifest::record(
                     self.store(),
@@ -589,5 +644,33 @@ impl crate::Database {
                 .unwrap_or_else(|_| live.current())
         });
         self.inner.policy.ensure()?.run_schema_cutover(options)
+    }
+}
+
+#[cfg(test)]
+mod ahead_tests {
+    use super::*;
+
+    /// Every row is counted once (rows met again from an earlier cursor are not), and only
+    /// the first `MAX_LISTED_AHEAD` are listed, in key order.
+    #[test]
+    fn ahead_rows_are_counted_once_and_listed_up_to_the_cap() {
+        let mut a = AheadRows::default();
+        let ids: Vec<String> = (0..MAX_LISTED_AHEAD + 20)
+            .map(|i| format!("k{i:05}"))
+            .collect();
+        for id in &ids[..50] {
+            assert!(a.insert(id));
+        }
+        // A retried batch meets rows 40.. again.
+        for id in &ids[40..50] {
+            assert!(!a.insert(id));
+        }
+        for id in &ids[50..] {
+            assert!(a.insert(id));
+        }
+        let report = CollectionCutover::new("c", 0, None, a);
+        assert_eq!(report.skipped_ahead, ids.len() as u64);
+        assert_eq!(report.ahead_keys, ids[..MAX_LISTED_AHEAD].to_vec());
     }
 }

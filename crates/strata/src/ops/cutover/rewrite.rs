@@ -1,13 +1,15 @@
 //! The rewrite of one pending collection on the bulk pass.
 
 use super::checkpoint::{cutover_key, CutoverCheckpoint};
-use super::{lease_lost, CollectionCutover, CutoverOptions, CutoverProgress, PendingRewrite};
+use super::{
+    lease_lost, AheadRows, CollectionCutover, CutoverOptions, CutoverProgress, PendingRewrite,
+    MAX_LISTED_AHEAD,
+};
 use crate::collection::layout::doc_prefix;
 use crate::collection::rewrite::{RowRewrite, RowRewriter};
 use crate::collection::CollectionError;
 use crate::pass::{HookError, Pass, PassError, RecordError, RecordRef};
 use crate::policy::{Fence, FenceState, PolicyError, SchemaGate, FENCE_KEY};
-use std::collections::BTreeSet;
 use strata_store::{Batch, KvRead, Mutation, Precondition};
 
 const PASS_RETRIES: u32 = 16;
@@ -19,6 +21,7 @@ impl SchemaGate {
         collection: &str,
         rewrite: &PendingRewrite,
         options: &mut CutoverOptions<'_>,
+        certified: &mut super::Certified,
     ) -> Result<CollectionCutover, PolicyError> {
         let limits = options.limits;
         let codec = CutoverCheckpoint::new(collection, &rewrite.target.hash);
@@ -52,9 +55,9 @@ impl SchemaGate {
         };
         let mut records = 0;
         let mut resumed_from = None;
-        // Rows written by a newer build: left byte-identical, reported (a set: a batch
-        // retried after a conflict meets its rows again).
-        let mut ahead: BTreeSet<String> = BTreeSet::new();
+        // Rows written by a newer build: left byte-identical, reported (counted once
+        // although a batch retried after a conflict meets its rows again).
+        let mut ahead = AheadRows::default();
         for attempt in 0..PASS_RETRIES {
             if let Some(v) = self
                 .store()
@@ -115,7 +118,7 @@ impl SchemaGate {
                     Ok(RowRewrite::Rewrite(value)) => out.push(r.replace(value)),
                     Ok(RowRewrite::Keep) => {}
                     Ok(RowRewrite::Ahead { stored }) => {
-                        if ahead_rows.insert(id.to_string()) {
+                        if ahead_rows.insert(id) && ahead_rows.count <= MAX_LISTED_AHEAD as u64 {
                             tracing::warn!(collection, key = %strata_store::escape_key(suffix), stored, "cutover: row written by a newer build left unchanged");
                         }
                     }
@@ -130,6 +133,9 @@ impl SchemaGate {
             let abort = options.abort.as_mut();
             let mut pass = Pass::new(collection, doc_prefix(collection), &codec)
                 .limits(limits)
+                // The collection as the rewrite leaves it: the final batch's manifest is
+                // recorded from this tally when nothing else wrote meanwhile.
+                .tally_scope(true)
                 .on_batch(hook);
             if let Some(a) = abort {
                 pass = pass.abort_when(a);
@@ -144,9 +150,21 @@ impl SchemaGate {
                     })
                 });
             }
+            // Observed before the pass's first read (see `Pass::tally_scope`).
+            let start = store.write_epoch();
             let result = pass.run(store, processor);
             match result {
                 Ok(report) => {
+                    if let (Some(tally), Some(start)) = (report.tally, start) {
+                        // Armed first, then proven again up to now: the rewrite's own
+                        // batches are the only writes since it began reading; from here
+                        // until `complete` commits, the armed scope catches any write.
+                        let scope = store.arm_manifest_scope(&prefix);
+                        let writes = store.write_epoch().and_then(|now| now.writes_since(start));
+                        if writes == Some(report.batches) {
+                            certified.insert(collection.to_string(), (tally, scope));
+                        }
+                    }
                     records += report.records;
                     if attempt == 0 {
                         resumed_from = report.resumed_from;
