@@ -48,6 +48,9 @@ enum Timer {
 }
 
 fn thread_cpu_ns() -> Option<u64> {
+    // The kernel brings the running thread's total up to date at scheduling events only;
+    // a yield is one (without it a reading can lag by up to a scheduler tick).
+    std::thread::yield_now();
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
     s.split_whitespace().next()?.parse().ok()
 }
