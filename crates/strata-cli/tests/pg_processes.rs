@@ -134,13 +134,13 @@ fn snapshot(store: &Store) -> BTreeMap<Vec<u8>, Vec<u8>> {
     out
 }
 
-/// The payload records (no schema headers, no checkpoints).
+/// The payload records (no schema headers, checkpoints, manifests or manifest epoch).
 fn payload(all: &BTreeMap<Vec<u8>, Vec<u8>>) -> BTreeMap<Vec<u8>, Vec<u8>> {
     all.iter()
         .filter(|(k, _)| {
             !k.starts_with(b"__nx/schema/")
                 && !k.starts_with(b"__nx/migration/")
-                && !k.starts_with(b"__nx/manifest/")
+                && !k.starts_with(b"__nx/manifest")
         })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()

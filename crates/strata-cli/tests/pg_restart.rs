@@ -57,10 +57,10 @@ fn payload(store: &Store) -> BTreeMap<Vec<u8>, Vec<u8>> {
             )
             .unwrap();
         for r in &page.records {
-            // Not the schema headers, checkpoints and bulk-operation manifests.
+            // Not the schema headers, checkpoints, bulk-operation manifests and their epoch.
             if !r.key.starts_with(b"__nx/schema/")
                 && !r.key.starts_with(b"__nx/migration/")
-                && !r.key.starts_with(b"__nx/manifest/")
+                && !r.key.starts_with(b"__nx/manifest")
             {
                 out.insert(r.key.clone(), r.value.clone());
             }

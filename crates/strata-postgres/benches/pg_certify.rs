@@ -6,6 +6,9 @@
 //! STRATA_BENCH_ROUNDS=3 ...            # interleaved certification rounds (best kept)
 //! STRATA_BENCH_WRITES=2000 ...         # collection puts per writer process
 //! STRATA_BENCH_ONLY=certify|writers    # one of the two parts
+//! STRATA_BENCH_MAX_RECORDS=512 ...     # explicit migrator record limit (default: the
+//!                                      # library's, 4,096 for certification)
+//! STRATA_BENCH_PROFILE=1 ...           # time per kind of store call of each certification
 //! ```
 //!
 //! 1. **Certification** of N legacy Numax records (spread over the 14 tables) vs a raw
@@ -229,10 +232,11 @@ fn reset_headers(store: &Store) {
 }
 
 fn certify(store: &Store) -> u64 {
-    let report = Migrator::new(Registry::numax())
-        .unwrap()
-        .run(store)
-        .unwrap();
+    let mut m = Migrator::new(Registry::numax()).unwrap();
+    if let Ok(n) = std::env::var("STRATA_BENCH_MAX_RECORDS") {
+        m = m.limits(strata::pass::PassLimits::new(n.parse().unwrap(), 4 << 20).unwrap());
+    }
+    let report = m.run(store).unwrap();
     report.tables.iter().map(|t| t.records).sum()
 }
 
@@ -266,7 +270,23 @@ fn certification(url: &str) {
             } else {
                 reset_headers(&store);
                 let t = Instant::now();
-                let got = certify(&store);
+                let got = if std::env::var_os("STRATA_BENCH_PROFILE").is_some() {
+                    let timed = std::sync::Arc::new(Timed {
+                        inner: strata_postgres::PgStore::connect(&with_table(url, &table)).unwrap(),
+                        t: Default::default(),
+                    });
+                    let s = Store::from_arc(timed.clone());
+                    let t0 = Instant::now();
+                    let got = certify(&s);
+                    println!(
+                        "profile: total {:?} get/scan/apply {:?}",
+                        t0.elapsed(),
+                        timed.t.lock().unwrap()
+                    );
+                    got
+                } else {
+                    certify(&store)
+                };
                 best_cert = best_cert.min(t.elapsed());
                 assert_eq!(got, n as u64);
             }
@@ -439,5 +459,73 @@ fn main() {
     }
     if only.is_empty() || only == "writers" {
         writers(&url);
+    }
+}
+
+/// Profiling aid (`STRATA_BENCH_PROFILE=1`): time spent in each kind of store call
+/// (get, scan, apply, scan_visit — the visit's own work included) of a certification.
+#[derive(Debug)]
+struct Timed {
+    inner: strata_postgres::PgStore,
+    t: std::sync::Mutex<[(Duration, u64); 4]>,
+}
+impl Timed {
+    fn add(&self, i: usize, d: Duration) {
+        let mut g = self.t.lock().unwrap();
+        g[i].0 += d;
+        g[i].1 += 1;
+    }
+}
+impl strata_store::KvRead for Timed {
+    fn get(&self, key: &[u8]) -> strata_store::Result<Option<Vec<u8>>> {
+        let t = Instant::now();
+        let r = self.inner.get(key);
+        self.add(0, t.elapsed());
+        r
+    }
+    fn scan(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: strata_store::ScanLimits,
+    ) -> strata_store::Result<strata_store::ScanPage> {
+        let t = Instant::now();
+        let r = self.inner.scan(prefix, after, limits);
+        self.add(1, t.elapsed());
+        r
+    }
+    fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
+        self.inner.prefix_exists(prefix)
+    }
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: strata_store::ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> strata_store::Visit,
+    ) -> strata_store::Result<strata_store::VisitEnd> {
+        let t = Instant::now();
+        let r = self.inner.scan_visit(prefix, after, limits, visit);
+        self.add(3, t.elapsed());
+        r
+    }
+}
+impl KvWrite for Timed {
+    fn apply(&self, batch: Batch) -> strata_store::Result<()> {
+        let t = Instant::now();
+        let r = self.inner.apply(batch);
+        self.add(2, t.elapsed());
+        r
+    }
+    fn flush(&self) -> strata_store::Result<()> {
+        self.inner.flush()
+    }
+}
+impl strata_store::Backend for Timed {
+    fn name(&self) -> &'static str {
+        "timed"
+    }
+    fn cross_process_lease(&self) -> Option<&dyn strata_store::CrossProcessLease> {
+        self.inner.cross_process_lease()
     }
 }

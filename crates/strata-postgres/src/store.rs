@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use strata_store::{
     escape_key, Backend, CrossProcessLease, HeldLease, KvRead, NamedLease, Offer, PageBuilder,
-    Result, ScanLimits, ScanPage, Store, StoreError,
+    Result, ScanLimits, ScanPage, Store, StoreError, Visit, VisitEnd,
 };
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
@@ -27,8 +27,10 @@ pub const TABLE_PARAM: &str = "strata_table";
 
 /// Pages asking for at most this many rows are fetched with one plain query; larger ones
 /// through a cursor (portal) in chunks of this many rows, so a page with a huge record
-/// limit and a small byte budget does not make the server list the whole prefix.
-const FETCH_ROWS: usize = 1024;
+/// limit and a small byte budget does not make the server list the whole prefix. (The
+/// server sends no value beyond the byte budget, so a large chunk costs only keys and
+/// lengths; 8,192 covers a certification's 4,096-record batches in one query.)
+const FETCH_ROWS: usize = 8192;
 
 /// Default of the URL's `connect_timeout` (seconds): opening the TCP connection.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -329,24 +331,11 @@ impl PgStore {
         after: Option<&[u8]>,
         limits: ScanLimits,
     ) -> std::result::Result<ScanPage, Failure> {
-        let upper = successor(prefix);
-        let (lower, strict) = match after {
-            Some(a) if a >= prefix => (a, true),
-            _ => (prefix, false),
-        };
-        let stmt = &conn.stmts.scan[usize::from(strict)][usize::from(upper.is_some())];
-        let max_bytes = clamp(limits.max_bytes());
-        let max_records = clamp(limits.max_records());
-        // One row past the record limit tells whether there is more.
-        let row_limit = clamp(limits.max_records().saturating_add(1));
-        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&lower];
-        if let Some(u) = &upper {
-            params.push(u);
-        }
-        params.extend([&max_bytes as &(dyn ToSql + Sync), &max_records, &row_limit]);
-
         let mut page = PageBuilder::new(limits);
-        if row_limit <= FETCH_ROWS as i64 {
+        let query = PageQuery::new(prefix, after, limits);
+        let stmt = &query.statement(conn).clone();
+        let params = query.params();
+        if query.row_limit <= FETCH_ROWS as i64 {
             let rows = conn.client.query(stmt, &params).await?;
             self.offer_rows(&mut page, rows)?;
         } else {
@@ -367,6 +356,68 @@ impl PgStore {
             tx.commit().await?;
         }
         Ok(page.finish())
+    }
+
+    /// [`KvRead::scan_visit`] over the rows of one page query: the records the page takes
+    /// (decided as [`PageBuilder`] decides, before any is visited, so that the errors are
+    /// the same as [`KvRead::scan`]'s) are handed over as slices of the received rows.
+    fn visit_rows(
+        &self,
+        rows: &[tokio_postgres::Row],
+        limits: ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
+    ) -> std::result::Result<VisitEnd, Failure> {
+        let (max_records, max_bytes) = (limits.max_records(), limits.max_bytes());
+        let mut taken = 0;
+        let mut used = 0usize;
+        let mut more = false;
+        for row in rows {
+            let key: &[u8] = row.try_get(0)?;
+            let len: i32 = row.try_get(1)?;
+            let size = key
+                .len()
+                .saturating_add(usize::try_from(len).unwrap_or(usize::MAX));
+            if size > max_bytes {
+                if taken > 0 {
+                    more = true;
+                    break;
+                }
+                return Err(Failure::from(StoreError::RecordTooLarge {
+                    key: key.to_vec(),
+                    size,
+                    limit: max_bytes,
+                }));
+            }
+            if taken >= max_records || used.saturating_add(size) > max_bytes {
+                more = true;
+                break;
+            }
+            used += size;
+            taken += 1;
+        }
+        for (i, row) in rows.iter().take(taken).enumerate() {
+            let key: &[u8] = row.try_get(0)?;
+            let value: Option<&[u8]> = row.try_get(2)?;
+            let Some(value) = value else {
+                // The server withheld a value the page takes: the two disagree about the
+                // limits, which must not happen.
+                return Err(Failure::from(PgError::Unexpected {
+                    op: "scan",
+                    table: self.table.clone(),
+                    key: escape_key(key),
+                }));
+            };
+            if visit(key, value) == Visit::Stop {
+                return Ok(VisitEnd {
+                    records: i + 1,
+                    more: true,
+                });
+            }
+        }
+        Ok(VisitEnd {
+            records: taken,
+            more,
+        })
     }
 
     /// Feeds rows `(k, octet_length(v), v or NULL)` to the page builder; false once it
@@ -399,6 +450,51 @@ impl PgStore {
             }
         }
         Ok(true)
+    }
+}
+
+/// The statement and parameters of one page query.
+struct PageQuery<'a> {
+    lower: &'a [u8],
+    strict: bool,
+    upper: Option<Vec<u8>>,
+    max_bytes: i64,
+    max_records: i64,
+    /// One row past the record limit tells whether there is more.
+    row_limit: i64,
+}
+
+impl<'a> PageQuery<'a> {
+    fn new(prefix: &'a [u8], after: Option<&'a [u8]>, limits: ScanLimits) -> Self {
+        let (lower, strict) = match after {
+            Some(a) if a >= prefix => (a, true),
+            _ => (prefix, false),
+        };
+        PageQuery {
+            lower,
+            strict,
+            upper: successor(prefix),
+            max_bytes: clamp(limits.max_bytes()),
+            max_records: clamp(limits.max_records()),
+            row_limit: clamp(limits.max_records().saturating_add(1)),
+        }
+    }
+
+    fn statement<'c>(&self, conn: &'c Conn) -> &'c tokio_postgres::Statement {
+        &conn.stmts.scan[usize::from(self.strict)][usize::from(self.upper.is_some())]
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&self.lower];
+        if let Some(u) = &self.upper {
+            params.push(u);
+        }
+        params.extend([
+            &self.max_bytes as &(dyn ToSql + Sync),
+            &self.max_records,
+            &self.row_limit,
+        ]);
+        params
     }
 }
 
@@ -539,6 +635,44 @@ impl KvRead for PgStore {
         self.with_conn("scan", async |conn| {
             self.scan_rows(conn, prefix, after, limits).await
         })
+    }
+
+    /// Without copying a record: the page's rows are received whole (one query), and
+    /// keys and values are handed over as slices of them. Pages larger than one query's
+    /// rows go through [`KvRead::scan`].
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
+    ) -> Result<VisitEnd> {
+        let query = PageQuery::new(prefix, after, limits);
+        if query.row_limit > FETCH_ROWS as i64 {
+            let page = self.scan(prefix, after, limits)?;
+            let mut records = 0;
+            for r in &page.records {
+                records += 1;
+                if visit(&r.key, &r.value) == Visit::Stop {
+                    return Ok(VisitEnd {
+                        records,
+                        more: true,
+                    });
+                }
+            }
+            return Ok(VisitEnd {
+                records,
+                more: page.more,
+            });
+        }
+        let rows = self.with_conn("scan", async |conn| {
+            Ok(conn
+                .client
+                .query(query.statement(conn), &query.params())
+                .await?)
+        })?;
+        self.visit_rows(&rows, limits, visit)
+            .map_err(|e| self.error(e, "scan"))
     }
 
     fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {

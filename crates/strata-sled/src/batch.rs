@@ -34,7 +34,9 @@ impl SledStore {
             }
             if let Some(own) = own {
                 // One traversal checks and writes the key; nothing else is written.
-                cache.forget(key);
+                if self.guards.lengths.load(Ordering::Acquire) & length_bit(key) != 0 {
+                    cache.forget(key);
+                }
                 return match mutations.pop() {
                     Some(Mutation::Set { key, value }) => self.cas(own, key, Some(value)),
                     Some(Mutation::Delete { key }) => self.cas(own, key, None),

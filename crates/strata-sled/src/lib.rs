@@ -47,7 +47,9 @@
 //! datastore's lock).
 //!
 //! Memory: sled's own default page cache is 1 GiB and does not bound memory by itself;
-//! [`SledOptions`] defaults to [`SledOptions::DEFAULT_CACHE_CAPACITY`] (64 MiB).
+//! [`SledOptions`] defaults to [`SledOptions::DEFAULT_CACHE_CAPACITY`] (64 MiB). The write
+//! cache adds at most [`SledOptions::DEFAULT_WRITE_CACHE_BYTES`] (8 MiB) of keys and values,
+//! most of them buffers shared with sled's own cache.
 //!
 //! ```
 //! use strata_sled::SledStore;

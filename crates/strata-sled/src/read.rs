@@ -10,7 +10,13 @@ use strata_store::{
 impl KvRead for SledStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         // The write cache first: exactly sled's value for a key written recently.
-        self.current(key).map(|v| v.map(|v| v.to_vec()))
+        if let Some(v) = self.values.get_copy(key) {
+            return Ok(Some(v));
+        }
+        self.db
+            .get(key)
+            .map(|v| v.map(|v| v.to_vec()))
+            .map_err(|e| self.error(e))
     }
 
     fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {

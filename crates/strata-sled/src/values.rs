@@ -242,6 +242,18 @@ impl ValueCache {
         self.lock(self.stripe_of(key))?.get(key)
     }
 
+    /// [`ValueCache::get`] as a copy, made under the stripe's lock (no reference count
+    /// taken and dropped on the shared buffer).
+    pub(crate) fn get_copy(&self, key: &[u8]) -> Option<Vec<u8>> {
+        if !self.enabled() {
+            return None;
+        }
+        self.lock(self.stripe_of(key))?
+            .map
+            .get(key)
+            .map(|v| v.to_vec())
+    }
+
     /// Locks the stripes of `keys` for a write (none when the cache is disabled).
     pub(crate) fn lock_keys<'a, 'k>(
         &'a self,
@@ -256,7 +268,7 @@ impl ValueCache {
         let mut stripes: Vec<usize> = keys.map(|k| self.stripe_of(k)).collect();
         let held = if let [one] = stripes.as_slice() {
             match self.lock(*one) {
-                Some(g) => Held::One(*one, g),
+                Some(g) => Held::One(*one, (0, 0), g),
                 None => Held::None,
             }
         } else {
@@ -277,7 +289,7 @@ impl ValueCache {
         let held = if self.enabled() {
             let s = self.stripe_of(key);
             match self.lock(s) {
-                Some(g) => Held::One(s, g),
+                Some(g) => Held::One(s, (key.as_ptr() as usize, key.len()), g),
                 None => Held::None,
             }
         } else {
@@ -317,7 +329,8 @@ impl Stripe {
 
 enum Held<'a> {
     None,
-    One(usize, MutexGuard<'a, Stripe>),
+    /// One stripe: its index, the address and length of the key it was locked for.
+    One(usize, (usize, usize), MutexGuard<'a, Stripe>),
     Many(Vec<(usize, MutexGuard<'a, Stripe>)>),
 }
 
@@ -332,7 +345,12 @@ impl WriteLock<'_> {
     fn stripe(&mut self, key: &[u8]) -> Option<&mut Stripe> {
         match &mut self.held {
             Held::None => None,
-            Held::One(s, g) => (*s == self.cache.stripe_of(key)).then_some(&mut **g),
+            Held::One(s, (ptr, len), g) => {
+                // The very bytes the lock was taken for (the key's buffer, moved along
+                // with it) are known to be in this stripe; other keys are hashed again.
+                let same = *ptr == key.as_ptr() as usize && *len == key.len();
+                (same || *s == self.cache.stripe_of(key)).then_some(&mut **g)
+            }
             Held::Many(all) => {
                 let s = self.cache.stripe_of(key);
                 all.iter_mut().find(|(i, _)| *i == s).map(|(_, g)| &mut **g)

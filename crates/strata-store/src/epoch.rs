@@ -46,6 +46,16 @@ pub struct WriteEpoch {
     value: u64,
 }
 
+impl WriteEpoch {
+    /// How many batches were applied between `earlier` and this observation (`None` when
+    /// they come from different backends). A caller that applied `n` batches itself in
+    /// between and gets exactly `n` knows that nothing else wrote to the store meanwhile
+    /// (every applied non-empty batch advances the epoch exactly once).
+    pub fn writes_since(&self, earlier: WriteEpoch) -> Option<u64> {
+        (self.clock == earlier.clock).then(|| self.value.wrapping_sub(earlier.value))
+    }
+}
+
 /// The write-epoch counter of one backend (shared by all its clones).
 ///
 /// The backend calls [`EpochClock::advance`] after applying every write, while it holds
@@ -83,7 +93,9 @@ impl EpochClock {
     }
 
     /// Records that a write was applied. Call after the write, before releasing the
-    /// writer lock (a release: the write is visible to whoever observes the new value).
+    /// writer lock (a release: the write is visible to whoever observes the new value),
+    /// exactly once per applied batch (see [`WriteEpoch::writes_since`]; a batch with no
+    /// mutation and no precondition, which writes nothing, need not count).
     pub fn advance(&self) {
         self.value.fetch_add(1, Ordering::Release);
     }
@@ -110,6 +122,8 @@ mod tests {
         assert!(!other.unchanged_since(e));
         clock.advance();
         assert!(!clock.unchanged_since(e));
+        assert_eq!(clock.observe().writes_since(e), Some(1));
+        assert_eq!(other.observe().writes_since(e), None);
         assert!(clock.unchanged_since(clock.observe()));
     }
 }

@@ -2,13 +2,12 @@
 
 use crate::manifest::{ArmedScope, ManifestWatch};
 use crate::{Backend, Batch, KvRead, KvWrite, Result, ScanLimits, ScanPage};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, ThreadId};
 
 #[derive(Debug, Default)]
 struct GateState {
-    /// Ordinary writes in flight.
-    shared: usize,
     /// The thread holding the exclusive lease, if any.
     holder: Option<ThreadId>,
     /// Lease requests waiting (new shared writers yield to them, so a lease is not
@@ -19,10 +18,28 @@ struct GateState {
     parked: usize,
 }
 
+/// [`Gate::state`]: ordinary writes in flight (the low bits) and two flags.
+const COUNT: u64 = (1 << 32) - 1;
+/// A lease is held.
+const LEASED: u64 = 1 << 32;
+/// A lease request is waiting.
+const WAITING: u64 = 1 << 33;
+
 /// A readers-writer gate for writes: ordinary writes share it, a lease holds it alone.
+///
+/// An ordinary write enters with one compare-and-swap of `state` while no lease is held
+/// or waited for; otherwise it parks under the mutex. The flags in `state` only change
+/// under the mutex and mirror `holder`/`waiting`. Why a lease never shares the gate with
+/// an ordinary write: a lease request sets [`WAITING`] before it reads the count, and an
+/// ordinary write can only raise the count from a state without flags; both are
+/// read-modify-writes of the one atomic, so either the write's increment comes first (the
+/// request sees it and waits) or the flag does (the write's compare-and-swap fails and it
+/// parks). A write leaving as the last one while a flag is set takes the mutex to wake the
+/// request, so the wake-up cannot fall between the request's check and its wait.
 #[derive(Debug, Default)]
 struct Gate {
-    state: Mutex<GateState>,
+    state: AtomicU64,
+    slow: Mutex<GateState>,
     changed: Condvar,
 }
 
@@ -30,7 +47,7 @@ impl Gate {
     fn lock(&self) -> MutexGuard<'_, GateState> {
         // A poisoned gate only means another thread panicked while holding the mutex for a
         // few instructions of bookkeeping; the counters are still meaningful.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.slow.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn wait<'a>(&self, g: MutexGuard<'a, GateState>) -> MutexGuard<'a, GateState> {
@@ -40,6 +57,19 @@ impl Gate {
     /// Enters the shared side; returns false when the calling thread holds the lease (its
     /// writes go straight through and must not be counted).
     fn enter_shared(&self) -> bool {
+        let s = self.state.load(Ordering::Acquire);
+        if s & (LEASED | WAITING) == 0
+            && self
+                .state
+                .compare_exchange(s, s + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            return true;
+        }
+        self.enter_shared_slow()
+    }
+
+    fn enter_shared_slow(&self) -> bool {
         let me = thread::current().id();
         let mut g = self.lock();
         let mut parked = false;
@@ -48,7 +78,8 @@ impl Gate {
                 break false;
             }
             if g.holder.is_none() && g.waiting == 0 {
-                g.shared += 1;
+                // No flag can be set meanwhile (they change under the mutex we hold).
+                self.state.fetch_add(1, Ordering::AcqRel);
                 break true;
             }
             if !parked {
@@ -64,9 +95,11 @@ impl Gate {
     }
 
     fn leave_shared(&self) {
-        let mut g = self.lock();
-        g.shared -= 1;
-        if g.shared == 0 {
+        let before = self.state.fetch_sub(1, Ordering::AcqRel);
+        if before & COUNT == 1 && before & (LEASED | WAITING) != 0 {
+            // The last write out while a lease request waits: wake it (under the mutex,
+            // so it is either before its check of the count or already waiting).
+            let _g = self.lock();
             self.changed.notify_all();
         }
     }
@@ -75,18 +108,28 @@ impl Gate {
         let me = thread::current().id();
         let mut g = self.lock();
         g.waiting += 1;
+        self.state.fetch_or(WAITING, Ordering::AcqRel);
         loop {
-            if g.holder.is_none() && g.shared == 0 {
-                g.waiting -= 1;
+            if g.holder.is_none() && self.state.load(Ordering::Acquire) & COUNT == 0 {
                 g.holder = Some(me);
+                self.state.fetch_or(LEASED, Ordering::AcqRel);
+                self.stop_waiting(&mut g);
                 return true;
             }
             if !block {
-                g.waiting -= 1;
+                self.stop_waiting(&mut g);
                 self.changed.notify_all();
                 return false;
             }
             g = self.wait(g);
+        }
+    }
+
+    /// One lease request stops waiting; the flag goes with the last one.
+    fn stop_waiting(&self, g: &mut GateState) {
+        g.waiting -= 1;
+        if g.waiting == 0 {
+            self.state.fetch_and(!WAITING, Ordering::AcqRel);
         }
     }
 
@@ -97,6 +140,7 @@ impl Gate {
     fn release(&self) {
         let mut g = self.lock();
         g.holder = None;
+        self.state.fetch_and(!LEASED, Ordering::AcqRel);
         self.changed.notify_all();
     }
 }
@@ -290,5 +334,186 @@ impl KvWrite for WriteLease {
     }
     fn flush(&self) -> Result<()> {
         self.store.backend.flush()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::MemoryStore;
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    use std::sync::mpsc;
+    use std::sync::Barrier;
+
+    /// A backend that counts the writes inside it and checks that none runs while a lease
+    /// is held by another thread; `pause` holds a write in flight until told to go on.
+    #[derive(Debug, Default)]
+    struct Watched {
+        inner: MemoryStore,
+        in_flight: AtomicUsize,
+        leased: AtomicBool,
+        pause: Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>,
+    }
+
+    impl KvRead for Watched {
+        fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+            self.inner.get(key)
+        }
+        fn scan(&self, p: &[u8], a: Option<&[u8]>, l: ScanLimits) -> Result<ScanPage> {
+            self.inner.scan(p, a, l)
+        }
+        fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
+            self.inner.prefix_exists(prefix)
+        }
+    }
+
+    impl KvWrite for Watched {
+        fn apply(&self, batch: Batch) -> Result<()> {
+            self.in_flight.fetch_add(1, Ordering::SeqCst);
+            assert!(
+                !self.leased.load(Ordering::SeqCst),
+                "a write ran under another thread's lease"
+            );
+            if let Some((entered, resume)) = self.pause.lock().unwrap().as_ref() {
+                entered.send(()).unwrap();
+                resume.recv().unwrap();
+            }
+            thread::yield_now();
+            let result = self.inner.apply(batch);
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            result
+        }
+        fn flush(&self) -> Result<()> {
+            self.inner.flush()
+        }
+    }
+
+    impl Backend for Watched {
+        fn name(&self) -> &'static str {
+            "watched"
+        }
+    }
+
+    #[test]
+    fn a_lease_never_overlaps_a_write_from_another_thread() {
+        let backend = Arc::new(Watched::default());
+        let store = Store::from_arc(backend.clone());
+        let writers = 3;
+        let leasers = 2;
+        let start = Barrier::new(writers + leasers);
+        let leases = AtomicUsize::new(0);
+        thread::scope(|s| {
+            for w in 0..writers {
+                let (store, start) = (store.clone(), &start);
+                s.spawn(move || {
+                    start.wait();
+                    for i in 0..400u32 {
+                        let key = format!("w{w}/{i}").into_bytes();
+                        store.apply(Batch::new().set(key, vec![1])).unwrap();
+                    }
+                });
+            }
+            for l in 0..leasers {
+                let (store, start, backend, leases) =
+                    (store.clone(), &start, backend.clone(), &leases);
+                s.spawn(move || {
+                    start.wait();
+                    for i in 0..100u32 {
+                        let lease = if i % 2 == 0 {
+                            store.lease()
+                        } else {
+                            match store.try_lease() {
+                                Some(lease) => lease,
+                                None => continue,
+                            }
+                        };
+                        backend.leased.store(true, Ordering::SeqCst);
+                        assert_eq!(backend.in_flight.load(Ordering::SeqCst), 0);
+                        // The holder's own writes pass (and are not the others').
+                        backend.leased.store(false, Ordering::SeqCst);
+                        let key = format!("l{l}/{i}").into_bytes();
+                        store.apply(Batch::new().set(key, vec![2])).unwrap();
+                        backend.leased.store(true, Ordering::SeqCst);
+                        thread::yield_now();
+                        assert_eq!(backend.in_flight.load(Ordering::SeqCst), 0);
+                        backend.leased.store(false, Ordering::SeqCst);
+                        leases.fetch_add(1, Ordering::SeqCst);
+                        drop(lease);
+                    }
+                });
+            }
+        });
+        assert!(leases.load(Ordering::SeqCst) >= 100);
+        assert_eq!(store.gate.state.load(Ordering::SeqCst), 0);
+        assert_eq!(store.waiting_writers(), 0);
+        assert!(!store.is_leased());
+        let page = store
+            .scan(b"w", None, ScanLimits::new(10_000, 1 << 20).unwrap())
+            .unwrap();
+        assert_eq!(page.records.len(), writers * 400);
+    }
+
+    #[test]
+    fn a_new_write_yields_to_a_waiting_lease_request() {
+        let backend = Arc::new(Watched::default());
+        let store = Store::from_arc(backend.clone());
+        thread::scope(|s| {
+            // (The channels live in the scope: a failed assertion drops them, which ends
+            // the threads blocked on them instead of hanging the scope.)
+            let (entered_tx, entered_rx) = mpsc::channel();
+            let (resume_tx, resume_rx) = mpsc::channel();
+            *backend.pause.lock().unwrap() = Some((entered_tx, resume_rx));
+            // A write in flight, paused inside the backend.
+            let first = store.clone();
+            let first = s.spawn(move || first.apply(Batch::new().set(b"a".to_vec(), vec![1])));
+            entered_rx.recv().unwrap();
+            // A lease request waits for it.
+            let leaser = store.clone();
+            let (leased_tx, leased_rx) = mpsc::channel();
+            let (release_tx, release_rx) = mpsc::channel::<()>();
+            let leaser = s.spawn(move || {
+                let lease = leaser.lease();
+                leased_tx.send(()).unwrap();
+                release_rx.recv().unwrap();
+                drop(lease);
+            });
+            // (Bounded: a gate that never flags the request fails here instead of hanging.)
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while store.gate.state.load(Ordering::SeqCst) & WAITING == 0 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the request never waited"
+                );
+                thread::yield_now();
+            }
+            // A new write does not slip in ahead of the waiting request: it parks.
+            let second = store.clone();
+            let second = s.spawn(move || second.apply(Batch::new().set(b"b".to_vec(), vec![2])));
+            while store.waiting_writers() == 0 {
+                assert_eq!(
+                    backend.in_flight.load(Ordering::SeqCst),
+                    1,
+                    "a new write slipped in ahead of the waiting lease request"
+                );
+                thread::yield_now();
+            }
+            assert!(leased_rx.try_recv().is_err());
+            // The first write finishes: the lease is granted, the second write still waits.
+            resume_tx.send(()).unwrap();
+            first.join().unwrap().unwrap();
+            leased_rx.recv().unwrap();
+            assert!(store.is_leased());
+            assert_eq!(store.waiting_writers(), 1);
+            assert_eq!(backend.inner.get(b"b").unwrap(), None);
+            // Released: the second write goes through.
+            release_tx.send(()).unwrap();
+            leaser.join().unwrap();
+            entered_rx.recv().unwrap();
+            resume_tx.send(()).unwrap();
+            second.join().unwrap().unwrap();
+        });
+        assert_eq!(backend.inner.get(b"b").unwrap(), Some(vec![2]));
+        assert_eq!(store.gate.state.load(Ordering::SeqCst), 0);
     }
 }

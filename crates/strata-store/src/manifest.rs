@@ -13,7 +13,10 @@
 //! memory (one scan of `__nx/manifest/` at the first write of the handle), and the first
 //! ordinary batch that writes under a live manifest's prefix also deletes that manifest,
 //! in the same atomic batch. Later writes find no live manifest and cost one read-locked
-//! check. So a live manifest always describes the scope exactly as the operation left it
+//! check. On a store several processes write (PostgreSQL), another process may record a
+//! manifest after a handle loaded its list: there every manifest batch replaces the
+//! [`MANIFEST_EPOCH_KEY`] and every write requires the epoch its handle loaded, so a stale
+//! handle's write fails that precondition, reloads the list and is applied again. So a live manifest always describes the scope exactly as the operation left it
 //! — unless something wrote behind strata's back (another tool, a damaged file, a lost
 //! log tail), which is exactly what `verify` reports.
 //!
@@ -24,7 +27,9 @@
 //!
 //! [`Store`]: crate::Store
 
-use crate::{Backend, Batch, KvRead, Mutation, Result, ScanLimits, StoreError, Visit};
+use crate::{
+    Backend, Batch, KvRead, Mutation, Precondition, Result, ScanLimits, StoreError, Visit,
+};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -32,6 +37,17 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Every manifest lives under this prefix: `__nx/manifest/<operation>/<scope>`.
 pub const MANIFEST_PREFIX: &[u8] = b"__nx/manifest/";
+
+/// On a store shared by several processes: the manifest **epoch**, an opaque value that
+/// every batch recording or dropping manifests replaces, and that every write requires
+/// to be the value its handle loaded its manifest list with. A handle whose list is stale
+/// therefore fails that one precondition (in the same round trip as the write itself),
+/// reloads the list and writes again — instead of rescanning `__nx/manifest/` before
+/// every write.
+pub const MANIFEST_EPOCH_KEY: &[u8] = b"__nx/manifest-epoch";
+
+/// How often one write is retried after another process changed the manifests.
+const EPOCH_ATTEMPTS: usize = 8;
 
 /// The manifest format this build writes and reads.
 pub const MANIFEST_FORMAT: u32 = 1;
@@ -299,6 +315,14 @@ struct Live {
     prefix: Vec<u8>,
 }
 
+/// The live manifests as loaded, and the epoch they were loaded at (shared stores).
+#[derive(Debug, Default)]
+struct Loaded {
+    live: Vec<Live>,
+    /// The value of [`MANIFEST_EPOCH_KEY`] read before the list (`None`: absent).
+    epoch: Option<Vec<u8>>,
+}
+
 /// A scope armed for certification (see [`ArmedScope`]).
 #[derive(Debug)]
 struct Armed {
@@ -309,8 +333,9 @@ struct Armed {
 /// The write path's view of the live manifests of one store handle (shared by its clones).
 #[derive(Debug, Default)]
 pub(crate) struct ManifestWatch {
-    /// `None` until loaded at the first write.
-    live: RwLock<Option<Vec<Live>>>,
+    /// `None` until loaded at the first write (and, on a shared store, after another
+    /// process changed the manifests).
+    live: RwLock<Option<Loaded>>,
     armed: Mutex<Vec<Armed>>,
     next_id: AtomicU64,
 }
@@ -342,12 +367,48 @@ fn is_manifest_mutation(m: &Mutation) -> bool {
     m.key().starts_with(MANIFEST_PREFIX)
 }
 
+/// `batch` also requiring the manifest epoch `loaded` (pushed after its own
+/// preconditions, so that an observation the batch declared still covers exactly those),
+/// and replacing it with `next`.
+fn with_epoch(mut batch: Batch, loaded: Option<Vec<u8>>, next: Option<Vec<u8>>) -> Batch {
+    batch.push_precondition(match loaded {
+        Some(value) => Precondition::Equals {
+            key: MANIFEST_EPOCH_KEY.to_vec(),
+            value,
+        },
+        None => Precondition::Absent {
+            key: MANIFEST_EPOCH_KEY.to_vec(),
+        },
+    });
+    if let Some(next) = next {
+        batch.push(Mutation::Set {
+            key: MANIFEST_EPOCH_KEY.to_vec(),
+            value: next,
+        });
+    }
+    batch
+}
+
+/// A new epoch value: unique across processes and time (pid, clock, a counter, hashed).
+fn new_epoch() -> Vec<u8> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let mut h = Sha256::new();
+    h.update(std::process::id().to_le_bytes());
+    h.update(nanos.to_le_bytes());
+    h.update(COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    h.finalize()[..16].to_vec()
+}
+
 impl ManifestWatch {
-    fn read(&self) -> RwLockReadGuard<'_, Option<Vec<Live>>> {
+    fn read(&self) -> RwLockReadGuard<'_, Option<Loaded>> {
         self.live.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, Option<Vec<Live>>> {
+    fn write(&self) -> RwLockWriteGuard<'_, Option<Loaded>> {
         self.live.write().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -360,17 +421,20 @@ impl ManifestWatch {
         })
     }
 
-    /// Loads the live manifests: once per handle on a single-process store; before every
-    /// write on a store shared by several processes (PostgreSQL), where another process
-    /// may have recorded a manifest since (one prefix scan per write, cheap beside the
-    /// write's commit; what it leaves open is in `docs/format.md`).
-    fn load(&self, backend: &dyn Backend) -> Result<()> {
-        let shared = backend.cross_process_lease().is_some();
-        if !shared && self.read().is_some() {
+    /// Loads the live manifests once per handle (again after [`Self::forget`]). On a
+    /// store shared by several processes the epoch is read first, then the list: a list
+    /// at least as new as its epoch.
+    fn load(&self, backend: &dyn Backend, shared: bool) -> Result<()> {
+        if self.read().is_some() {
             return Ok(());
         }
         let mut g = self.write();
-        if shared || g.is_none() {
+        if g.is_none() {
+            let epoch = if shared {
+                backend.get(MANIFEST_EPOCH_KEY)?
+            } else {
+                None
+            };
             let mut live = Vec::new();
             for (key, m) in read_manifests(backend)? {
                 // A manifest that does not decode guards nothing (verify reports it).
@@ -382,9 +446,14 @@ impl ManifestWatch {
                     });
                 }
             }
-            *g = Some(live);
+            *g = Some(Loaded { live, epoch });
         }
         Ok(())
+    }
+
+    /// Drops the loaded list: the next write loads it again.
+    fn forget(&self) {
+        *self.write() = None;
     }
 
     /// Arms `prefix` (see [`ArmedScope`]).
@@ -404,19 +473,64 @@ impl ManifestWatch {
     }
 
     /// Applies `batch` to `backend`, keeping the manifests honest (module docs).
-    pub(crate) fn apply(&self, backend: &dyn Backend, mut batch: Batch) -> Result<()> {
-        self.load(backend)?;
+    ///
+    /// On a store shared by several processes (a backend with a cross-process lease) the
+    /// batch also requires the manifest epoch its handle loaded (and a batch that changes
+    /// manifests replaces it): when another process recorded or dropped manifests since,
+    /// that precondition fails, the handle reloads the list and the batch is applied
+    /// again, now deleting the manifests its writes retire. One-process stores (sled,
+    /// redb, memory) load the list once and never need the epoch.
+    pub(crate) fn apply(&self, backend: &dyn Backend, batch: Batch) -> Result<()> {
+        let shared = backend.cross_process_lease().is_some();
+        if !shared {
+            self.load(backend, false)?;
+            return self.apply_once(backend, batch, false);
+        }
+        let mut batch = batch;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            self.load(backend, true)?;
+            let last = attempt >= EPOCH_ATTEMPTS;
+            // A copy is kept for a retry (the backend consumes the batch).
+            let this = if last {
+                std::mem::take(&mut batch)
+            } else {
+                batch.clone()
+            };
+            match self.apply_once(backend, this, true) {
+                Err(StoreError::Conflict { key, .. }) if key == MANIFEST_EPOCH_KEY && !last => {
+                    tracing::debug!(
+                        attempt,
+                        "another process changed the manifests; reloading them"
+                    );
+                    self.forget();
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One attempt of [`Self::apply`] with the list as loaded (`shared`: with the epoch).
+    fn apply_once(&self, backend: &dyn Backend, mut batch: Batch, shared: bool) -> Result<()> {
         let writes_manifests = batch.mutations().iter().any(is_manifest_mutation);
         if !writes_manifests {
             // An ordinary batch: shared with other ordinary batches.
             let g = self.read();
-            let hits = self.prepare(g.as_deref().unwrap_or_default(), &mut batch);
+            let loaded = g.as_ref();
+            let hits = self.prepare(
+                loaded.map(|l| l.live.as_slice()).unwrap_or_default(),
+                &mut batch,
+            );
+            if shared {
+                batch = with_epoch(batch, loaded.and_then(|l| l.epoch.clone()), None);
+            }
             backend.apply(batch)?;
             drop(g);
             if !hits.is_empty() {
                 let mut g = self.write();
-                if let Some(live) = g.as_mut() {
-                    live.retain(|l| !hits.contains(&l.id));
+                if let Some(loaded) = g.as_mut() {
+                    loaded.live.retain(|l| !hits.contains(&l.id));
                 }
             }
             return Ok(());
@@ -424,8 +538,8 @@ impl ManifestWatch {
         // A batch that records or drops manifests: alone, so no ordinary batch can slip
         // between its checks and its commit.
         let mut g = self.write();
-        let live = g.get_or_insert_with(Vec::new);
-        let hits = self.prepare(live, &mut batch);
+        let loaded = g.get_or_insert_with(Loaded::default);
+        let hits = self.prepare(&loaded.live, &mut batch);
         // Drop a manifest whose armed scope an ordinary write touched meanwhile.
         let (mut mutations, preconditions) = batch.into_parts();
         {
@@ -455,7 +569,15 @@ impl ManifestWatch {
             }
             batch.push(m);
         }
+        let next_epoch = shared.then(new_epoch);
+        if shared {
+            batch = with_epoch(batch, loaded.epoch.clone(), next_epoch.clone());
+        }
         backend.apply(batch)?;
+        if shared {
+            loaded.epoch = next_epoch;
+        }
+        let live = &mut loaded.live;
         live.retain(|l| !hits.contains(&l.id));
         for m in changes {
             live.retain(|l| l.key != m.key());
@@ -567,6 +689,35 @@ mod tests {
             .apply(Batch::new().set(vec![b't', b'/', 7], b"x".to_vec()))
             .unwrap();
         assert_eq!(store.get(&key).unwrap(), None);
+    }
+
+    #[test]
+    fn a_one_process_store_needs_no_manifest_epoch() {
+        let store = store_with(3);
+        certify(&store);
+        store
+            .apply(Batch::new().set(vec![b't', b'/', 9], b"x".to_vec()))
+            .unwrap();
+        assert_eq!(store.get(MANIFEST_EPOCH_KEY).unwrap(), None);
+        assert_eq!(store.get(&manifest_key("migrate", "t")).unwrap(), None);
+    }
+
+    #[test]
+    fn the_epoch_batch_requires_the_loaded_epoch_and_sets_the_next() {
+        let b = Batch::new()
+            .require_absent(b"a".to_vec())
+            .set(b"a".to_vec(), b"1".to_vec());
+        let b = with_epoch(b, Some(b"e1".to_vec()), Some(b"e2".to_vec()));
+        assert_eq!(
+            b.preconditions()[1],
+            crate::Precondition::Equals {
+                key: MANIFEST_EPOCH_KEY.to_vec(),
+                value: b"e1".to_vec()
+            }
+        );
+        assert_eq!(b.preconditions().len(), 2);
+        assert_eq!(b.mutations().last().unwrap().key(), MANIFEST_EPOCH_KEY);
+        assert_ne!(new_epoch(), new_epoch());
     }
 
     #[test]

@@ -15,9 +15,17 @@
 //! a sealed and a clear collection over the same store): current-version `get`, `put`
 //! (sealed: one key snapshot + the keyring precondition on the batch), the eager `sweep`
 //! of stale rows (sealed: open, upcast, seal again), and the data-key rotation
-//! (`rotate_data_key` over every sealed row, compared with the clear sweep of as many rows).
+//! (`rotate_data_key` over a fresh database of one sealed collection, compared with the
+//! eager sweep of a fresh database of one clear collection of as many rows).
 //!
 //! Documents are ~1 KiB of JSON. Target: sealed ≤ 1.3× clear.
+//!
+//! Knobs: `STRATA_BENCH_ROWS`, `STRATA_BENCH_ROUNDS`; `STRATA_BENCH_ONLY=codec` (the codec
+//! alone, beside the reference `chacha20poly1305` crate), `=store` (the raw-store part
+//! only), `=collection` (the collection API and the rotation) or `=rotation`;
+//! `STRATA_BENCH_SIDE=sealed|clear` (raw store and collection API, one side, no rotation:
+//! for instruction counts under callgrind); `STRATA_BENCH_CLOCK=cpu` times the thread's
+//! on-CPU time instead of the wall clock (a loaded machine).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::hint::black_box;
@@ -30,6 +38,39 @@ use strata::Database;
 use strata_store::{Batch, KvRead, KvWrite, Store};
 
 const COLLECTION_ID: u16 = 1024;
+
+/// Times a phase: wall-clock, or with `STRATA_BENCH_CLOCK=cpu` the calling thread's
+/// on-CPU time (`/proc/thread-self/schedstat`, Linux): on a shared machine it leaves out
+/// the time the thread waited for a core.
+enum Timer {
+    Wall(Instant),
+    Cpu(u64),
+}
+
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+impl Timer {
+    fn start() -> Timer {
+        if std::env::var("STRATA_BENCH_CLOCK").as_deref() == Ok("cpu") {
+            if let Some(ns) = thread_cpu_ns() {
+                return Timer::Cpu(ns);
+            }
+        }
+        Timer::Wall(Instant::now())
+    }
+
+    fn elapsed(&self) -> Duration {
+        match self {
+            Timer::Wall(t) => t.elapsed(),
+            Timer::Cpu(start) => {
+                Duration::from_nanos(thread_cpu_ns().unwrap_or(*start).saturating_sub(*start))
+            }
+        }
+    }
+}
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -52,11 +93,14 @@ fn key(i: usize, sealed: bool) -> Vec<u8> {
     format!("__nx/doc/{c}/a{i:07}").into_bytes()
 }
 
-fn put_all(store: &Store, sealer: Option<&Sealer>, docs: &[Vec<u8>]) -> Duration {
-    let t = Instant::now();
+/// Writes every document; `round` is the lock version, so every round really writes (sled
+/// skips a set of the bytes already stored: rewriting identical clear values would time
+/// nothing).
+fn put_all(store: &Store, sealer: Option<&Sealer>, docs: &[Vec<u8>], round: u64) -> Duration {
+    let t = Timer::start();
     for (i, json) in docs.iter().enumerate() {
         let k = key(i, sealer.is_some());
-        let env = Envelope::new(1, 1);
+        let env = Envelope::new(1, round);
         let value = match sealer {
             Some(s) => seal::seal_document(s, &k, COLLECTION_ID, env, json).unwrap(),
             None => envelope::encode(env, json),
@@ -67,7 +111,7 @@ fn put_all(store: &Store, sealer: Option<&Sealer>, docs: &[Vec<u8>]) -> Duration
 }
 
 fn get_all(store: &Store, sealer: Option<&Sealer>, rows: usize) -> Duration {
-    let t = Instant::now();
+    let t = Timer::start();
     for i in 0..rows {
         let k = key(i, sealer.is_some());
         let value = store.get(&k).unwrap().unwrap();
@@ -100,7 +144,13 @@ fn main() {
         .unwrap();
     let docs: Vec<Vec<u8>> = (0..rows).map(doc).collect();
     let avg = docs.iter().map(Vec::len).sum::<usize>() / rows.max(1);
-    println!("seal bench: {rows} rows of ~{avg} bytes of JSON, {rounds} rounds, best round");
+    let clock = match Timer::start() {
+        Timer::Cpu(_) => "thread on-CPU time",
+        Timer::Wall(_) => "wall clock",
+    };
+    println!(
+        "seal bench: {rows} rows of ~{avg} bytes of JSON, {rounds} rounds, best round, {clock}"
+    );
     let only = std::env::var("STRATA_BENCH_ONLY").unwrap_or_default();
     if only == "codec" {
         codec_bench(&sealer, &docs);
@@ -111,17 +161,41 @@ fn main() {
         collection_bench(rows, rounds, &docs);
         return;
     }
+    if only == "rotation" {
+        drop(store);
+        let values: Vec<serde_json::Value> = docs
+            .iter()
+            .map(|d| serde_json::from_slice(d).unwrap())
+            .collect();
+        rotation_bench(&values, rounds);
+        return;
+    }
 
     let (mut put_c, mut put_s, mut get_c, mut get_s) =
         (Duration::MAX, Duration::MAX, Duration::MAX, Duration::MAX);
-    for _ in 0..rounds {
+    let side = std::env::var("STRATA_BENCH_SIDE").unwrap_or_default();
+    for round in 1..=rounds as u64 {
         // Alternate the contenders so drift on a shared machine hits both.
-        put_c = put_c.min(put_all(&store, None, &docs));
-        put_s = put_s.min(put_all(&store, Some(&sealer), &docs));
-        get_c = get_c.min(get_all(&store, None, rows));
-        get_s = get_s.min(get_all(&store, Some(&sealer), rows));
+        if side != "sealed" {
+            put_c = put_c.min(put_all(&store, None, &docs, round));
+        }
+        if side != "clear" {
+            put_s = put_s.min(put_all(&store, Some(&sealer), &docs, round));
+        }
+        if side != "sealed" {
+            get_c = get_c.min(get_all(&store, None, rows));
+        }
+        if side != "clear" {
+            get_s = get_s.min(get_all(&store, Some(&sealer), rows));
+        }
     }
-    let per = |d: Duration| d.as_nanos() as f64 / rows as f64;
+    let per = |d: Duration| {
+        if d == Duration::MAX {
+            f64::NAN
+        } else {
+            d.as_nanos() as f64 / rows as f64
+        }
+    };
     let line = |name: &str, s: Duration, c: Duration| {
         println!(
             "{name:<4} sealed {:>8.0} ns/op   clear {:>8.0} ns/op   ratio {:.2}x (target <= 1.30x)",
@@ -132,6 +206,9 @@ fn main() {
     };
     line("put", put_s, put_c);
     line("get", get_s, get_c);
+    if only == "store" {
+        return;
+    }
 
     codec_bench(&sealer, &docs);
     drop(store);
@@ -146,7 +223,7 @@ fn codec_bench(sealer: &Sealer, docs: &[Vec<u8>]) {
     let rows = docs.len();
     let per = |d: Duration| d.as_nanos() as f64 / rows as f64;
     let k = key(0, true);
-    let t = Instant::now();
+    let t = Timer::start();
     for json in docs {
         black_box(
             seal::seal_document(sealer, &k, COLLECTION_ID, Envelope::new(1, 1), json).unwrap(),
@@ -155,12 +232,28 @@ fn codec_bench(sealer: &Sealer, docs: &[Vec<u8>]) {
     let seal_ns = per(t.elapsed());
     let sealed =
         seal::seal_document(sealer, &k, COLLECTION_ID, Envelope::new(1, 1), &docs[0]).unwrap();
-    let t = Instant::now();
+    let t = Timer::start();
     for _ in 0..rows {
         black_box(seal::open_document(sealer, &k, COLLECTION_ID, &sealed).unwrap());
     }
     let open_ns = per(t.elapsed());
-    let t = Instant::now();
+    // The floor of a sealed read: authenticate + decrypt one body into a reused buffer
+    // (HChaCha20 subkey, ChaCha20-Poly1305, the associated data; no allocation).
+    let (head, body) = sealed.split_at(envelope::ENVELOPE_HEADER_LEN);
+    let ctx = seal::RecordContext {
+        key: &k,
+        collection_id: COLLECTION_ID,
+        header: head,
+    };
+    let mut buf = Vec::with_capacity(sealed.len());
+    let t = Timer::start();
+    for _ in 0..rows {
+        buf.clear();
+        sealer.open_into(ctx, body, &mut buf).unwrap();
+        black_box(&buf);
+    }
+    let floor_ns = per(t.elapsed());
+    let t = Timer::start();
     for json in docs {
         black_box(envelope::encode(Envelope::new(1, 1), json));
     }
@@ -170,7 +263,7 @@ fn codec_bench(sealer: &Sealer, docs: &[Vec<u8>]) {
     let nonce = XNonce::from([9u8; 24]);
     let aad = [0u8; 64];
     let mut buf = docs[0].clone();
-    let t = Instant::now();
+    let t = Timer::start();
     for _ in 0..rows {
         black_box(
             c.encrypt_inout_detached(&nonce, &aad, buf.as_mut_slice().into())
@@ -179,8 +272,9 @@ fn codec_bench(sealer: &Sealer, docs: &[Vec<u8>]) {
     }
     let ref_ns = per(t.elapsed());
     println!(
-        "codec alone: seal {seal_ns:.0} ns, open {open_ns:.0} ns, clear encode {clear_ns:.0} ns \
-         per ~{} B document; the chacha20poly1305 crate's encrypt alone {ref_ns:.0} ns",
+        "codec alone: seal {seal_ns:.0} ns, open {open_ns:.0} ns (into a reused buffer \
+         {floor_ns:.0} ns), clear encode {clear_ns:.0} ns per ~{} B document; the \
+         chacha20poly1305 crate's encrypt alone {ref_ns:.0} ns",
         docs[0].len()
     );
 }
@@ -203,12 +297,12 @@ fn collection_round(
     };
     let c = db.collection::<serde_json::Value>(&name, opts()).unwrap();
     let keys: Vec<String> = (0..values.len()).map(|i| format!("a{i:07}")).collect();
-    let t = Instant::now();
+    let t = Timer::start();
     for (k, v) in keys.iter().zip(values) {
         c.put(k, v).unwrap();
     }
     let put = t.elapsed();
-    let t = Instant::now();
+    let t = Timer::start();
     for k in &keys {
         black_box(c.get(k).unwrap().unwrap());
     }
@@ -223,7 +317,7 @@ fn collection_round(
             }),
         )
         .unwrap();
-    let t = Instant::now();
+    let t = Timer::start();
     let report = c2.sweep(SweepOptions::new()).unwrap();
     let sweep = t.elapsed();
     assert_eq!(report.rewritten() as usize, values.len());
@@ -240,15 +334,34 @@ fn collection_bench(rows: usize, rounds: usize, docs: &[Vec<u8>]) {
         .map(|d| serde_json::from_slice(d).unwrap())
         .collect();
     let mut best = [[Duration::MAX; 3]; 2];
+    // `STRATA_BENCH_SIDE=sealed|clear`: one side only (instruction counts under callgrind).
+    let side = std::env::var("STRATA_BENCH_SIDE").unwrap_or_default();
     for round in 0..rounds {
-        for (i, sealed) in [false, true].into_iter().enumerate() {
+        // The store grows round by round: alternate which side goes first.
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for sealed in order {
+            let i = usize::from(sealed);
+            if (side == "sealed" && !sealed) || (side == "clear" && sealed) {
+                continue;
+            }
             let (p, g, s) = collection_round(&db, &values, sealed, round);
             best[i][0] = best[i][0].min(p);
             best[i][1] = best[i][1].min(g);
             best[i][2] = best[i][2].min(s);
         }
     }
-    let per = |d: Duration, n: usize| d.as_nanos() as f64 / n as f64;
+    // A side left out by `STRATA_BENCH_SIDE` prints as NaN.
+    let per = |d: Duration, n: usize| {
+        if d == Duration::MAX {
+            f64::NAN
+        } else {
+            d.as_nanos() as f64 / n as f64
+        }
+    };
     println!("collection API ({rows} rows per collection, best of {rounds} rounds):");
     for (j, name) in ["put", "get", "sweep"].into_iter().enumerate() {
         let (s, c) = (per(best[1][j], rows), per(best[0][j], rows));
@@ -257,18 +370,64 @@ fn collection_bench(rows: usize, rounds: usize, docs: &[Vec<u8>]) {
             s / c
         );
     }
-    // Rotation: every sealed row of every round re-encrypted under a new key.
-    let sealed_rows = rows * rounds;
-    let t = Instant::now();
-    let report = db
-        .rotate_data_key(&[&cred()], RotateOptions::new())
-        .unwrap();
-    let rot = t.elapsed();
-    assert_eq!(report.resealed() as usize, sealed_rows);
-    let r = per(rot, sealed_rows);
-    let c = per(best[0][2], rows);
+    if side.is_empty() {
+        rotation_bench(&values, rounds);
+    }
+}
+
+/// A fresh database holding one collection of `values` at payload version 1, sealed or
+/// clear.
+fn fresh_db(values: &[serde_json::Value], sealed: bool) -> (tempfile::TempDir, Database) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = strata_sled::SledStore::open_store(dir.path()).unwrap();
+    let cred = Credential::passphrase("bench").with_kdf(KdfParams::insecure_fast());
+    let db = Database::builder(store).key(cred).open().unwrap();
+    let opts = if sealed {
+        CollectionOptions::new().sealed()
+    } else {
+        CollectionOptions::new()
+    };
+    let c = db.collection::<serde_json::Value>("docs", opts).unwrap();
+    for (i, v) in values.iter().enumerate() {
+        c.put(&format!("a{i:07}"), v).unwrap();
+    }
+    (dir, db)
+}
+
+/// Rotation throughput: `rotate_data_key` over a fresh database of one sealed collection,
+/// against the eager sweep of the same rows in a fresh database of one clear collection
+/// (same store size, same scan; best of `rounds` each).
+fn rotation_bench(values: &[serde_json::Value], rounds: usize) {
+    let rows = values.len();
+    let cred = Credential::passphrase("bench").with_kdf(KdfParams::insecure_fast());
+    let (mut rot, mut sweep) = (Duration::MAX, Duration::MAX);
+    for _ in 0..rounds {
+        let (_dir, db) = fresh_db(values, true);
+        let t = Timer::start();
+        let report = db.rotate_data_key(&[&cred], RotateOptions::new()).unwrap();
+        rot = rot.min(t.elapsed());
+        assert_eq!(report.resealed() as usize, rows);
+        drop(db);
+        let (_dir, db) = fresh_db(values, false);
+        let c = db
+            .collection::<serde_json::Value>(
+                "docs",
+                CollectionOptions::new().upcast(1, Mode::Eager, |o| {
+                    o.insert("v2".into(), serde_json::Value::Bool(true));
+                    Ok(())
+                }),
+            )
+            .unwrap();
+        let t = Timer::start();
+        let report = c.sweep(SweepOptions::new()).unwrap();
+        sweep = sweep.min(t.elapsed());
+        assert_eq!(report.rewritten() as usize, rows);
+    }
+    let r = rot.as_nanos() as f64 / rows as f64;
+    let c = sweep.as_nanos() as f64 / rows as f64;
     println!(
-        "rotate {r:>8.0} ns/row ({:.0} rows/s over {sealed_rows} sealed rows; {:.2}x the clear sweep per row)",
+        "rotate {r:>8.0} ns/row ({:.0} rows/s over {rows} sealed rows; clear sweep of as many \
+         rows {c:.0} ns/row; ratio {:.2}x)",
         1e9 / r,
         r / c
     );

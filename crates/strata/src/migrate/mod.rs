@@ -47,12 +47,18 @@ use serde::Serialize;
 use std::time::Instant;
 use strata_store::{
     escape_key, lease_holder, Batch, ExclusiveSession, KvRead, KvWrite, Manifest, Mutation,
-    ScanLimits, Store, StoreError,
+    ScanLimits, Store, StoreError, Tally,
 };
 
 /// The operation name of the manifests a migration records
 /// (`__nx/manifest/migrate/<table>`).
 pub const MANIFEST_OPERATION: &str = "migrate";
+
+/// The record limit of a certification step's batches under the default limits: a
+/// certification writes nothing but its checkpoint, so its record limit only sets how
+/// often the checkpoint is written (and how many records a resumed run checks again);
+/// the byte budget still bounds every batch. Explicit [`Migrator::limits`] apply as given.
+pub const CERTIFY_MAX_RECORDS: usize = 4096;
 
 /// What happened to one table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -137,8 +143,12 @@ type EventFn<'a> = Box<dyn FnMut(&MigrationEvent<'_>) + 'a>;
 /// Runs a validated [`Registry`] against a store.
 pub struct Migrator<'a> {
     registry: Registry,
-    limits: PassLimits,
+    /// `None`: the defaults ([`PassLimits::default`]; certification steps
+    /// [`CERTIFY_MAX_RECORDS`]).
+    limits: Option<PassLimits>,
     dry_run: bool,
+    /// Set while [`Migrator::run`] holds the store's exclusive session.
+    exclusive: bool,
     abort: Option<AbortFn<'a>>,
     events: Option<EventFn<'a>>,
 }
@@ -155,21 +165,23 @@ impl std::fmt::Debug for Migrator<'_> {
 
 impl<'a> Migrator<'a> {
     /// Validates `registry` (every table, before anything runs) and returns a migrator with
-    /// default limits (512 records, 4 MiB).
+    /// default limits (512 records, 4 MiB; a certification step's batches
+    /// [`CERTIFY_MAX_RECORDS`] records, 4 MiB).
     pub fn new(registry: Registry) -> Result<Self, MigrateError> {
         registry.validate()?;
         Ok(Migrator {
             registry,
-            limits: PassLimits::default(),
+            limits: None,
             dry_run: false,
+            exclusive: false,
             abort: None,
             events: None,
         })
     }
 
-    /// Sets the batch limits.
+    /// Sets the batch limits (of every step, certification included).
     pub fn limits(mut self, limits: PassLimits) -> Self {
-        self.limits = limits;
+        self.limits = Some(limits);
         self
     }
 
@@ -211,7 +223,9 @@ impl<'a> Migrator<'a> {
                 table: "(store lease)".into(),
                 source,
             })?;
+        self.exclusive = true;
         let result = self.run_on(&lease);
+        self.exclusive = false;
         let flushed = lease.flush().map_err(|source| MigrateError::Store {
             table: "(flush)".into(),
             source,
@@ -364,8 +378,25 @@ impl<'a> Migrator<'a> {
             let abort = &mut self.abort;
             let hkey_c = hkey.clone();
             let (scope, scope_prefix) = (name.clone(), t.prefix().to_vec());
+            // Under the exclusive session nothing else writes the table, so a pass that
+            // saw every record (not resumed) and rewrote none has seen the table exactly as
+            // its final batch leaves it: the manifest's tally is taken as the pass reads,
+            // instead of a second scan of the table at the end. Otherwise (a resumed step,
+            // a step that writes records, `run_on` without the session) the final batch
+            // recounts the table.
+            let running = std::cell::RefCell::new(
+                (self.exclusive && resumed.is_none() && !self.dry_run).then(Tally::default),
+            );
+            let running = &running;
             let pass_report = Pass::new(t.name(), t.prefix().to_vec(), codec)
-                .limits(self.limits)
+                .limits(self.limits.unwrap_or_else(|| {
+                    if step.is_certification() {
+                        PassLimits::new(CERTIFY_MAX_RECORDS, crate::pass::DEFAULT_MAX_BYTES)
+                            .unwrap_or_default()
+                    } else {
+                        PassLimits::default()
+                    }
+                }))
                 .dry_run(self.dry_run)
                 // Kept on under the lease too: the checkpoint compare-and-swap is what stops
                 // a writer that lost its lease from rewriting a checkpoint.
@@ -396,12 +427,40 @@ impl<'a> Migrator<'a> {
                     });
                     // The table as this final batch leaves it: `strata verify` compares
                     // against it until the next write to the table.
-                    Manifest::record(store, MANIFEST_OPERATION, &scope, &scope_prefix, batch)
-                        .map_err(crate::pass::HookError::check)?;
+                    let tally = running.borrow_mut().take();
+                    let in_scope = |m: &Mutation| m.key().starts_with(&scope_prefix);
+                    match tally {
+                        Some(tally) if !batch.mutations().iter().any(in_scope) => {
+                            let m =
+                                Manifest::new(MANIFEST_OPERATION, &scope, &scope_prefix, &tally);
+                            batch.push(Mutation::Set {
+                                key: m.key(),
+                                value: m.encode(),
+                            });
+                        }
+                        _ => {
+                            Manifest::record(
+                                store,
+                                MANIFEST_OPERATION,
+                                &scope,
+                                &scope_prefix,
+                                batch,
+                            )
+                            .map_err(crate::pass::HookError::check)?;
+                        }
+                    }
                     Ok(())
                 })
                 .run(store, |r: &RecordRef<'_>, out: &mut Vec<Mutation>| {
-                    step.apply(t, r, out)
+                    let before = out.len();
+                    let result = step.apply(t, r, out);
+                    let mut running = running.borrow_mut();
+                    if out.len() > before {
+                        *running = None;
+                    } else if let Some(tally) = running.as_mut() {
+                        tally.add(r.key, r.value);
+                    }
+                    result
                 })?;
             report.records += pass_report.records;
             report.batches += pass_report.batches;
@@ -657,4 +716,103 @@ pub fn verify<S: KvRead + ?Sized>(
         tables: out,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::header::checkpoint_key;
+    use crate::numax::wire::GCOUNTER_PREFIX;
+    use std::cell::Cell;
+    use strata_store::manifest::{manifest_key, tally_scope};
+    use strata_store::MemoryStore;
+
+    const TABLE: &str = "gcounter-materialized";
+
+    fn legacy_store(n: u64) -> Store {
+        let store = Store::new(MemoryStore::new());
+        let mut b = Batch::new();
+        for i in 0..n {
+            b = b.set(
+                [GCOUNTER_PREFIX.as_bytes(), format!("c{i:05}").as_bytes()].concat(),
+                i.to_le_bytes().to_vec(),
+            );
+        }
+        store.apply(b).unwrap();
+        store
+    }
+
+    /// The stored manifest of the gcounter table matches a recount of the table.
+    fn assert_certified(store: &Store, records: u64) {
+        let m = Manifest::decode(&store.get(&manifest_key("migrate", TABLE)).unwrap().unwrap())
+            .unwrap();
+        let now = tally_scope(store, GCOUNTER_PREFIX.as_bytes(), None).unwrap();
+        assert_eq!((m.records, m.bytes), (records, now.bytes));
+        assert_eq!(m.digest, now.digest());
+    }
+
+    fn small() -> PassLimits {
+        PassLimits::new(16, 1 << 20).unwrap()
+    }
+
+    #[test]
+    fn the_tally_taken_while_certifying_many_pages_matches_a_recount() {
+        let store = legacy_store(100);
+        let report = Migrator::new(Registry::numax())
+            .unwrap()
+            .limits(small())
+            .run(&store)
+            .unwrap();
+        let t = report.tables.iter().find(|t| t.table == TABLE).unwrap();
+        assert_eq!(t.records, 100);
+        assert!(t.batches > 5, "{t:?}");
+        assert_certified(&store, 100);
+    }
+
+    /// A store lease holder's checkpoint batches may be lost in a server crash (PostgreSQL
+    /// commits them without waiting for the WAL flush), always a suffix of them: the
+    /// checkpoint is then an earlier one. The rerun certifies the rows after it again and
+    /// finishes with a manifest of the whole table.
+    #[test]
+    fn a_resumed_or_rolled_back_certification_finishes_with_a_whole_manifest() {
+        let store = legacy_store(100);
+        let batches = Cell::new(0);
+        let mut first: Option<Vec<u8>> = None;
+        let ckey = checkpoint_key(TABLE);
+        let err = Migrator::new(Registry::numax())
+            .unwrap()
+            .limits(small())
+            .on_event(|e| {
+                if let MigrationEvent::Progress { progress, .. } = e {
+                    if progress.table == TABLE {
+                        batches.set(batches.get() + 1);
+                        if batches.get() == 1 {
+                            first = store.get(&ckey).unwrap();
+                        }
+                    }
+                }
+            })
+            .abort_when(|| batches.get() >= 4)
+            .run(&store)
+            .unwrap_err();
+        assert!(
+            matches!(err, MigrateError::Pass(PassError::Aborted { .. })),
+            "{err}"
+        );
+        let latest = store.get(&ckey).unwrap().unwrap();
+        let first = first.unwrap();
+        assert_ne!(first, latest);
+        // The last three checkpoint batches "lost": back to the first one.
+        store.apply(Batch::new().set(ckey.clone(), first)).unwrap();
+        let report = Migrator::new(Registry::numax())
+            .unwrap()
+            .limits(small())
+            .run(&store)
+            .unwrap();
+        let t = report.tables.iter().find(|t| t.table == TABLE).unwrap();
+        assert_eq!(t.records, 100 - 16);
+        assert_eq!(store.get(&ckey).unwrap(), None);
+        assert_certified(&store, 100);
+    }
 }

@@ -754,7 +754,10 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             // changed meanwhile is narrowed by the pass, the dropped rows count as
             // conflicted.
             .row_conditions(true)
-            .on_batch(|batch: &mut Batch, _: &BatchInfo<'_>| -> Result<(), HookError> {
+            // The rows as the pass leaves them: when nothing else wrote meanwhile, the
+            // manifest is recorded from this tally instead of a second scan.
+            .tally_scope(true)
+            .on_batch(|batch: &mut Batch, info: &BatchInfo<'_>| -> Result<(), HookError> {
                 let guarded = self.check_guards().map_err(|e| match e {
                     CollectionError::Store { .. } => HookError::check(e),
                     refusal => HookError::refused(refusal),
@@ -765,13 +768,38 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 if let Some(k) = &keyring {
                     batch.push_precondition(k.clone());
                 }
+                if info.done {
+                    // The collection as this final batch leaves it (armed in
+                    // `on_complete`, before the pass proved its tally).
+                    match info.tally {
+                        Some(tally) => {
+                            let m = Manifest::new(
+                                MANIFEST_OPERATION,
+                                name,
+                                &self.inner.prefix,
+                                tally,
+                            );
+                            batch.push(Mutation::Set {
+                                key: m.key(),
+                                value: m.encode(),
+                            });
+                        }
+                        None => {
+                            Manifest::record(
+                                self.store(),
+                                MANIFEST_OPERATION,
+                                name,
+                                &self.inner.prefix,
+                                batch,
+                            )
+                            .map_err(|e| HookError::check(CollectionError::store(name, e)))?;
+                        }
+                    }
+                }
                 Ok(())
             })
-            .on_complete(|batch: &mut Batch| -> Result<(), HookError> {
-                let store = self.store();
-                armed.replace(Some(store.arm_manifest_scope(&self.inner.prefix)));
-                Manifest::record(store, MANIFEST_OPERATION, name, &self.inner.prefix, batch)
-                    .map_err(|e| HookError::check(CollectionError::store(name, e)))?;
+            .on_complete(|_: &mut Batch| -> Result<(), HookError> {
+                armed.replace(Some(self.store().arm_manifest_scope(&self.inner.prefix)));
                 Ok(())
             })
             .on_progress(|p| {

@@ -82,6 +82,7 @@ pub struct Pass<'a> {
     row_conditions: bool,
     on_narrow: Option<NarrowFn<'a>>,
     read_only: bool,
+    tally: bool,
 }
 
 impl std::fmt::Debug for Pass<'_> {
@@ -121,6 +122,7 @@ impl<'a> Pass<'a> {
             row_conditions: false,
             on_narrow: None,
             read_only: false,
+            tally: false,
         }
     }
 
@@ -138,6 +140,24 @@ impl<'a> Pass<'a> {
     /// nothing was written in between, the backend commits without reading the rows again.
     pub fn row_conditions(mut self, on: bool) -> Self {
         self.row_conditions = on;
+        self
+    }
+
+    /// Tallies the scope as the pass leaves it (off by default), so a bulk operation can
+    /// certify it ([`strata_store::Manifest`]) without scanning it again: every row the
+    /// pass read, with the value its mutations leave (the bytes read when it writes none).
+    ///
+    /// The tally is handed out ([`BatchInfo::tally`] on the final batch,
+    /// [`PassReport::tally`]) only when it is exact: the pass read the whole prefix in this
+    /// run (not resumed), narrowed no batch, and — through the backend's
+    /// [write epoch](strata_store::epoch), observed before the pass's first read — no
+    /// write other than the pass's own batches reached the store up to the final batch
+    /// (the epoch moved by exactly the batches it committed). Otherwise (a backend without
+    /// an epoch, a concurrent writer anywhere in the store, a resumed run) it is `None`
+    /// and the caller recounts the scope. A write after that check is the caller's to
+    /// exclude (an armed manifest scope, see [`strata_store::Store::arm_manifest_scope`]).
+    pub fn tally_scope(mut self, on: bool) -> Self {
+        self.tally = on;
         self
     }
 
@@ -259,6 +279,12 @@ impl<'a> Pass<'a> {
             }
         };
         let resumed_from = cursor.clone();
+        // Observed before the first read of the prefix.
+        let tally_start = if self.tally && !self.dry_run && cursor.is_none() {
+            store.write_epoch()
+        } else {
+            None
+        };
         if let Some(c) = &resumed_from {
             tracing::info!(table = %self.table, cursor = %strata_store::escape_key(c), "resuming pass after checkpoint");
         }
@@ -272,6 +298,8 @@ impl<'a> Pass<'a> {
             batches: 0,
             started,
             counters: RowCounters::default(),
+            tally: tally_start.map(|start| (start, strata_store::Tally::default())),
+            proven: None,
         };
         let mut acc = Acc::default();
         let mut scratch: Vec<Mutation> = Vec::new();
@@ -313,7 +341,7 @@ impl<'a> Pass<'a> {
                         Ok(Some((cost, row))) => {
                             outcome = PageOutcome::Overflow {
                                 key: key.to_vec(),
-                                value: this.row_conditions.then(|| value.to_vec()),
+                                value: (this.row_conditions || this.tally).then(|| value.to_vec()),
                                 value_len: value.len(),
                                 cost,
                                 row,
@@ -412,6 +440,7 @@ impl<'a> Pass<'a> {
             resumed_from,
             dry_run: self.dry_run,
             counters: st.counters,
+            tally: st.proven.take(),
         })
     }
 
@@ -495,8 +524,11 @@ impl<'a> Pass<'a> {
         acc: &mut Acc,
         st: &mut RunState,
     ) -> Result<(), PassError> {
+        // A row's own key needs no entry in `acc.keys`: rows come in strictly ascending
+        // key order (each once), and a mutation of any other key under the prefix is
+        // refused (`MutationRule::SiblingKey`), so no other mutation can write it.
         for m in scratch.iter() {
-            if acc.keys.contains(m.key()) {
+            if m.key() != key && acc.keys.contains(m.key()) {
                 return Err(self.forbidden(st, key, m.key(), MutationRule::Duplicate));
             }
         }
@@ -505,10 +537,23 @@ impl<'a> Pass<'a> {
             // (later pages of the batch observed the same epoch or a later one).
             acc.epoch = acc.page_epoch;
         }
+        if let Some((_, tally)) = st.tally.as_mut() {
+            // The value this row is left with once the batch commits.
+            match scratch.iter().find(|m| m.key() == key) {
+                Some(Mutation::Set { value, .. }) => tally.add(key, value),
+                Some(Mutation::Delete { .. }) => {}
+                None => match value {
+                    Some(v) => tally.add(key, v),
+                    None => st.tally = None,
+                },
+            }
+        }
         let start = acc.mutations.len();
         let own = self.row_conditions && scratch.iter().any(|m| m.key() == key);
         for m in scratch.drain(..) {
-            acc.keys.insert(m.key().to_vec());
+            if m.key() != key {
+                acc.keys.insert(m.key().to_vec());
+            }
             acc.mutations.push(m);
         }
         if own {
@@ -683,6 +728,12 @@ impl<'a> Pass<'a> {
                 if let Some(f) = self.on_complete.as_mut() {
                     f(&mut batch).map_err(hook_err)?;
                 }
+                // After the completion hook (which may arm the scope): nothing but this
+                // pass's own batches wrote since the pass began reading.
+                st.proven = st.tally.as_ref().and_then(|(start, tally)| {
+                    let now = store.write_epoch()?;
+                    (now.writes_since(*start) == Some(st.batches)).then_some(*tally)
+                });
             }
             if let Some(f) = self.on_batch.as_mut() {
                 let info = BatchInfo {
@@ -691,6 +742,7 @@ impl<'a> Pass<'a> {
                     bytes: info_bytes,
                     cursor: new_cursor.as_deref(),
                     done,
+                    tally: st.proven.as_ref(),
                 };
                 f(&mut batch, &info).map_err(|source| PassError::Hook {
                     table: self.table.clone(),
@@ -752,6 +804,8 @@ impl<'a> Pass<'a> {
             let n = dropped.len() as u64;
             counters.rewritten = counters.rewritten.saturating_sub(n);
             counters.conflicted += n;
+            // The dropped rows hold what another writer left: not what was tallied.
+            st.tally = None;
             if let Some(f) = self.on_narrow.as_mut() {
                 f(&dropped);
             }
@@ -784,6 +838,11 @@ impl<'a> Pass<'a> {
 struct RunState {
     /// Per-row counters of the committed batches.
     counters: RowCounters,
+    /// With [`Pass::tally_scope`]: the write epoch observed before the first read and
+    /// the tally of the rows admitted so far (`None` once it cannot be exact).
+    tally: Option<(strata_store::WriteEpoch, strata_store::Tally)>,
+    /// The tally proven exact at the final batch.
+    proven: Option<strata_store::Tally>,
     /// What the checkpoint key holds in the store (the precondition of the next batch).
     durable_value: Option<Vec<u8>>,
     /// The cursor of the last committed batch.

@@ -309,6 +309,9 @@ pub struct BatchInfo<'a> {
     pub cursor: Option<&'a [u8]>,
     /// True for the final batch (the one that completes the pass).
     pub done: bool,
+    /// On the final batch of a pass with [`Pass::tally_scope`](super::Pass::tally_scope):
+    /// the scope exactly as this batch leaves it, when the pass could prove it.
+    pub tally: Option<&'a strata_store::Tally>,
 }
 
 /// What a completed pass did (in this run; a resumed pass counts only what it did after
@@ -333,4 +336,7 @@ pub struct PassReport {
     pub dry_run: bool,
     /// Per-row counters of this run.
     pub counters: RowCounters,
+    /// With [`Pass::tally_scope`](super::Pass::tally_scope): the scope exactly as the
+    /// pass left it, when it could prove it (see there).
+    pub tally: Option<strata_store::Tally>,
 }

@@ -125,30 +125,30 @@ pub(crate) fn os_random<const N: usize>() -> Result<[u8; N], SealError> {
     Ok(out)
 }
 
-/// A fresh 192-bit nonce from this thread's generator (see the module docs).
+/// A fresh 192-bit nonce from this thread's generator (see the module docs); straight
+/// from the OS while the thread is being torn down (its generator already dropped).
 pub(crate) fn nonce() -> Result<[u8; XNONCE_LEN], SealError> {
     let pid = std::process::id();
-    NONCES.with(|cell| {
+    let drawn = NONCES.try_with(|cell| {
         let mut slot = cell.borrow_mut();
-        let fresh = match slot.as_ref() {
-            Some(g) => g.pid != pid || g.left == 0,
-            None => true,
+        let g = match slot.take() {
+            Some(g) if g.pid == pid && g.left > 0 => slot.insert(g),
+            // First use on this thread, budget spent, or a forked child: a new seed.
+            _ => {
+                let seed = Zeroizing::new(os_random::<KEY_LEN>()?);
+                slot.insert(NonceRng {
+                    rng: ChaCha20Rng::from_seed(*seed),
+                    pid,
+                    left: RESEED_AFTER,
+                })
+            }
         };
-        if fresh {
-            let seed = Zeroizing::new(os_random::<KEY_LEN>()?);
-            *slot = Some(NonceRng {
-                rng: ChaCha20Rng::from_seed(*seed),
-                pid,
-                left: RESEED_AFTER,
-            });
-        }
+        g.left -= 1;
         let mut out = [0u8; XNONCE_LEN];
-        if let Some(g) = slot.as_mut() {
-            g.left -= 1;
-            g.rng.fill_bytes(&mut out);
-        }
+        g.rng.fill_bytes(&mut out);
         Ok(out)
-    })
+    });
+    drawn.unwrap_or_else(|_| os_random::<XNONCE_LEN>())
 }
 
 #[cfg(test)]

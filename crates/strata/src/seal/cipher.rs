@@ -16,6 +16,10 @@
 //! b"NXSD" | 0x01 | collection id u16 BE | key length u32 BE | record key
 //!         | header length u8 | envelope header bytes | data key id u32 BE
 //! ```
+//!
+//! The AEAD is computed by `seal/aead.rs`: ring's assembly ChaCha20-Poly1305 under the
+//! HChaCha20 subkey, byte-identical to the `chacha20poly1305` crate's XChaCha20-Poly1305
+//! (what sealed every record before; proved by a property test and the frozen fixtures).
 
 use super::aead::{self, XChaCha};
 use super::keyring::Origin;
@@ -52,8 +56,28 @@ pub struct RecordContext<'a> {
     pub header: &'a [u8],
 }
 
+/// Associated data up to this long is built on the stack (no allocation per record).
+const AAD_INLINE: usize = 256;
+
+/// A record's associated data: in `inline` when it fits [`AAD_INLINE`], else in `heap`.
+struct RecordAad {
+    inline: [u8; AAD_INLINE],
+    len: usize,
+    heap: Vec<u8>,
+}
+
+impl RecordAad {
+    fn as_slice(&self) -> &[u8] {
+        if self.heap.is_empty() {
+            &self.inline[..self.len]
+        } else {
+            &self.heap
+        }
+    }
+}
+
 impl RecordContext<'_> {
-    fn aad(&self, key_id: u32) -> Result<Vec<u8>, SealError> {
+    fn aad(&self, key_id: u32) -> Result<RecordAad, SealError> {
         let key_len = u32::try_from(self.key.len()).map_err(|_| SealError::InvalidParameters {
             reason: "record key longer than 4 GiB".into(),
         })?;
@@ -61,15 +85,31 @@ impl RecordContext<'_> {
             u8::try_from(self.header.len()).map_err(|_| SealError::InvalidParameters {
                 reason: "envelope header longer than 255 bytes".into(),
             })?;
-        let mut aad = Vec::with_capacity(20 + self.key.len() + self.header.len());
-        aad.extend_from_slice(RECORD_AAD_MAGIC);
-        aad.push(RECORD_AAD_FORMAT);
-        aad.extend_from_slice(&self.collection_id.to_be_bytes());
-        aad.extend_from_slice(&key_len.to_be_bytes());
-        aad.extend_from_slice(self.key);
-        aad.push(header_len);
-        aad.extend_from_slice(self.header);
-        aad.extend_from_slice(&key_id.to_be_bytes());
+        let parts: [&[u8]; 8] = [
+            RECORD_AAD_MAGIC,
+            &[RECORD_AAD_FORMAT],
+            &self.collection_id.to_be_bytes(),
+            &key_len.to_be_bytes(),
+            self.key,
+            &[header_len],
+            self.header,
+            &key_id.to_be_bytes(),
+        ];
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let mut aad = RecordAad {
+            inline: [0u8; AAD_INLINE],
+            len,
+            heap: Vec::new(),
+        };
+        if len > AAD_INLINE {
+            aad.heap = parts.concat();
+            return Ok(aad);
+        }
+        let mut at = 0;
+        for p in parts {
+            aad.inline[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
         Ok(aad)
     }
 }
@@ -264,7 +304,7 @@ impl Sealer {
             })?;
         let aad = ctx.aad(active)?;
         out.extend_from_slice(&active.to_be_bytes());
-        seal_raw(cipher, &aad, plaintext, out)
+        seal_raw(cipher, aad.as_slice(), plaintext, out)
     }
 
     /// Opens a sealed body for `ctx`, returning the plaintext. A body that was altered,
@@ -272,6 +312,19 @@ impl Sealer {
     /// [`SealError::Authentication`]; one sealed under a key this keyring does not hold is
     /// [`SealError::UnknownDataKey`].
     pub fn open(&self, ctx: RecordContext<'_>, body: &[u8]) -> Result<Vec<u8>, SealError> {
+        let mut out = Vec::with_capacity(body.len().saturating_sub(SEAL_OVERHEAD));
+        self.open_into(ctx, body, &mut out)?;
+        Ok(out)
+    }
+
+    /// Like [`Sealer::open`], appending the plaintext to `out` (e.g. after a clear
+    /// envelope header); on an error `out` is left as it was.
+    pub fn open_into(
+        &self,
+        ctx: RecordContext<'_>,
+        body: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), SealError> {
         let auth = || SealError::Authentication {
             key: ctx.key.to_vec(),
         };
@@ -285,7 +338,11 @@ impl Sealer {
                 keyring: self.inner.keyring.clone(),
             })?;
         let aad = ctx.aad(key_id)?;
-        open_raw(cipher, &aad, sealed).ok_or_else(auth)
+        if open_raw_into(cipher, aad.as_slice(), sealed, out) {
+            Ok(())
+        } else {
+            Err(auth())
+        }
     }
 
     fn cipher(&self, key_id: u32) -> Option<&XChaCha> {
@@ -294,5 +351,59 @@ impl Sealer {
             .iter()
             .find(|(id, _)| *id == key_id)
             .map(|(_, c)| c)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    /// The documented associated data, on the stack or the heap alike.
+    #[test]
+    fn record_aad_bytes() {
+        for key_len in [0usize, 1, 20, 222, 223, 224, 300, 5000] {
+            let key = vec![b'k'; key_len];
+            let header = [9u8; 17];
+            let ctx = RecordContext {
+                key: &key,
+                collection_id: 0x0400,
+                header: &header,
+            };
+            let mut want = b"NXSD\x01\x04\x00".to_vec();
+            want.extend_from_slice(&(key_len as u32).to_be_bytes());
+            want.extend_from_slice(&key);
+            want.push(17);
+            want.extend_from_slice(&header);
+            want.extend_from_slice(&[0, 0, 0, 7]);
+            let aad = ctx.aad(7).unwrap();
+            assert_eq!(aad.as_slice(), want.as_slice(), "key length {key_len}");
+            assert_eq!(
+                aad.heap.is_empty(),
+                want.len() <= AAD_INLINE,
+                "key length {key_len}"
+            );
+        }
+    }
+
+    /// A record key too long for the stack buffer seals and opens the same way.
+    #[test]
+    fn long_record_keys_round_trip() {
+        let c = cipher(&[3u8; DATA_KEY_LEN]);
+        let key = vec![b'x'; 1000];
+        let ctx = RecordContext {
+            key: &key,
+            collection_id: 1,
+            header: b"h",
+        };
+        let aad = ctx.aad(1).unwrap();
+        let mut sealed = Vec::new();
+        seal_raw(&c, aad.as_slice(), b"{}", &mut sealed).unwrap();
+        assert_eq!(open_raw(&c, aad.as_slice(), &sealed).unwrap(), b"{}");
+        let other = RecordContext {
+            key: &key[..999],
+            ..ctx
+        };
+        assert!(open_raw(&c, other.aad(1).unwrap().as_slice(), &sealed).is_none());
     }
 }

@@ -126,12 +126,21 @@ pub(crate) fn unseal_row<'b>(
         (Some((_, false)), Some(_)) if strict => Err(SealError::NotSealed { key: key.to_vec() }),
         (None, _) | (Some((_, false)), _) => Ok((Cow::Borrowed(value), false)),
         (Some((_, true)), None) => Err(SealError::NeedsKey { key: key.to_vec() }),
-        (Some((_, true)), Some(s)) => {
-            let (env, json) = open_document(s, key, collection_id, value)?;
-            Ok((
-                Cow::Owned(crate::payload::envelope::encode(env, &json)),
-                true,
-            ))
+        (Some((env, true)), Some(s)) => {
+            // The clear header, then the body decrypted straight behind it (one copy).
+            let (head, body) = value.split_at(ENVELOPE_HEADER_LEN);
+            let mut clear = Vec::with_capacity(value.len().saturating_sub(super::SEAL_OVERHEAD));
+            clear.extend_from_slice(&env.header_bytes());
+            s.open_into(
+                RecordContext {
+                    key,
+                    collection_id,
+                    header: head,
+                },
+                body,
+                &mut clear,
+            )?;
+            Ok((Cow::Owned(clear), true))
         }
     }
 }
@@ -199,6 +208,32 @@ mod tests {
             let err = open_document(&s, key, 1024, &t).unwrap_err();
             assert!(err.is_authentication(), "byte {i}: {err}");
         }
+    }
+
+    #[test]
+    fn unseal_row_yields_the_clear_envelope() {
+        let s = sealer();
+        let key = b"__nx/doc/c/a";
+        let json = br#"{"id":"a","n":1}"#;
+        let v = seal_document(&s, key, 1024, Envelope::new(4, 7), json).unwrap();
+        let (clear, sealed) = unseal_row(Some(&s), true, key, 1024, &v).unwrap();
+        assert!(sealed);
+        assert_eq!(
+            &*clear,
+            envelope::encode(Envelope::new(4, 7), json).as_slice()
+        );
+        // Another record key, a flipped ciphertext bit: authentication errors.
+        let err = unseal_row(Some(&s), true, b"__nx/doc/c/b", 1024, &v).unwrap_err();
+        assert!(err.is_authentication(), "{err}");
+        let mut t = v.clone();
+        t[30] ^= 0x04;
+        let err = unseal_row(Some(&s), true, key, 1024, &t).unwrap_err();
+        assert!(err.is_authentication(), "{err}");
+        // No key: refused, not handed out as ciphertext.
+        assert!(matches!(
+            unseal_row(None, true, key, 1024, &v),
+            Err(SealError::NeedsKey { .. })
+        ));
     }
 
     #[test]

@@ -139,6 +139,49 @@ fn the_sweep_certifies_the_collection_and_a_later_put_retires_it() {
     assert_eq!(store.get(&key).unwrap(), None);
 }
 
+/// With nothing else writing, the sweep certifies from the tally it took while rewriting
+/// (no second scan of the collection); a write anywhere in the store meanwhile (here
+/// straight into the backend, outside the collection) makes it recount instead. Both
+/// manifests match a recount.
+#[test]
+fn the_sweep_certifies_from_its_own_tally_unless_something_else_wrote() {
+    use crate::collection_util::Spy;
+    let run = |noise: bool| {
+        let (spy, store) = Spy::new();
+        let db = Database::builder(store.clone()).open().unwrap();
+        let c = db.collection::<Acc>("acc", sweep_options()).unwrap();
+        seed_v1(&store, 25);
+        if noise {
+            let mut fired = false;
+            spy.before_apply(move |batch, backend| {
+                let rows = batch
+                    .mutations()
+                    .iter()
+                    .any(|m| m.key().starts_with(b"__nx/doc/"));
+                if rows && !fired {
+                    fired = true;
+                    backend
+                        .apply(Batch::new().set(b"elsewhere".to_vec(), b"x".to_vec()))
+                        .unwrap();
+                }
+            });
+        }
+        spy.reset_counts();
+        let opts = SweepOptions::new().limits(strata::pass::PassLimits::new(7, 4 << 20).unwrap());
+        let r = c.sweep(opts).unwrap();
+        spy.clear_hook();
+        assert_eq!(r.rewritten(), 25);
+        let scans = spy.scans.load(std::sync::atomic::Ordering::SeqCst);
+        let (m, intact, _) = check(&store, &manifest_key("sweep", "acc")).unwrap();
+        assert!(intact, "noise: {noise}");
+        assert_eq!(m.records, 25);
+        scans
+    };
+    let (quiet, noisy) = (run(false), run(true));
+    // The recount is one more scan (25 rows fit one page of it).
+    assert_eq!(noisy, quiet + 1);
+}
+
 #[test]
 fn a_sweep_beside_a_writer_that_touches_the_collection_records_no_manifest() {
     let (store, db) = mem_db();
@@ -171,6 +214,57 @@ struct InvNew {
 #[test]
 fn the_cutover_certifies_each_migrated_collection() {
     let store = Store::new(MemoryStore::new());
+    cutover_certifies(&store);
+}
+
+/// As the sweep: with nothing else writing, the cutover certifies from the tally its
+/// rewrite took; a write elsewhere in the store during the rewrite sends it back to a
+/// recount. Both manifests match a recount.
+#[test]
+fn the_cutover_certifies_from_its_own_tally_unless_something_else_wrote() {
+    use crate::collection_util::Spy;
+    let run = |noise: bool| {
+        let (spy, store) = Spy::new();
+        if noise {
+            let mut fired = false;
+            spy.before_apply(move |batch, backend| {
+                let fence = batch
+                    .mutations()
+                    .iter()
+                    .any(|m| m.key() == strata::keys::FENCE_KEY);
+                let rows = batch
+                    .mutations()
+                    .iter()
+                    .any(|m| m.key().starts_with(b"__nx/doc/"));
+                if fence && rows && !fired {
+                    fired = true;
+                    backend
+                        .apply(Batch::new().set(b"elsewhere".to_vec(), b"x".to_vec()))
+                        .unwrap();
+                }
+            });
+        }
+        let scans = cutover_certifies_counting(&store, &spy);
+        spy.clear_hook();
+        scans
+    };
+    let (quiet, noisy) = (run(false), run(true));
+    assert_eq!(noisy, quiet + 1, "the recount is one more scan");
+}
+
+fn cutover_certifies(store: &Store) {
+    cutover_run(store, || {});
+}
+
+fn cutover_certifies_counting(store: &Store, spy: &crate::collection_util::Spy) -> usize {
+    cutover_run(store, || spy.reset_counts());
+    spy.scans.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Seeds 12 invoices at the old shape, runs the cutover (`before` just before it) and
+/// checks the manifest it recorded.
+fn cutover_run(store: &Store, before: impl FnOnce()) {
+    let store = store.clone();
     let clock = ManualClock::new(1_000);
     {
         let db = Database::builder(store.clone())
@@ -207,6 +301,7 @@ fn the_cutover_certifies_each_migrated_collection() {
             )),
         )
         .unwrap();
+    before();
     db.run_schema_cutover(CutoverOptions::new()).unwrap();
     let key = manifest_key("cutover", "invoices");
     let (m, intact, _) = check(&store, &key).unwrap();

@@ -33,6 +33,9 @@ mod rewrite;
 
 pub use checkpoint::{cutover_key, CutoverCheckpoint, CUTOVER_PREFIX};
 
+/// Per collection: the tally its rewrite proved exact, and its scope armed since then
+/// (a write through this store touching it sends `complete` back to a recount).
+pub(super) type Certified = HashMap<String, (strata_store::Tally, strata_store::ArmedScope)>;
 use crate::pass::PassLimits;
 use crate::payload::chain::Upcaster;
 use crate::policy::{
@@ -435,13 +438,20 @@ impl SchemaGate {
         let mut collections = Vec::new();
         if fence.state == FenceState::Migrating {
             let transforms = self.transforms_for(&fence)?;
+            // Collections whose rewrite proved its tally (kept armed until `complete`).
+            let mut certified = HashMap::new();
             for p in &fence.pending {
                 let Some(rewrite) = transforms.get(&p.collection) else {
                     continue;
                 };
-                collections.push(self.rewrite_collection(&p.collection, rewrite, &mut options)?);
+                collections.push(self.rewrite_collection(
+                    &p.collection,
+                    rewrite,
+                    &mut options,
+                    &mut certified,
+                )?);
             }
-            self.complete(&fence, &transforms)?;
+            self.complete(&fence, &transforms, &certified)?;
         }
         // Complete → normal.
         Fence::update(self.store(), |cur| {
@@ -536,6 +546,7 @@ impl SchemaGate {
         &self,
         fence: &FenceDoc,
         migrated: &HashMap<String, PendingRewrite>,
+        certified: &Certified,
     ) -> Result<FenceDoc, PolicyError> {
         for _ in 0..crate::policy::fence::CAS_ATTEMPTS {
             let (cur, raw) = Fence::read_raw(self.store())?;
@@ -573,6 +584,19 @@ impl SchemaGate {
             let mut armed = Vec::with_capacity(migrated.len());
             for collection in migrated.keys() {
                 let prefix = crate::collection::layout::doc_prefix(collection);
+                // The tally its rewrite took, proven then and armed since: no recount.
+                if let Some((tally, scope)) = certified.get(collection) {
+                    if !scope.touched() {
+                        let m = strata_store::Manifest::new(
+                            MANIFEST_OPERATION,
+                            collection,
+                            &prefix,
+                            tally,
+                        );
+                        batch = batch.set(m.key(), m.encode());
+                        continue;
+                    }
+                }
                 armed.push(self.store().arm_manifest_scope(&prefix));
                 strata_store::Manifest::record(
                     self.store(),

@@ -21,6 +21,7 @@ impl SchemaGate {
         collection: &str,
         rewrite: &PendingRewrite,
         options: &mut CutoverOptions<'_>,
+        certified: &mut super::Certified,
     ) -> Result<CollectionCutover, PolicyError> {
         let limits = options.limits;
         let codec = CutoverCheckpoint::new(collection, &rewrite.target.hash);
@@ -132,6 +133,9 @@ impl SchemaGate {
             let abort = options.abort.as_mut();
             let mut pass = Pass::new(collection, doc_prefix(collection), &codec)
                 .limits(limits)
+                // The collection as the rewrite leaves it: the final batch's manifest is
+                // recorded from this tally when nothing else wrote meanwhile.
+                .tally_scope(true)
                 .on_batch(hook);
             if let Some(a) = abort {
                 pass = pass.abort_when(a);
@@ -146,9 +150,21 @@ impl SchemaGate {
                     })
                 });
             }
+            // Observed before the pass's first read (see `Pass::tally_scope`).
+            let start = store.write_epoch();
             let result = pass.run(store, processor);
             match result {
                 Ok(report) => {
+                    if let (Some(tally), Some(start)) = (report.tally, start) {
+                        // Armed first, then proven again up to now: the rewrite's own
+                        // batches are the only writes since it began reading; from here
+                        // until `complete` commits, the armed scope catches any write.
+                        let scope = store.arm_manifest_scope(&prefix);
+                        let writes = store.write_epoch().and_then(|now| now.writes_since(start));
+                        if writes == Some(report.batches) {
+                            certified.insert(collection.to_string(), (tally, scope));
+                        }
+                    }
                     records += report.records;
                     if attempt == 0 {
                         resumed_from = report.resumed_from;
