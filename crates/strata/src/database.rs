@@ -109,7 +109,7 @@ impl DatabaseBuilder {
     /// Opens the database with a key: the passphrase or raw key bytes of the database
     /// keyring (`__nx/keys/database`), unlocked at [`DatabaseBuilder::open`] before any
     /// record is read — a wrong one fails there with
-    /// [`SealError::WrongKey`](crate::seal::SealError::WrongKey) and nothing is written.
+    /// [`SealError::WrongKey`] and nothing is written.
     /// When the store has no keyring yet, one is created with a fresh random data key
     /// wrapped by this credential (entry label `primary`). Collections declared
     /// [`CollectionOptions::sealed`] then store their documents encrypted.

@@ -80,7 +80,7 @@ impl Registered {
 /// * `cutover [--json]` — runs the pending coordinated cutover with the transforms the
 ///   collections declare. Exit 0 done or nothing pending, 1 error.
 /// * `schema check [<collection>…] [--json]` — compares each collection's current JSON
-///   Schema (from its [`SchemaOptions`]) with the stored baseline under its strategies,
+///   Schema (from its [`SchemaOptions`](strata::SchemaOptions)) with the stored baseline under its strategies,
 ///   writing nothing: exit 0 compatible (or a cutover the strategies plan), 6 rejected —
 ///   the CI gate to run before deploying.
 ///

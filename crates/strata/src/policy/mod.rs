@@ -1,6 +1,7 @@
 //! Shape policy: the persisted JSON Schema of each collection, the schema-update
 //! strategies run on every open, the write gate, the per-store fence, client presence and
-//! the drain barrier, and the crash-safe coordinated cutover.
+//! the drain barrier. The crash-safe coordinated cutover that completes a pending change
+//! lives above collections, in [`crate::ops::cutover`]; its items keep their paths here.
 //!
 //! One [`Policy`] per open database handle: it registers the handle as a client of the
 //! store (presence record and heartbeat), records each declared collection's verdict, and

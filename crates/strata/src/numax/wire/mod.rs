@@ -73,7 +73,7 @@ pub const SEEN_OP_PREFIX: &str = "__nx/crdt/seen-op/";
 pub const OP_LOG_PREFIX: &str = "__nx/crdt/op-log/";
 
 /// `(id, name, prefix)` of the table with id `id`, if it is one of the 14
-/// ([`NUMAX_TABLES`](crate::numax::NUMAX_TABLES)).
+/// ([`NUMAX_TABLES`]).
 pub fn table_by_id(id: u16) -> Option<(u16, &'static str, &'static str)> {
     NUMAX_TABLES.iter().copied().find(|t| t.0 == id)
 }
