@@ -22,7 +22,7 @@ use crate::payload::envelope::{self, Envelope};
 use crate::policy::Transform;
 use serde_json::Value;
 
-/// What [`RowRewriter::rewrite`] decided for one stored row.
+/// What [`RowRewriter::rewrite_at`] decided for one stored row.
 #[derive(Debug)]
 pub(crate) enum RowRewrite {
     /// At the current version and nothing to apply: left as is.
@@ -62,22 +62,24 @@ pub(crate) struct RowSeal<'a> {
 }
 
 impl RowRewriter<'_> {
-    /// Rewrites one stored row (`key`: the document key, for errors). `check` sees the
-    /// final JSON before it is encoded (the sweep checks that it binds to the collection's
-    /// type, so it never writes a row it could not read back); its error is
-    /// [`CollectionError::Bind`].
-    pub(crate) fn rewrite(
+    /// Rewrites one stored row: `full_key` is its store key (`__nx/doc/<collection>/<key>`,
+    /// as a scan hands it over; sealing binds it), `key` the document key (for errors).
+    /// `check` sees the final JSON before it is encoded (the sweep checks that it binds to
+    /// the collection's type, so it never writes a row it could not read back); its error
+    /// is [`CollectionError::Bind`].
+    pub(crate) fn rewrite_at(
         &self,
+        full_key: &[u8],
         key: &str,
         bytes: &[u8],
         check: impl FnOnce(&Value) -> Result<(), serde_json::Error>,
     ) -> Result<RowRewrite, CollectionError> {
-        let full_key = super::layout::doc_key(self.collection, key);
+        debug_assert_eq!(full_key, super::layout::doc_key(self.collection, key));
         let stored_len = bytes.len();
         let (clear, sealed) = crate::seal::unseal_row(
             self.seal.map(|s| s.sealer),
             self.seal.is_some_and(|s| s.strict),
-            &full_key,
+            full_key,
             self.seal.map_or(0, |s| s.table_id),
             bytes,
         )
@@ -111,7 +113,7 @@ impl RowRewriter<'_> {
                 source: e,
             })?;
         let version = self.upcast(key, env.payload_version, &mut obj)?;
-        let out = self.finish_as(key, env, version, obj, check, sealed)?;
+        let out = self.finish_as(Some(full_key), key, env, version, obj, check, sealed)?;
         // A rewrite never pushes a document past the limit writes obey (one stored
         // oversize by an older build or another tool may still be rewritten).
         let size = full_key.len().saturating_add(out.len());
@@ -158,13 +160,15 @@ impl RowRewriter<'_> {
         obj: JsonObject,
         check: impl FnOnce(&Value) -> Result<(), serde_json::Error>,
     ) -> Result<Vec<u8>, CollectionError> {
-        self.finish_as(key, env, version, obj, check, false)
+        self.finish_as(None, key, env, version, obj, check, false)
     }
 
     /// [`RowRewriter::finish`], sealing the output when the input was sealed or the
     /// collection is declared sealed.
+    #[allow(clippy::too_many_arguments)]
     fn finish_as(
         &self,
+        full_key: Option<&[u8]>,
         key: &str,
         env: Envelope,
         version: i32,
@@ -175,8 +179,15 @@ impl RowRewriter<'_> {
         let clear = self.finish_clear(key, env, version, obj, check)?;
         match self.seal {
             Some(s) if s.strict || was_sealed => {
-                let full_key = super::layout::doc_key(self.collection, key);
-                crate::seal::seal_clear_row(s.sealer, &full_key, s.table_id, &clear).map_err(
+                let built;
+                let full_key = match full_key {
+                    Some(k) => k,
+                    None => {
+                        built = super::layout::doc_key(self.collection, key);
+                        &built
+                    }
+                };
+                crate::seal::seal_clear_row(s.sealer, full_key, s.table_id, &clear).map_err(
                     |source| CollectionError::Seal {
                         collection: self.collection.to_string(),
                         source,
