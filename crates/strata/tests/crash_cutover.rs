@@ -109,7 +109,7 @@ fn child(dir: &Path) {
                 .limits(PassLimits::new(200, 1 << 20).unwrap())
                 .on_progress(|p| {
                     batches += 1;
-                    if batches % FLUSH_EVERY == 0 {
+                    if batches.is_multiple_of(FLUSH_EVERY) {
                         store.flush().unwrap();
                         println!("batch {} records {} durable", batches, p.records);
                     } else {
