@@ -64,15 +64,17 @@ pub(crate) struct RowSeal<'a> {
 impl RowRewriter<'_> {
     /// Rewrites one stored row: `full_key` is its store key (`__nx/doc/<collection>/<key>`,
     /// as a scan hands it over; sealing binds it), `key` the document key (for errors).
-    /// `check` sees the final JSON before it is encoded (the sweep checks that it binds to
-    /// the collection's type, so it never writes a row it could not read back); its error
-    /// is [`CollectionError::Bind`].
+    /// `check` is handed the final JSON tree, by value, once it is encoded and before the
+    /// result is returned (the sweep checks that it binds to the collection's type, so it
+    /// never writes a row it could not read back — by value, as the read path binds an
+    /// upcast tree: the strings move into the value instead of being copied); its error is
+    /// [`CollectionError::Bind`] and nothing is returned to write.
     pub(crate) fn rewrite_at(
         &self,
         full_key: &[u8],
         key: &str,
         bytes: &[u8],
-        check: impl FnOnce(&Value) -> Result<(), serde_json::Error>,
+        check: impl FnOnce(Value) -> Result<(), serde_json::Error>,
     ) -> Result<RowRewrite, CollectionError> {
         debug_assert_eq!(full_key, super::layout::doc_key(self.collection, key));
         let stored_len = bytes.len();
@@ -158,7 +160,7 @@ impl RowRewriter<'_> {
         env: Envelope,
         version: i32,
         obj: JsonObject,
-        check: impl FnOnce(&Value) -> Result<(), serde_json::Error>,
+        check: impl FnOnce(Value) -> Result<(), serde_json::Error>,
     ) -> Result<Vec<u8>, CollectionError> {
         self.finish_as(None, key, env, version, obj, check, false)
     }
@@ -173,7 +175,7 @@ impl RowRewriter<'_> {
         env: Envelope,
         version: i32,
         obj: JsonObject,
-        check: impl FnOnce(&Value) -> Result<(), serde_json::Error>,
+        check: impl FnOnce(Value) -> Result<(), serde_json::Error>,
         was_sealed: bool,
     ) -> Result<Vec<u8>, CollectionError> {
         let clear = self.finish_clear(key, env, version, obj, check)?;
@@ -204,7 +206,7 @@ impl RowRewriter<'_> {
         env: Envelope,
         version: i32,
         mut obj: JsonObject,
-        check: impl FnOnce(&Value) -> Result<(), serde_json::Error>,
+        check: impl FnOnce(Value) -> Result<(), serde_json::Error>,
     ) -> Result<Vec<u8>, CollectionError> {
         let mut lock = env.lock_version;
         if let Some(t) = self.transform {
@@ -223,19 +225,20 @@ impl RowRewriter<'_> {
             lock = lock.saturating_add(1);
         }
         let tree = Value::Object(obj);
-        check(&tree).map_err(|e| CollectionError::Bind {
-            collection: self.collection.to_string(),
-            key: key.to_string(),
-            stored: env.payload_version,
-            version,
-            source: e,
-        })?;
         let mut out = Vec::with_capacity(envelope::ENVELOPE_HEADER_LEN + 256);
         out.extend_from_slice(&Envelope::new(version, lock).header_bytes());
         serde_json::to_writer(&mut out, &tree).map_err(|e| CollectionError::Encode {
             collection: self.collection.to_string(),
             key: key.to_string(),
             reason: e.to_string(),
+        })?;
+        // Checked after encoding: the check consumes the tree.
+        check(tree).map_err(|e| CollectionError::Bind {
+            collection: self.collection.to_string(),
+            key: key.to_string(),
+            stored: env.payload_version,
+            version,
+            source: e,
         })?;
         Ok(out)
     }

@@ -817,7 +817,11 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
     }
 
     /// Decides what the sweep does with one stored row: the one row rewrite, checking
-    /// that the rewritten row binds to the collection's type.
+    /// that the rewritten row binds to the collection's type. The check binds the tree by
+    /// value, as the read path binds an upcast row (`serde_json::from_value`): serde_json's
+    /// by-value and by-reference tree deserializers differ only in handing strings over
+    /// owned rather than borrowed, which the derived and standard `Deserialize` impls
+    /// treat alike, and by value the strings move instead of being copied.
     fn sweep_row(
         &self,
         full_key: &[u8],
@@ -825,7 +829,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         bytes: &[u8],
         sealer: Option<&crate::seal::Sealer>,
     ) -> Result<RowAction, CollectionError> {
-        let check = |tree: &serde_json::Value| T::deserialize(tree).map(|_| ());
+        let check = |tree: serde_json::Value| T::deserialize(tree).map(|_| ());
         Ok(
             match self
                 .rewriter(None, sealer)
