@@ -61,6 +61,9 @@ use std::collections::HashSet;
 use std::time::Instant;
 use strata_store::{Batch, KvRead, KvWrite, Mutation, ScanLimits, StoreError, Visit};
 
+/// Room kept in a batch's vectors for what the checkpoint and the hooks add.
+const BATCH_SLACK: usize = 8;
+
 type AbortFn<'a> = Box<dyn FnMut() -> bool + 'a>;
 type ProgressFn<'a> = Box<dyn FnMut(&Progress<'_>) + 'a>;
 type BatchHookFn<'a> = Box<dyn FnMut(&mut Batch, &BatchInfo<'_>) -> Result<(), HookError> + 'a>;
@@ -640,8 +643,14 @@ impl<'a> Pass<'a> {
     {
         let new_cursor = acc.last_key.take().or_else(|| st.cursor.clone());
         let ck_key = self.checkpoint.key().to_vec();
-        let mut mutations = std::mem::take(&mut acc.mutations);
-        let mut rows = std::mem::take(&mut acc.rows);
+        // The next batch is likely as large: its vectors are allocated once, with room for
+        // what the checkpoint and the hooks add, instead of growing row by row.
+        let (n, r) = (acc.mutations.len(), acc.rows.len());
+        let mut mutations = std::mem::replace(
+            &mut acc.mutations,
+            Vec::with_capacity(n.saturating_add(BATCH_SLACK)),
+        );
+        let mut rows = std::mem::replace(&mut acc.rows, Vec::with_capacity(r));
         let mut counters = std::mem::take(&mut acc.counters);
         let info_records = acc.records;
         let info_bytes = acc.bytes;
@@ -652,31 +661,28 @@ impl<'a> Pass<'a> {
         // Only the first attempt: a narrowed retry re-read its rows without an epoch.
         let mut observed = acc.epoch.take();
         let (n_mutations, new_value) = loop {
-            let mut batch = Batch::new();
             let n_mutations = mutations.len() as u64;
-            if conditioned {
+            let mut batch = if conditioned {
                 // Moved, not copied: a batch refused by a failed precondition comes back
                 // from the store (`apply_or_return`) and the rows are taken back from it.
-                for m in mutations.drain(..) {
-                    batch.push(m);
-                }
+                let mut preconditions = Vec::with_capacity(rows.len().saturating_add(BATCH_SLACK));
                 for r in &mut rows {
-                    batch.push_precondition(strata_store::Precondition::Equals {
+                    preconditions.push(strata_store::Precondition::Equals {
                         key: std::mem::take(&mut r.key),
                         value: std::mem::take(&mut r.old),
                     });
                 }
+                let mut batch = Batch::from_parts(std::mem::take(&mut mutations), preconditions);
                 // Each row's bytes were read after the page's epoch was observed: a
                 // backend whose epoch has not moved since need not read them again. The
                 // checkpoint and hook preconditions pushed below are always checked.
                 if let Some(epoch) = observed.take() {
                     batch.observed_at(epoch);
                 }
+                batch
             } else {
-                for m in mutations.drain(..) {
-                    batch.push(m);
-                }
-            }
+                Batch::from_parts(std::mem::take(&mut mutations), Vec::new())
+            };
             let new_value = if done {
                 self.checkpoint.finished_counted(&counters)
             } else {
