@@ -5,7 +5,7 @@ use crate::payload::envelope::{Envelope, ENVELOPE_HEADER_LEN};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::cell::Cell;
-use strata_store::{Batch, KvWrite};
+use strata_store::{Batch, KvRead, KvWrite, Peek, StoreError};
 
 /// How many times a write re-reads and retries after losing a compare-and-swap race.
 const MAX_WRITE_ATTEMPTS: usize = 64;
@@ -66,6 +66,10 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         // conflict builds it again.
         let mut full = self.key_of(key);
         let mut found = None;
+        // A set that may create the document may try "absent" first when the store cannot
+        // tell the current value without reading it (`Peek::Unread`): a conflict on the
+        // document's key then leaves its value where the next attempt's read is cheap.
+        let mut may_guess = value.is_some() && matches!(expect, Expect::Any | Expect::Absent);
         for _ in 0..MAX_WRITE_ATTEMPTS {
             if full.is_empty() {
                 full = self.key_of(key);
@@ -75,7 +79,19 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             // One snapshot of the keys per attempt: the value is sealed with it and the
             // batch carries its keyring precondition.
             let sealer = self.sealer_now();
-            let old = self.get_raw(&full)?;
+            let mut guessed = false;
+            let old = if std::mem::take(&mut may_guess) {
+                match self.inner.store.peek(&full) {
+                    Ok(Peek::Value(v)) => v,
+                    Ok(Peek::Unread) => {
+                        guessed = true;
+                        None
+                    }
+                    Err(e) => return Err(CollectionError::store(&self.inner.name, e)),
+                }
+            } else {
+                self.get_raw(&full)?
+            };
             let old_env = match &old {
                 Some(b) if value.is_some() => {
                     if self.inner.sealer.is_none() && crate::seal::peek(b).is_some_and(|(_, s)| s) {
@@ -159,6 +175,15 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             }
             match self.inner.store.apply(batch) {
                 Ok(()) => return Ok(result),
+                Err(StoreError::Conflict { key: k, .. })
+                    if guessed
+                        && k.strip_prefix(self.inner.prefix.as_slice()) == Some(key.as_bytes()) =>
+                {
+                    // The guess was wrong (the document exists): the next attempt reads it
+                    // (the fence and the keyring were not what failed).
+                    full = k;
+                    continue;
+                }
                 Err(e) if e.is_conflict() => {
                     // The fence or the keyring (a rotation began or finished) may be
                     // what changed: read them again.
