@@ -299,7 +299,8 @@ impl<T> Collection<T> {
 
     /// The fence precondition plus every write guard's.
     fn with_guards(&self, fence: Precondition) -> Result<Vec<Precondition>, CollectionError> {
-        let mut preconditions = Vec::with_capacity(1 + self.inner.guards.len());
+        // Room for the write's own: the document's and the keyring's.
+        let mut preconditions = Vec::with_capacity(3 + self.inner.guards.len());
         preconditions.push(fence);
         for g in &self.inner.guards {
             preconditions.extend(

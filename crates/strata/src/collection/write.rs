@@ -96,10 +96,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 Some(b) if value.is_some() => {
                     if self.inner.sealer.is_none() && crate::seal::peek(b).is_some_and(|(_, s)| s) {
                         // A clear handle never overwrites a sealed document in clear.
-                        return Err(CollectionError::Seal {
-                            collection: self.inner.name.clone(),
-                            source: crate::seal::SealError::NeedsKey { key: full.clone() },
-                        });
+                        return Err(self.needs_key(&full));
                     }
                     Some(self.header_of(key, b)?)
                 }
@@ -113,24 +110,13 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 Expect::Lock(n) => found != Some(n),
             };
             if conflict {
-                return Err(CollectionError::Conflict {
-                    collection: self.inner.name.clone(),
-                    key: key.to_string(),
-                    expected: expect,
-                    found,
-                });
+                return Err(self.conflict(key, expect, found));
             }
             let (batch, result) = match value {
                 Some(v) => {
                     if let Some(e) = old_env {
                         if self.inner.upcaster.is_ahead(e.payload_version) {
-                            self.warn_ahead(key, e.payload_version);
-                            return Err(CollectionError::AheadOfBuild {
-                                collection: self.inner.name.clone(),
-                                key: key.to_string(),
-                                stored: e.payload_version,
-                                current: self.current_version(),
-                            });
+                            return Err(self.ahead(key, e.payload_version));
                         }
                     }
                     let lock = found.map_or(1, |l| l.saturating_add(1));
@@ -149,7 +135,8 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         }
                     };
                     self.check_size(key, &full, &bytes)?;
-                    let mut batch = Batch::new()
+                    // The guards' vector has room for the document's and keyring's.
+                    let mut batch = Batch::with_preconditions(guarded)
                         .require(full.clone(), old)
                         .set(std::mem::take(&mut full), bytes);
                     if let Some(s) = &sealer {
@@ -162,17 +149,13 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         return Ok(None);
                     };
                     (
-                        Batch::new()
+                        Batch::with_preconditions(guarded)
                             .require_eq(full.clone(), old)
                             .delete(std::mem::take(&mut full)),
                         Some(found.unwrap_or(0)),
                     )
                 }
             };
-            let mut batch = batch;
-            for p in guarded {
-                batch.push_precondition(p);
-            }
             match self.inner.store.apply(batch) {
                 Ok(()) => return Ok(result),
                 Err(StoreError::Conflict { key: k, .. })
@@ -194,12 +177,41 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 Err(e) => return Err(CollectionError::store(&self.inner.name, e)),
             }
         }
-        Err(CollectionError::Conflict {
+        Err(self.conflict(key, expect, found))
+    }
+
+    // The refusals, out of the write path's line (its code stays dense in the cache).
+
+    #[cold]
+    #[inline(never)]
+    fn conflict(&self, key: &str, expected: Expect, found: Option<u64>) -> CollectionError {
+        CollectionError::Conflict {
             collection: self.inner.name.clone(),
             key: key.to_string(),
-            expected: expect,
+            expected,
             found,
-        })
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn ahead(&self, key: &str, stored: i32) -> CollectionError {
+        self.warn_ahead(key, stored);
+        CollectionError::AheadOfBuild {
+            collection: self.inner.name.clone(),
+            key: key.to_string(),
+            stored,
+            current: self.current_version(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn needs_key(&self, full: &[u8]) -> CollectionError {
+        CollectionError::Seal {
+            collection: self.inner.name.clone(),
+            source: crate::seal::SealError::NeedsKey { key: full.to_vec() },
+        }
     }
 
     /// The JSON of `value` behind [`ENVELOPE_HEADER_LEN`] zero bytes (room for the
