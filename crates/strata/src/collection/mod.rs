@@ -149,7 +149,12 @@ impl<T> Collection<T> {
 
     /// The full store key of a document.
     pub fn key_of(&self, key: &str) -> Vec<u8> {
-        layout::doc_key(&self.inner.name, key)
+        // `layout::doc_key` of the collection, from its prefix (`doc_prefix`): two copies.
+        let prefix = self.inner.prefix.as_slice();
+        let mut full = Vec::with_capacity(prefix.len() + key.len());
+        full.extend_from_slice(prefix);
+        full.extend_from_slice(key.as_bytes());
+        full
     }
 
     /// The envelope of a stored document — payload and lock version — read without
