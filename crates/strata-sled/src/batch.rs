@@ -136,7 +136,11 @@ impl SledStore {
                 Ok(())
             }
             Ok(Err(e)) => {
-                // Nothing was written: a cached entry still holds sled's value.
+                // Nothing was written, and sled reports the key's current value: with the
+                // stripe locked no write of the key can land before it is recorded, so it
+                // is exactly sled's value (a writer that guessed, see `Peek::Unread`,
+                // reads it back from the cache).
+                values.record(key.clone(), e.current.clone());
                 drop(values);
                 match own.check(e.current.as_deref()) {
                     Err(conflict) => Err(conflict),

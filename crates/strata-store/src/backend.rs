@@ -32,6 +32,15 @@ pub trait KvRead {
         None
     }
 
+    /// What the backend knows of `key` without reading the store itself: its value, or
+    /// [`Peek::Unread`] when learning it would take a read that a writer may skip by
+    /// trying its conditional write on a guess first. The default reads
+    /// ([`Peek::Value`] of [`KvRead::get`]): a backend answers `Unread` only when it keeps
+    /// the promise documented on that variant.
+    fn peek(&self, key: &[u8]) -> Result<Peek> {
+        self.get(key).map(Peek::Value)
+    }
+
     /// The records [`KvRead::scan`] would return, handed to `visit` one at a time as
     /// borrowed slices (no copy where the backend can avoid one), in order, under the same
     /// limits and errors. `visit` may end the page early with [`Visit::Stop`] (the record
@@ -59,6 +68,21 @@ pub trait KvRead {
             more: page.more,
         })
     }
+}
+
+/// What [`KvRead::peek`] knows of a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Peek {
+    /// The key's current value (`None`: absent), exactly what [`KvRead::get`] returns.
+    Value(Option<Vec<u8>>),
+    /// Not known without a read of the store. The backend promises that a batch
+    /// conditioned on this key that fails on the key's own precondition costs about what
+    /// the read would have, and that it leaves the key's current value where the next
+    /// [`KvRead::get`] of it is served without reading the store (when the value fits the
+    /// backend's memory bounds). So a writer may apply its batch conditioned on a guess
+    /// (typically "absent") and read only after a conflict on that key: never more reads
+    /// of the store than reading first.
+    Unread,
 }
 
 /// What a [`KvRead::scan_visit`] visitor wants after a record.
@@ -160,6 +184,9 @@ impl<T: KvRead + ?Sized> KvRead for &T {
     }
     fn write_epoch(&self) -> Option<crate::WriteEpoch> {
         (**self).write_epoch()
+    }
+    fn peek(&self, key: &[u8]) -> Result<Peek> {
+        (**self).peek(key)
     }
     fn scan_visit(
         &self,

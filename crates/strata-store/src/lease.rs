@@ -248,6 +248,9 @@ impl KvRead for Store {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.backend.get(key)
     }
+    fn peek(&self, key: &[u8]) -> Result<crate::Peek> {
+        self.backend.peek(key)
+    }
     fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
         self.backend.scan(prefix, after, limits)
     }
@@ -312,6 +315,9 @@ impl Drop for WriteLease {
 impl KvRead for WriteLease {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.store.backend.get(key)
+    }
+    fn peek(&self, key: &[u8]) -> Result<crate::Peek> {
+        self.store.backend.peek(key)
     }
     fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
         self.store.backend.scan(prefix, after, limits)

@@ -149,7 +149,12 @@ impl<T> Collection<T> {
 
     /// The full store key of a document.
     pub fn key_of(&self, key: &str) -> Vec<u8> {
-        layout::doc_key(&self.inner.name, key)
+        // `layout::doc_key` of the collection, from its prefix (`doc_prefix`): two copies.
+        let prefix = self.inner.prefix.as_slice();
+        let mut full = Vec::with_capacity(prefix.len() + key.len());
+        full.extend_from_slice(prefix);
+        full.extend_from_slice(key.as_bytes());
+        full
     }
 
     /// The envelope of a stored document — payload and lock version — read without
@@ -299,7 +304,8 @@ impl<T> Collection<T> {
 
     /// The fence precondition plus every write guard's.
     fn with_guards(&self, fence: Precondition) -> Result<Vec<Precondition>, CollectionError> {
-        let mut preconditions = Vec::with_capacity(1 + self.inner.guards.len());
+        // Room for the write's own: the document's and the keyring's.
+        let mut preconditions = Vec::with_capacity(3 + self.inner.guards.len());
         preconditions.push(fence);
         for g in &self.inner.guards {
             preconditions.extend(
