@@ -5,6 +5,7 @@
 //! cargo bench -p strata --bench payload
 //! STRATA_BENCH_ROWS=20000 STRATA_BENCH_GETS=200000 cargo bench -p strata --bench payload
 //! STRATA_BENCH_ONLY=sweep cargo bench -p strata --bench payload   # one contender, for a profiler
+//! STRATA_BENCH_ONLY=seed ...   # the shared set-up alone, to subtract from a perf stat count
 //! STRATA_BENCH_SWEEP_ROWS=50000 STRATA_BENCH_SWEEP_ROUNDS=5 cargo bench -p strata --bench payload
 //! ```
 //!
@@ -160,12 +161,18 @@ fn main() {
     let gets = env_usize("STRATA_BENCH_GETS", 200_000);
     let sweep_rows = env_usize("STRATA_BENCH_SWEEP_ROWS", 50_000);
     let rounds = 5;
-    // Profiling aid: STRATA_BENCH_ONLY=sweep|hand runs only that sweep contender.
+    // Profiling aid: STRATA_BENCH_ONLY=sweep|hand runs only that sweep contender (seed: the
+    // set-up alone).
     if let Ok(only) = std::env::var("STRATA_BENCH_ONLY") {
         let d = match only.as_str() {
             "sweep" => our_sweep(sweep_rows, 256),
             "hand" => hand_loop(sweep_rows, 256),
-            other => panic!("STRATA_BENCH_ONLY must be `sweep` or `hand`, not `{other}`"),
+            // The set-up both contenders share (open + seed), to subtract from a whole-process
+            // count (`perf stat -e cycles:u`) of `sweep` or `hand`.
+            "seed" => seed_only(sweep_rows),
+            other => {
+                panic!("STRATA_BENCH_ONLY must be `sweep`, `hand` or `seed`, not `{other}`")
+            }
         };
         println!("{only}: {sweep_rows} rows in {d:?}");
         return;
@@ -287,6 +294,15 @@ fn hand_pass(store: &Store, batch: usize) -> usize {
         }
     }
     n
+}
+
+/// Only the set-up of [`hand_loop`] and [`our_sweep`] (open, seed); times the seeding.
+fn seed_only(rows: usize) -> Duration {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, _db, _c) = open(tmp.path());
+    let t = Instant::now();
+    seed(&store, rows, 1, v1_json);
+    t.elapsed()
 }
 
 /// The eager sweep over the same data.
