@@ -689,6 +689,56 @@ fn row_conditions_narrow_a_batch_whose_rows_changed_and_retry_it() {
     assert_eq!(store.get(b"__nx/sweep/t").unwrap(), None, "completed");
 }
 
+/// The same narrowing on sled, whose `apply_or_return` hands the refused batch back
+/// without a copy (the rows' mutations and preconditions were moved into it): the
+/// competing write lands from the batch hook, after the page was read.
+#[test]
+fn row_conditions_narrow_on_sled_from_the_batch_handed_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = strata_sled::SledStore::open_store(dir.path()).unwrap();
+    for key in ["a", "b", "c", "d", "e"] {
+        put(&store, &k(key), b"v");
+    }
+    let fired = Cell::new(false);
+    let processed = Cell::new(0);
+    let dropped = RefCell::new(Vec::new());
+    let codec = ck();
+    let report = Pass::new("t", k(""), &codec)
+        .row_conditions(true)
+        .on_narrow(|keys: &[Vec<u8>]| dropped.borrow_mut().extend_from_slice(keys))
+        .on_batch(
+            |_: &mut Batch, _: &BatchInfo<'_>| -> Result<(), HookError> {
+                if !fired.replace(true) {
+                    put(&store, &k("c"), b"changed");
+                    put(&store, &k("e"), b"changed too");
+                }
+                Ok(())
+            },
+        )
+        .run(
+            &store,
+            |r: &RecordRef<'_>, out: &mut Out| -> Result<(), RecordError> {
+                processed.set(processed.get() + 1);
+                out.push(r.replace([r.value, b"!"].concat()));
+                Ok(())
+            },
+        )
+        .unwrap();
+    assert_eq!(processed.get(), 5, "each row processed once");
+    assert_eq!(*dropped.borrow(), [k("c"), k("e")]);
+    assert_eq!(report.mutations, 3);
+    assert_eq!(
+        (report.counters.rewritten, report.counters.conflicted),
+        (3, 2)
+    );
+    for key in ["a", "b", "d"] {
+        assert_eq!(store.get(&k(key)).unwrap(), Some(b"v!".to_vec()));
+    }
+    assert_eq!(store.get(&k("c")).unwrap(), Some(b"changed".to_vec()));
+    assert_eq!(store.get(&k("e")).unwrap(), Some(b"changed too".to_vec()));
+    assert_eq!(store.get(b"__nx/sweep/t").unwrap(), None, "completed");
+}
+
 /// A conflict that no row explains (here: the checkpoint moved) is returned as is.
 #[test]
 fn row_conditions_return_a_conflict_no_row_explains() {
