@@ -135,7 +135,9 @@ impl<'a> Pass<'a> {
     /// were read, the pass re-reads its rows, drops the changed ones (and their
     /// mutations), tells [`Pass::on_narrow`] which, re-encodes the checkpoint and retries
     /// the narrowed batch; a conflict no row explains is returned. Every retry drops at
-    /// least one row, so a batch is tried at most rows + 1 times. Not in a dry run.
+    /// least one row, so a batch is tried at most rows + 1 times. Not in a dry run. The
+    /// pass keeps no copy of a batch for the retry: the store hands a refused batch back
+    /// ([`KvWrite::apply_or_return`]) and the rows are taken back from it.
     ///
     /// On a backend that keeps a [write epoch](strata_store::epoch) (sled, memory) the pass
     /// observes it before reading each page and marks the row preconditions
