@@ -40,7 +40,7 @@ pub use credential::{Credential, KdfParams, SALT_LEN};
 pub use document::{
     needs_reseal, open_document, peek, seal_document, sealed_header, SEALED_ENVELOPE_FORMAT,
 };
-pub(crate) use document::{seal_clear_row, unseal_row};
+pub(crate) use document::{seal_clear_row, unseal_in_place, unseal_row};
 pub use error::SealError;
 pub use keyring::{KeyScope, Keyring, COLLECTION_KEYRING_PREFIX, DATABASE_KEYRING_KEY};
 pub use live::LiveSealer;
