@@ -300,3 +300,65 @@ fn verify_is_read_only_and_names_the_first_bad_record() {
     );
     assert_eq!(all(&db), before, "verify wrote nothing");
 }
+
+/// A legacy store with the fixture plus `n` more legacy G-Counter records.
+fn big_legacy_db(dir: &Path, n: usize) -> PathBuf {
+    use strata::numax::wire;
+    let db = legacy_db(dir);
+    with_store(&db, |s| {
+        let mut batch = Batch::new();
+        for i in 0..n {
+            batch = batch.set(
+                wire::key(wire::GCOUNTER_PREFIX, &format!("counter-{i:08}")),
+                wire::encode_gcounter_materialized(i as u64),
+            );
+        }
+        s.apply(batch).unwrap();
+    });
+    db
+}
+
+/// The `batches` of the table with more than `min` records in a `--json` report.
+fn batches_of_big_table(out: &Output, min: u64) -> u64 {
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let big: Vec<_> = doc["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["records"].as_u64().unwrap() > min)
+        .collect();
+    assert_eq!(big.len(), 1, "{doc}");
+    big[0]["batches"].as_u64().unwrap()
+}
+
+#[test]
+fn without_max_records_certification_takes_the_migrators_default_cadence() {
+    let n = 9000;
+    // Absent: the migrator's defaults, a certification checkpoint every 4096 records.
+    let dir = tempfile::tempdir().unwrap();
+    let db = big_legacy_db(dir.path(), n);
+    let out = strata(&db, &["migrate", "--json"]);
+    let default = batches_of_big_table(&out, n as u64);
+    assert_eq!(
+        default,
+        (n as u64 + 1).div_ceil(strata::migrate::CERTIFY_MAX_RECORDS as u64),
+        "default cadence"
+    );
+    assert_eq!(strata(&db, &["status"]).status.code(), Some(0));
+
+    // Given: applied as given.
+    let dir = tempfile::tempdir().unwrap();
+    let db = big_legacy_db(dir.path(), n);
+    let out = strata(&db, &["migrate", "--json", "--max-records", "512"]);
+    let explicit = batches_of_big_table(&out, n as u64);
+    assert_eq!(explicit, (n as u64 + 1).div_ceil(512), "explicit limit");
+
+    // `--max-bytes` alone still bounds every batch (the record limits stay the defaults).
+    let dir = tempfile::tempdir().unwrap();
+    let db = big_legacy_db(dir.path(), n);
+    let out = strata(&db, &["migrate", "--json", "--max-bytes", "16KiB"]);
+    let by_bytes = batches_of_big_table(&out, n as u64);
+    assert!(by_bytes > default, "{by_bytes} vs {default}");
+    assert_eq!(strata(&db, &["status"]).status.code(), Some(0));
+}
