@@ -21,7 +21,7 @@
 //! log tail), which is exactly what `verify` reports.
 //!
 //! A scope is certified while application writers run (the eager sweep): the operation
-//! [arms](Store::arm_manifest_scope) the scope before its final count, and a manifest
+//! [arms](crate::Store::arm_manifest_scope) the scope before its final count, and a manifest
 //! whose scope an ordinary write touched meanwhile is dropped from the final batch
 //! (the operation still completes, uncertified) rather than recorded wrong.
 //!
