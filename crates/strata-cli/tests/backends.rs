@@ -2,16 +2,12 @@
 //! unchanged), explicit schemes, damaged sled datastores, read-only media.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
+use common::strata;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use strata_store::{Batch, KvWrite};
-
-fn strata(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 /// The read-only commands (and a migration dry run) with `--db db`.
 fn read_commands(db: &str) -> Vec<Vec<String>> {

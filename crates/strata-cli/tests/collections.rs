@@ -3,9 +3,11 @@
 //! rows as "sweep pending" without failing.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
+use common::{json_of, strata, with_store};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Command, Output};
 use strata::collection::layout::{doc_key, sweep_key};
 use strata::collection::CollectionOptions;
 use strata::database::Database;
@@ -13,19 +15,6 @@ use strata::payload::envelope::{encode, Envelope};
 use strata::payload::SweepMarker;
 use strata::policy::Baseline;
 use strata_store::{Batch, KvRead, KvWrite, Store};
-
-fn strata(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn with_store(db: &Path, f: impl FnOnce(&Store)) {
-    let store = strata_sled::SledStore::open_store(db).unwrap();
-    f(&store);
-    store.flush().unwrap();
-}
 
 fn put_doc(store: &Store, collection: &str, id: &str, version: i32, lock: u64, doc: &Value) {
     let bytes = encode(
@@ -35,16 +24,6 @@ fn put_doc(store: &Store, collection: &str, id: &str, version: i32, lock: u64, d
     store
         .apply(Batch::new().set(doc_key(collection, id), bytes))
         .unwrap();
-}
-
-fn json_of(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
 }
 
 /// `users`: 3 rows at v1, 2 at v2, 1 at v3, one ahead row at v4; the sweep marker says a

@@ -3,20 +3,16 @@
 //! copy resumes once space is freed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
+use common::strata;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
 
 const PROGRESS_KEY: &[u8] = b"__nx/copy/progress";
 const MANIFEST_KEY: &[u8] = b"__nx/copy/manifest";
-
-fn strata(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 fn next(seed: &mut u64) -> u64 {
     *seed ^= *seed << 13;

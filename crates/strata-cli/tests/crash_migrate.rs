@@ -11,15 +11,25 @@
 //! The seed is printed; set `STRATA_CRASH_SEED` to replay a run.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
+use common::{legacy_records, payload, snapshot};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use strata::header::{checkpoint_key, header_key};
 use strata::migrate::MigrationCheckpoint;
-use strata::numax::wire;
 use strata::SchemaHeader;
-use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
+use strata_store::{KvRead, KvWrite, Store};
+
+/// Creates the store and writes `n` legacy records to it (flushed).
+fn build(backend: Backend, db: &Path, n: usize) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let store = backend.create(db);
+    let all = legacy_records(&store, n);
+    store.flush().unwrap();
+    all
+}
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -88,74 +98,6 @@ impl Backend {
     }
 }
 
-/// Writes `n` legacy (header-less) records through `backend`: gcounter, seen-ops and
-/// op-log records in a 4:3:3 mix.
-fn build(backend: Backend, db: &Path, n: usize) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let store = backend.create(db);
-    let mut all = BTreeMap::new();
-    let mut batch = Batch::new();
-    let mut in_batch = 0;
-    for i in 0..n {
-        let (k, v) = match i % 10 {
-            0..=3 => (
-                wire::key(wire::GCOUNTER_PREFIX, &format!("counter-{i:08}")),
-                wire::encode_gcounter_materialized(i as u64),
-            ),
-            4..=6 => (
-                wire::key(wire::SEEN_OP_PREFIX, &format!("op-{i:08}")),
-                wire::encode_seen_op(i as u64),
-            ),
-            _ => {
-                let id = format!("op-{i:08}");
-                let op = wire::Op::new(
-                    id.clone(),
-                    "node-a",
-                    wire::OpKind::GCounterIncrement {
-                        key: format!("counter-{i:08}"),
-                        increment: i as u64,
-                    },
-                );
-                (
-                    wire::key(wire::OP_LOG_PREFIX, &id),
-                    wire::encode_op_log(i as u64, &op).unwrap(),
-                )
-            }
-        };
-        batch = batch.set(k.clone(), v.clone());
-        all.insert(k, v);
-        in_batch += 1;
-        if in_batch == 1000 {
-            store.apply(std::mem::take(&mut batch)).unwrap();
-            in_batch = 0;
-        }
-    }
-    store.apply(batch).unwrap();
-    store.flush().unwrap();
-    all
-}
-
-fn snapshot(store: &Store) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut cursor: Option<Vec<u8>> = None;
-    loop {
-        let page = store
-            .scan(
-                b"",
-                cursor.as_deref(),
-                ScanLimits::new(4096, 1 << 24).unwrap(),
-            )
-            .unwrap();
-        for r in &page.records {
-            out.insert(r.key.clone(), r.value.clone());
-        }
-        match page.cursor() {
-            Some(c) if page.more => cursor = Some(c.to_vec()),
-            _ => break,
-        }
-    }
-    out
-}
-
 /// Per table: (header version if any, checkpoint cursor if any) — the migration position.
 type Position = (Option<u16>, Option<Vec<u8>>);
 
@@ -192,17 +134,6 @@ fn not_behind(old: &Position, new: &Position) -> bool {
         ((None, Some(a)), (None, Some(b))) => b >= a,
         ((None, Some(_)), (None, None)) => false,
     }
-}
-
-fn payload(all: &BTreeMap<Vec<u8>, Vec<u8>>) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    all.iter()
-        .filter(|(k, _)| {
-            !k.starts_with(b"__nx/schema/")
-                && !k.starts_with(b"__nx/migration/")
-                && !k.starts_with(b"__nx/manifest/")
-        })
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
 }
 
 fn migrate_cmd(db: &Path) -> Command {

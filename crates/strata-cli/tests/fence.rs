@@ -2,10 +2,13 @@
 //! draining by a quiesce timeout, and of a corrupted record.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
+use common::{stderr, stdout, strata_db, with_store};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 use strata::clock::ManualClock;
 use strata::collection::CollectionOptions;
@@ -15,36 +18,12 @@ use strata::policy::{
     CLIENT_FORMAT, FENCE_KEY,
 };
 use strata::Database;
-use strata_store::{Batch, KvRead, KvWrite, Store};
-
-fn strata(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+use strata_store::{Batch, KvRead, KvWrite};
 
 fn json_of(out: &Output) -> Value {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", stdout(out)))
-}
-
-fn with_store<R>(db: &Path, f: impl FnOnce(&Store) -> R) -> R {
-    let store = strata_sled::SledStore::open_store(db).unwrap();
-    let r = f(&store);
-    store.flush().unwrap();
-    r
 }
 
 fn config(clock: &ManualClock) -> PolicyConfig {
@@ -162,7 +141,7 @@ fn a_fresh_store_has_a_normal_fence_at_generation_0() {
     let db = tmp.path().join("db");
     with_store(&db, |_| {});
 
-    let v = json_of(&strata(&db, &["fence", "--json"]));
+    let v = json_of(&strata_db(&db, &["fence", "--json"]));
     assert_eq!(v["state"], "normal");
     assert_eq!(v["generation"], 0);
     assert_eq!(v["coordinator"], Value::Null);
@@ -171,7 +150,7 @@ fn a_fresh_store_has_a_normal_fence_at_generation_0() {
     assert_eq!(v["clients"], json!([]));
     assert!(v["now_ms"].as_u64().unwrap() > 0, "{v}");
 
-    let out = strata(&db, &["fence"]);
+    let out = strata_db(&db, &["fence"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
     for line in [
@@ -187,7 +166,7 @@ fn a_fresh_store_has_a_normal_fence_at_generation_0() {
     with_store(&db, |store| assert_eq!(store.get(FENCE_KEY).unwrap(), None));
 
     // Aborting a normal fence is a no-op that says so.
-    let out = strata(&db, &["fence", "abort"]);
+    let out = strata_db(&db, &["fence", "abort"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
         stdout(&out).starts_with("fence already normal, nothing to reset: state normal, generation 0, 0 cutover(s) still pending"),
@@ -202,7 +181,7 @@ fn fence_on_a_missing_store_is_an_error_and_creates_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("nope");
     for args in [&["fence"][..], &["fence", "abort"][..]] {
-        let out = strata(&db, args);
+        let out = strata_db(&db, args);
         assert_eq!(out.status.code(), Some(1));
         assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
         assert!(!db.exists());
@@ -230,7 +209,7 @@ fn abort_resets_a_draining_fence_without_bumping_the_generation() {
             .unwrap();
     });
 
-    let v = json_of(&strata(&db, &["fence", "--json"]));
+    let v = json_of(&strata_db(&db, &["fence", "--json"]));
     assert_eq!(v["state"], "draining");
     assert_eq!(v["generation"], 0);
     assert_eq!(v["coordinator"], Value::String(coordinator.clone()));
@@ -246,7 +225,7 @@ fn abort_resets_a_draining_fence_without_bumping_the_generation() {
     assert_eq!(clients[0]["pid"], 4242);
     assert!(!v.to_string().contains(&holdout));
 
-    let out = strata(&db, &["fence"]);
+    let out = strata_db(&db, &["fence"]);
     let text = stdout(&out);
     assert!(text.contains("state        draining\n"), "{text}");
     assert!(
@@ -264,14 +243,14 @@ fn abort_resets_a_draining_fence_without_bumping_the_generation() {
         "{text}"
     );
 
-    let out = strata(&db, &["fence", "abort"]);
+    let out = strata_db(&db, &["fence", "abort"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(
         stdout(&out),
         "fence reset: state normal, generation 0, 1 cutover(s) still pending (invoices: writes stay fenced until run_schema_cutover() finishes them)\n"
     );
 
-    let v = json_of(&strata(&db, &["fence", "--json"]));
+    let v = json_of(&strata_db(&db, &["fence", "--json"]));
     assert_eq!(v["state"], "normal");
     assert_eq!(v["generation"], 0);
     assert_eq!(v["coordinator"], Value::Null);
@@ -299,7 +278,7 @@ fn abort_resets_a_draining_fence_without_bumping_the_generation() {
         );
         assert_eq!(inv.get("i1").unwrap().unwrap().amount.gross, 100.0);
     });
-    let v = json_of(&strata(&db, &["fence", "--json"]));
+    let v = json_of(&strata_db(&db, &["fence", "--json"]));
     assert_eq!(
         (v["state"].as_str(), v["generation"].as_u64()),
         (Some("normal"), Some(1))
@@ -326,7 +305,7 @@ fn abort_keeps_a_later_generation_and_answers_in_json() {
         })
         .unwrap();
     });
-    let v = json_of(&strata(&db, &["fence", "abort", "--json"]));
+    let v = json_of(&strata_db(&db, &["fence", "abort", "--json"]));
     assert_eq!(v["reset"], true);
     assert_eq!(v["rewritten"], false);
     assert_eq!(v["state"], "normal");
@@ -345,7 +324,7 @@ fn abort_keeps_a_later_generation_and_answers_in_json() {
         (FenceState::Normal, 7, None, 1)
     );
     // Idempotent.
-    let v = json_of(&strata(&db, &["fence", "--json", "abort"]));
+    let v = json_of(&strata_db(&db, &["fence", "--json", "abort"]));
     assert_eq!(
         (v["reset"].as_bool(), v["generation"].as_u64()),
         (Some(false), Some(7))
@@ -361,11 +340,11 @@ fn a_corrupted_fence_is_refused_until_reset_explicitly() {
             .apply(Batch::new().set(FENCE_KEY.to_vec(), b"{not json".to_vec()))
             .unwrap();
     });
-    let out = strata(&db, &["fence"]);
+    let out = strata_db(&db, &["fence"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("__nx/fence"), "{}", stderr(&out));
 
-    let out = strata(&db, &["fence", "abort"]);
+    let out = strata_db(&db, &["fence", "abort"]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
@@ -377,7 +356,7 @@ fn a_corrupted_fence_is_refused_until_reset_explicitly() {
         assert_eq!(store.get(FENCE_KEY).unwrap(), Some(b"{not json".to_vec()))
     });
 
-    let out = strata(&db, &["fence", "abort", "--reset-corrupt", "3"]);
+    let out = strata_db(&db, &["fence", "abort", "--reset-corrupt", "3"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
         stdout(&out).starts_with("fence reset: state normal, generation 3"),
@@ -454,7 +433,7 @@ fn clients_show_their_heartbeat_and_acknowledged_generation() {
             .unwrap();
     });
 
-    let v = json_of(&strata(&db, &["fence", "--json"]));
+    let v = json_of(&strata_db(&db, &["fence", "--json"]));
     let clients = v["clients"].as_array().unwrap();
     assert_eq!(clients.len(), 2, "{v}");
     assert_eq!(
@@ -474,7 +453,7 @@ fn clients_show_their_heartbeat_and_acknowledged_generation() {
     assert!(v["now_ms"].as_u64().unwrap() >= heartbeat, "{v}");
 
     let before = wall_ms();
-    let out = strata(&db, &["fence"]);
+    let out = strata_db(&db, &["fence"]);
     let after = wall_ms();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);

@@ -3,18 +3,11 @@
 //! store and one written through strata since pass.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::Path;
-use std::process::{Command, Output};
-use strata_store::{Batch, KvRead, KvWrite, Store};
+mod common;
 
-fn strata(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .unwrap()
-}
+use common::strata_db;
+use std::path::Path;
+use strata_store::{Batch, KvRead, KvWrite, Store};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -35,7 +28,7 @@ fn migrated(path: &Path) {
         store.apply(b).unwrap();
         store.flush().unwrap();
     }
-    let out = strata(path, &["migrate"]);
+    let out = strata_db(path, &["migrate"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
@@ -52,14 +45,14 @@ fn a_healthy_migrated_store_verifies_and_reports_its_manifest() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.redb");
     migrated(&db);
-    let out = strata(&db, &["verify"]);
+    let out = strata_db(&db, &["verify"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(
         stdout.contains("`gcounter-materialized` holds exactly the 40 records `migrate` certified"),
         "{stdout}"
     );
-    let out = strata(&db, &["verify", "--json"]);
+    let out = strata_db(&db, &["verify", "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let scopes = doc["scopes"].as_array().unwrap();
     let g = scopes
@@ -83,7 +76,7 @@ fn a_record_lost_behind_stratas_back_fails_verify_naming_the_table() {
             .apply(Batch::new().delete(key(7)).delete(key(8)))
             .unwrap()
     });
-    let out = strata(&db, &["verify"]);
+    let out = strata_db(&db, &["verify"]);
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stdout));
     let err = text(&out.stderr);
     assert!(
@@ -102,7 +95,7 @@ fn a_record_lost_behind_stratas_back_fails_verify_naming_the_table() {
             )
             .unwrap()
     });
-    let out = strata(&db, &["verify"]);
+    let out = strata_db(&db, &["verify"]);
     assert_eq!(out.status.code(), Some(4));
     assert!(text(&out.stderr).contains("differs from what `migrate` certified"));
 }
@@ -123,7 +116,7 @@ fn writes_through_strata_after_migrate_raise_no_false_alarm() {
             None
         );
     });
-    let out = strata(&db, &["verify"]);
+    let out = strata_db(&db, &["verify"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!text(&out.stdout).contains("gcounter-materialized` holds exactly"));
 }

@@ -2,25 +2,15 @@
 //! dry runs and read-only verification, on the committed legacy fixture.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
+use common::{snapshot, stderr, strata_db, with_store};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use strata::header::{checkpoint_key, header_key};
 use strata::SchemaHeader;
-use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
-
-fn strata(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use strata_store::{Batch, KvWrite};
 
 fn fixture() -> Vec<(Vec<u8>, Vec<u8>)> {
     let path =
@@ -39,13 +29,6 @@ fn fixture() -> Vec<(Vec<u8>, Vec<u8>)> {
         .collect()
 }
 
-fn with_store<T>(db: &Path, f: impl FnOnce(&Store) -> T) -> T {
-    let store = strata_sled::SledStore::open_store(db).unwrap();
-    let out = f(&store);
-    store.flush().unwrap();
-    out
-}
-
 fn legacy_db(dir: &Path) -> PathBuf {
     let db = dir.join("db");
     with_store(&db, |s| {
@@ -56,39 +39,14 @@ fn legacy_db(dir: &Path) -> PathBuf {
     db
 }
 
+/// Every record of the sled store at `db`.
 fn all(db: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    with_store(db, |s| {
-        let mut out = BTreeMap::new();
-        let mut cursor: Option<Vec<u8>> = None;
-        loop {
-            let page = s
-                .scan(
-                    b"",
-                    cursor.as_deref(),
-                    ScanLimits::new(1000, 1 << 24).unwrap(),
-                )
-                .unwrap();
-            for r in &page.records {
-                out.insert(r.key.clone(), r.value.clone());
-            }
-            match page.cursor() {
-                Some(c) if page.more => cursor = Some(c.to_vec()),
-                _ => break,
-            }
-        }
-        out
-    })
+    with_store(db, snapshot)
 }
 
+/// The payload records of the sled store at `db`.
 fn payload(db: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    all(db)
-        .into_iter()
-        .filter(|(k, _)| {
-            !k.starts_with(b"__nx/schema/")
-                && !k.starts_with(b"__nx/migration/")
-                && !k.starts_with(b"__nx/manifest/")
-        })
-        .collect()
+    common::payload(&all(db))
 }
 
 #[test]
@@ -96,7 +54,7 @@ fn missing_path_is_refused_and_not_created() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("missing");
     for cmd in [["migrate"].as_slice(), ["verify"].as_slice()] {
-        let out = strata(&db, cmd);
+        let out = strata_db(&db, cmd);
         assert_eq!(out.status.code(), Some(1), "{cmd:?}");
         assert!(stderr(&out).starts_with("strata: "), "{}", stderr(&out));
         assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
@@ -117,23 +75,23 @@ fn zero_and_malformed_limits_are_usage_errors() {
         ["migrate", "--max-bytes", "1.5MiB"],
         ["migrate", "--max-bytes", "4MB"],
     ] {
-        let out = strata(&db, &args);
+        let out = strata_db(&db, &args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(args[1]), "{}", stderr(&out));
     }
-    let out = strata(&db, &["migrate", "--max-bytes", "0"]);
+    let out = strata_db(&db, &["migrate", "--max-bytes", "0"]);
     assert!(
         stderr(&out).contains("greater than zero"),
         "{}",
         stderr(&out)
     );
-    let out = strata(&db, &["migrate", "--max-bytes", "1.5MiB"]);
+    let out = strata_db(&db, &["migrate", "--max-bytes", "1.5MiB"]);
     assert!(
         stderr(&out).contains("whole numbers only"),
         "{}",
         stderr(&out)
     );
-    let out = strata(&db, &["migrate", "--max-bytes", "4MB"]);
+    let out = strata_db(&db, &["migrate", "--max-bytes", "4MB"]);
     assert!(
         stderr(&out).contains("use the binary unit MiB"),
         "{}",
@@ -147,7 +105,7 @@ fn sizes_accept_units_and_bare_numbers() {
     for size in ["4MiB", "512KiB", "4096"] {
         let dir = tempfile::tempdir().unwrap();
         let db = legacy_db(dir.path());
-        let out = strata(
+        let out = strata_db(
             &db,
             &["migrate", "--dry-run", "--json", "--max-bytes", size],
         );
@@ -156,7 +114,7 @@ fn sizes_accept_units_and_bare_numbers() {
     // 100B parses to 100 bytes, too small for the largest fixture record.
     let dir = tempfile::tempdir().unwrap();
     let db = legacy_db(dir.path());
-    let out = strata(&db, &["migrate", "--dry-run", "--max-bytes", "100B"]);
+    let out = strata_db(&db, &["migrate", "--dry-run", "--max-bytes", "100B"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("byte budget of 100 bytes"),
@@ -171,9 +129,9 @@ fn migrates_the_legacy_fixture_with_a_json_summary() {
     let dir = tempfile::tempdir().unwrap();
     let db = legacy_db(dir.path());
     let before = payload(&db);
-    assert_eq!(strata(&db, &["status"]).status.code(), Some(3));
+    assert_eq!(strata_db(&db, &["status"]).status.code(), Some(3));
 
-    let out = strata(&db, &["migrate", "--max-records", "2", "--json"]);
+    let out = strata_db(&db, &["migrate", "--max-records", "2", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["format"], 1);
@@ -206,10 +164,10 @@ fn migrates_the_legacy_fixture_with_a_json_summary() {
         );
         assert!(!after.contains_key(&checkpoint_key(name)));
     }
-    assert_eq!(strata(&db, &["status"]).status.code(), Some(0));
+    assert_eq!(strata_db(&db, &["status"]).status.code(), Some(0));
 
     // Rerunning is a no-op; the human summary goes to stdout.
-    let again = strata(&db, &["migrate"]);
+    let again = strata_db(&db, &["migrate"]);
     assert_eq!(again.status.code(), Some(0));
     let text = String::from_utf8_lossy(&again.stdout);
     assert!(text.contains("migration complete"), "{text}");
@@ -221,11 +179,11 @@ fn dry_run_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = legacy_db(dir.path());
     let before = all(&db);
-    let out = strata(&db, &["migrate", "--dry-run"]);
+    let out = strata_db(&db, &["migrate", "--dry-run"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("nothing was written"));
     assert_eq!(all(&db), before);
-    assert_eq!(strata(&db, &["status"]).status.code(), Some(3));
+    assert_eq!(strata_db(&db, &["status"]).status.code(), Some(3));
 }
 
 #[test]
@@ -236,7 +194,7 @@ fn invalid_record_fails_naming_table_and_key_and_moves_nothing() {
         s.apply(Batch::new().set(b"__nx/crdt/seen-op/broken".to_vec(), vec![1, 2, 3]))
             .unwrap();
     });
-    let out = strata(&db, &["migrate"]);
+    let out = strata_db(&db, &["migrate"]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     let last = err.lines().last().unwrap();
@@ -262,7 +220,7 @@ fn future_header_exits_4() {
         .unwrap();
     });
     let before = all(&db);
-    let out = strata(&db, &["migrate"]);
+    let out = strata_db(&db, &["migrate"]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(stderr(&out).contains("op-log"), "{}", stderr(&out));
     assert_eq!(all(&db), before);
@@ -274,7 +232,7 @@ fn verify_is_read_only_and_names_the_first_bad_record() {
     let db = legacy_db(dir.path());
     // Legacy tables are verified too (verify does not need headers), and verify exits
     // like `status`: 3, a migration is required.
-    let out = strata(&db, &["verify", "--json"]);
+    let out = strata_db(&db, &["verify", "--json"]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["verdict"], "migration_required");
@@ -285,13 +243,13 @@ fn verify_is_read_only_and_names_the_first_bad_record() {
         .iter()
         .all(|t| t["records"] == 1));
 
-    assert_eq!(strata(&db, &["migrate"]).status.code(), Some(0));
+    assert_eq!(strata_db(&db, &["migrate"]).status.code(), Some(0));
     with_store(&db, |s| {
         s.apply(Batch::new().set(b"__nx/crdt/orset/broken".to_vec(), b"{nope".to_vec()))
             .unwrap();
     });
     let before = all(&db);
-    let out = strata(&db, &["verify"]);
+    let out = strata_db(&db, &["verify"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
@@ -299,4 +257,66 @@ fn verify_is_read_only_and_names_the_first_bad_record() {
         "{err}"
     );
     assert_eq!(all(&db), before, "verify wrote nothing");
+}
+
+/// A legacy store with the fixture plus `n` more legacy G-Counter records.
+fn big_legacy_db(dir: &Path, n: usize) -> PathBuf {
+    use strata::numax::wire;
+    let db = legacy_db(dir);
+    with_store(&db, |s| {
+        let mut batch = Batch::new();
+        for i in 0..n {
+            batch = batch.set(
+                wire::key(wire::GCOUNTER_PREFIX, &format!("counter-{i:08}")),
+                wire::encode_gcounter_materialized(i as u64),
+            );
+        }
+        s.apply(batch).unwrap();
+    });
+    db
+}
+
+/// The `batches` of the table with more than `min` records in a `--json` report.
+fn batches_of_big_table(out: &Output, min: u64) -> u64 {
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let big: Vec<_> = doc["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["records"].as_u64().unwrap() > min)
+        .collect();
+    assert_eq!(big.len(), 1, "{doc}");
+    big[0]["batches"].as_u64().unwrap()
+}
+
+#[test]
+fn without_max_records_certification_takes_the_migrators_default_cadence() {
+    let n = 9000;
+    // Absent: the migrator's defaults, a certification checkpoint every 4096 records.
+    let dir = tempfile::tempdir().unwrap();
+    let db = big_legacy_db(dir.path(), n);
+    let out = strata_db(&db, &["migrate", "--json"]);
+    let default = batches_of_big_table(&out, n as u64);
+    assert_eq!(
+        default,
+        (n as u64 + 1).div_ceil(strata::migrate::CERTIFY_MAX_RECORDS as u64),
+        "default cadence"
+    );
+    assert_eq!(strata_db(&db, &["status"]).status.code(), Some(0));
+
+    // Given: applied as given.
+    let dir = tempfile::tempdir().unwrap();
+    let db = big_legacy_db(dir.path(), n);
+    let out = strata_db(&db, &["migrate", "--json", "--max-records", "512"]);
+    let explicit = batches_of_big_table(&out, n as u64);
+    assert_eq!(explicit, (n as u64 + 1).div_ceil(512), "explicit limit");
+
+    // `--max-bytes` alone still bounds every batch (the record limits stay the defaults).
+    let dir = tempfile::tempdir().unwrap();
+    let db = big_legacy_db(dir.path(), n);
+    let out = strata_db(&db, &["migrate", "--json", "--max-bytes", "16KiB"]);
+    let by_bytes = batches_of_big_table(&out, n as u64);
+    assert!(by_bytes > default, "{by_bytes} vs {default}");
+    assert_eq!(strata_db(&db, &["status"]).status.code(), Some(0));
 }

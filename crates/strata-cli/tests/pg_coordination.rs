@@ -16,13 +16,15 @@
 #![cfg(feature = "postgres")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
+use common::pg::{db_url, owner, scratch_table};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Lines};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ChildStderr, Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -35,49 +37,11 @@ use strata::policy::{
     PolicyError, SchemaDeclaration,
 };
 use strata::{CollectionOptions, Database, PassLimits};
-use strata_postgres::{PgOptions, PgStore};
 use strata_store::{Batch, KvRead, KvWrite, NamedLease, ScanLimits, Store};
 
 const ROLE: &str = "STRATA_PGMULTI_ROLE";
 const DB: &str = "STRATA_PGMULTI_DB";
 const ARGS: &str = "STRATA_PGMULTI_ARGS";
-
-fn pg_url() -> String {
-    std::env::var("STRATA_PG_URL")
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-        .or_else(|| option_env!("STRATA_PG_URL").map(str::to_string))
-        .expect("STRATA_PG_URL is set (these tests are ignored otherwise)")
-}
-
-fn scratch_table() -> String {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!(
-        "strata_co_{}_{}_{nanos}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-fn db_url(table: &str) -> String {
-    let url = pg_url();
-    let sep = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{sep}strata_table={table}&strata_lock_wait=120")
-}
-
-fn owner(table: &str) -> Store {
-    Store::new(
-        PgStore::connect_with(
-            &pg_url(),
-            PgOptions::new().table(table).dangerous_drop_table_on_drop(),
-        )
-        .unwrap(),
-    )
-}
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -337,7 +301,7 @@ fn marker(store: &Store) -> SweepMarker {
 #[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn two_sweepers_one_contended_then_a_killed_holder_is_taken_over_and_each_row_swept_once() {
     const N: usize = 3000;
-    let table = scratch_table();
+    let table = scratch_table("strata_co");
     let store = owner(&table);
     {
         let db = Database::builder(store.clone())
@@ -446,7 +410,7 @@ fn assert_transformed_once(store: &Store, n: usize) {
 #[test]
 #[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn a_drain_barrier_over_three_client_processes_times_out_on_a_holdout_and_passes_without_it() {
-    let table = scratch_table();
+    let table = scratch_table("strata_co");
     let store = owner(&table);
     old_build_with_invoices(&store, 20);
     let db = db_url(&table);
@@ -537,7 +501,7 @@ fn a_drain_barrier_over_three_client_processes_times_out_on_a_holdout_and_passes
 #[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn a_sigkilled_cutover_coordinator_is_finished_by_another_process_each_record_once() {
     const N: usize = 1000;
-    let table = scratch_table();
+    let table = scratch_table("strata_co");
     let store = owner(&table);
     old_build_with_invoices(&store, N);
     let db = db_url(&table);

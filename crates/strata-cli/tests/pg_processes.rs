@@ -12,139 +12,16 @@
 #![cfg(feature = "postgres")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::BTreeMap;
+mod common;
+
+use common::pg::{db_url, owner, scratch_table, with_params};
+use common::{legacy_records, payload, snapshot, stderr, strata_db};
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
-use std::time::{SystemTime, UNIX_EPOCH};
 use strata::header::{checkpoint_key, header_key};
-use strata::numax::wire;
 use strata::SchemaHeader;
-use strata_postgres::{PgOptions, PgStore};
-use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
-
-/// `STRATA_PG_URL` at run time, else the value the tests were built with.
-fn pg_url() -> String {
-    std::env::var("STRATA_PG_URL")
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-        .or_else(|| option_env!("STRATA_PG_URL").map(str::to_string))
-        .expect("STRATA_PG_URL is set (these tests are ignored otherwise)")
-}
-
-fn scratch_table() -> String {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!(
-        "strata_cli_{}_{}_{nanos}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// `url` with extra query parameters.
-fn with_params(url: &str, params: &str) -> String {
-    let sep = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{sep}{params}")
-}
-
-/// The `--db` of a scratch table: writers wait up to 2 minutes for a lease (the machine
-/// may be slow), nothing else changed.
-fn db_url(table: &str) -> String {
-    with_params(
-        &pg_url(),
-        &format!("strata_table={table}&strata_lock_wait=120"),
-    )
-}
-
-/// The handle that owns a scratch table (drops it when dropped).
-fn owner(table: &str) -> Store {
-    Store::new(
-        PgStore::connect_with(
-            &pg_url(),
-            PgOptions::new().table(table).dangerous_drop_table_on_drop(),
-        )
-        .unwrap(),
-    )
-}
-
-/// Writes `n` legacy (header-less) records: gcounter, seen-ops and op-log records.
-fn build(store: &Store, n: usize) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let mut all = BTreeMap::new();
-    let mut batch = Batch::new();
-    for i in 0..n {
-        let (k, v) = match i % 10 {
-            0..=3 => (
-                wire::key(wire::GCOUNTER_PREFIX, &format!("counter-{i:08}")),
-                wire::encode_gcounter_materialized(i as u64),
-            ),
-            4..=6 => (
-                wire::key(wire::SEEN_OP_PREFIX, &format!("op-{i:08}")),
-                wire::encode_seen_op(i as u64),
-            ),
-            _ => {
-                let id = format!("op-{i:08}");
-                let op = wire::Op::new(
-                    id.clone(),
-                    "node-a",
-                    wire::OpKind::GCounterIncrement {
-                        key: format!("counter-{i:08}"),
-                        increment: i as u64,
-                    },
-                );
-                (
-                    wire::key(wire::OP_LOG_PREFIX, &id),
-                    wire::encode_op_log(i as u64, &op).unwrap(),
-                )
-            }
-        };
-        batch = batch.set(k.clone(), v.clone());
-        all.insert(k, v);
-        if i % 1000 == 999 {
-            store.apply(std::mem::take(&mut batch)).unwrap();
-        }
-    }
-    store.apply(batch).unwrap();
-    all
-}
-
-fn snapshot(store: &Store) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut cursor: Option<Vec<u8>> = None;
-    loop {
-        let page = store
-            .scan(
-                b"",
-                cursor.as_deref(),
-                ScanLimits::new(4096, 1 << 24).unwrap(),
-            )
-            .unwrap();
-        for r in &page.records {
-            out.insert(r.key.clone(), r.value.clone());
-        }
-        match page.cursor() {
-            Some(c) if page.more => cursor = Some(c.to_vec()),
-            _ => break,
-        }
-    }
-    out
-}
-
-/// The payload records (no schema headers, checkpoints, manifests or manifest epoch).
-fn payload(all: &BTreeMap<Vec<u8>, Vec<u8>>) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    all.iter()
-        .filter(|(k, _)| {
-            !k.starts_with(b"__nx/schema/")
-                && !k.starts_with(b"__nx/migration/")
-                && !k.starts_with(b"__nx/manifest")
-        })
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
+use strata_store::{KvRead, Store};
 
 /// Every populated sync table has a current (v1) header and no checkpoint is left.
 fn assert_clean(store: &Store) {
@@ -159,19 +36,6 @@ fn assert_clean(store: &Store) {
             assert_eq!((h.table_id, h.version), (id, 1), "{name}");
         }
     }
-}
-
-fn strata(db: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// A `strata migrate` child whose stderr carries one line per committed batch.
@@ -209,9 +73,9 @@ fn count_batches(child: &mut Child) -> JoinHandle<(usize, String)> {
 #[test]
 #[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn three_racing_migrates_have_one_winner_and_leave_a_clean_store() {
-    let table = scratch_table();
+    let table = scratch_table("strata_cli");
     let store = owner(&table);
-    let expected = build(&store, 20_000);
+    let expected = legacy_records(&store, 20_000);
     let db = db_url(&table);
 
     let mut children: Vec<Child> = (0..3).map(|_| spawn_migrate(&db)).collect();
@@ -237,9 +101,9 @@ fn three_racing_migrates_have_one_winner_and_leave_a_clean_store() {
     assert!(rerun.wait().unwrap().success());
     assert_eq!(counter.join().unwrap().0, 0, "the rerun rewrote nothing");
     assert!(snapshot(&store) == all, "the rerun changed the store");
-    let out = strata(&db, &["status"]);
+    let out = strata_db(&db, &["status"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let out = strata(&db, &["verify"]);
+    let out = strata_db(&db, &["verify"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
@@ -247,9 +111,9 @@ fn three_racing_migrates_have_one_winner_and_leave_a_clean_store() {
 #[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn a_sigkilled_migrate_is_taken_over_and_finished_by_another_process() {
     use std::os::unix::process::ExitStatusExt;
-    let table = scratch_table();
+    let table = scratch_table("strata_cli");
     let store = owner(&table);
-    let expected = build(&store, 40_000);
+    let expected = legacy_records(&store, 40_000);
     let db = db_url(&table);
 
     let mut holder = spawn_migrate(&db);
@@ -295,9 +159,9 @@ fn a_sigkilled_migrate_is_taken_over_and_finished_by_another_process() {
 #[test]
 #[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn status_migrate_verify_and_fence_work_on_postgres_without_showing_the_password() {
-    let table = scratch_table();
+    let table = scratch_table("strata_cli");
     let store = owner(&table);
-    build(&store, 500);
+    legacy_records(&store, 500);
     let db = db_url(&table);
     // Passwords in every URL form (the test server trusts local connections, so they are
     // accepted and ignored): none may appear in any output.
@@ -306,7 +170,7 @@ fn status_migrate_verify_and_fence_work_on_postgres_without_showing_the_password
         dbs.push(format!("postgresql://postgres:s3cr@t@{rest}"));
     }
     for db in &dbs {
-        let out = strata(db, &["status", "--json"]);
+        let out = strata_db(db, &["status", "--json"]);
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
         assert!(!text.contains("s3cr"), "{text}");
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -315,7 +179,7 @@ fn status_migrate_verify_and_fence_work_on_postgres_without_showing_the_password
         assert_ne!(out.status.code(), Some(0), "{text}");
     }
 
-    let out = strata(&dbs[0], &["migrate", "--json"]);
+    let out = strata_db(&dbs[0], &["migrate", "--json"]);
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(!text.contains("s3cr"), "{text}");
@@ -327,18 +191,18 @@ fn status_migrate_verify_and_fence_work_on_postgres_without_showing_the_password
         &["fence"],
         &["fence", "--json"],
     ] {
-        let out = strata(&db, args);
+        let out = strata_db(&db, args);
         assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
     }
 
     // A missing table is reported like a missing directory, in one line, and not created.
-    let missing = db_url(&scratch_table());
-    let out = strata(&missing, &["status"]);
+    let missing = db_url(&scratch_table("strata_cli"));
+    let out = strata_db(&missing, &["status"]);
     assert_ne!(out.status.code(), Some(0));
     let err = stderr(&out);
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     // A wrong password form still never shows, even in a failure.
-    let out = strata(
+    let out = strata_db(
         "postgres://alice:s3cr@t@127.0.0.1:1/db?connect_timeout=2",
         &["status"],
     );

@@ -9,69 +9,16 @@
 #![cfg(feature = "postgres")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::BTreeMap;
+mod common;
+
+use common::{legacy_records, payload, snapshot};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use strata::header::{checkpoint_key, header_key};
-use strata::numax::wire;
 use strata::SchemaHeader;
 use strata_postgres::testing::PrivateCluster;
 use strata_postgres::{PgOptions, PgStore};
-use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
-
-/// `n` legacy (header-less) gcounter and seen-op records.
-fn build(store: &Store, n: usize) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let mut all = BTreeMap::new();
-    let mut batch = Batch::new();
-    for i in 0..n {
-        let (k, v) = if i % 2 == 0 {
-            (
-                wire::key(wire::GCOUNTER_PREFIX, &format!("counter-{i:08}")),
-                wire::encode_gcounter_materialized(i as u64),
-            )
-        } else {
-            (
-                wire::key(wire::SEEN_OP_PREFIX, &format!("op-{i:08}")),
-                wire::encode_seen_op(i as u64),
-            )
-        };
-        batch = batch.set(k.clone(), v.clone());
-        all.insert(k, v);
-        if i % 2000 == 1999 {
-            store.apply(std::mem::take(&mut batch)).unwrap();
-        }
-    }
-    store.apply(batch).unwrap();
-    all
-}
-
-fn payload(store: &Store) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut cursor: Option<Vec<u8>> = None;
-    loop {
-        let page = store
-            .scan(
-                b"",
-                cursor.as_deref(),
-                ScanLimits::new(4096, 1 << 24).unwrap(),
-            )
-            .unwrap();
-        for r in &page.records {
-            // Not the schema headers, checkpoints, bulk-operation manifests and their epoch.
-            if !r.key.starts_with(b"__nx/schema/")
-                && !r.key.starts_with(b"__nx/migration/")
-                && !r.key.starts_with(b"__nx/manifest")
-            {
-                out.insert(r.key.clone(), r.value.clone());
-            }
-        }
-        match page.cursor() {
-            Some(c) if page.more => cursor = Some(c.to_vec()),
-            _ => break,
-        }
-    }
-    out
-}
+use strata_store::{KvRead, Store};
 
 /// The records of a `pass batch committed` log line.
 fn batch_records(line: &str) -> Option<u64> {
@@ -105,7 +52,7 @@ fn a_server_restart_mid_migrate_is_one_line_and_a_rerun_resumes_with_exact_count
     let store = Store::new(
         PgStore::connect_with(&cluster.url(), PgOptions::new().table("legacy")).unwrap(),
     );
-    let expected = build(&store, N);
+    let expected = legacy_records(&store, N);
 
     // The run: small batches, one log line each. Once it committed 3, the server restarts
     // (the child cannot get far meanwhile: it blocks on its full stderr pipe).
@@ -180,7 +127,10 @@ fn a_server_restart_mid_migrate_is_one_line_and_a_rerun_resumes_with_exact_count
     let store = Store::new(
         PgStore::connect_with(&cluster.url(), PgOptions::new().table("legacy")).unwrap(),
     );
-    assert!(payload(&store) == expected, "a payload byte changed");
+    assert!(
+        payload(&snapshot(&store)) == expected,
+        "a payload byte changed"
+    );
     for &(id, name, _) in strata::numax::NUMAX_TABLES.iter() {
         assert_eq!(store.get(&checkpoint_key(name)).unwrap(), None, "{name}");
         if let Some(h) = store.get(&header_key(name)).unwrap() {

@@ -3,42 +3,15 @@
 //! atomic batch without touching a data record.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
+use common::{json_of, stderr, stdout, strata_db, with_store};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use strata::header::{checkpoint_key, header_key};
 use strata::migrate::MigrationCheckpoint;
 use strata::SchemaHeader;
-use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
-
-fn strata(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn json(o: &Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}\nstderr: {}", stdout(o), stderr(o)))
-}
-
-fn with_store<T>(db: &Path, f: impl FnOnce(&Store) -> T) -> T {
-    let store = strata_sled::SledStore::open_store(db).unwrap();
-    let out = f(&store);
-    store.flush().unwrap();
-    out
-}
+use strata_store::{Batch, KvRead, KvWrite, ScanLimits};
 
 fn put(db: &Path, key: &[u8], value: &[u8]) {
     with_store(db, |s| {
@@ -135,15 +108,15 @@ fn all_report(db: &Path, code: i32, needle: &str) {
         &["migrate"],
         &["migrate", "--dry-run"],
     ] {
-        let out = strata(db, cmd);
+        let out = strata_db(db, cmd);
         assert_eq!(out.status.code(), Some(code), "{cmd:?}: {out:?}");
         let text = stdout(&out) + &stderr(&out);
         assert!(text.contains(needle), "{cmd:?}: {text}");
         let mut with_json = cmd.to_vec();
         with_json.push("--json");
-        let out = strata(db, &with_json);
+        let out = strata_db(db, &with_json);
         assert_eq!(out.status.code(), Some(code), "{with_json:?}: {out:?}");
-        let doc = json(&out);
+        let doc = json_of(&out);
         assert!(doc.to_string().contains(needle), "{with_json:?}: {doc}");
     }
 }
@@ -152,7 +125,7 @@ fn all_report(db: &Path, code: i32, needle: &str) {
 fn a_malformed_or_lagging_catalog_counter_exits_4_everywhere() {
     let dir = tempfile::tempdir().unwrap();
     let db = collection_db(dir.path());
-    assert_eq!(strata(&db, &["verify"]).status.code(), Some(0));
+    assert_eq!(strata_db(&db, &["verify"]).status.code(), Some(0));
     let before = all(&db);
     // The 3-byte counter of issue 13, a counter behind the recorded id, a missing one.
     for seq in [Some(&b"\x04\x00\x00"[..]), Some(b"\x03\xff"), None] {
@@ -221,9 +194,9 @@ fn a_checkpoint_cursor_past_the_last_record_is_a_corrupt_checkpoint() {
         &checkpoint_key("op-log"),
         &op_log_checkpoint(b"__nx/crdt/op-log/op-3"),
     );
-    let out = strata(&db, &["migrate", "--dry-run"]);
+    let out = strata_db(&db, &["migrate", "--dry-run"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let out = strata(&db, &["migrate"]);
+    let out = strata_db(&db, &["migrate"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(
         all(&db).get(&header_key("op-log")),
@@ -302,9 +275,9 @@ fn repaired(
 ) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let before = all(db);
     let data_before = data(db);
-    let out = strata(db, &["repair", "--json"]);
+    let out = strata_db(db, &["repair", "--json"]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
-    let doc = json(&out);
+    let doc = json_of(&out);
     assert_eq!(doc["format"], 1);
     assert_eq!(doc["applied"], false);
     let f = finding(&doc, key);
@@ -312,13 +285,13 @@ fn repaired(
     assert_eq!(f["action"], action, "{f}");
     assert!(!f["problem"].as_str().unwrap().is_empty(), "{f}");
     assert!(!f["why"].as_str().unwrap().is_empty(), "{f}");
-    let text = strata(db, &["repair"]);
+    let text = strata_db(db, &["repair"]);
     assert_eq!(text.status.code(), Some(4));
     assert!(stdout(&text).contains(key), "{}", stdout(&text));
     assert!(stdout(&text).contains("strata repair --apply"));
     assert_eq!(all(db), before, "a listing writes nothing");
 
-    let out = strata(db, &["repair", "--apply"]);
+    let out = strata_db(db, &["repair", "--apply"]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -328,14 +301,14 @@ fn repaired(
     );
     assert!(stdout(&out).contains("repaired"), "{}", stdout(&out));
     assert_eq!(data(db), data_before, "data records untouched");
-    let st = strata(db, &["status"]);
+    let st = strata_db(db, &["status"]);
     assert_eq!(st.status.code(), Some(status_after), "{}", stdout(&st));
-    let v = strata(db, &["verify"]);
+    let v = strata_db(db, &["verify"]);
     assert_eq!(v.status.code(), Some(status_after), "{}", stdout(&v));
-    let again = strata(db, &["repair", "--json"]);
+    let again = strata_db(db, &["repair", "--json"]);
     assert_eq!(again.status.code(), Some(0), "{}", stdout(&again));
     assert!(
-        json(&again)["findings"]
+        json_of(&again)["findings"]
             .as_array()
             .unwrap()
             .iter()
@@ -351,7 +324,7 @@ fn a_clean_store_has_nothing_to_repair() {
     let dir = tempfile::tempdir().unwrap();
     let db = collection_db(dir.path());
     let before = all(&db);
-    let out = strata(&db, &["repair", "--apply"]);
+    let out = strata_db(&db, &["repair", "--apply"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).contains("no stuck or corrupt metadata found"));
     assert_eq!(all(&db), before);
@@ -368,7 +341,7 @@ fn an_interrupted_migration_is_resumable_not_stuck() {
     );
     let before = all(&db);
     for args in [&["repair"][..], &["repair", "--apply"]] {
-        let out = strata(&db, args);
+        let out = strata_db(&db, args);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         assert!(
             stdout(&out).contains("resumable from `__nx/crdt/op-log/op-1`"),
@@ -376,13 +349,13 @@ fn an_interrupted_migration_is_resumable_not_stuck() {
             stdout(&out)
         );
     }
-    let doc = json(&strata(&db, &["repair", "--json"]));
+    let doc = json_of(&strata_db(&db, &["repair", "--json"]));
     assert_eq!(finding(&doc, "__nx/migration/op-log")["action"], "none");
     assert_eq!(all(&db), before);
-    assert_eq!(strata(&db, &["status"]).status.code(), Some(3));
-    let out = strata(&db, &["migrate", "--dry-run"]);
+    assert_eq!(strata_db(&db, &["status"]).status.code(), Some(3));
+    let out = strata_db(&db, &["migrate", "--dry-run"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(strata(&db, &["migrate"]).status.code(), Some(0));
+    assert_eq!(strata_db(&db, &["migrate"]).status.code(), Some(0));
 }
 
 #[test]
@@ -398,7 +371,7 @@ fn stale_orphan_and_corrupt_migration_checkpoints_are_deleted() {
     };
     put(&db, &checkpoint_key("users"), &stale.encode());
     // The library names the record; the CLI adds the command that removes it.
-    let out = strata(&db, &["migrate"]);
+    let out = strata_db(&db, &["migrate"]);
     assert_eq!(out.status.code(), Some(4));
     assert!(
         stderr(&out).contains("__nx/migration/users"),
@@ -410,7 +383,7 @@ fn stale_orphan_and_corrupt_migration_checkpoints_are_deleted() {
         "{}",
         stderr(&out)
     );
-    assert!(stdout(&strata(&db, &["status"])).contains("strata repair"));
+    assert!(stdout(&strata_db(&db, &["status"])).contains("strata repair"));
     let after = repaired(
         &db,
         "__nx/migration/users",
@@ -419,7 +392,7 @@ fn stale_orphan_and_corrupt_migration_checkpoints_are_deleted() {
         0,
     );
     assert!(!after.contains_key(&checkpoint_key("users")));
-    assert_eq!(strata(&db, &["migrate"]).status.code(), Some(0));
+    assert_eq!(strata_db(&db, &["migrate"]).status.code(), Some(0));
 
     // Orphan: no such table.
     put(&db, &checkpoint_key("gone"), &stale.encode());
@@ -442,8 +415,8 @@ fn stale_orphan_and_corrupt_migration_checkpoints_are_deleted() {
         "delete",
         3,
     );
-    assert_eq!(strata(&db, &["migrate"]).status.code(), Some(0));
-    assert_eq!(strata(&db, &["verify"]).status.code(), Some(0));
+    assert_eq!(strata_db(&db, &["migrate"]).status.code(), Some(0));
+    assert_eq!(strata_db(&db, &["verify"]).status.code(), Some(0));
 }
 
 #[test]
@@ -462,9 +435,9 @@ fn a_checkpoint_past_the_table_end_is_cleared_by_repair() {
         "delete",
         3,
     );
-    let out = strata(&db, &["migrate", "--json"]);
+    let out = strata_db(&db, &["migrate", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let doc = json(&out);
+    let doc = json_of(&out);
     let op_log = doc["tables"]
         .as_array()
         .unwrap()
@@ -493,7 +466,7 @@ fn a_corrupt_fence_is_rewritten_as_a_normal_fence() {
     let dir = tempfile::tempdir().unwrap();
     let db = collection_db(dir.path());
     put(&db, b"__nx/fence", b"{}");
-    assert_eq!(strata(&db, &["verify"]).status.code(), Some(4));
+    assert_eq!(strata_db(&db, &["verify"]).status.code(), Some(4));
     let after = repaired(&db, "__nx/fence", "fence", "rewrite", 0);
     let fence = strata::policy::FenceDoc::decode(&after[&b"__nx/fence"[..]]).unwrap();
     assert_eq!(fence.state, strata::policy::FenceState::Normal);
@@ -567,9 +540,9 @@ fn a_catalog_record_over_documents_without_a_header_is_left_for_a_backup() {
     put(&db, b"__nx/catalog/users", b"junk");
     delete(&db, &header_key("users"));
     let before = all(&db);
-    let out = strata(&db, &["repair", "--apply", "--json"]);
+    let out = strata_db(&db, &["repair", "--apply", "--json"]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
-    let doc = json(&out);
+    let doc = json_of(&out);
     assert_eq!(finding(&doc, "__nx/catalog/users")["action"], "manual");
     assert_eq!(doc["manual"], 1);
     assert_eq!(all(&db), before, "nothing changed");
@@ -580,7 +553,7 @@ fn a_malformed_catalog_counter_is_rewritten_to_the_highest_id() {
     let dir = tempfile::tempdir().unwrap();
     let db = collection_db(dir.path());
     put(&db, b"__nx/catalog-seq", b"\x04\x00\x00");
-    let out = strata(&db, &["status", "--json"]);
+    let out = strata_db(&db, &["status", "--json"]);
     assert!(stderr(&out).contains("strata repair"), "{}", stderr(&out));
     let after = repaired(&db, "__nx/catalog-seq", "catalog_counter", "rewrite", 0);
     assert_eq!(after[&b"__nx/catalog-seq"[..]], b"\x04\x00");
@@ -613,7 +586,7 @@ fn a_corrupt_schema_baseline_is_restored_from_its_history() {
     let db = schema_db(dir.path());
     let good = all(&db)[&b"__nx/jsonschema/users"[..]].clone();
     put(&db, b"__nx/jsonschema/users", b"{\"format\":1}");
-    assert_eq!(strata(&db, &["verify"]).status.code(), Some(4));
+    assert_eq!(strata_db(&db, &["verify"]).status.code(), Some(4));
     let after = repaired(
         &db,
         "__nx/jsonschema/users",
@@ -628,7 +601,7 @@ fn a_corrupt_schema_baseline_is_restored_from_its_history() {
 fn a_corrupt_sync_sequence_record_is_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let db = legacy_db(dir.path());
-    assert_eq!(strata(&db, &["migrate"]).status.code(), Some(0));
+    assert_eq!(strata_db(&db, &["migrate"]).status.code(), Some(0));
     put(&db, b"__nx/sync/sequences", b"bad");
     repaired(&db, "__nx/sync/sequences", "sync_sequences", "delete", 0);
     let store = strata_sled::SledStore::open_store(&db).unwrap();
@@ -645,9 +618,9 @@ fn an_unfinished_copy_is_reported_not_hidden() {
         br#"{"format":1,"from":"src","cursor":"","copied":0}"#,
     );
     let before = all(&db);
-    let out = strata(&db, &["repair", "--apply", "--json"]);
+    let out = strata_db(&db, &["repair", "--apply", "--json"]);
     assert_eq!(out.status.code(), Some(4));
-    let doc = json(&out);
+    let doc = json_of(&out);
     let f = finding(&doc, "__nx/copy/progress");
     assert_eq!(f["action"], "manual");
     assert!(f["problem"].as_str().unwrap().contains("src"), "{f}");
@@ -668,9 +641,12 @@ fn verify_refuses_a_document_that_is_not_an_object_or_nested_too_deep() {
     for bad in [env(b"[1,2]"), env(&deep)] {
         put(&db, b"__nx/doc/users/x", &bad);
         let before = all(&db);
-        let out = strata(&db, &["verify", "--json"]);
+        let out = strata_db(&db, &["verify", "--json"]);
         assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
-        let msg = json(&out)["error"]["message"].as_str().unwrap().to_string();
+        let msg = json_of(&out)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
         assert!(msg.contains("__nx/doc/users/x"), "{msg}");
         assert_eq!(all(&db), before);
     }
@@ -690,9 +666,9 @@ fn a_forged_client_record_is_not_listed_as_a_client() {
         started_ms: 1,
     };
     put(&db, b"__nx/clients/../../etc", &forged.encode());
-    let out = strata(&db, &["fence", "--json"]);
+    let out = strata_db(&db, &["fence", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(json(&out)["clients"], serde_json::json!([]));
+    assert_eq!(json_of(&out)["clients"], serde_json::json!([]));
 }
 
 #[test]
@@ -705,7 +681,7 @@ fn a_size_option_beyond_4_gib_is_a_usage_error() {
         &["inspect", "op-log", "--max-bytes", "18446744073709551615"],
         &["migrate", "--max-bytes", "5GiB"],
     ] {
-        let out = strata(&db, args);
+        let out = strata_db(&db, args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(
             stderr(&out).contains("4GiB") || stderr(&out).contains("4 GiB"),
@@ -722,15 +698,15 @@ fn an_unfinished_key_rotation_is_listed_as_resumable() {
     let db = collection_db(dir.path());
     put(&db, b"__nx/rotate/users", b"NXRT\x01\x00");
     let before = all(&db);
-    let out = strata(&db, &["repair", "--apply", "--json"]);
+    let out = strata_db(&db, &["repair", "--apply", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let doc = json(&out);
+    let doc = json_of(&out);
     assert_eq!(finding(&doc, "__nx/rotate/users")["action"], "none");
     put(&db, b"__nx/rotate/users", b"junk");
-    let out = strata(&db, &["repair", "--apply", "--json"]);
+    let out = strata_db(&db, &["repair", "--apply", "--json"]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert_eq!(
-        finding(&json(&out), "__nx/rotate/users")["action"],
+        finding(&json_of(&out), "__nx/rotate/users")["action"],
         "manual"
     );
     let mut expected = before;

@@ -2,34 +2,17 @@
 //! codes, the `--json` shape, error messages.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
+use common::{json_of, stderr, stdout, strata};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use strata::collection::CollectionOptions;
 use strata::policy::{additive_only, PolicyConfig, SchemaDeclaration, Verdict};
 use strata::Database;
 use strata_store::KvWrite;
-
-fn strata(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn json_of(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", stdout(out)))
-}
 
 fn write(dir: &Path, name: &str, v: &Value) -> PathBuf {
     let p = dir.join(name);

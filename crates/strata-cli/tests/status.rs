@@ -1,18 +1,14 @@
 //! `strata status`: exit codes, JSON shape, read-only behaviour.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
+use common::{json_of, strata, with_store};
 use std::path::Path;
 use std::process::{Command, Output};
 use strata::header::header_key;
 use strata::SchemaHeader;
 use strata_store::{Batch, KvRead, KvWrite, Store};
-
-fn strata(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 fn status(db: &Path, json: bool) -> Output {
     let db = db.to_str().unwrap();
@@ -23,20 +19,10 @@ fn status(db: &Path, json: bool) -> Output {
     }
 }
 
-fn with_store(db: &Path, f: impl FnOnce(&Store)) {
-    let store = strata_sled::SledStore::open_store(db).unwrap();
-    f(&store);
-    store.flush().unwrap();
-}
-
 fn put(store: &Store, key: &[u8], value: &[u8]) {
     store
         .apply(Batch::new().set(key.to_vec(), value.to_vec()))
         .unwrap();
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 #[test]
@@ -58,7 +44,7 @@ fn empty_store_is_ok_and_status_writes_nothing() {
     with_store(&db, |_| {});
     let out = status(&db, true);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let doc = json(&out);
+    let doc = json_of(&out);
     assert_eq!(doc["format"], 1);
     assert_eq!(doc["verdict"], "ok");
     // A store without sync data or headers does not list the sync tables.
@@ -67,7 +53,7 @@ fn empty_store_is_ok_and_status_writes_nothing() {
     with_store(&db, |s| {
         put(s, &header_key("op-log"), &SchemaHeader::new(1, 14).encode())
     });
-    let doc = json(&status(&db, true));
+    let doc = json_of(&status(&db, true));
     let tables = doc["tables"].as_array().unwrap();
     assert_eq!(tables.len(), 14);
     for t in tables.iter().filter(|t| t["table"] != "op-log") {
@@ -122,7 +108,7 @@ fn numax_store_without_headers_reports_legacy_and_exits_3() {
     });
     let out = status(&db, true);
     assert_eq!(out.status.code(), Some(3));
-    let doc = json(&out);
+    let doc = json_of(&out);
     assert_eq!(doc["verdict"], "migration_required");
     let state = |name: &str| {
         doc["tables"]
@@ -151,7 +137,7 @@ fn explicit_v0_header_exits_3() {
     });
     let out = status(&db, true);
     assert_eq!(out.status.code(), Some(3));
-    let doc = json(&out);
+    let doc = json_of(&out);
     let op_log = doc["tables"]
         .as_array()
         .unwrap()
@@ -179,7 +165,7 @@ fn future_and_corrupt_exit_4() {
         });
         let out = status(&db, true);
         assert_eq!(out.status.code(), Some(4), "{state}");
-        let doc = json(&out);
+        let doc = json_of(&out);
         assert_eq!(doc["verdict"], "unsupported");
         let row = doc["tables"]
             .as_array()
@@ -232,7 +218,7 @@ fn inspect_prints_records_of_a_table() {
         "--json",
     ]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let doc = json(&out);
+    let doc = json_of(&out);
     assert_eq!(doc["format"], 1);
     assert_eq!(doc["db"], dbs);
     assert_eq!(doc["table"], "gcounter-materialized");
@@ -312,7 +298,7 @@ fn verify_fails_like_status_on_a_corrupt_or_future_header() {
         assert!(text.contains("op-log"), "{text}");
         let out = verify(&db, true);
         assert_eq!(out.status.code(), Some(code), "{out:?}");
-        let doc = json(&out);
+        let doc = json_of(&out);
         assert_eq!(doc["format"], 1);
         assert_eq!(
             doc["verdict"],
@@ -367,7 +353,7 @@ fn verify_fails_with_4_on_an_unreadable_fence_or_sweep_marker() {
     with_store(&db, |s| put(s, b"__nx/sweep/users", b"{not json"));
     let out = verify(&db, true);
     assert_eq!(out.status.code(), Some(4), "{out:?}");
-    assert!(json(&out)["problems"][0]
+    assert!(json_of(&out)["problems"][0]
         .as_str()
         .unwrap()
         .contains("users"));

@@ -5,6 +5,7 @@
 //! ```text
 //! STRATA_PG_URL=postgresql://postgres@127.0.0.1:55460/postgres cargo bench -p strata-postgres --bench pg_collection
 //! STRATA_BENCH_OPS=2000 STRATA_BENCH_ROWS=500 STRATA_BENCH_ROUNDS=3 ...   # sizes
+//! STRATA_BENCH_ONLY=put|get  STRATA_BENCH_SIDE=strata|raw   # one part / one side (callgrind)
 //! ```
 //!
 //! Target (issue 10): ≤ 1.3× the raw SQL statement. Without `STRATA_PG_URL` the bench
@@ -57,6 +58,11 @@ fn main() {
     let ops = env_usize("STRATA_BENCH_OPS", 2000);
     let rows = env_usize("STRATA_BENCH_ROWS", 500).max(1);
     let rounds = env_usize("STRATA_BENCH_ROUNDS", 3).max(1);
+    let only = std::env::var("STRATA_BENCH_ONLY").unwrap_or_default();
+    let side = std::env::var("STRATA_BENCH_SIDE").unwrap_or_default();
+    let run = |part: &str, who: &str| {
+        (only.is_empty() || only == part) && (side.is_empty() || side == who)
+    };
 
     let table = format!("strata_bench_{}", std::process::id());
     let sep = if url.contains('?') { '&' } else { '?' };
@@ -86,40 +92,52 @@ fn main() {
 
     let mut best = [Duration::MAX; 4];
     for _ in 0..rounds {
-        // Interleaved: raw put, collection put, raw get, collection get.
-        let t = Instant::now();
-        for i in 0..ops {
-            let d = &docs[i % rows];
-            let bytes = serde_json::to_vec(d).unwrap();
-            raw.execute(&ins, &[&keys[i % rows], &bytes]).unwrap();
+        // Interleaved: raw put, collection put, raw get, collection get. (A get-only run
+        // writes every document once first, untimed.)
+        if run("put", "raw") || (only == "get" && side != "strata") {
+            let t = Instant::now();
+            for i in 0..ops {
+                let d = &docs[i % rows];
+                let bytes = serde_json::to_vec(d).unwrap();
+                raw.execute(&ins, &[&keys[i % rows], &bytes]).unwrap();
+            }
+            best[0] = best[0].min(t.elapsed());
         }
-        best[0] = best[0].min(t.elapsed());
 
-        let t = Instant::now();
-        for i in 0..ops {
-            let d = &docs[i % rows];
-            black_box(c.put(&d.id, d).unwrap());
+        if run("put", "strata") || (only == "get" && side != "raw") {
+            let t = Instant::now();
+            for i in 0..ops {
+                let d = &docs[i % rows];
+                black_box(c.put(&d.id, d).unwrap());
+            }
+            best[1] = best[1].min(t.elapsed());
         }
-        best[1] = best[1].min(t.elapsed());
 
-        let t = Instant::now();
-        for i in 0..ops {
-            let row = raw.query_one(&sel, &[&keys[i % rows]]).unwrap();
-            let v: Vec<u8> = row.get(0);
-            let a: Account = serde_json::from_slice(&v).unwrap();
-            black_box(a);
+        if run("get", "raw") {
+            let t = Instant::now();
+            for i in 0..ops {
+                let row = raw.query_one(&sel, &[&keys[i % rows]]).unwrap();
+                let v: Vec<u8> = row.get(0);
+                let a: Account = serde_json::from_slice(&v).unwrap();
+                black_box(a);
+            }
+            best[2] = best[2].min(t.elapsed());
         }
-        best[2] = best[2].min(t.elapsed());
 
-        let t = Instant::now();
-        for i in 0..ops {
-            black_box(c.get(&docs[i % rows].id).unwrap().unwrap());
+        if run("get", "strata") {
+            let t = Instant::now();
+            for i in 0..ops {
+                black_box(c.get(&docs[i % rows].id).unwrap().unwrap());
+            }
+            best[3] = best[3].min(t.elapsed());
         }
-        best[3] = best[3].min(t.elapsed());
     }
 
     println!("pg_collection: {ops} ops over {rows} keys, best of {rounds} interleaved rounds");
     for (name, s, r) in [("put", best[1], best[0]), ("get", best[3], best[2])] {
+        if s == Duration::MAX || r == Duration::MAX {
+            continue;
+        }
         println!(
             "{name}: strata {:.1} µs/op, raw SQL {:.1} µs/op, ratio {:.2}× (target ≤ 1.3×)",
             per_op(s, ops),

@@ -86,6 +86,10 @@ struct State {
     idle: Vec<Conn>,
     /// Connections that exist (idle or checked out).
     open: usize,
+    /// Threads waiting in [`Pool::checkout`] for a connection. Returning a connection
+    /// wakes one only when there is one: `Condvar::notify_one` is a system call even
+    /// without waiters, once per operation.
+    waiting: usize,
 }
 
 pub(crate) struct Pool {
@@ -228,13 +232,25 @@ impl Pool {
                 drop(state);
                 return self.open_conn().inspect_err(|_| self.release_slot());
             }
+            state.waiting += 1;
             state = self.freed.wait(state).unwrap_or_else(|e| e.into_inner());
+            state.waiting -= 1;
         }
     }
 
     fn release_slot(&self) {
-        self.lock().open -= 1;
-        self.freed.notify_one();
+        let mut state = self.lock();
+        state.open -= 1;
+        self.wake_one(state);
+    }
+
+    /// Wakes one thread waiting for a connection, if any (after `state` changed).
+    fn wake_one(&self, state: MutexGuard<'_, State>) {
+        let waiting = state.waiting > 0;
+        drop(state);
+        if waiting {
+            self.freed.notify_one();
+        }
     }
 
     /// Adds a connection opened with [`Pool::connect_raw`] to the pool (counted against
@@ -278,8 +294,7 @@ impl Pool {
         } else {
             state.idle.push(conn);
         }
-        drop(state);
-        self.freed.notify_one();
+        self.wake_one(state);
     }
 }
 

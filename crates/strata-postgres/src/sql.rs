@@ -108,8 +108,20 @@ LIMIT {l}::int8"#
 /// connection (`plan_cache_mode = force_generic_plan`) instead of at every execution (a
 /// batch's conditional write took about 0.1 ms to plan, as long as it takes to run). The
 /// settings affect only this backend's own connections.
+///
+/// The one-message batches (`store::one_message`) write `bytea` literals as `'\x…'` and
+/// read the failed preconditions' values in the hex text form: the sessions fix both
+/// settings rather than rely on the server's defaults.
 pub(crate) const SESSION_SETTINGS: &str = "SET enable_seqscan = off; SET enable_bitmapscan = off; \
-     SET enable_sort = off; SET plan_cache_mode = force_generic_plan";
+     SET enable_sort = off; SET plan_cache_mode = force_generic_plan; \
+     SET standard_conforming_strings = on; SET bytea_output = hex";
+
+/// The per-key locks in one global order: `unnest` yields the (sorted) ids `$2` in array
+/// order, each taken exclusively (`$3` true: the batch writes the key) or shared (the
+/// batch only requires the key), in lock class `$1`.
+const LOCK_KEYS: &str = "SELECT count(CASE WHEN x THEN pg_advisory_xact_lock($1::int4, id) \
+     ELSE pg_advisory_xact_lock_shared($1::int4, id) END) \
+     FROM unnest($2::int4[], $3::bool[]) AS u(id, x)";
 
 /// The prepared statements of one connection.
 pub(crate) struct Statements {
@@ -174,6 +186,12 @@ impl Statements {
     ) -> Result<Self, tokio_postgres::Error> {
         client.batch_execute(SESSION_SETTINGS).await?;
         client.batch_execute(&session_timeouts(timeouts)).await?;
+        client
+            .batch_execute(&crate::store::one_message::prepare_sql(
+                LOCK_KEYS,
+                &conditional_write(table),
+            ))
+            .await?;
         let t = table;
         let p = |sql: String| async move { client.prepare(&sql).await };
         Ok(Statements {
@@ -211,16 +229,7 @@ impl Statements {
             holder_lock_table_shared: p("SELECT pg_advisory_xact_lock_shared($1::int8)".into())
                 .await?,
             holder_lock_table_exclusive: p("SELECT pg_advisory_xact_lock($1::int8)".into()).await?,
-            // `unnest` yields the (sorted) ids in array order: the locks are taken in
-            // that one global order, each exclusive (`$3` true: the batch writes the key)
-            // or shared (the batch only requires the key).
-            lock_keys: p(
-                "SELECT count(CASE WHEN x THEN pg_advisory_xact_lock($1::int4, id) \
-                 ELSE pg_advisory_xact_lock_shared($1::int4, id) END) \
-                 FROM unnest($2::int4[], $3::bool[]) AS u(id, x)"
-                    .into(),
-            )
-            .await?,
+            lock_keys: p(LOCK_KEYS.into()).await?,
             begin: p("BEGIN".into()).await?,
             commit: p("COMMIT".into()).await?,
             write: p(conditional_write(t)).await?,

@@ -1,5 +1,6 @@
 //! [`PgStore`]: the store trait over one PostgreSQL table.
 
+pub(crate) mod one_message;
 mod write;
 
 use crate::conninfo;

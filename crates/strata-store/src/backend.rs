@@ -113,8 +113,48 @@ pub trait KvWrite {
     /// [`StoreError::DuplicateKey`](crate::StoreError::DuplicateKey).
     fn apply(&self, batch: Batch) -> Result<()>;
 
+    /// [`KvWrite::apply`] for a caller that may retry a refused batch (narrowed, say):
+    /// when a precondition fails ([`StoreError::is_conflict`](crate::StoreError::is_conflict))
+    /// the batch comes back in the [`Refused`] error, with its mutations and preconditions
+    /// as given, in order (its [observation](Batch::observed_at) dropped), so the caller
+    /// need not keep a copy of it. Any other error consumes it. The default keeps a copy
+    /// of a batch that has preconditions; a backend that can hand the batch back without
+    /// one overrides it. Same atomicity and rules as [`KvWrite::apply`].
+    fn apply_or_return(&self, batch: Batch) -> std::result::Result<(), Refused> {
+        let copy = (!batch.preconditions().is_empty()).then(|| batch.clone());
+        self.apply(batch).map_err(|error| Refused::new(error, copy))
+    }
+
     /// Makes every applied batch durable.
     fn flush(&self) -> Result<()>;
+}
+
+/// A batch [`KvWrite::apply_or_return`] did not apply: nothing of it was written.
+#[derive(Debug)]
+pub struct Refused {
+    /// Why.
+    pub error: crate::StoreError,
+    /// On a failed precondition: the batch as it was given (see
+    /// [`KvWrite::apply_or_return`]); `None` for any other error.
+    pub batch: Option<Box<Batch>>,
+}
+
+impl Refused {
+    /// The refusal of `batch` for `error`: the batch is kept only for a conflict.
+    pub fn new(error: crate::StoreError, batch: Option<Batch>) -> Self {
+        let batch = if error.is_conflict() {
+            batch.map(Box::new)
+        } else {
+            None
+        };
+        Refused { error, batch }
+    }
+}
+
+impl From<Refused> for crate::StoreError {
+    fn from(r: Refused) -> Self {
+        r.error
+    }
 }
 
 /// A complete backend: [`KvRead`] + [`KvWrite`], shareable across threads.
@@ -162,6 +202,9 @@ impl<T: KvRead + ?Sized> KvRead for &T {
 impl<T: KvWrite + ?Sized> KvWrite for &T {
     fn apply(&self, batch: Batch) -> Result<()> {
         (**self).apply(batch)
+    }
+    fn apply_or_return(&self, batch: Batch) -> std::result::Result<(), Refused> {
+        (**self).apply_or_return(batch)
     }
     fn flush(&self) -> Result<()> {
         (**self).flush()

@@ -279,6 +279,13 @@ impl KvWrite for Store {
         };
         self.manifests.apply(self.backend.as_ref(), batch)
     }
+    fn apply_or_return(&self, batch: Batch) -> std::result::Result<(), crate::Refused> {
+        let _entry = SharedEntry {
+            gate: &self.gate,
+            counted: self.gate.enter_shared(),
+        };
+        self.manifests.apply_or_return(self.backend.as_ref(), batch)
+    }
     fn flush(&self) -> Result<()> {
         self.backend.flush()
     }
@@ -337,6 +344,11 @@ impl KvWrite for WriteLease {
         self.store
             .manifests
             .apply(self.store.backend.as_ref(), batch)
+    }
+    fn apply_or_return(&self, batch: Batch) -> std::result::Result<(), crate::Refused> {
+        self.store
+            .manifests
+            .apply_or_return(self.store.backend.as_ref(), batch)
     }
     fn flush(&self) -> Result<()> {
         self.store.backend.flush()

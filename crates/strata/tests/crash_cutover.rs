@@ -6,6 +6,11 @@
 //! store as a different client whose clock is past the dead coordinator's lease, reruns
 //! the cutover and checks that every document was transformed exactly once.
 //!
+//! The kill lands right after a batch the child reported durable (it flushes the store
+//! every [`FLUSH_EVERY`] batches, as an application that wants durable progress would),
+//! so a committed checkpoint always survives the kill; batches after it may or may not
+//! have reached the disk, which is sled's crash consistency under test.
+//!
 //! `STRATA_CRASH_ITERS` (default 3) sets the number of kill/resume rounds;
 //! `STRATA_CRASH_RECORDS` (default 100000) the number of documents.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -31,6 +36,8 @@ use strata_store::{Batch, KvRead, KvWrite, ScanLimits};
 const ROLE: &str = "STRATA_CRASH_ROLE";
 const DIR: &str = "STRATA_CRASH_DIR";
 const LEASE_MS: u64 = 60_000;
+/// The child flushes the store after every this many batches and says so.
+const FLUSH_EVERY: u64 = 4;
 
 #[derive(Serialize, Deserialize, schemars::JsonSchema)]
 struct RecV1 {
@@ -82,7 +89,10 @@ fn next(state: &mut u64) -> u64 {
 fn child(dir: &Path) {
     let store = SledStore::open_store(dir).unwrap();
     let config = PolicyConfig::new().heartbeat(None).lease_ms(LEASE_MS);
-    let db = Database::builder(store).policy(config).open().unwrap();
+    let db = Database::builder(store.clone())
+        .policy(config)
+        .open()
+        .unwrap();
     db.collection::<RecV2>(
         "recs",
         CollectionOptions::new().schema(v2_options::<RecV2>()),
@@ -99,7 +109,12 @@ fn child(dir: &Path) {
                 .limits(PassLimits::new(200, 1 << 20).unwrap())
                 .on_progress(|p| {
                     batches += 1;
-                    println!("batch {} records {}", batches, p.records);
+                    if batches.is_multiple_of(FLUSH_EVERY) {
+                        store.flush().unwrap();
+                        println!("batch {} records {} durable", batches, p.records);
+                    } else {
+                        println!("batch {} records {}", batches, p.records);
+                    }
                 }),
         )
         .unwrap();
@@ -234,8 +249,9 @@ fn main() {
         seed(&dir, n);
         // Kill after a random number of committed batches: at least one, and at most 90%
         // of them so the kill always lands before the end (the child may run a few batches
-        // ahead of the parent reading its output).
-        let kill_after = 1 + next(&mut rng) % (batches * 9 / 10).max(1);
+        // ahead of the parent reading its output); the kill waits for the next batch the
+        // child reported durable, so the rerun always has a checkpoint to resume from.
+        let kill_after = 1 + next(&mut rng) % (batches * 9 / 10).saturating_sub(FLUSH_EVERY).max(1);
         let mut child = Command::new(std::env::current_exe().unwrap())
             .env(ROLE, "coordinator")
             .env(DIR, &dir)
@@ -258,7 +274,7 @@ fn main() {
             );
             if line.starts_with("batch ") {
                 seen += 1;
-                if seen >= kill_after {
+                if seen >= kill_after && line.ends_with(" durable") {
                     break;
                 }
             }

@@ -18,9 +18,11 @@ use strata_store::{ScanLimits, Store};
 /// Arguments of `strata migrate`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Records per batch (at least 1).
-    #[arg(long, value_name = "N", default_value = "512", value_parser = parse_nonzero)]
-    max_records: usize,
+    /// Records per batch (at least 1). Without it, the migrator's defaults: 512 records
+    /// per batch of a step that rewrites records, and a certification (which writes only
+    /// its checkpoint) checkpoints every 4096 records. Given, it applies to every step.
+    #[arg(long, value_name = "N", value_parser = parse_nonzero)]
+    max_records: Option<usize>,
     /// Byte budget per batch, shared by the scanned records and the writes they generate:
     /// 4MiB, 512KiB, 100B or a bare number of bytes (not zero).
     #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = parse_size)]
@@ -44,7 +46,14 @@ struct MigrateDoc<'a> {
 
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
-    let limits = PassLimits::new(args.max_records, args.max_bytes).map_err(Failure::error)?;
+    let limits = match args.max_records {
+        Some(records) => {
+            BatchLimits::Explicit(PassLimits::new(records, args.max_bytes).map_err(Failure::error)?)
+        }
+        None => BatchLimits::Default {
+            max_bytes: args.max_bytes,
+        },
+    };
     let store = db::open_existing(db_path)?;
     let report = migrate_with_progress(&store, limits, args.dry_run)?;
     let mut out = std::io::stdout().lock();
@@ -86,20 +95,41 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     Ok(OK)
 }
 
+/// The batch limits of a migration.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum BatchLimits {
+    /// The migrator's default record limits (certification checkpoints every
+    /// [`strata::migrate::CERTIFY_MAX_RECORDS`] records) with this byte budget.
+    Default { max_bytes: usize },
+    /// Both limits as given, for every step.
+    Explicit(PassLimits),
+}
+
+impl From<PassLimits> for BatchLimits {
+    fn from(limits: PassLimits) -> Self {
+        BatchLimits::Explicit(limits)
+    }
+}
+
 /// Migrates every managed table of `store` (certification of legacy tables), reporting
 /// progress on stderr, and flushes before returning — whatever happened, every committed
 /// batch is durable. Shared by `strata migrate` and `strata demo`.
 pub(crate) fn migrate_with_progress(
     store: &Store,
-    limits: PassLimits,
+    limits: impl Into<BatchLimits>,
     dry_run: bool,
 ) -> Result<MigrationReport, Failure> {
     let catalog = db::catalog(store).map_err(crate::cmd::verify::catalog_failure)?;
     let registry = Registry::certification(&catalog);
     let mut progress = Reporter::new(store, &catalog)?;
-    let result = Migrator::new(registry)
-        .map_err(Failure::error)?
-        .limits(limits)
+    let migrator = Migrator::new(registry).map_err(Failure::error)?;
+    let migrator = match limits.into() {
+        BatchLimits::Explicit(limits) => migrator.limits(limits),
+        BatchLimits::Default { max_bytes } => {
+            migrator.max_bytes(max_bytes).map_err(Failure::error)?
+        }
+    };
+    let result = migrator
         .dry_run(dry_run)
         .on_event(|e| progress.event(e))
         .run(store);

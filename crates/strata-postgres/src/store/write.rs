@@ -1,6 +1,6 @@
 //! The write path of [`PgStore`]: atomic conditional batches.
 
-use super::PgStore;
+use super::{one_message, PgStore};
 use crate::error::PgError;
 use crate::lease;
 use crate::pool::{Conn, Failure};
@@ -225,13 +225,18 @@ impl KvWrite for PgStore {
         let key_locks = (lock_ids.len() <= MAX_KEY_LOCKS)
             .then_some((lock_ids.as_slice(), lock_modes.as_slice()));
         let fence = self.lease.token();
+        // An ordinary writer's small batch goes in one message (see `one_message`).
+        let one_message = match key_locks {
+            Some(locks) if fence.is_none() && one_message::fits(&batch) => Some(locks),
+            _ => None,
+        };
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let failure = match self
-                .pool
-                .with(async |conn| self.try_apply(conn, &batch, key_locks, fence).await)
-            {
+            let failure = match self.pool.with(async |conn| match one_message {
+                Some(locks) => self.try_apply_one_message(conn, &batch, locks).await,
+                None => self.try_apply(conn, &batch, key_locks, fence).await,
+            }) {
                 Ok(()) => {
                     if fence.is_some() {
                         self.unflushed.store(true, Ordering::SeqCst);

@@ -146,6 +146,9 @@ pub struct Migrator<'a> {
     /// `None`: the defaults ([`PassLimits::default`]; certification steps
     /// [`CERTIFY_MAX_RECORDS`]).
     limits: Option<PassLimits>,
+    /// The byte budget of the default limits (`None`: [`crate::pass::DEFAULT_MAX_BYTES`]);
+    /// unused once [`Migrator::limits`] set both.
+    max_bytes: Option<usize>,
     dry_run: bool,
     /// Set while [`Migrator::run`] holds the store's exclusive session.
     exclusive: bool,
@@ -172,6 +175,7 @@ impl<'a> Migrator<'a> {
         Ok(Migrator {
             registry,
             limits: None,
+            max_bytes: None,
             dry_run: false,
             exclusive: false,
             abort: None,
@@ -183,6 +187,15 @@ impl<'a> Migrator<'a> {
     pub fn limits(mut self, limits: PassLimits) -> Self {
         self.limits = Some(limits);
         self
+    }
+
+    /// Sets only the byte budget of every batch (at least 1 byte), keeping the default
+    /// record limits (512 records; a certification step's [`CERTIFY_MAX_RECORDS`]).
+    /// [`Migrator::limits`] overrides both.
+    pub fn max_bytes(mut self, max_bytes: usize) -> Result<Self, MigrateError> {
+        PassLimits::new(1, max_bytes)?;
+        self.max_bytes = Some(max_bytes);
+        Ok(self)
     }
 
     /// A dry run validates every record of every pending step and writes nothing. Steps
@@ -390,12 +403,13 @@ impl<'a> Migrator<'a> {
             let running = &running;
             let pass_report = Pass::new(t.name(), t.prefix().to_vec(), codec)
                 .limits(self.limits.unwrap_or_else(|| {
-                    if step.is_certification() {
-                        PassLimits::new(CERTIFY_MAX_RECORDS, crate::pass::DEFAULT_MAX_BYTES)
-                            .unwrap_or_default()
+                    let bytes = self.max_bytes.unwrap_or(crate::pass::DEFAULT_MAX_BYTES);
+                    let records = if step.is_certification() {
+                        CERTIFY_MAX_RECORDS
                     } else {
-                        PassLimits::default()
-                    }
+                        crate::pass::DEFAULT_MAX_RECORDS
+                    };
+                    PassLimits::new(records, bytes).unwrap_or_default()
                 }))
                 .dry_run(self.dry_run)
                 // Kept on under the lease too: the checkpoint compare-and-swap is what stops

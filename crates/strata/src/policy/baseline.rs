@@ -13,7 +13,7 @@
 
 use super::PolicyError;
 use serde_json::{Map, Value};
-use strata_store::{Batch, KvRead, KvWrite};
+use strata_store::KvRead;
 
 /// Prefix of persisted schema records.
 pub const JSONSCHEMA_PREFIX: &[u8] = crate::keys::JSONSCHEMA_PREFIX;
@@ -121,29 +121,6 @@ impl Baseline {
         match Self::read(store, collection)? {
             None => Ok(None),
             Some((decoded, _)) => decoded.map(Some),
-        }
-    }
-
-    /// Writes this baseline for `collection` if the record still holds `expected`
-    /// (`None`: absent), and records it as the next numbered version of the collection's
-    /// schema history in the same batch. Returns false when a concurrent writer changed
-    /// it first (then nothing is written).
-    pub fn compare_and_swap<S: KvRead + KvWrite + ?Sized>(
-        &self,
-        store: &S,
-        collection: &str,
-        expected: Option<Vec<u8>>,
-    ) -> Result<bool, PolicyError> {
-        let key = baseline_key(collection);
-        let bytes = self.encode();
-        let batch = Batch::new()
-            .require(key.clone(), expected.clone())
-            .set(key.clone(), bytes.clone());
-        let batch = super::history::append(store, batch, collection, expected.as_deref(), bytes)?;
-        match store.apply(batch) {
-            Ok(()) => Ok(true),
-            Err(e) if e.is_conflict() => Ok(false),
-            Err(e) => Err(PolicyError::store(&key, e)),
         }
     }
 }

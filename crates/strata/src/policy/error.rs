@@ -1,6 +1,6 @@
 //! The policy layer's one error type.
 
-use super::fence::FenceState;
+use super::state::FenceState;
 use std::fmt;
 use strata_store::{escape_key, StoreError};
 
@@ -155,9 +155,9 @@ impl PolicyError {
 
 /// What to do about a corrupted policy record, by kind of record.
 fn corrupted_remedy(key: &[u8]) -> &'static str {
-    if key == super::fence::FENCE_KEY {
+    if key == crate::keys::FENCE_KEY {
         "restore it from a backup, or reset the fence to normal at a chosen generation (`Fence::dangerous_reset`)"
-    } else if key.starts_with(super::baseline::JSONSCHEMA_PREFIX) {
+    } else if key.starts_with(crate::keys::JSONSCHEMA_PREFIX) {
         "restore it from a backup, or delete it so the next declaration registers the current schema as the baseline"
     } else {
         "restore it from a backup, or delete it (a live client rewrites its presence record on its next heartbeat)"

@@ -11,6 +11,7 @@
 //! An absent record reads as generation 0, state normal, nothing pending. Every
 //! transition is a compare-and-swap on the exact bytes read ([`Fence::update`]).
 
+use super::state::FenceState;
 use super::PolicyError;
 use serde::{Deserialize, Serialize};
 use strata_store::{Batch, KvRead, KvWrite};
@@ -21,39 +22,6 @@ pub const FENCE_KEY: &[u8] = crate::keys::FENCE_KEY;
 pub const FENCE_FORMAT: u32 = 1;
 /// How many times a compare-and-swap is retried against concurrent writers.
 pub(crate) const CAS_ATTEMPTS: u32 = 64;
-
-/// Where a store is in the cutover cycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FenceState {
-    /// No cutover running (cutovers may be pending).
-    Normal,
-    /// A coordinator waits for every live client to acknowledge the next generation.
-    Draining,
-    /// The coordinator rewrites the pending collections.
-    Migrating,
-    /// Every pending collection is rewritten and the generation bumped; the coordinator is
-    /// finishing its bookkeeping.
-    Complete,
-}
-
-impl FenceState {
-    /// The lowercase name (`normal`, `draining`, `migrating`, `complete`).
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            FenceState::Normal => "normal",
-            FenceState::Draining => "draining",
-            FenceState::Migrating => "migrating",
-            FenceState::Complete => "complete",
-        }
-    }
-}
-
-impl std::fmt::Display for FenceState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// One collection whose coordinated cutover is pending.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,8 +9,9 @@
 //! A store written before the history existed has a baseline and no history: its first
 //! change records the previous baseline as version 1 and the new one as version 2.
 
-use super::{Baseline, PolicyError};
-use strata_store::{Batch, KvRead, ScanLimits};
+use super::baseline::{baseline_key, Baseline};
+use super::PolicyError;
+use strata_store::{Batch, KvRead, KvWrite, ScanLimits};
 
 /// Prefix of every history record.
 pub const HISTORY_PREFIX: &[u8] = b"__nx/jsonschema-log/";
@@ -23,6 +24,33 @@ pub fn history_prefix(collection: &str) -> Vec<u8> {
 /// The key of version `version` of `collection`'s schema.
 pub fn history_key(collection: &str, version: u32) -> Vec<u8> {
     [history_prefix(collection), version.to_be_bytes().to_vec()].concat()
+}
+
+/// A baseline change and its history entry are one batch, so the method lives with the
+/// history (the baseline record's own code does not depend on it).
+impl Baseline {
+    /// Writes this baseline for `collection` if the record still holds `expected`
+    /// (`None`: absent), and records it as the next numbered version of the collection's
+    /// schema history in the same batch. Returns false when a concurrent writer changed
+    /// it first (then nothing is written).
+    pub fn compare_and_swap<S: KvRead + KvWrite + ?Sized>(
+        &self,
+        store: &S,
+        collection: &str,
+        expected: Option<Vec<u8>>,
+    ) -> Result<bool, PolicyError> {
+        let key = baseline_key(collection);
+        let bytes = self.encode();
+        let batch = Batch::new()
+            .require(key.clone(), expected.clone())
+            .set(key.clone(), bytes.clone());
+        let batch = append(store, batch, collection, expected.as_deref(), bytes)?;
+        match store.apply(batch) {
+            Ok(()) => Ok(true),
+            Err(e) if e.is_conflict() => Ok(false),
+            Err(e) => Err(PolicyError::store(&key, e)),
+        }
+    }
 }
 
 /// One numbered version of a collection's schema.

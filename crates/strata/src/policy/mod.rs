@@ -39,6 +39,7 @@ pub(crate) mod fence;
 mod gate;
 pub(crate) mod history;
 mod presence;
+mod state;
 mod strategy;
 
 pub use baseline::{baseline_key, Baseline, BASELINE_FORMAT, JSONSCHEMA_PREFIX};
@@ -51,13 +52,14 @@ pub use crate::ops::cutover::{
 pub(crate) use database::PolicyLink;
 pub use database::SchemaOptions;
 pub use error::{PolicyError, Refusal, RefusalMessage};
-pub use fence::{Fence, FenceDoc, FenceState, PendingCutover, FENCE_FORMAT, FENCE_KEY};
+pub use fence::{Fence, FenceDoc, PendingCutover, FENCE_FORMAT, FENCE_KEY};
 pub use gate::{DeclareOutcome, SchemaDeclaration, SchemaGate, Verdict};
 pub use history::{history_key, history_prefix, read_history, SchemaVersion, HISTORY_PREFIX};
 pub use presence::{
     client_key, list_clients, new_client_id, remove_client, ClientRecord, Heartbeat, Presence,
     PresenceConfig, CLIENTS_PREFIX, CLIENT_FORMAT, DEFAULT_HEARTBEAT_MS, DEFAULT_STALE_AFTER_MS,
 };
+pub use state::FenceState;
 pub use strategy::{
     additive_only, blind_update, coordinated_cutover, covered_by_upcasts, evaluate_strategies,
     lock_schema, lock_schema_fields, DeltaKind, Evaluation, FieldChange, Rejection, SchemaDelta,

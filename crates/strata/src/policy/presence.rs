@@ -13,7 +13,8 @@
 //! (it briefly takes the store's write lease, which waits for every write in flight) and
 //! acknowledges the target generation.
 
-use super::fence::{Fence, FenceState};
+use super::fence::Fence;
+use super::state::FenceState;
 use super::PolicyError;
 use crate::clock::SharedClock;
 use serde::{Deserialize, Serialize};

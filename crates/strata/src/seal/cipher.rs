@@ -345,6 +345,47 @@ impl Sealer {
         }
     }
 
+    /// Like [`Sealer::open_into`], but the sealed body is the tail `buf[at..]` and its
+    /// plaintext replaces it in place: on success `buf` holds `buf[..at]` followed by the
+    /// plaintext (the ciphertext is decrypted to where the key id began — no second
+    /// buffer, no copy). A body that does not authenticate is
+    /// [`SealError::Authentication`] and leaves `buf[at..]` unspecified; an unknown data
+    /// key ([`SealError::UnknownDataKey`]) or a body too short to be sealed leaves `buf`
+    /// untouched.
+    pub fn open_in_place(
+        &self,
+        ctx: RecordContext<'_>,
+        buf: &mut Vec<u8>,
+        at: usize,
+    ) -> Result<(), SealError> {
+        let auth = || SealError::Authentication {
+            key: ctx.key.to_vec(),
+        };
+        let body = buf.get(at..).ok_or_else(auth)?;
+        if body.len() < SEAL_OVERHEAD {
+            return Err(auth());
+        }
+        let (id, rest) = body.split_first_chunk::<KEY_ID_LEN>().ok_or_else(auth)?;
+        let (nonce, _) = rest.split_first_chunk::<NONCE_LEN>().ok_or_else(auth)?;
+        let (_, tag) = body.split_last_chunk::<TAG_LEN>().ok_or_else(auth)?;
+        let (key_id, nonce, tag) = (u32::from_be_bytes(*id), *nonce, *tag);
+        let cipher = self
+            .cipher(key_id)
+            .ok_or_else(|| SealError::UnknownDataKey {
+                key: ctx.key.to_vec(),
+                key_id,
+                keyring: self.inner.keyring.clone(),
+            })?;
+        let aad = ctx.aad(key_id)?;
+        let end = buf.len() - TAG_LEN;
+        let shift = KEY_ID_LEN + NONCE_LEN;
+        if !cipher.open_within(&nonce, aad.as_slice(), &tag, &mut buf[at..end], shift) {
+            return Err(auth());
+        }
+        buf.truncate(end - shift);
+        Ok(())
+    }
+
     fn cipher(&self, key_id: u32) -> Option<&XChaCha> {
         self.inner
             .keys
