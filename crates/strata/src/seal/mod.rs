@@ -44,7 +44,7 @@ mod live;
 mod record;
 
 pub use cipher::{
-    body_key_id, RecordContext, Sealer, DATA_KEY_LEN, KEY_ID_LEN, NONCE_LEN, SEAL_OVERHEAD, TAG_LEN,
+    body_key_id, RecordContext, DATA_KEY_LEN, KEY_ID_LEN, NONCE_LEN, SEAL_OVERHEAD, TAG_LEN,
 };
 pub use credential::{Credential, KdfParams, SALT_LEN};
 pub use document::{
@@ -52,7 +52,7 @@ pub use document::{
 };
 pub(crate) use document::{seal_clear_row, unseal_in_place, unseal_row};
 pub use error::SealError;
-pub use keyring::{KeyScope, Keyring, COLLECTION_KEYRING_PREFIX, DATABASE_KEYRING_KEY};
+pub use keyring::{KeyScope, Keyring, Sealer, COLLECTION_KEYRING_PREFIX, DATABASE_KEYRING_KEY};
 pub use live::LiveSealer;
 pub use record::{
     EntryInfo, KeyringRecord, KEYRING_FORMAT, KEYRING_MAGIC, MAX_LABEL_LEN, WRAPPED_KEY_LEN,

@@ -14,7 +14,11 @@
 //! Every change is one atomic store write guarded by the keyring bytes read, so two
 //! concurrent keyring operations cannot both win, and a failure writes nothing.
 
-use super::cipher::{self, Sealer, DATA_KEY_LEN};
+mod sealer;
+
+pub use sealer::Sealer;
+
+use super::cipher::{self, DATA_KEY_LEN};
 use super::credential::Credential;
 use super::record::{validate_label, Entry, KeyringRecord};
 use super::SealError;
