@@ -15,8 +15,11 @@ impl SledStore {
         mut mutations: Vec<Mutation>,
         preconditions: Vec<Precondition>,
     ) -> Result<()> {
+        // Counted under the exclusive side of `writers`, so no other count runs at once: a
+        // load and a store, not a locked read-modify-write.
+        let checked = self.checks.load(Ordering::Relaxed);
         self.checks
-            .fetch_add(preconditions.len() as u64, Ordering::Relaxed);
+            .store(checked + preconditions.len() as u64, Ordering::Relaxed);
         let mut cache = self.guards.lock();
         if let [only] = mutations.as_slice() {
             let key = only.key();

@@ -39,7 +39,11 @@
 //! checks. A write holds the cache stripes of its keys from before its sled call until it
 //! has recorded the outcome, so for a cached key the entry and sled's value change together
 //! (module `values`; tests in `values_tests`). Bounded by entries and bytes
-//! ([`SledOptions::write_cache`], 8192 entries / 8 MiB by default).
+//! ([`SledOptions::write_cache`], 8192 entries / 8 MiB by default). A key it does not hold
+//! [peeks](strata_store::KvRead::peek) as [`Unread`](strata_store::Peek::Unread): a writer
+//! may try its compare-and-swap on a guess ("absent") instead of reading first, and a
+//! compare-and-swap that fails records the value sled reported, so the retry's read is
+//! served from the cache.
 //!
 //! What this crate is not: it adds no layout of its own (the engine above decides the key
 //! encoding), and it never exposes `sled` types: sled errors become

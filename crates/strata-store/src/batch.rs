@@ -114,17 +114,6 @@ impl Batch {
         Self::default()
     }
 
-    /// An empty batch with these preconditions, whose vector it keeps (so a caller that
-    /// gathered its guards' preconditions with room to spare adds its own without another
-    /// allocation).
-    pub fn with_preconditions(preconditions: Vec<Precondition>) -> Self {
-        Self {
-            mutations: Vec::new(),
-            preconditions,
-            observed: None,
-        }
-    }
-
     /// Adds a set.
     pub fn set(mut self, key: Vec<u8>, value: Vec<u8>) -> Self {
         self.push(Mutation::Set { key, value });

@@ -5,7 +5,7 @@ use crate::payload::envelope::{Envelope, ENVELOPE_HEADER_LEN};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::cell::Cell;
-use strata_store::{Batch, KvRead, KvWrite, Peek, StoreError};
+use strata_store::{Batch, KvRead, KvWrite, Mutation, Peek, Precondition, StoreError};
 
 /// How many times a write re-reads and retries after losing a compare-and-swap race.
 const MAX_WRITE_ATTEMPTS: usize = 64;
@@ -135,21 +135,31 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         }
                     };
                     self.check_size(key, &full, &bytes)?;
-                    // The guards' vector has room for the document's and keyring's.
-                    let mut batch = Batch::with_preconditions(guarded)
-                        .require(full.clone(), old)
-                        .set(std::mem::take(&mut full), bytes);
+                    // The guards' vector has room for the document's and keyring's; the
+                    // mutation's vector is allocated at its size.
+                    let mut preconditions = guarded;
+                    preconditions.push(match old {
+                        Some(value) => Precondition::Equals {
+                            key: full.clone(),
+                            value,
+                        },
+                        None => Precondition::Absent { key: full.clone() },
+                    });
                     if let Some(s) = &sealer {
-                        batch.push_precondition(s.keyring_precondition());
+                        preconditions.push(s.keyring_precondition());
                     }
-                    (batch, Some(lock))
+                    let set = Mutation::Set {
+                        key: std::mem::take(&mut full),
+                        value: bytes,
+                    };
+                    (Batch::from_parts(vec![set], preconditions), Some(lock))
                 }
                 None => {
                     let Some(old) = old else {
                         return Ok(None);
                     };
                     (
-                        Batch::with_preconditions(guarded)
+                        Batch::from_parts(Vec::with_capacity(1), guarded)
                             .require_eq(full.clone(), old)
                             .delete(std::mem::take(&mut full)),
                         Some(found.unwrap_or(0)),
