@@ -66,6 +66,8 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         // conflict builds it again.
         let mut full = self.key_of(key);
         let mut found = None;
+        // The bytes a set writes, remembered as this handle's hint once it committed.
+        let mut written: Option<Vec<u8>> = None;
         for _ in 0..MAX_WRITE_ATTEMPTS {
             if full.is_empty() {
                 full = self.key_of(key);
@@ -75,7 +77,17 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             // One snapshot of the keys per attempt: the value is sealed with it and the
             // batch carries its keyring precondition.
             let sealer = self.sealer_now();
-            let old = self.get_raw(&full)?;
+            // A put of a document this handle wrote last takes the bytes it wrote as the
+            // precondition instead of reading them (see `hint`: a stale hint only fails
+            // the batch, which then reads).
+            let hinted = match (value, expect) {
+                (Some(_), Expect::Any) => self.inner.hints.get(&full),
+                _ => None,
+            };
+            let old = match hinted {
+                Some(bytes) => Some(bytes),
+                None => self.get_raw(&full)?,
+            };
             let old_env = match &old {
                 Some(b) if value.is_some() => {
                     if self.inner.sealer.is_none() && crate::seal::peek(b).is_some_and(|(_, s)| s) {
@@ -133,6 +145,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         }
                     };
                     self.check_size(key, &full, &bytes)?;
+                    written = Some(bytes.clone());
                     let mut batch = Batch::new()
                         .require(full.clone(), old)
                         .set(std::mem::take(&mut full), bytes);
@@ -158,8 +171,16 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 batch.push_precondition(p);
             }
             match self.inner.store.apply(batch) {
-                Ok(()) => return Ok(result),
+                Ok(()) => {
+                    match written.take() {
+                        Some(bytes) => self.inner.hints.remember(self.key_of(key), bytes),
+                        None => self.inner.hints.forget(&self.key_of(key)),
+                    }
+                    return Ok(result);
+                }
                 Err(e) if e.is_conflict() => {
+                    // The hint (if one was used) may be what is stale: read next time.
+                    self.inner.hints.forget(&self.key_of(key));
                     // The fence or the keyring (a rotation began or finished) may be
                     // what changed: read them again.
                     self.inner.policy.forget_fence();
