@@ -85,6 +85,13 @@ fn dump(store: &Store) -> Vec<(Vec<u8>, Vec<u8>)> {
 
 const KEY_ENV: (&str, &str) = ("STRATA_TEST_PASSPHRASE", PASSPHRASE);
 
+/// Runs `strata <args> --passphrase-env STRATA_TEST_PASSPHRASE` with the right passphrase.
+fn with_key(args: &[&str]) -> Output {
+    let mut all = args.to_vec();
+    all.extend(["--passphrase-env", KEY_ENV.0]);
+    strata(&all, &[KEY_ENV])
+}
+
 #[test]
 fn verify_authenticates_with_the_key_and_says_so_without() {
     let dir = tempfile::tempdir().unwrap();
@@ -101,16 +108,7 @@ fn verify_authenticates_with_the_key_and_says_so_without() {
     );
     assert!(stdout.contains("envelope checked only"), "{stdout}");
 
-    let out = strata(
-        &[
-            "verify",
-            "--db",
-            db_s,
-            "--passphrase-env",
-            "STRATA_TEST_PASSPHRASE",
-        ],
-        &[KEY_ENV],
-    );
+    let out = with_key(&["verify", "--db", db_s]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
     assert!(
@@ -120,17 +118,7 @@ fn verify_authenticates_with_the_key_and_says_so_without() {
     assert!(!stdout.contains(MARKER));
 
     // JSON says which check ran.
-    let out = strata(
-        &[
-            "verify",
-            "--db",
-            db_s,
-            "--json",
-            "--passphrase-env",
-            "STRATA_TEST_PASSPHRASE",
-        ],
-        &[KEY_ENV],
-    );
+    let out = with_key(&["verify", "--db", db_s, "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["sealed"]["authenticated_with_key"], true);
     assert_eq!(doc["sealed"]["collections"][0]["authenticated"], 12);
@@ -167,16 +155,7 @@ fn verify_authenticates_with_the_key_and_says_so_without() {
     }
     let out = strata(&["verify", "--db", db_s], &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out).0);
-    let out = strata(
-        &[
-            "verify",
-            "--db",
-            db_s,
-            "--passphrase-env",
-            "STRATA_TEST_PASSPHRASE",
-        ],
-        &[KEY_ENV],
-    );
+    let out = with_key(&["verify", "--db", db_s]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
     assert!(
@@ -217,20 +196,9 @@ fn inspect_shows_the_header_always_and_the_body_only_with_the_key() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out).1.contains("wrong key"), "{}", text(&out).1);
 
-    let out = strata(
-        &[
-            "inspect",
-            "accounts",
-            "--db",
-            db_s,
-            "--limit",
-            "3",
-            "--json",
-            "--passphrase-env",
-            "STRATA_TEST_PASSPHRASE",
-        ],
-        &[KEY_ENV],
-    );
+    let out = with_key(&[
+        "inspect", "accounts", "--db", db_s, "--limit", "3", "--json",
+    ]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["records"][0]["document"]["note"], format!("{MARKER} 0"));
     assert_eq!(doc["records"][0]["payload_version"], 1);
@@ -245,19 +213,7 @@ fn keys_rotate_reencrypts_and_copy_keeps_ciphertext_as_is() {
 
     let out = strata(&["keys", "rotate", "--db", db_s], &[]);
     assert_eq!(out.status.code(), Some(2), "no key: usage error");
-    let out = strata(
-        &[
-            "keys",
-            "rotate",
-            "--db",
-            db_s,
-            "--passphrase-env",
-            "STRATA_TEST_PASSPHRASE",
-            "--batch-records",
-            "5",
-        ],
-        &[KEY_ENV],
-    );
+    let out = with_key(&["keys", "rotate", "--db", db_s]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
     assert!(
@@ -306,16 +262,7 @@ fn keys_rotate_reencrypts_and_copy_keeps_ciphertext_as_is() {
         .iter()
         .any(|(_, v)| v.windows(MARKER.len()).any(|w| w == MARKER.as_bytes())));
     drop((a, b));
-    let out = strata(
-        &[
-            "verify",
-            "--db",
-            to.to_str().unwrap(),
-            "--passphrase-env",
-            "STRATA_TEST_PASSPHRASE",
-        ],
-        &[KEY_ENV],
-    );
+    let out = with_key(&["verify", "--db", to.to_str().unwrap()]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
     assert!(

@@ -46,6 +46,23 @@ impl SledStore {
             // Several preconditions on the key itself: the general path below (the guard
             // preconditions were checked above; checking them again is cheap).
         }
+        self.check_all(&mut cache, &mutations, &preconditions)?;
+        // A written key leaves the cache (it is filled again, from sled, when next
+        // required): whatever the write's outcome, no entry can be stale.
+        for m in &mutations {
+            cache.forget(m.key());
+        }
+        self.write(mutations)
+    }
+
+    /// Checks `preconditions` of a batch writing `mutations`. The caller holds the
+    /// exclusive side of `writers` and the guard cache.
+    fn check_all(
+        &self,
+        cache: &mut GuardEntries,
+        mutations: &[Mutation],
+        preconditions: &[Precondition],
+    ) -> Result<()> {
         // A set of the written keys only when there are many preconditions to sort out (a
         // batch whose row preconditions the write epoch vouched for has a few left).
         let written: Option<std::collections::HashSet<&[u8]>> =
@@ -54,20 +71,43 @@ impl SledStore {
             Some(set) => set.contains(key),
             None => mutations.iter().any(|m| m.key() == key),
         };
-        for p in &preconditions {
+        for p in preconditions {
             if writes(p.key()) {
                 let current = self.current(p.key())?;
                 p.check(current.as_deref())?;
             } else {
-                self.check_guard(&mut cache, p)?;
+                self.check_guard(cache, p)?;
             }
         }
-        // A written key leaves the cache (it is filled again, from sled, when next
-        // required): whatever the write's outcome, no entry can be stale.
+        Ok(())
+    }
+
+    /// [`KvWrite::apply_or_return`] of a conditional batch of several mutations: the
+    /// checks of [`SledStore::apply_conditional`] on borrowed parts, so a batch refused by
+    /// a precondition is handed back without having been copied.
+    fn apply_conditional_or_return(
+        &self,
+        batch: Batch,
+    ) -> std::result::Result<(), strata_store::Refused> {
+        use strata_store::Refused;
+        batch.validate().map_err(|e| Refused::new(e, None))?;
+        // Exclusive: no other write lands between the checks and the write.
+        let _exclusive = self.writers.write().unwrap_or_else(PoisonError::into_inner);
+        let (mutations, preconditions, vouched) = batch.into_parts_observed(&self.epoch);
+        let to_check = preconditions.get(vouched..).unwrap_or_default();
+        self.checks
+            .fetch_add(to_check.len() as u64, Ordering::Relaxed);
+        let mut cache = self.guards.lock();
+        if let Err(e) = self.check_all(&mut cache, &mutations, to_check) {
+            return Err(Refused::new(
+                e,
+                Some(Batch::from_parts(mutations, preconditions)),
+            ));
+        }
         for m in &mutations {
             cache.forget(m.key());
         }
-        self.write(mutations)
+        self.write(mutations).map_err(|e| Refused::new(e, None))
     }
 
     /// Checks a precondition on a key the batch does not write, through the guard cache
@@ -96,7 +136,11 @@ impl SledStore {
                 Ok(())
             }
             Ok(Err(e)) => {
-                // Nothing was written: a cached entry still holds sled's value.
+                // Nothing was written, and sled reports the key's current value: with the
+                // stripe locked no write of the key can land before it is recorded, so it
+                // is exactly sled's value (a writer that guessed, see `Peek::Unread`,
+                // reads it back from the cache).
+                values.record(key.clone(), e.current.clone());
                 drop(values);
                 match own.check(e.current.as_deref()) {
                     Err(conflict) => Err(conflict),
@@ -220,6 +264,17 @@ impl KvWrite for SledStore {
             let (mutations, preconditions) = batch.into_parts_to_check(&self.epoch);
             self.apply_conditional(mutations, preconditions)
         }
+    }
+
+    fn apply_or_return(&self, batch: Batch) -> std::result::Result<(), strata_store::Refused> {
+        if batch.mutations().len() > 1 && !batch.preconditions().is_empty() {
+            return self.apply_conditional_or_return(batch);
+        }
+        // A plain batch cannot conflict; a one-mutation conditional batch is cheap to copy
+        // (and takes the single compare-and-swap path, which consumes it).
+        let copy = (!batch.preconditions().is_empty()).then(|| batch.clone());
+        self.apply(batch)
+            .map_err(|e| strata_store::Refused::new(e, copy))
     }
 
     fn flush(&self) -> Result<()> {

@@ -3,7 +3,7 @@
 use crate::SledStore;
 use std::ops::Bound;
 use strata_store::{
-    KvRead, Offer, PageBuilder, Result, ScanLimits, ScanPage, StoreError, Visit, VisitEnd,
+    KvRead, Offer, PageBuilder, Peek, Result, ScanLimits, ScanPage, StoreError, Visit, VisitEnd,
     WriteEpoch,
 };
 
@@ -17,6 +17,19 @@ impl KvRead for SledStore {
             .get(key)
             .map(|v| v.map(|v| v.to_vec()))
             .map_err(|e| self.error(e))
+    }
+
+    fn peek(&self, key: &[u8]) -> Result<Peek> {
+        if let Some(v) = self.values.get_copy(key) {
+            return Ok(Peek::Value(Some(v)));
+        }
+        if !self.values.enabled() {
+            return self.get(key).map(Peek::Value);
+        }
+        // A single-key compare-and-swap that fails on the key's own precondition is one
+        // traversal (as a read would be) and records the value sled reported in the write
+        // cache (see `SledStore::cas`): the promise of `Peek::Unread`.
+        Ok(Peek::Unread)
     }
 
     fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {

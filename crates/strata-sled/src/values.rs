@@ -16,7 +16,9 @@
 //! So for a cached key, the entry and sled's value only change together, under the
 //! stripe's lock: a reader holding the lock sees the value of the last write that
 //! completed, exactly what sled returns at that moment. A value is only ever entered from
-//! a write that sled accepted. A write that panics inside sled poisons the stripe; the next
+//! a write that sled accepted, or from the current value sled reported to a failed
+//! compare-and-swap (made with the key's stripe locked, so no write of the key landed
+//! between sled's comparison and the record). A write that panics inside sled poisons the stripe; the next
 //! lock of a poisoned stripe empties it.
 //!
 //! Bounded by entries and by bytes (key + value + [`ENTRY_OVERHEAD`] per entry), both split

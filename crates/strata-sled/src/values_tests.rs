@@ -340,3 +340,54 @@ fn racing_writers_and_readers_keep_the_cache_exact() {
     keys.push(b"n");
     assert_exact(&store, &keys);
 }
+
+/// `peek` of a key the cache does not hold is `Unread`; a compare-and-swap that fails on
+/// that key leaves sled's current value in the cache (the promise of `Peek::Unread`), and
+/// an absent key's failure caches nothing.
+#[test]
+fn a_failed_compare_and_swap_caches_the_value_sled_reported() {
+    use strata_store::Peek;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(dir.path());
+        store.apply(set(b"k", b"stored")).unwrap();
+        store.flush().unwrap();
+    }
+    let store = SledOptions::new()
+        .cache_capacity(4 << 20)
+        .open_existing(dir.path().join("db"))
+        .unwrap();
+    assert_eq!(store.peek(b"k").unwrap(), Peek::Unread);
+    assert_eq!(store.peek(b"absent").unwrap(), Peek::Unread);
+    // The guess "absent" fails on the key itself.
+    let guess = Batch::new()
+        .require(b"k".to_vec(), None)
+        .set(b"k".to_vec(), b"new".to_vec());
+    assert!(matches!(
+        store.apply(guess).unwrap_err(),
+        StoreError::Conflict { ref key, .. } if key == b"k"
+    ));
+    assert_eq!(cached(&store, b"k").as_deref(), Some(&b"stored"[..]));
+    assert_eq!(
+        store.peek(b"k").unwrap(),
+        Peek::Value(Some(b"stored".to_vec()))
+    );
+    // A wrong expected value on an absent key: sled reports it absent, nothing cached.
+    let wrong = Batch::new()
+        .require_eq(b"absent".to_vec(), b"x".to_vec())
+        .set(b"absent".to_vec(), b"y".to_vec());
+    assert!(store.apply(wrong).is_err());
+    assert_eq!(cached(&store, b"absent"), None);
+    assert_exact(&store, &[b"k", b"absent"]);
+    // A disabled cache never answers `Unread` (nothing would remember the failure).
+    drop(store);
+    let off = SledOptions::new()
+        .write_cache(0, 0)
+        .open_existing(dir.path().join("db"))
+        .unwrap();
+    assert_eq!(
+        off.peek(b"k").unwrap(),
+        Peek::Value(Some(b"stored".to_vec()))
+    );
+    assert_eq!(off.peek(b"absent").unwrap(), Peek::Value(None));
+}

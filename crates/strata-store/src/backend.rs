@@ -32,6 +32,15 @@ pub trait KvRead {
         None
     }
 
+    /// What the backend knows of `key` without reading the store itself: its value, or
+    /// [`Peek::Unread`] when learning it would take a read that a writer may skip by
+    /// trying its conditional write on a guess first. The default reads
+    /// ([`Peek::Value`] of [`KvRead::get`]): a backend answers `Unread` only when it keeps
+    /// the promise documented on that variant.
+    fn peek(&self, key: &[u8]) -> Result<Peek> {
+        self.get(key).map(Peek::Value)
+    }
+
     /// The records [`KvRead::scan`] would return, handed to `visit` one at a time as
     /// borrowed slices (no copy where the backend can avoid one), in order, under the same
     /// limits and errors. `visit` may end the page early with [`Visit::Stop`] (the record
@@ -59,6 +68,21 @@ pub trait KvRead {
             more: page.more,
         })
     }
+}
+
+/// What [`KvRead::peek`] knows of a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Peek {
+    /// The key's current value (`None`: absent), exactly what [`KvRead::get`] returns.
+    Value(Option<Vec<u8>>),
+    /// Not known without a read of the store. The backend promises that a batch
+    /// conditioned on this key that fails on the key's own precondition costs about what
+    /// the read would have, and that it leaves the key's current value where the next
+    /// [`KvRead::get`] of it is served without reading the store (when the value fits the
+    /// backend's memory bounds). So a writer may apply its batch conditioned on a guess
+    /// (typically "absent") and read only after a conflict on that key: never more reads
+    /// of the store than reading first.
+    Unread,
 }
 
 /// What a [`KvRead::scan_visit`] visitor wants after a record.
@@ -89,8 +113,48 @@ pub trait KvWrite {
     /// [`StoreError::DuplicateKey`](crate::StoreError::DuplicateKey).
     fn apply(&self, batch: Batch) -> Result<()>;
 
+    /// [`KvWrite::apply`] for a caller that may retry a refused batch (narrowed, say):
+    /// when a precondition fails ([`StoreError::is_conflict`](crate::StoreError::is_conflict))
+    /// the batch comes back in the [`Refused`] error, with its mutations and preconditions
+    /// as given, in order (its [observation](Batch::observed_at) dropped), so the caller
+    /// need not keep a copy of it. Any other error consumes it. The default keeps a copy
+    /// of a batch that has preconditions; a backend that can hand the batch back without
+    /// one overrides it. Same atomicity and rules as [`KvWrite::apply`].
+    fn apply_or_return(&self, batch: Batch) -> std::result::Result<(), Refused> {
+        let copy = (!batch.preconditions().is_empty()).then(|| batch.clone());
+        self.apply(batch).map_err(|error| Refused::new(error, copy))
+    }
+
     /// Makes every applied batch durable.
     fn flush(&self) -> Result<()>;
+}
+
+/// A batch [`KvWrite::apply_or_return`] did not apply: nothing of it was written.
+#[derive(Debug)]
+pub struct Refused {
+    /// Why.
+    pub error: crate::StoreError,
+    /// On a failed precondition: the batch as it was given (see
+    /// [`KvWrite::apply_or_return`]); `None` for any other error.
+    pub batch: Option<Box<Batch>>,
+}
+
+impl Refused {
+    /// The refusal of `batch` for `error`: the batch is kept only for a conflict.
+    pub fn new(error: crate::StoreError, batch: Option<Batch>) -> Self {
+        let batch = if error.is_conflict() {
+            batch.map(Box::new)
+        } else {
+            None
+        };
+        Refused { error, batch }
+    }
+}
+
+impl From<Refused> for crate::StoreError {
+    fn from(r: Refused) -> Self {
+        r.error
+    }
 }
 
 /// A complete backend: [`KvRead`] + [`KvWrite`], shareable across threads.
@@ -105,6 +169,13 @@ pub trait Backend: KvRead + KvWrite + Send + Sync + std::fmt::Debug {
     /// [`ExclusiveSession`](crate::ExclusiveSession).
     fn cross_process_lease(&self) -> Option<&dyn crate::CrossProcessLease> {
         None
+    }
+
+    /// True when every read is a round trip to a server (PostgreSQL), so that a writer
+    /// that can skip one — a collection handle's write hints — should. `false` (the
+    /// default) for embedded backends, whose reads cost less than remembering values.
+    fn remote_reads(&self) -> bool {
+        false
     }
 }
 
@@ -121,6 +192,9 @@ impl<T: KvRead + ?Sized> KvRead for &T {
     fn write_epoch(&self) -> Option<crate::WriteEpoch> {
         (**self).write_epoch()
     }
+    fn peek(&self, key: &[u8]) -> Result<Peek> {
+        (**self).peek(key)
+    }
     fn scan_visit(
         &self,
         prefix: &[u8],
@@ -135,6 +209,9 @@ impl<T: KvRead + ?Sized> KvRead for &T {
 impl<T: KvWrite + ?Sized> KvWrite for &T {
     fn apply(&self, batch: Batch) -> Result<()> {
         (**self).apply(batch)
+    }
+    fn apply_or_return(&self, batch: Batch) -> std::result::Result<(), Refused> {
+        (**self).apply_or_return(batch)
     }
     fn flush(&self) -> Result<()> {
         (**self).flush()

@@ -114,6 +114,17 @@ impl Batch {
         Self::default()
     }
 
+    /// An empty batch with these preconditions, whose vector it keeps (so a caller that
+    /// gathered its guards' preconditions with room to spare adds its own without another
+    /// allocation).
+    pub fn with_preconditions(preconditions: Vec<Precondition>) -> Self {
+        Self {
+            mutations: Vec::new(),
+            preconditions,
+            observed: None,
+        }
+    }
+
     /// Adds a set.
     pub fn set(mut self, key: Vec<u8>, value: Vec<u8>) -> Self {
         self.push(Mutation::Set { key, value });
@@ -218,6 +229,37 @@ impl Batch {
             }
         }
         (self.mutations, preconditions)
+    }
+
+    /// Keeps the first `len` mutations (the store layer takes back what it added).
+    pub(crate) fn truncate_mutations(&mut self, len: usize) {
+        self.mutations.truncate(len);
+    }
+
+    /// Reassembles a batch from its parts (no [observation](Batch::observed_at)).
+    pub fn from_parts(mutations: Vec<Mutation>, preconditions: Vec<Precondition>) -> Self {
+        Batch {
+            mutations,
+            preconditions,
+            observed: None,
+        }
+    }
+
+    /// Splits the batch like [`Batch::into_parts_to_check`] but keeps every precondition:
+    /// the first `n` returned (`n` the third value) need no check. The caller can
+    /// reassemble the batch ([`Batch::from_parts`]) to hand it back. Call only while
+    /// holding the writer lock exclusively (see [`crate::epoch`]).
+    pub fn into_parts_observed(
+        self,
+        clock: &EpochClock,
+    ) -> (Vec<Mutation>, Vec<Precondition>, usize) {
+        let skip = match self.observed {
+            Some(o) if o.count > 0 && clock.unchanged_since(o.epoch) => {
+                o.count.min(self.preconditions.len())
+            }
+            _ => 0,
+        };
+        (self.mutations, self.preconditions, skip)
     }
 
     /// True when the batch has no mutations and no preconditions.

@@ -186,6 +186,11 @@ impl Store {
         self.backend.name()
     }
 
+    /// True when every read is a round trip to a server (see [`Backend::remote_reads`]).
+    pub fn remote_reads(&self) -> bool {
+        self.backend.remote_reads()
+    }
+
     /// Takes the exclusive write lease, waiting for in-flight writes to finish. Held until
     /// the returned guard is dropped.
     ///
@@ -248,6 +253,9 @@ impl KvRead for Store {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.backend.get(key)
     }
+    fn peek(&self, key: &[u8]) -> Result<crate::Peek> {
+        self.backend.peek(key)
+    }
     fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
         self.backend.scan(prefix, after, limits)
     }
@@ -275,6 +283,13 @@ impl KvWrite for Store {
             counted: self.gate.enter_shared(),
         };
         self.manifests.apply(self.backend.as_ref(), batch)
+    }
+    fn apply_or_return(&self, batch: Batch) -> std::result::Result<(), crate::Refused> {
+        let _entry = SharedEntry {
+            gate: &self.gate,
+            counted: self.gate.enter_shared(),
+        };
+        self.manifests.apply_or_return(self.backend.as_ref(), batch)
     }
     fn flush(&self) -> Result<()> {
         self.backend.flush()
@@ -306,6 +321,9 @@ impl KvRead for WriteLease {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.store.backend.get(key)
     }
+    fn peek(&self, key: &[u8]) -> Result<crate::Peek> {
+        self.store.backend.peek(key)
+    }
     fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
         self.store.backend.scan(prefix, after, limits)
     }
@@ -331,6 +349,11 @@ impl KvWrite for WriteLease {
         self.store
             .manifests
             .apply(self.store.backend.as_ref(), batch)
+    }
+    fn apply_or_return(&self, batch: Batch) -> std::result::Result<(), crate::Refused> {
+        self.store
+            .manifests
+            .apply_or_return(self.store.backend.as_ref(), batch)
     }
     fn flush(&self) -> Result<()> {
         self.store.backend.flush()

@@ -55,7 +55,7 @@ mod memory;
 mod pages;
 pub(crate) mod scan;
 
-pub use backend::{Backend, KvRead, KvWrite, Visit, VisitEnd};
+pub use backend::{Backend, KvRead, KvWrite, Peek, Refused, Visit, VisitEnd};
 pub use batch::{Batch, Mutation, Precondition};
 pub use epoch::{EpochClock, WriteEpoch};
 pub use error::{ConflictReason, StoreError};

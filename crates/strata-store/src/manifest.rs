@@ -511,6 +511,56 @@ impl ManifestWatch {
         }
     }
 
+    /// [`Self::apply`] handing a batch refused by a failed precondition back
+    /// ([`crate::KvWrite::apply_or_return`]). An ordinary batch on a one-process store
+    /// goes to the backend's own `apply_or_return` (the deletions of the manifests it
+    /// retires, added here, are taken off the batch handed back); the other paths (a
+    /// store shared by several processes, a batch that records or drops manifests)
+    /// rebuild or retry the batch and keep a copy.
+    pub(crate) fn apply_or_return(
+        &self,
+        backend: &dyn Backend,
+        batch: Batch,
+    ) -> std::result::Result<(), crate::Refused> {
+        use crate::Refused;
+        if backend.cross_process_lease().is_some()
+            || batch.mutations().iter().any(is_manifest_mutation)
+        {
+            let copy = (!batch.preconditions().is_empty()).then(|| batch.clone());
+            return self
+                .apply(backend, batch)
+                .map_err(|error| Refused::new(error, copy));
+        }
+        self.load(backend, false)
+            .map_err(|error| Refused::new(error, None))?;
+        let mut batch = batch;
+        let given = batch.mutations().len();
+        let g = self.read();
+        let hits = self.prepare(
+            g.as_ref().map(|l| l.live.as_slice()).unwrap_or_default(),
+            &mut batch,
+        );
+        if let Err(mut refused) = backend.apply_or_return(batch) {
+            if let Some(b) = refused.batch.as_mut() {
+                b.truncate_mutations(given);
+            }
+            return Err(refused);
+        }
+        drop(g);
+        self.retire(&hits);
+        Ok(())
+    }
+
+    /// Forgets the live manifests a committed ordinary batch deleted.
+    fn retire(&self, hits: &[u64]) {
+        if !hits.is_empty() {
+            let mut g = self.write();
+            if let Some(loaded) = g.as_mut() {
+                loaded.live.retain(|l| !hits.contains(&l.id));
+            }
+        }
+    }
+
     /// One attempt of [`Self::apply`] with the list as loaded (`shared`: with the epoch).
     fn apply_once(&self, backend: &dyn Backend, mut batch: Batch, shared: bool) -> Result<()> {
         let writes_manifests = batch.mutations().iter().any(is_manifest_mutation);
@@ -527,12 +577,7 @@ impl ManifestWatch {
             }
             backend.apply(batch)?;
             drop(g);
-            if !hits.is_empty() {
-                let mut g = self.write();
-                if let Some(loaded) = g.as_mut() {
-                    loaded.live.retain(|l| !hits.contains(&l.id));
-                }
-            }
+            self.retire(&hits);
             return Ok(());
         }
         // A batch that records or drops manifests: alone, so no ordinary batch can slip

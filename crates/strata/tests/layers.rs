@@ -776,3 +776,162 @@ fn checker_catches_upward_references() {
         .iter()
         .any(|p| p.contains("`extra`")));
 }
+
+/// Import cycles between the submodules of one module (`policy::error` ↔ `policy::fence`):
+/// for every module with submodules, the graph "submodule A references submodule B" (a
+/// name the parent re-exports counts as the submodule that defines it) must be acyclic.
+/// Returns one line per cycle found.
+fn sibling_cycles(sources: &[Source]) -> Vec<String> {
+    // Parent module → its child modules.
+    let mut children: BTreeMap<Vec<String>, BTreeSet<String>> = BTreeMap::new();
+    for s in sources {
+        for len in 1..s.module.len() {
+            children
+                .entry(s.module[..len].to_vec())
+                .or_default()
+                .insert(s.module[len].clone());
+        }
+    }
+    // Names each parent re-exports from one of its children (`pub use error::PolicyError`).
+    let mut reexports: BTreeMap<Vec<String>, BTreeMap<String, String>> = BTreeMap::new();
+    for s in sources {
+        let Some(kids) = children.get(&s.module) else {
+            continue;
+        };
+        for (_, _, stmt) in pub_uses(&s.code) {
+            for (name, path) in used_names(&stmt, &s.module) {
+                if path.len() > s.module.len() && path[..s.module.len()] == s.module[..] {
+                    let child = &path[s.module.len()];
+                    if kids.contains(child) {
+                        reexports
+                            .entry(s.module.clone())
+                            .or_default()
+                            .insert(name, child.clone());
+                    }
+                }
+            }
+        }
+    }
+    // Edges between siblings: parent → (from → {to}).
+    let mut edges: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for s in sources {
+        for (_, path) in references(&s.code, &s.module) {
+            let common = s
+                .module
+                .iter()
+                .zip(&path)
+                .take_while(|(a, b)| a == b)
+                .count();
+            if common == 0 || common >= s.module.len() || common >= path.len() {
+                continue;
+            }
+            let parent = s.module[..common].to_vec();
+            let from = s.module[common].clone();
+            let named = &path[common];
+            let to = match children.get(&parent) {
+                Some(kids) if kids.contains(named) => named.clone(),
+                _ => match reexports.get(&parent).and_then(|r| r.get(named)) {
+                    Some(child) => child.clone(),
+                    None => continue, // an item of the parent itself
+                },
+            };
+            if to != from {
+                edges
+                    .entry(parent)
+                    .or_default()
+                    .entry(from)
+                    .or_default()
+                    .insert(to);
+            }
+        }
+    }
+    let mut cycles = Vec::new();
+    for (parent, graph) in &edges {
+        // Depth-first search for a back edge; report the cycle's path once per start.
+        fn dfs(
+            node: &str,
+            graph: &BTreeMap<String, BTreeSet<String>>,
+            stack: &mut Vec<String>,
+            done: &mut BTreeSet<String>,
+            found: &mut Vec<Vec<String>>,
+        ) {
+            if let Some(at) = stack.iter().position(|n| n == node) {
+                found.push(stack[at..].to_vec());
+                return;
+            }
+            if done.contains(node) {
+                return;
+            }
+            stack.push(node.to_string());
+            for next in graph.get(node).into_iter().flatten() {
+                dfs(next, graph, stack, done, found);
+            }
+            stack.pop();
+            done.insert(node.to_string());
+        }
+        let mut done = BTreeSet::new();
+        let mut found = Vec::new();
+        for start in graph.keys() {
+            dfs(start, graph, &mut Vec::new(), &mut done, &mut found);
+        }
+        for cycle in found {
+            let prefix = parent.join("::");
+            let names: Vec<String> = cycle
+                .iter()
+                .chain(cycle.first())
+                .map(|n| format!("{prefix}::{n}"))
+                .collect();
+            cycles.push(format!("import cycle: {}", names.join(" → ")));
+        }
+    }
+    cycles
+}
+
+#[test]
+fn submodules_have_no_import_cycles() {
+    let cycles = sibling_cycles(&sources());
+    assert!(
+        cycles.is_empty(),
+        "submodules of one module use each other in a cycle; move the shared item into \
+         the lower one (or a new leaf module):\n{}",
+        cycles.join("\n")
+    );
+}
+
+/// The cycle checker catches a two-module and a three-module cycle, including one through
+/// a name the parent re-exports, and lets a parent's own items and one-way uses pass.
+#[test]
+fn cycle_checker_catches_cycles() {
+    let ok = vec![
+        source("lib.rs", "pub mod p;"),
+        source("p/mod.rs", "mod a; mod b; pub use a::A; pub fn own() {}"),
+        source("p/a.rs", "use super::own; pub struct A;"),
+        source("p/b.rs", "use super::A; use super::a::x;"),
+    ];
+    assert!(sibling_cycles(&ok).is_empty(), "{:?}", sibling_cycles(&ok));
+    let two = vec![
+        source("lib.rs", "pub mod p;"),
+        source("p/mod.rs", "mod a; mod b; pub use a::A;"),
+        source("p/a.rs", "use super::b::B; pub struct A;"),
+        source("p/b.rs", "use super::A; pub struct B;"),
+    ];
+    let found = sibling_cycles(&two);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("p::a") && found[0].contains("p::b"),
+        "{found:?}"
+    );
+    let three = vec![
+        source("lib.rs", "pub mod p;"),
+        source("p/mod.rs", "mod a; mod b; mod c;"),
+        source("p/a.rs", "use crate::p::b::B;"),
+        source("p/b.rs", "use super::c::C;"),
+        source("p/c/mod.rs", "use super::super::p::a::A;"),
+    ];
+    assert_eq!(
+        sibling_cycles(&three).len(),
+        1,
+        "{:?}",
+        sibling_cycles(&three)
+    );
+}

@@ -268,3 +268,80 @@ pub fn flush<F: Fn(&Path) -> Store>(factory: F) {
         assert_eq!(r.get(&k(ns, b"f")).unwrap(), Some(b"durable".to_vec()));
     });
 }
+
+/// `apply_or_return` applies like `apply`; a batch refused by a failed precondition comes
+/// back as given (mutations and preconditions in order, also those the write epoch
+/// vouched for), writes nothing, and applies once the precondition holds; any other
+/// error hands nothing back.
+pub fn refused_batch_comes_back<F: Fn(&Path) -> Store>(factory: F) {
+    let fx = fixture(&factory);
+    each_write_path(&fx.store, |w, r, ns| {
+        put_all(
+            w,
+            &[
+                (k(ns, b"a"), b"1".to_vec()),
+                (k(ns, b"b"), b"2".to_vec()),
+                (k(ns, b"guard"), b"g1".to_vec()),
+            ],
+        );
+        let before = dump(r);
+        let mut batch = Batch::new()
+            .require_eq(k(ns, b"a"), b"1".to_vec())
+            .require_eq(k(ns, b"b"), b"2".to_vec());
+        // The rows were read at this epoch (a backend may skip checking them again).
+        if let Some(epoch) = r.write_epoch() {
+            batch.observed_at(epoch);
+        }
+        let batch = batch
+            .require_eq(k(ns, b"guard"), b"g0".to_vec())
+            .set(k(ns, b"a"), b"one".to_vec())
+            .set(k(ns, b"b"), b"two".to_vec())
+            .delete(k(ns, b"gone"));
+        let (mutations, preconditions) =
+            (batch.mutations().to_vec(), batch.preconditions().to_vec());
+        let refused = w
+            .apply_or_return(batch)
+            .expect_err("the guard precondition fails");
+        expect_conflict(
+            Err(refused.error),
+            &k(ns, b"guard"),
+            ConflictReason::Changed,
+        );
+        assert_eq!(dump(r), before, "a refused batch changed the store");
+        let back = refused.batch.expect("a conflict hands the batch back");
+        assert_eq!(back.mutations(), mutations.as_slice());
+        assert_eq!(back.preconditions(), preconditions.as_slice());
+        // Once the guard holds, the batch handed back applies.
+        put(w, &k(ns, b"guard"), b"g0");
+        w.apply_or_return(*back).expect("the batch applies now");
+        assert_eq!(r.get(&k(ns, b"a")).unwrap(), Some(b"one".to_vec()));
+        assert_eq!(r.get(&k(ns, b"b")).unwrap(), Some(b"two".to_vec()));
+        // A changed row is caught too (nothing written, the batch back).
+        let refused = w
+            .apply_or_return(
+                Batch::new()
+                    .require_eq(k(ns, b"a"), b"1".to_vec())
+                    .set(k(ns, b"a"), b"x".to_vec())
+                    .set(k(ns, b"c"), b"x".to_vec()),
+            )
+            .expect_err("row a changed");
+        assert!(refused.error.is_conflict());
+        assert_eq!(refused.batch.map(|b| b.mutations().len()), Some(2));
+        assert_eq!(r.get(&k(ns, b"c")).unwrap(), None);
+        // Any other error hands nothing back.
+        let refused = w
+            .apply_or_return(
+                Batch::new()
+                    .require_eq(k(ns, b"a"), b"one".to_vec())
+                    .set(k(ns, b"d"), b"1".to_vec())
+                    .delete(k(ns, b"d")),
+            )
+            .expect_err("a duplicate key is refused");
+        assert!(
+            matches!(refused.error, StoreError::DuplicateKey { .. }),
+            "{:?}",
+            refused.error
+        );
+        assert!(refused.batch.is_none());
+    });
+}

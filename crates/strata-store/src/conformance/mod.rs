@@ -38,7 +38,7 @@ mod scan;
 
 pub use batch::{
     atomic_batch, delete_absent_ok, duplicate_key_rejected, failed_precondition_writes_nothing,
-    flush, precondition_absent, precondition_equals,
+    flush, precondition_absent, precondition_equals, refused_batch_comes_back,
 };
 pub use concurrency::{cas_increments_are_not_lost, concurrent_claim_has_one_winner};
 pub use lease::{
@@ -86,6 +86,7 @@ macro_rules! conformance_tests {
             precondition_equals,
             precondition_absent,
             failed_precondition_writes_nothing,
+            refused_batch_comes_back,
             duplicate_key_rejected,
             delete_absent_ok,
             flush,

@@ -20,6 +20,10 @@
 //! `insert`, `update` and deletes read, so that their own checks (`Expect`) never fail
 //! on a stale hint.
 //!
+//! Only on backends whose reads are round trips to a server
+//! ([`strata_store::Backend::remote_reads`]: PostgreSQL); on embedded backends a read
+//! costs less than keeping a copy of every written value, and hints are off.
+//!
 //! Bounded: at most [`MAX_ENTRIES`] documents and [`MAX_BYTES`] bytes per handle; past
 //! either, the hints are dropped wholesale (a later write reads, as without hints).
 
@@ -34,6 +38,8 @@ pub const MAX_BYTES: usize = 4 << 20;
 /// The hints of one collection handle (see the module).
 #[derive(Debug, Default)]
 pub(crate) struct Hints {
+    /// Off: nothing is remembered, every write reads.
+    enabled: bool,
     state: Mutex<State>,
 }
 
@@ -44,6 +50,19 @@ struct State {
 }
 
 impl Hints {
+    /// Hints that remember (`enabled`) or that never do.
+    pub(crate) fn new(enabled: bool) -> Self {
+        Hints {
+            enabled,
+            state: Mutex::default(),
+        }
+    }
+
+    /// Whether this handle keeps hints at all.
+    pub(crate) fn enabled(&self) -> bool {
+        self.enabled
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A map updated in single steps: consistent after a panic elsewhere.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -51,11 +70,17 @@ impl Hints {
 
     /// The bytes this handle last wrote under `key`, if it remembers them.
     pub(crate) fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        if !self.enabled {
+            return None;
+        }
         self.lock().docs.get(key).cloned()
     }
 
     /// Remembers that `key` now holds `value` (written by this handle).
     pub(crate) fn remember(&self, key: Vec<u8>, value: Vec<u8>) {
+        if !self.enabled {
+            return;
+        }
         let size = key.len() + value.len();
         let mut state = self.lock();
         if let Some(old) = state.docs.remove(&key) {
@@ -74,6 +99,9 @@ impl Hints {
 
     /// Forgets `key` (its hint proved stale, or this handle deleted it).
     pub(crate) fn forget(&self, key: &[u8]) {
+        if !self.enabled {
+            return;
+        }
         let mut state = self.lock();
         if let Some(old) = state.docs.remove(key) {
             state.bytes -= key.len() + old.len();
@@ -87,7 +115,10 @@ mod tests {
 
     #[test]
     fn hints_are_bounded_and_forgotten() {
-        let h = Hints::default();
+        let off = Hints::new(false);
+        off.remember(b"a".to_vec(), b"1".to_vec());
+        assert_eq!(off.get(b"a"), None, "disabled hints remember nothing");
+        let h = Hints::new(true);
         h.remember(b"a".to_vec(), b"1".to_vec());
         h.remember(b"a".to_vec(), b"22".to_vec());
         assert_eq!(h.get(b"a"), Some(b"22".to_vec()));

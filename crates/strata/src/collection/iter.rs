@@ -164,6 +164,6 @@ impl<T: Serialize + DeserializeOwned> Iterator for Iter<'_, T> {
             Ok(k) => k,
             Err(e) => return Some(Err(e)),
         };
-        Some(self.coll.read_document(key, &rec.key, &rec.value))
+        Some(self.coll.read_document(key, &rec.key, rec.value))
     }
 }

@@ -153,7 +153,12 @@ impl<T> Collection<T> {
 
     /// The full store key of a document.
     pub fn key_of(&self, key: &str) -> Vec<u8> {
-        layout::doc_key(&self.inner.name, key)
+        // `layout::doc_key` of the collection, from its prefix (`doc_prefix`): two copies.
+        let prefix = self.inner.prefix.as_slice();
+        let mut full = Vec::with_capacity(prefix.len() + key.len());
+        full.extend_from_slice(prefix);
+        full.extend_from_slice(key.as_bytes());
+        full
     }
 
     /// The envelope of a stored document — payload and lock version — read without
@@ -188,8 +193,11 @@ impl<T> Collection<T> {
             crate::seal::unseal_row(sealer, true, full_key, self.inner.table_id, bytes)
                 .map(|(clear, _)| clear)
         };
-        let sealer = self.sealer_now();
-        let result = match open(sealer.as_ref()) {
+        let first = match &self.inner.sealer {
+            Some(live) => live.with_current(|s| open(Some(s))),
+            None => open(None),
+        };
+        let result = match first {
             // Sealed under a key this handle's snapshot lacks (a rotation started
             // elsewhere): refresh the keys once and retry.
             Err(crate::seal::SealError::UnknownDataKey { .. }) => {
@@ -202,6 +210,43 @@ impl<T> Collection<T> {
             collection: self.inner.name.clone(),
             source,
         })
+    }
+
+    /// The read path's fast form of [`Collection::unseal`] for a row the store handed
+    /// over: a sealed row at or above the current version is authenticated and decrypted
+    /// in place, in `bytes` itself (no second buffer, no copy, no key snapshot clone),
+    /// which then holds the clear envelope: `Ok(true)`. `Ok(false)`, `bytes` untouched,
+    /// for everything else (a clear collection or row, a value that is no envelope, a
+    /// stale row whose stored bytes read-repair compares against): use `unseal`.
+    pub(crate) fn unseal_current_in_place(
+        &self,
+        full_key: &[u8],
+        bytes: &mut Vec<u8>,
+    ) -> Result<bool, CollectionError> {
+        let Some(live) = &self.inner.sealer else {
+            return Ok(false);
+        };
+        match crate::seal::peek(bytes) {
+            Some((env, true)) if !self.inner.upcaster.is_behind(env.payload_version) => {}
+            _ => return Ok(false),
+        }
+        let id = self.inner.table_id;
+        let result = match live
+            .with_current(|s| crate::seal::unseal_in_place(s, full_key, id, bytes))
+        {
+            // A key this snapshot lacks (`bytes` untouched): refresh once and retry.
+            Err(crate::seal::SealError::UnknownDataKey { .. }) => match self.refresh_sealer()? {
+                Some(fresh) => crate::seal::unseal_in_place(&fresh, full_key, id, bytes),
+                None => return Ok(false),
+            },
+            other => other,
+        };
+        result
+            .map(|()| true)
+            .map_err(|source| CollectionError::Seal {
+                collection: self.inner.name.clone(),
+                source,
+            })
     }
 
     /// The current snapshot of the collection's keys (`None`: a clear collection). A
@@ -303,7 +348,8 @@ impl<T> Collection<T> {
 
     /// The fence precondition plus every write guard's.
     fn with_guards(&self, fence: Precondition) -> Result<Vec<Precondition>, CollectionError> {
-        let mut preconditions = Vec::with_capacity(1 + self.inner.guards.len());
+        // Room for the write's own: the document's and the keyring's.
+        let mut preconditions = Vec::with_capacity(3 + self.inner.guards.len());
         preconditions.push(fence);
         for g in &self.inner.guards {
             preconditions.extend(

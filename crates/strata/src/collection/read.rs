@@ -69,7 +69,33 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         stored: &[u8],
     ) -> Result<(T, Envelope, bool), CollectionError> {
         let clear = self.unseal(full_key, stored)?;
-        let bytes: &[u8] = &clear;
+        self.read_clear(key, full_key, Some(stored), &clear)
+    }
+
+    /// [`Self::read_row`] of a row the store handed over: a sealed current row is
+    /// decrypted in place in that buffer (see [`Collection::unseal_current_in_place`]).
+    fn read_row_owned(
+        &self,
+        key: &str,
+        full_key: &[u8],
+        mut stored: Vec<u8>,
+    ) -> Result<(T, Envelope, bool), CollectionError> {
+        if self.unseal_current_in_place(full_key, &mut stored)? {
+            // Current: never read-repaired, the stored (sealed) bytes are not needed.
+            return self.read_clear(key, full_key, None, &stored);
+        }
+        self.read_row(key, full_key, &stored)
+    }
+
+    /// Decodes, upcasts and binds the clear form `bytes` of a row; `stored` (the bytes
+    /// as stored) is what read-repair compares against (`None`: no repair).
+    fn read_clear(
+        &self,
+        key: &str,
+        full_key: &[u8],
+        stored: Option<&[u8]>,
+        bytes: &[u8],
+    ) -> Result<(T, Envelope, bool), CollectionError> {
         match self.decode_stored(key, bytes)? {
             Decoded::Direct(env) => {
                 // At or above the current version: bind straight from the bytes.
@@ -108,7 +134,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     version,
                     source: e,
                 })?;
-                if let serde_json::Value::Object(obj) = tree {
+                if let (serde_json::Value::Object(obj), Some(stored)) = (tree, stored) {
                     // The tree already binds: the rewrite only encodes it.
                     let sealer = self.sealer_now();
                     match self.rewriter(None, sealer.as_ref()).finish(
@@ -133,9 +159,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         &self,
         key: String,
         full_key: &[u8],
-        bytes: &[u8],
+        bytes: Vec<u8>,
     ) -> Result<Document<T>, CollectionError> {
-        let (value, env, upcast) = self.read_row(&key, full_key, bytes)?;
+        let (value, env, upcast) = self.read_row_owned(&key, full_key, bytes)?;
         Ok(Document {
             key,
             value,
@@ -191,7 +217,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         self.check_key(key)?;
         let full = self.key_of(key);
         match self.get_raw(&full)? {
-            Some(bytes) => self.read_row(key, &full, &bytes).map(|(v, _, _)| Some(v)),
+            Some(bytes) => self
+                .read_row_owned(key, &full, bytes)
+                .map(|(v, _, _)| Some(v)),
             None => Ok(None),
         }
     }
@@ -201,7 +229,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         self.check_key(key)?;
         let full = self.key_of(key);
         match self.get_raw(&full)? {
-            Some(bytes) => self.read_document(key.to_string(), &full, &bytes).map(Some),
+            Some(bytes) => self.read_document(key.to_string(), &full, bytes).map(Some),
             None => Ok(None),
         }
     }

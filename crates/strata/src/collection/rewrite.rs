@@ -22,7 +22,7 @@ use crate::payload::envelope::{self, Envelope};
 use crate::policy::Transform;
 use serde_json::Value;
 
-/// What [`RowRewriter::rewrite`] decided for one stored row.
+/// What [`RowRewriter::rewrite_at`] decided for one stored row.
 #[derive(Debug)]
 pub(crate) enum RowRewrite {
     /// At the current version and nothing to apply: left as is.
@@ -62,22 +62,26 @@ pub(crate) struct RowSeal<'a> {
 }
 
 impl RowRewriter<'_> {
-    /// Rewrites one stored row (`key`: the document key, for errors). `check` sees the
-    /// final JSON before it is encoded (the sweep checks that it binds to the collection's
-    /// type, so it never writes a row it could not read back); its error is
-    /// [`CollectionError::Bind`].
-    pub(crate) fn rewrite(
+    /// Rewrites one stored row: `full_key` is its store key (`__nx/doc/<collection>/<key>`,
+    /// as a scan hands it over; sealing binds it), `key` the document key (for errors).
+    /// `check` is handed the final JSON tree, by value, once it is encoded and before the
+    /// result is returned (the sweep checks that it binds to the collection's type, so it
+    /// never writes a row it could not read back — by value, as the read path binds an
+    /// upcast tree: the strings move into the value instead of being copied); its error is
+    /// [`CollectionError::Bind`] and nothing is returned to write.
+    pub(crate) fn rewrite_at(
         &self,
+        full_key: &[u8],
         key: &str,
         bytes: &[u8],
-        check: impl FnOnce(&Value) -> Result<(), serde_json::Error>,
+        check: impl FnOnce(Value) -> Result<(), serde_json::Error>,
     ) -> Result<RowRewrite, CollectionError> {
-        let full_key = super::layout::doc_key(self.collection, key);
+        debug_assert_eq!(full_key, super::layout::doc_key(self.collection, key));
         let stored_len = bytes.len();
         let (clear, sealed) = crate::seal::unseal_row(
             self.seal.map(|s| s.sealer),
             self.seal.is_some_and(|s| s.strict),
-            &full_key,
+            full_key,
             self.seal.map_or(0, |s| s.table_id),
             bytes,
         )
@@ -111,7 +115,7 @@ impl RowRewriter<'_> {
                 source: e,
             })?;
         let version = self.upcast(key, env.payload_version, &mut obj)?;
-        let out = self.finish_as(key, env, version, obj, check, sealed)?;
+        let out = self.finish_as(Some(full_key), key, env, version, obj, check, sealed)?;
         // A rewrite never pushes a document past the limit writes obey (one stored
         // oversize by an older build or another tool may still be rewritten).
         let size = full_key.len().saturating_add(out.len());
@@ -156,27 +160,36 @@ impl RowRewriter<'_> {
         env: Envelope,
         version: i32,
         obj: JsonObject,
-        check: impl FnOnce(&Value) -> Result<(), serde_json::Error>,
+        check: impl FnOnce(Value) -> Result<(), serde_json::Error>,
     ) -> Result<Vec<u8>, CollectionError> {
-        self.finish_as(key, env, version, obj, check, false)
+        self.finish_as(None, key, env, version, obj, check, false)
     }
 
     /// [`RowRewriter::finish`], sealing the output when the input was sealed or the
     /// collection is declared sealed.
+    #[allow(clippy::too_many_arguments)]
     fn finish_as(
         &self,
+        full_key: Option<&[u8]>,
         key: &str,
         env: Envelope,
         version: i32,
         obj: JsonObject,
-        check: impl FnOnce(&Value) -> Result<(), serde_json::Error>,
+        check: impl FnOnce(Value) -> Result<(), serde_json::Error>,
         was_sealed: bool,
     ) -> Result<Vec<u8>, CollectionError> {
         let clear = self.finish_clear(key, env, version, obj, check)?;
         match self.seal {
             Some(s) if s.strict || was_sealed => {
-                let full_key = super::layout::doc_key(self.collection, key);
-                crate::seal::seal_clear_row(s.sealer, &full_key, s.table_id, &clear).map_err(
+                let built;
+                let full_key = match full_key {
+                    Some(k) => k,
+                    None => {
+                        built = super::layout::doc_key(self.collection, key);
+                        &built
+                    }
+                };
+                crate::seal::seal_clear_row(s.sealer, full_key, s.table_id, &clear).map_err(
                     |source| CollectionError::Seal {
                         collection: self.collection.to_string(),
                         source,
@@ -193,7 +206,7 @@ impl RowRewriter<'_> {
         env: Envelope,
         version: i32,
         mut obj: JsonObject,
-        check: impl FnOnce(&Value) -> Result<(), serde_json::Error>,
+        check: impl FnOnce(Value) -> Result<(), serde_json::Error>,
     ) -> Result<Vec<u8>, CollectionError> {
         let mut lock = env.lock_version;
         if let Some(t) = self.transform {
@@ -212,19 +225,20 @@ impl RowRewriter<'_> {
             lock = lock.saturating_add(1);
         }
         let tree = Value::Object(obj);
-        check(&tree).map_err(|e| CollectionError::Bind {
-            collection: self.collection.to_string(),
-            key: key.to_string(),
-            stored: env.payload_version,
-            version,
-            source: e,
-        })?;
         let mut out = Vec::with_capacity(envelope::ENVELOPE_HEADER_LEN + 256);
         out.extend_from_slice(&Envelope::new(version, lock).header_bytes());
         serde_json::to_writer(&mut out, &tree).map_err(|e| CollectionError::Encode {
             collection: self.collection.to_string(),
             key: key.to_string(),
             reason: e.to_string(),
+        })?;
+        // Checked after encoding: the check consumes the tree.
+        check(tree).map_err(|e| CollectionError::Bind {
+            collection: self.collection.to_string(),
+            key: key.to_string(),
+            stored: env.payload_version,
+            version,
+            source: e,
         })?;
         Ok(out)
     }

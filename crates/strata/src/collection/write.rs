@@ -5,7 +5,7 @@ use crate::payload::envelope::{Envelope, ENVELOPE_HEADER_LEN};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::cell::Cell;
-use strata_store::{Batch, KvWrite};
+use strata_store::{Batch, KvRead, KvWrite, Peek, StoreError};
 
 /// How many times a write re-reads and retries after losing a compare-and-swap race.
 const MAX_WRITE_ATTEMPTS: usize = 64;
@@ -66,6 +66,10 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         // conflict builds it again.
         let mut full = self.key_of(key);
         let mut found = None;
+        // A set that may create the document may try "absent" first when the store cannot
+        // tell the current value without reading it (`Peek::Unread`): a conflict on the
+        // document's key then leaves its value where the next attempt's read is cheap.
+        let mut may_guess = value.is_some() && matches!(expect, Expect::Any | Expect::Absent);
         // The bytes a set writes, remembered as this handle's hint once it committed.
         let mut written: Option<Vec<u8>> = None;
         for _ in 0..MAX_WRITE_ATTEMPTS {
@@ -77,6 +81,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             // One snapshot of the keys per attempt: the value is sealed with it and the
             // batch carries its keyring precondition.
             let sealer = self.sealer_now();
+            let mut guessed = false;
             // A put of a document this handle wrote last takes the bytes it wrote as the
             // precondition instead of reading them (see `hint`: a stale hint only fails
             // the batch, which then reads).
@@ -84,18 +89,27 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 (Some(_), Expect::Any) => self.inner.hints.get(&full),
                 _ => None,
             };
-            let old = match hinted {
-                Some(bytes) => Some(bytes),
-                None => self.get_raw(&full)?,
+            let old = if let Some(bytes) = hinted {
+                // The document existed: no point guessing it absent after a conflict.
+                may_guess = false;
+                Some(bytes)
+            } else if std::mem::take(&mut may_guess) {
+                match self.inner.store.peek(&full) {
+                    Ok(Peek::Value(v)) => v,
+                    Ok(Peek::Unread) => {
+                        guessed = true;
+                        None
+                    }
+                    Err(e) => return Err(CollectionError::store(&self.inner.name, e)),
+                }
+            } else {
+                self.get_raw(&full)?
             };
             let old_env = match &old {
                 Some(b) if value.is_some() => {
                     if self.inner.sealer.is_none() && crate::seal::peek(b).is_some_and(|(_, s)| s) {
                         // A clear handle never overwrites a sealed document in clear.
-                        return Err(CollectionError::Seal {
-                            collection: self.inner.name.clone(),
-                            source: crate::seal::SealError::NeedsKey { key: full.clone() },
-                        });
+                        return Err(self.needs_key(&full));
                     }
                     Some(self.header_of(key, b)?)
                 }
@@ -109,24 +123,13 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 Expect::Lock(n) => found != Some(n),
             };
             if conflict {
-                return Err(CollectionError::Conflict {
-                    collection: self.inner.name.clone(),
-                    key: key.to_string(),
-                    expected: expect,
-                    found,
-                });
+                return Err(self.conflict(key, expect, found));
             }
             let (batch, result) = match value {
                 Some(v) => {
                     if let Some(e) = old_env {
                         if self.inner.upcaster.is_ahead(e.payload_version) {
-                            self.warn_ahead(key, e.payload_version);
-                            return Err(CollectionError::AheadOfBuild {
-                                collection: self.inner.name.clone(),
-                                key: key.to_string(),
-                                stored: e.payload_version,
-                                current: self.current_version(),
-                            });
+                            return Err(self.ahead(key, e.payload_version));
                         }
                     }
                     let lock = found.map_or(1, |l| l.saturating_add(1));
@@ -145,8 +148,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         }
                     };
                     self.check_size(key, &full, &bytes)?;
-                    written = Some(bytes.clone());
-                    let mut batch = Batch::new()
+                    written = self.inner.hints.enabled().then(|| bytes.clone());
+                    // The guards' vector has room for the document's and keyring's.
+                    let mut batch = Batch::with_preconditions(guarded)
                         .require(full.clone(), old)
                         .set(std::mem::take(&mut full), bytes);
                     if let Some(s) = &sealer {
@@ -159,28 +163,37 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         return Ok(None);
                     };
                     (
-                        Batch::new()
+                        Batch::with_preconditions(guarded)
                             .require_eq(full.clone(), old)
                             .delete(std::mem::take(&mut full)),
                         Some(found.unwrap_or(0)),
                     )
                 }
             };
-            let mut batch = batch;
-            for p in guarded {
-                batch.push_precondition(p);
-            }
             match self.inner.store.apply(batch) {
                 Ok(()) => {
-                    match written.take() {
-                        Some(bytes) => self.inner.hints.remember(self.key_of(key), bytes),
-                        None => self.inner.hints.forget(&self.key_of(key)),
+                    if self.inner.hints.enabled() {
+                        match written.take() {
+                            Some(bytes) => self.inner.hints.remember(self.key_of(key), bytes),
+                            None => self.inner.hints.forget(&self.key_of(key)),
+                        }
                     }
                     return Ok(result);
                 }
+                Err(StoreError::Conflict { key: k, .. })
+                    if guessed
+                        && k.strip_prefix(self.inner.prefix.as_slice()) == Some(key.as_bytes()) =>
+                {
+                    // The guess was wrong (the document exists): the next attempt reads it
+                    // (the fence and the keyring were not what failed).
+                    full = k;
+                    continue;
+                }
                 Err(e) if e.is_conflict() => {
                     // The hint (if one was used) may be what is stale: read next time.
-                    self.inner.hints.forget(&self.key_of(key));
+                    if self.inner.hints.enabled() {
+                        self.inner.hints.forget(&self.key_of(key));
+                    }
                     // The fence or the keyring (a rotation began or finished) may be
                     // what changed: read them again.
                     self.inner.policy.forget_fence();
@@ -190,12 +203,41 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 Err(e) => return Err(CollectionError::store(&self.inner.name, e)),
             }
         }
-        Err(CollectionError::Conflict {
+        Err(self.conflict(key, expect, found))
+    }
+
+    // The refusals, out of the write path's line (its code stays dense in the cache).
+
+    #[cold]
+    #[inline(never)]
+    fn conflict(&self, key: &str, expected: Expect, found: Option<u64>) -> CollectionError {
+        CollectionError::Conflict {
             collection: self.inner.name.clone(),
             key: key.to_string(),
-            expected: expect,
+            expected,
             found,
-        })
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn ahead(&self, key: &str, stored: i32) -> CollectionError {
+        self.warn_ahead(key, stored);
+        CollectionError::AheadOfBuild {
+            collection: self.inner.name.clone(),
+            key: key.to_string(),
+            stored,
+            current: self.current_version(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn needs_key(&self, full: &[u8]) -> CollectionError {
+        CollectionError::Seal {
+            collection: self.inner.name.clone(),
+            source: crate::seal::SealError::NeedsKey { key: full.to_vec() },
+        }
     }
 
     /// The JSON of `value` behind [`ENVELOPE_HEADER_LEN`] zero bytes (room for the

@@ -817,16 +817,24 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
     }
 
     /// Decides what the sweep does with one stored row: the one row rewrite, checking
-    /// that the rewritten row binds to the collection's type.
+    /// that the rewritten row binds to the collection's type. The check binds the tree by
+    /// value, as the read path binds an upcast row (`serde_json::from_value`): serde_json's
+    /// by-value and by-reference tree deserializers differ only in handing strings over
+    /// owned rather than borrowed, which the derived and standard `Deserialize` impls
+    /// treat alike, and by value the strings move instead of being copied.
     fn sweep_row(
         &self,
+        full_key: &[u8],
         id: &str,
         bytes: &[u8],
         sealer: Option<&crate::seal::Sealer>,
     ) -> Result<RowAction, CollectionError> {
-        let check = |tree: &serde_json::Value| T::deserialize(tree).map(|_| ());
+        let check = |tree: serde_json::Value| T::deserialize(tree).map(|_| ());
         Ok(
-            match self.rewriter(None, sealer).rewrite(id, bytes, check)? {
+            match self
+                .rewriter(None, sealer)
+                .rewrite_at(full_key, id, bytes, check)?
+            {
                 RowRewrite::Keep => RowAction::Keep,
                 RowRewrite::Ahead { .. } => RowAction::Ahead,
                 RowRewrite::Rewrite(value) => RowAction::Rewrite(value),
@@ -879,7 +887,10 @@ impl<T: Serialize + DeserializeOwned> Processor for SweepProcessor<'_, T> {
                 tracing::warn!(collection = %name, key = %strata_store::escape_key(r.key), "sweep: document key is not UTF-8; row left as is");
                 RowOutcome::Failed
             }
-            Ok(id) => match self.coll.sweep_row(id, r.value, self.sealer.as_ref()) {
+            Ok(id) => match self
+                .coll
+                .sweep_row(r.key, id, r.value, self.sealer.as_ref())
+            {
                 Ok(RowAction::Keep) => RowOutcome::Unchanged,
                 Ok(RowAction::Ahead) => RowOutcome::SkippedAhead,
                 Ok(RowAction::Rewrite(value)) => {

@@ -655,14 +655,15 @@ impl<'a> Pass<'a> {
             let mut batch = Batch::new();
             let n_mutations = mutations.len() as u64;
             if conditioned {
-                // Kept for a retry: the store consumes the batch.
-                for m in &mutations {
-                    batch.push(m.clone());
+                // Moved, not copied: a batch refused by a failed precondition comes back
+                // from the store (`apply_or_return`) and the rows are taken back from it.
+                for m in mutations.drain(..) {
+                    batch.push(m);
                 }
-                for r in &rows {
+                for r in &mut rows {
                     batch.push_precondition(strata_store::Precondition::Equals {
-                        key: r.key.clone(),
-                        value: r.old.clone(),
+                        key: std::mem::take(&mut r.key),
+                        value: std::mem::take(&mut r.old),
                     });
                 }
                 // Each row's bytes were read after the page's epoch was observed: a
@@ -750,11 +751,25 @@ impl<'a> Pass<'a> {
                     source,
                 })?;
             }
-            let source = match store.apply(batch) {
+            if !conditioned {
+                match store.apply(batch) {
+                    Ok(()) => break (n_mutations, new_value),
+                    Err(source) => return Err(self.store_err(st, source)),
+                }
+            }
+            let refused = match store.apply_or_return(batch) {
                 Ok(()) => break (n_mutations, new_value),
-                Err(source) => source,
+                Err(refused) => refused,
             };
-            if !(conditioned && source.is_conflict()) {
+            let source = refused.error;
+            if !source.is_conflict() {
+                return Err(self.store_err(st, source));
+            }
+            // The rows' keys and bytes read, and their mutations, back from the batch.
+            let taken_back = refused
+                .batch
+                .is_some_and(|b| take_back(*b, n_mutations as usize, &mut mutations, &mut rows));
+            if !taken_back {
                 return Err(self.store_err(st, source));
             }
             // Which rows changed since they were read?
@@ -914,7 +929,36 @@ impl<S: ?Sized> KvWrite for ReadOnly<'_, S> {
     }
 }
 
-/// One conditioned row of a batch: its key, the bytes read, its mutations' range.
+/// Takes a conditioned batch's rows and mutations back from the batch a store handed
+/// back refused ([`KvWrite::apply_or_return`]): its first `n` mutations are the rows'
+/// (the checkpoint's and the hooks' follow), its first preconditions the rows', in order.
+/// False (nothing to narrow with) when the batch is not shaped so — a hook replaced it.
+fn take_back(back: Batch, n: usize, mutations: &mut Vec<Mutation>, rows: &mut [RowCond]) -> bool {
+    let (mut ms, ps) = back.into_parts();
+    if ms.len() < n || ps.len() < rows.len() {
+        return false;
+    }
+    ms.truncate(n);
+    for (r, p) in rows.iter_mut().zip(ps) {
+        let strata_store::Precondition::Equals { key, value } = p else {
+            return false;
+        };
+        // A row's precondition is on its own key, which its mutations write.
+        if !ms
+            .get(r.mutations.clone())
+            .is_some_and(|own| own.iter().any(|m| m.key() == key))
+        {
+            return false;
+        }
+        r.key = key;
+        r.old = value;
+    }
+    *mutations = ms;
+    true
+}
+
+/// One conditioned row of a batch: its key, the bytes read, its mutations' range (the
+/// key and bytes are moved into the batch's precondition while it is being applied).
 struct RowCond {
     key: Vec<u8>,
     old: Vec<u8>,

@@ -371,14 +371,19 @@ impl Upcaster {
 
     /// The values of the protected fields (`None`: absent), to restore after code that
     /// must not change them (a step, a cutover transform).
-    pub(crate) fn snapshot(&self, obj: &JsonObject) -> Vec<Option<Value>> {
-        self.protected.iter().map(|f| obj.get(f).cloned()).collect()
+    pub(crate) fn snapshot(&self, obj: &JsonObject) -> Snapshot {
+        match &*self.protected {
+            [] => Snapshot::One(None),
+            // The common case (one identity field): no vector to allocate per row.
+            [only] => Snapshot::One(obj.get(only).cloned()),
+            many => Snapshot::Many(many.iter().map(|f| obj.get(f).cloned()).collect()),
+        }
     }
 
     /// Puts the protected fields back to `snapshot` (absent stays absent, null stays
     /// null); a field left alone is not rewritten.
-    pub(crate) fn restore(&self, obj: &mut JsonObject, snapshot: &[Option<Value>]) {
-        for (name, saved) in self.protected.iter().zip(snapshot) {
+    pub(crate) fn restore(&self, obj: &mut JsonObject, snapshot: &Snapshot) {
+        for (name, saved) in self.protected.iter().zip(snapshot.values()) {
             if obj.get(name) == saved.as_ref() {
                 continue;
             }
@@ -404,6 +409,25 @@ impl Upcaster {
             None => {
                 obj.insert(f.to_string(), Value::from(version));
             }
+        }
+    }
+}
+
+/// The protected fields' values taken by [`Upcaster::snapshot`], in the order they are
+/// declared (`None`: absent).
+#[derive(Debug)]
+pub(crate) enum Snapshot {
+    /// At most one protected field (with none, restoring zips over nothing).
+    One(Option<Value>),
+    /// Several.
+    Many(Vec<Option<Value>>),
+}
+
+impl Snapshot {
+    fn values(&self) -> &[Option<Value>] {
+        match self {
+            Snapshot::One(v) => std::slice::from_ref(v),
+            Snapshot::Many(v) => v,
         }
     }
 }

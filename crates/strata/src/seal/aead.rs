@@ -97,10 +97,28 @@ impl XChaCha {
         tag: &[u8; TAG_LEN],
         in_out: &mut [u8],
     ) -> bool {
+        self.open_within(nonce, aad, tag, in_out, 0)
+    }
+
+    /// Decrypts the ciphertext `in_out[shift..]` when it authenticates under `nonce`,
+    /// `aad` and `tag`, writing the plaintext to the front of the buffer
+    /// (`in_out[..in_out.len() - shift]`, ring's overlapping `open_within`: no second
+    /// buffer, no copy); `false` (and `in_out` unspecified) when it does not.
+    pub(crate) fn open_within(
+        &self,
+        nonce: &[u8; XNONCE_LEN],
+        aad: &[u8],
+        tag: &[u8; TAG_LEN],
+        in_out: &mut [u8],
+        shift: usize,
+    ) -> bool {
+        if shift > in_out.len() {
+            return false;
+        }
         let Ok((key, n)) = self.inner(nonce) else {
             return false;
         };
-        key.open_in_place_separate_tag(n, Aad::from(aad), Tag::from(*tag), in_out, 0..)
+        key.open_in_place_separate_tag(n, Aad::from(aad), Tag::from(*tag), in_out, shift..)
             .is_ok()
     }
 }
@@ -271,6 +289,22 @@ mod tests {
             let mut other = nonce;
             other[23] ^= 1;
             proptest::prop_assert_eq!(ours_open(&key, &other, &aad, &ours), None);
+            // Opened within one buffer, the plaintext shifted to its front (the sealed
+            // read path: key id + nonce in front of the ciphertext).
+            let (body, tag) = reference.split_at(reference.len() - TAG_LEN);
+            let tag: [u8; TAG_LEN] = tag.try_into().unwrap();
+            for shift in [0usize, 1, 28, 45] {
+                let mut buf = vec![0xEEu8; shift];
+                buf.extend_from_slice(body);
+                let c = XChaCha::new(&key);
+                proptest::prop_assert!(c.open_within(&nonce, &aad, &tag, &mut buf, shift));
+                proptest::prop_assert_eq!(&buf[..m.len()], m.as_slice());
+                let mut bad_tag = tag;
+                bad_tag[0] ^= 1;
+                let mut buf = vec![0u8; shift];
+                buf.extend_from_slice(body);
+                proptest::prop_assert!(!c.open_within(&nonce, &aad, &bad_tag, &mut buf, shift));
+            }
         }
     }
 

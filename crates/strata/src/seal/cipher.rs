@@ -22,11 +22,7 @@
 //! (what sealed every record before; proved by a property test and the frozen fixtures).
 
 use super::aead::{self, XChaCha};
-use super::keyring::Origin;
 use super::SealError;
-use std::fmt;
-use std::sync::Arc;
-use strata_store::{KvRead, Precondition};
 use zeroize::Zeroizing;
 
 /// Length of the data key id in front of a sealed body.
@@ -60,14 +56,14 @@ pub struct RecordContext<'a> {
 const AAD_INLINE: usize = 256;
 
 /// A record's associated data: in `inline` when it fits [`AAD_INLINE`], else in `heap`.
-struct RecordAad {
+pub(crate) struct RecordAad {
     inline: [u8; AAD_INLINE],
     len: usize,
     heap: Vec<u8>,
 }
 
 impl RecordAad {
-    fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         if self.heap.is_empty() {
             &self.inline[..self.len]
         } else {
@@ -77,7 +73,7 @@ impl RecordAad {
 }
 
 impl RecordContext<'_> {
-    fn aad(&self, key_id: u32) -> Result<RecordAad, SealError> {
+    pub(crate) fn aad(&self, key_id: u32) -> Result<RecordAad, SealError> {
         let key_len = u32::try_from(self.key.len()).map_err(|_| SealError::InvalidParameters {
             reason: "record key longer than 4 GiB".into(),
         })?;
@@ -189,169 +185,6 @@ pub(crate) fn open_raw_into(
 pub fn body_key_id(body: &[u8]) -> Option<u32> {
     let (id, _) = body.split_first_chunk::<KEY_ID_LEN>()?;
     Some(u32::from_be_bytes(*id))
-}
-
-struct SealerInner {
-    keyring: Vec<u8>,
-    origin: Origin,
-    active: u32,
-    /// Every data key the keyring holds (one, or two during a rotation), by id.
-    keys: Vec<(u32, XChaCha)>,
-}
-
-/// The unlocked data keys of one keyring: seals new bodies under the active key and opens
-/// bodies sealed under any key the keyring holds (both during a rotation).
-///
-/// Cheap to clone (shared). The keys are zeroized when the last clone is dropped and never
-/// appear in `Debug` output. Obtained from [`Keyring::unlock`](super::Keyring::unlock).
-#[derive(Clone)]
-pub struct Sealer {
-    inner: Arc<SealerInner>,
-}
-
-impl fmt::Debug for Sealer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ids: Vec<u32> = self.inner.keys.iter().map(|(id, _)| *id).collect();
-        f.debug_struct("Sealer")
-            .field("keyring", &strata_store::escape_key(&self.inner.keyring))
-            .field("active_key_id", &self.inner.active)
-            .field("key_ids", &ids)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Sealer {
-    pub(crate) fn new(
-        origin: Origin,
-        active: u32,
-        keys: Vec<(u32, Zeroizing<[u8; DATA_KEY_LEN]>)>,
-    ) -> Self {
-        let keys = keys.iter().map(|(id, k)| (*id, cipher(k))).collect();
-        Sealer {
-            inner: Arc::new(SealerInner {
-                keyring: origin.scope.store_key().to_vec(),
-                origin,
-                active,
-                keys,
-            }),
-        }
-    }
-
-    /// "The keyring still holds the bytes this sealer was unlocked from": a write sealed
-    /// with this sealer carries it, so it cannot commit after a data-key rotation started
-    /// (or a re-wrap) elsewhere. On a conflict, [`Sealer::refresh`] and retry.
-    pub fn keyring_precondition(&self) -> Precondition {
-        Precondition::Equals {
-            key: self.inner.keyring.clone(),
-            value: self.inner.origin.bytes.clone(),
-        }
-    }
-
-    /// The sealer for the keyring as it is now: this one when it is unchanged, else the
-    /// keyring re-opened through the same entry with the KEK kept from unlocking (no
-    /// passphrase, no Argon2 run) — it then holds the keys of a rotation that started
-    /// meanwhile. [`SealError::WrongKey`] when that entry was re-wrapped or removed: unlock
-    /// again with the current credential.
-    pub fn refresh<S: KvRead + ?Sized>(&self, store: &S) -> Result<Sealer, SealError> {
-        let origin = &self.inner.origin;
-        Ok(origin
-            .scope
-            .reopen(store, origin)?
-            .unwrap_or_else(|| self.clone()))
-    }
-
-    /// The id of the data key new seals use.
-    pub fn active_key_id(&self) -> u32 {
-        self.inner.active
-    }
-
-    /// Ids of every data key this sealer can open with (ascending).
-    pub fn key_ids(&self) -> Vec<u32> {
-        let mut ids: Vec<u32> = self.inner.keys.iter().map(|(id, _)| *id).collect();
-        ids.sort_unstable();
-        ids
-    }
-
-    /// True when `body` was sealed under another key than the active one (a data-key
-    /// rotation still has to re-seal it), or is not a sealed body at all.
-    pub fn needs_reseal(&self, body: &[u8]) -> bool {
-        body_key_id(body) != Some(self.inner.active)
-    }
-
-    /// Seals `plaintext` for `ctx` under the active key, returning the sealed body
-    /// (`key id | nonce | ciphertext | tag`, [`SEAL_OVERHEAD`] bytes longer).
-    pub fn seal(&self, ctx: RecordContext<'_>, plaintext: &[u8]) -> Result<Vec<u8>, SealError> {
-        let mut out = Vec::with_capacity(plaintext.len() + SEAL_OVERHEAD);
-        self.seal_into(ctx, plaintext, &mut out)?;
-        Ok(out)
-    }
-
-    /// Like [`Sealer::seal`], appending the sealed body to `out` (e.g. after the envelope
-    /// header).
-    pub fn seal_into(
-        &self,
-        ctx: RecordContext<'_>,
-        plaintext: &[u8],
-        out: &mut Vec<u8>,
-    ) -> Result<(), SealError> {
-        let active = self.inner.active;
-        let cipher = self
-            .cipher(active)
-            .ok_or_else(|| SealError::UnknownDataKey {
-                key: ctx.key.to_vec(),
-                key_id: active,
-                keyring: self.inner.keyring.clone(),
-            })?;
-        let aad = ctx.aad(active)?;
-        out.extend_from_slice(&active.to_be_bytes());
-        seal_raw(cipher, aad.as_slice(), plaintext, out)
-    }
-
-    /// Opens a sealed body for `ctx`, returning the plaintext. A body that was altered,
-    /// truncated or belongs to another key, collection or header is
-    /// [`SealError::Authentication`]; one sealed under a key this keyring does not hold is
-    /// [`SealError::UnknownDataKey`].
-    pub fn open(&self, ctx: RecordContext<'_>, body: &[u8]) -> Result<Vec<u8>, SealError> {
-        let mut out = Vec::with_capacity(body.len().saturating_sub(SEAL_OVERHEAD));
-        self.open_into(ctx, body, &mut out)?;
-        Ok(out)
-    }
-
-    /// Like [`Sealer::open`], appending the plaintext to `out` (e.g. after a clear
-    /// envelope header); on an error `out` is left as it was.
-    pub fn open_into(
-        &self,
-        ctx: RecordContext<'_>,
-        body: &[u8],
-        out: &mut Vec<u8>,
-    ) -> Result<(), SealError> {
-        let auth = || SealError::Authentication {
-            key: ctx.key.to_vec(),
-        };
-        let (id, sealed) = body.split_first_chunk::<KEY_ID_LEN>().ok_or_else(auth)?;
-        let key_id = u32::from_be_bytes(*id);
-        let cipher = self
-            .cipher(key_id)
-            .ok_or_else(|| SealError::UnknownDataKey {
-                key: ctx.key.to_vec(),
-                key_id,
-                keyring: self.inner.keyring.clone(),
-            })?;
-        let aad = ctx.aad(key_id)?;
-        if open_raw_into(cipher, aad.as_slice(), sealed, out) {
-            Ok(())
-        } else {
-            Err(auth())
-        }
-    }
-
-    fn cipher(&self, key_id: u32) -> Option<&XChaCha> {
-        self.inner
-            .keys
-            .iter()
-            .find(|(id, _)| *id == key_id)
-            .map(|(_, c)| c)
-    }
 }
 
 #[cfg(test)]

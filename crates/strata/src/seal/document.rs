@@ -145,6 +145,39 @@ pub(crate) fn unseal_row<'b>(
     }
 }
 
+/// Turns a sealed document value (envelope format 2) into its clear form (format 1) in
+/// the buffer holding it — the one the store returned: the body is authenticated and
+/// decrypted to right behind the header (no second buffer, no copy of the document).
+/// [`SealError::NotSealed`] (buffer untouched) for a value that is not sealed;
+/// [`SealError::UnknownDataKey`] leaves it untouched too (refresh the keys and retry); on
+/// [`SealError::Authentication`] its contents are unspecified (the read fails).
+pub(crate) fn unseal_in_place(
+    sealer: &Sealer,
+    key: &[u8],
+    collection_id: u16,
+    value: &mut Vec<u8>,
+) -> Result<(), SealError> {
+    let Some((head, _)) = value.split_first_chunk::<ENVELOPE_HEADER_LEN>() else {
+        return Err(SealError::NotSealed { key: key.to_vec() });
+    };
+    let head = *head;
+    if !matches!(peek(&head), Some((_, true))) {
+        return Err(SealError::NotSealed { key: key.to_vec() });
+    }
+    sealer.open_in_place(
+        RecordContext {
+            key,
+            collection_id,
+            header: &head,
+        },
+        value,
+        ENVELOPE_HEADER_LEN,
+    )?;
+    // The clear header is the sealed one with envelope format 1.
+    value[4] = ENVELOPE_FORMAT;
+    Ok(())
+}
+
 /// Seals a clear document value (envelope format 1) produced by the engine.
 pub(crate) fn seal_clear_row(
     sealer: &Sealer,
@@ -233,6 +266,67 @@ mod tests {
         assert!(matches!(
             unseal_row(None, true, key, 1024, &v),
             Err(SealError::NeedsKey { .. })
+        ));
+    }
+
+    #[test]
+    fn unseal_in_place_yields_the_clear_envelope_in_the_same_buffer() {
+        let s = sealer();
+        let key = b"__nx/doc/c/a";
+        for json in [&b""[..], b"{}", br#"{"id":"a","n":1}"#, &[b'x'; 1500][..]] {
+            let v = seal_document(&s, key, 1024, Envelope::new(4, 7), json).unwrap();
+            let mut buf = v.clone();
+            let cap = buf.capacity();
+            let ptr = buf.as_ptr();
+            unseal_in_place(&s, key, 1024, &mut buf).unwrap();
+            assert_eq!(buf, envelope::encode(Envelope::new(4, 7), json));
+            assert_eq!(
+                (buf.as_ptr(), buf.capacity()),
+                (ptr, cap),
+                "no reallocation"
+            );
+            let (clear, _) = unseal_row(Some(&s), true, key, 1024, &v).unwrap();
+            assert_eq!(&*clear, buf.as_slice(), "same as the copying path");
+        }
+        let v = seal_document(&s, key, 1024, Envelope::new(4, 7), b"{}").unwrap();
+        // Another record key, another collection, a flipped bit anywhere: authentication.
+        let mut buf = v.clone();
+        let err = unseal_in_place(&s, b"__nx/doc/c/b", 1024, &mut buf).unwrap_err();
+        assert!(err.is_authentication(), "{err}");
+        let mut buf = v.clone();
+        let err = unseal_in_place(&s, key, 1025, &mut buf).unwrap_err();
+        assert!(err.is_authentication(), "{err}");
+        for i in 5..v.len() {
+            let mut t = v.clone();
+            t[i] ^= 0x10;
+            match unseal_in_place(&s, key, 1024, &mut t) {
+                Err(e) if e.is_authentication() => {}
+                // The key id bytes: a key this keyring does not hold.
+                Err(SealError::UnknownDataKey { .. }) if (17..21).contains(&i) => {
+                    t[i] ^= 0x10;
+                    assert_eq!(t, v, "untouched on an unknown key");
+                }
+                other => panic!("byte {i}: {other:?}"),
+            }
+        }
+        // Truncated bodies, clear values and non-envelopes: refused, buffer untouched.
+        for n in [17, 20, 60] {
+            let mut t = v[..n].to_vec();
+            let err = unseal_in_place(&s, key, 1024, &mut t).unwrap_err();
+            assert!(err.is_authentication(), "{n}: {err}");
+            assert_eq!(t, &v[..n]);
+        }
+        let clear = envelope::encode(Envelope::new(1, 1), b"{}");
+        let mut t = clear.clone();
+        assert!(matches!(
+            unseal_in_place(&s, key, 1024, &mut t),
+            Err(SealError::NotSealed { .. })
+        ));
+        assert_eq!(t, clear);
+        let mut t = b"NXDV".to_vec();
+        assert!(matches!(
+            unseal_in_place(&s, key, 1024, &mut t),
+            Err(SealError::NotSealed { .. })
         ));
     }
 

@@ -31,6 +31,13 @@ impl LiveSealer {
         self.cell.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// Runs `f` with the current snapshot, borrowed under the read lock (no `Arc` clone:
+    /// the read path). `f` must not call [`LiveSealer::refresh`] on this handle.
+    pub fn with_current<R>(&self, f: impl FnOnce(&Sealer) -> R) -> R {
+        let guard = self.cell.read().unwrap_or_else(|e| e.into_inner());
+        f(&guard)
+    }
+
     /// Re-reads the keyring and installs the sealer for it when it changed (see
     /// [`Sealer::refresh`]). Refreshes are serialized and read the store while holding
     /// the slot, so the snapshot only ever moves forward.

@@ -20,6 +20,16 @@
 //!   unlocking, before any record is read; a tampered record is
 //!   [`SealError::Authentication`] and fails that read only.
 //!
+//! **Keys are per database.** `Database::builder(..).key(..)` unlocks the database keyring
+//! and every collection declared `CollectionOptions::sealed()` seals under its data key;
+//! `rotate_data_key`, `verify_sealed` and the CLI work on that keyring. A per-collection
+//! keyring ([`Keyring::collection`], store key `__nx/keys/collection/<name>`) has the same
+//! format and operations (create, unlock, re-wrap, rotation start/finish) at this layer's
+//! API, for an application that seals with a [`Sealer`] itself, but the collection and
+//! database layers never use one: no collection is sealed under its own keyring (the
+//! issue allows keys "per database (or per collection)"; one key per database is the
+//! choice made).
+//!
 //! Key material is zeroized on drop and never appears in `Debug`, `Display`, errors or
 //! logs. Document ids (store keys) and envelope headers stay in clear. Byte layouts:
 //! `docs/format.md`, "Sealed documents".
@@ -34,15 +44,15 @@ mod live;
 mod record;
 
 pub use cipher::{
-    body_key_id, RecordContext, Sealer, DATA_KEY_LEN, KEY_ID_LEN, NONCE_LEN, SEAL_OVERHEAD, TAG_LEN,
+    body_key_id, RecordContext, DATA_KEY_LEN, KEY_ID_LEN, NONCE_LEN, SEAL_OVERHEAD, TAG_LEN,
 };
 pub use credential::{Credential, KdfParams, SALT_LEN};
 pub use document::{
     needs_reseal, open_document, peek, seal_document, sealed_header, SEALED_ENVELOPE_FORMAT,
 };
-pub(crate) use document::{seal_clear_row, unseal_row};
+pub(crate) use document::{seal_clear_row, unseal_in_place, unseal_row};
 pub use error::SealError;
-pub use keyring::{KeyScope, Keyring, COLLECTION_KEYRING_PREFIX, DATABASE_KEYRING_KEY};
+pub use keyring::{KeyScope, Keyring, Sealer, COLLECTION_KEYRING_PREFIX, DATABASE_KEYRING_KEY};
 pub use live::LiveSealer;
 pub use record::{
     EntryInfo, KeyringRecord, KEYRING_FORMAT, KEYRING_MAGIC, MAX_LABEL_LEN, WRAPPED_KEY_LEN,

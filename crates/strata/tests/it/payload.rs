@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use strata::collection::{CollectionError, CollectionOptions};
 use strata::payload::{Mode, StepError};
 use strata::Database;
-use strata_store::Store;
+use strata_store::{KvRead, KvWrite, Store};
 
 fn noop(o: CollectionOptions, from: i32, mode: Mode) -> CollectionOptions {
     o.upcast(from, mode, |_| Ok(()))
@@ -590,6 +590,64 @@ fn the_ahead_guard_refuses_and_keeps_the_row_readable() {
     raw_put(&store, "acc", "old", 1, 1, r#"{"id":"old","balance":1}"#);
     assert_eq!(c.put("old", &account("old", 3)).unwrap(), 2);
     assert_eq!(stored_env(&store, "acc", "old").payload_version, 2);
+}
+
+/// On sled, a put or insert of a key the write cache does not hold tries "absent" first
+/// (`Peek::Unread`): an existing document must still be read and honoured — its lock
+/// version continued, an insert refused, a newer build's row refused unchanged.
+#[test]
+fn a_guessed_write_over_a_document_the_write_cache_does_not_hold_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let open = || {
+        let store = Store::new(strata_sled::SledStore::open(&path).unwrap());
+        let db = Database::builder(store.clone()).open().unwrap();
+        let c = db
+            .collection::<Account>("acc", dollars_to_cents(CollectionOptions::new()))
+            .unwrap();
+        (store, db, c)
+    };
+    {
+        let (store, _db, c) = open();
+        assert_eq!(c.put("a", &account("a", 1)).unwrap(), 1);
+        assert_eq!(c.put("a", &account("a", 2)).unwrap(), 2);
+        assert_eq!(c.insert("b", &account("b", 1)).unwrap(), 1);
+        raw_put(
+            &store,
+            "acc",
+            "new",
+            3,
+            8,
+            r#"{"id":"new","balance_cents":1}"#,
+        );
+        raw_put(&store, "acc", "old", 1, 4, r#"{"id":"old","balance":1}"#);
+        store.flush().unwrap();
+    }
+    // Reopened: the write cache is empty, so every write below guesses first.
+    let (store, _db, c) = open();
+    assert_eq!(
+        store
+            .peek(&strata::collection::layout::doc_key("acc", "a"))
+            .unwrap(),
+        strata_store::Peek::Unread
+    );
+    assert_eq!(c.put("a", &account("a", 3)).unwrap(), 3);
+    assert_eq!(c.get_document("a").unwrap().unwrap().lock_version, 3);
+    let err = c.insert("b", &account("b", 9)).unwrap_err();
+    assert!(
+        matches!(err, CollectionError::Conflict { found: Some(1), .. }),
+        "{err}"
+    );
+    assert_eq!(c.get("b").unwrap(), Some(account("b", 1)));
+    let before = raw_get(&store, "acc", "new");
+    assert!(c.put("new", &account("new", 2)).unwrap_err().is_ahead());
+    assert_eq!(raw_get(&store, "acc", "new"), before);
+    assert_eq!(c.put("old", &account("old", 5)).unwrap(), 5);
+    assert_eq!(stored_env(&store, "acc", "old").payload_version, 2);
+    // A key that is really absent is created by the guess, at lock version 1.
+    assert_eq!(c.put("c", &account("c", 1)).unwrap(), 1);
+    assert_eq!(c.insert("d", &account("d", 1)).unwrap(), 1);
+    assert_eq!(c.get_document("d").unwrap().unwrap().lock_version, 1);
 }
 
 #[test]

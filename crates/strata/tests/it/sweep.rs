@@ -171,6 +171,24 @@ fn ahead_rows_are_left_alone() {
 }
 
 #[test]
+fn a_row_that_upcasts_but_does_not_bind_is_never_written() {
+    let (store, db) = mem_db();
+    let c = coll(&db);
+    seed(&store, 10);
+    // Every step runs on it, but its `id` is a number: it cannot be read back as an
+    // `Account`, so the sweep leaves its bytes as they are and counts it failed.
+    raw_put(&store, "acc", "r00003", 1, 1, r#"{"id":3,"balance":5}"#);
+    let before = raw_get(&store, "acc", "r00003");
+    let (_, clk) = clock();
+    let r = c.sweep(opts("a", &clk)).unwrap();
+    assert_eq!(r.note, SweepNote::Incomplete);
+    assert_eq!((r.failed(), r.rewritten()), (1, 9));
+    assert_eq!(raw_get(&store, "acc", "r00003"), before);
+    assert!(c.get("r00003").is_err());
+    assert_eq!(c.get("r00004").unwrap().unwrap().balance_cents, 400);
+}
+
+#[test]
 fn an_unreadable_row_blocks_completion() {
     let (store, db) = mem_db();
     let c = coll(&db);

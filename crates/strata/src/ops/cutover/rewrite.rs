@@ -114,7 +114,7 @@ impl SchemaGate {
                 let Ok(id) = std::str::from_utf8(suffix) else {
                     return Err(RecordError::new("the document key is not UTF-8"));
                 };
-                match rewriter.rewrite(id, r.value, |_| Ok(())) {
+                match rewriter.rewrite_at(r.key, id, r.value, |_| Ok(())) {
                     Ok(RowRewrite::Rewrite(value)) => out.push(r.replace(value)),
                     Ok(RowRewrite::Keep) => {}
                     Ok(RowRewrite::Ahead { stored }) => {

@@ -1,7 +1,9 @@
 //! The keyring: a database's (or a collection's) data keys, stored only wrapped.
 //!
 //! A keyring is one store record (`__nx/keys/database`, or
-//! `__nx/keys/collection/<name>` for a per-collection key). It holds the id of the active
+//! `__nx/keys/collection/<name>` for a per-collection key: usable through this API, but
+//! sealed collections always use the database keyring, see the module docs of
+//! [`crate::seal`]). It holds the id of the active
 //! data key, the id of the key being retired by a rotation (if any), and one or more
 //! **wrapping entries**. Each entry names how its key-encryption key (KEK) is obtained —
 //! Argon2id over a passphrase (salt and parameters stored in the entry) or raw key bytes
@@ -12,7 +14,11 @@
 //! Every change is one atomic store write guarded by the keyring bytes read, so two
 //! concurrent keyring operations cannot both win, and a failure writes nothing.
 
-use super::cipher::{self, Sealer, DATA_KEY_LEN};
+mod sealer;
+
+pub use sealer::Sealer;
+
+use super::cipher::{self, DATA_KEY_LEN};
 use super::credential::Credential;
 use super::record::{validate_label, Entry, KeyringRecord};
 use super::SealError;
@@ -109,7 +115,9 @@ impl Keyring {
         Keyring::new(KeyScope::Database)
     }
 
-    /// The keyring of one collection (`__nx/keys/collection/<name>`).
+    /// The keyring of one collection (`__nx/keys/collection/<name>`). Collections opened
+    /// through a [`Database`](crate::Database) never seal under it (keys are per database,
+    /// see [`crate::seal`]); it is for applications sealing with a [`Sealer`] themselves.
     pub fn collection(name: impl Into<String>) -> Self {
         Keyring::new(KeyScope::Collection(name.into()))
     }
