@@ -703,6 +703,11 @@ impl Backend for PgStore {
     fn cross_process_lease(&self) -> Option<&dyn CrossProcessLease> {
         Some(self)
     }
+
+    /// Every read is a statement on the server.
+    fn remote_reads(&self) -> bool {
+        true
+    }
 }
 
 impl CrossProcessLease for PgStore {

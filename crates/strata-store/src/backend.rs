@@ -170,6 +170,13 @@ pub trait Backend: KvRead + KvWrite + Send + Sync + std::fmt::Debug {
     fn cross_process_lease(&self) -> Option<&dyn crate::CrossProcessLease> {
         None
     }
+
+    /// True when every read is a round trip to a server (PostgreSQL), so that a writer
+    /// that can skip one — a collection handle's write hints — should. `false` (the
+    /// default) for embedded backends, whose reads cost less than remembering values.
+    fn remote_reads(&self) -> bool {
+        false
+    }
 }
 
 impl<T: KvRead + ?Sized> KvRead for &T {

@@ -117,6 +117,9 @@ impl<B: Backend> Backend for FaultyStore<B> {
     fn cross_process_lease(&self) -> Option<&dyn crate::CrossProcessLease> {
         self.inner.cross_process_lease()
     }
+    fn remote_reads(&self) -> bool {
+        self.inner.remote_reads()
+    }
 }
 
 #[cfg(test)]

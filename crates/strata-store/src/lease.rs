@@ -186,6 +186,11 @@ impl Store {
         self.backend.name()
     }
 
+    /// True when every read is a round trip to a server (see [`Backend::remote_reads`]).
+    pub fn remote_reads(&self) -> bool {
+        self.backend.remote_reads()
+    }
+
     /// Takes the exclusive write lease, waiting for in-flight writes to finish. Held until
     /// the returned guard is dropped.
     ///

@@ -332,6 +332,7 @@ impl Database {
             ahead_warned: Arc::clone(&self.inner.ahead_warned),
             sweeping: Arc::clone(&self.inner.sweeping),
             sealer,
+            hints: crate::collection::hint::Hints::new(self.inner.store.remote_reads()),
         }))
     }
 

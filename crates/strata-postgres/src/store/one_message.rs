@@ -9,7 +9,8 @@
 //! `INSERT … ON CONFLICT` costs one.
 //!
 //! Here the same three statements — the store lease and table locks (shared), the key
-//! locks, the conditional write — are sent as ONE simple-protocol query string of
+//! locks, the conditional write (for a batch of one set, as a put is, a leaner form of
+//! it: [`crate::sql::conditional_set`]) — are sent as ONE simple-protocol query string of
 //! `EXECUTE`s of statements the session prepared once ([`PREPARE_SQL`]): one message, one
 //! answer, and an implicit transaction around the three (PostgreSQL runs a multi-statement
 //! query string as one transaction, committed at its end, rolled back whole at the first
@@ -39,12 +40,13 @@ use tokio_postgres::SimpleQueryMessage;
 pub(super) const MAX_BYTES: usize = 64 << 10;
 
 /// The session's prepared statements behind the `EXECUTE`s (run once per connection).
-pub(crate) fn prepare_sql(lock_keys: &str, write: &str) -> String {
+pub(crate) fn prepare_sql(lock_keys: &str, write: &str, set: &str) -> String {
     format!(
         "PREPARE strata_lock_shared(int8, int8) AS \
          SELECT pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock_shared($2); \
          PREPARE strata_lock_keys(int4, int4[], bool[]) AS {lock_keys}; \
-         PREPARE strata_write(bytea[], bytea[], bytea[], bytea[], bytea[]) AS {write}"
+         PREPARE strata_write(bytea[], bytea[], bytea[], bytea[], bytea[]) AS {write}; \
+         PREPARE strata_set(bytea[], bytea[], bytea, bytea) AS {set}"
     )
 }
 
@@ -93,7 +95,16 @@ impl PgStore {
             q.push_str(if i == 0 { "" } else { "," });
             q.push(if *x { 't' } else { 'f' });
         }
-        q.push_str("}'); EXECUTE strata_write(");
+        // One set and nothing else (a put): the leaner statement.
+        let single = match batch.mutations() {
+            [Mutation::Set { key, value }] => Some((key, value)),
+            _ => None,
+        };
+        q.push_str(if single.is_some() {
+            "}'); EXECUTE strata_set("
+        } else {
+            "}'); EXECUTE strata_write("
+        });
         bytea_array(&mut q, preconditions.iter().map(|p| Some(p.key())));
         q.push_str(", ");
         bytea_array(
@@ -103,6 +114,14 @@ impl PgStore {
                 Precondition::Absent { .. } => None,
             }),
         );
+        if let Some((key, value)) = single {
+            q.push_str(", ");
+            bytea(&mut q, key);
+            q.push_str(", ");
+            bytea(&mut q, value);
+            q.push(')');
+            return self.answer(conn, &q, preconditions).await;
+        }
         let sets = || {
             batch.mutations().iter().filter_map(|m| match m {
                 Mutation::Set { key, value } => Some((key.as_slice(), value.as_slice())),
@@ -122,8 +141,17 @@ impl PgStore {
             }),
         );
         q.push(')');
+        self.answer(conn, &q, preconditions).await
+    }
 
-        let messages = conn.client.simple_query(&q).await?;
+    /// Sends the batch's query string `q` and reads its answer.
+    async fn answer(
+        &self,
+        conn: &mut Conn,
+        q: &str,
+        preconditions: &[Precondition],
+    ) -> Result<(), Failure> {
+        let messages = conn.client.simple_query(q).await?;
         // The rows after the two lock statements' completions are the write's: its
         // failed preconditions (1-based position, current value), none when it wrote.
         let mut completed = 0;
@@ -187,10 +215,8 @@ fn batch_bytes(batch: &Batch) -> usize {
     p + m
 }
 
-/// Appends `ARRAY['\x…'::bytea, NULL, …]::bytea[]` (hex digits only: nothing in the
-/// bytes can end the literal).
+/// Appends `ARRAY['\x…'::bytea, NULL, …]::bytea[]` (see [`bytea`]).
 fn bytea_array<'a>(q: &mut String, items: impl Iterator<Item = Option<&'a [u8]>>) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     q.push_str("ARRAY[");
     for (i, item) in items.enumerate() {
         if i > 0 {
@@ -198,17 +224,25 @@ fn bytea_array<'a>(q: &mut String, items: impl Iterator<Item = Option<&'a [u8]>>
         }
         match item {
             None => q.push_str("NULL"),
-            Some(bytes) => {
-                q.push_str("'\\x");
-                for b in bytes {
-                    q.push(char::from(HEX[usize::from(b >> 4)]));
-                    q.push(char::from(HEX[usize::from(b & 15)]));
-                }
-                q.push('\'');
-            }
+            Some(bytes) => bytea(q, bytes),
         }
     }
     q.push_str("]::bytea[]");
+}
+
+/// Appends `'\x…'::bytea`: hex digits only, so nothing in the bytes can end the literal.
+fn bytea(q: &mut String, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    q.push_str("'\\x");
+    // Hex digits into bytes first, then one (ASCII, so always valid) string append: a
+    // `char` push per digit cost more than the rest of a put's client side.
+    let mut hex = vec![0u8; 2 * bytes.len()];
+    for (pair, &b) in hex.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = HEX[usize::from(b >> 4)];
+        pair[1] = HEX[usize::from(b & 15)];
+    }
+    q.push_str(std::str::from_utf8(&hex).unwrap_or_default());
+    q.push_str("'::bytea");
 }
 
 /// A `bytea` in the server's text form (`\x` and hex digits: `bytea_output = hex`, set
@@ -239,7 +273,7 @@ mod tests {
         let all: Vec<u8> = (0..=255).collect();
         bytea_array(&mut q, [Some(&all[..]), None, Some(&b""[..])].into_iter());
         assert!(q.starts_with("ARRAY['\\x0001"), "{q}");
-        assert!(q.ends_with(",NULL,'\\x']::bytea[]"), "{q}");
+        assert!(q.ends_with(",NULL,'\\x'::bytea]::bytea[]"), "{q}");
         let first = q.split('\'').nth(1).unwrap();
         assert_eq!(decode_bytea(first).unwrap(), all);
         assert!(decode_bytea("\\x0").is_none());

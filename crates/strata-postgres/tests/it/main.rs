@@ -10,6 +10,7 @@ mod cluster;
 mod connect;
 mod engine;
 mod faults;
+mod hints;
 mod lease;
 mod manifest;
 mod model;

@@ -11,6 +11,7 @@
 //! (when asked) and the ahead guard.
 
 mod error;
+pub(crate) mod hint;
 mod iter;
 pub mod layout;
 mod options;
@@ -72,6 +73,9 @@ pub(crate) struct CollectionInner {
     pub(crate) sweeping: Arc<Mutex<HashSet<String>>>,
     /// The data keys of a sealed collection (`None`: documents in clear).
     pub(crate) sealer: Option<crate::seal::LiveSealer>,
+    /// The bytes of documents this handle wrote last ([`hint`]): a `put` of one of them
+    /// needs no read.
+    pub(crate) hints: hint::Hints,
 }
 
 /// A typed collection handle. Cheap to clone; clones share the declaration.

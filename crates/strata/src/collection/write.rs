@@ -70,6 +70,8 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         // tell the current value without reading it (`Peek::Unread`): a conflict on the
         // document's key then leaves its value where the next attempt's read is cheap.
         let mut may_guess = value.is_some() && matches!(expect, Expect::Any | Expect::Absent);
+        // The bytes a set writes, remembered as this handle's hint once it committed.
+        let mut written: Option<Vec<u8>> = None;
         for _ in 0..MAX_WRITE_ATTEMPTS {
             if full.is_empty() {
                 full = self.key_of(key);
@@ -80,7 +82,18 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             // batch carries its keyring precondition.
             let sealer = self.sealer_now();
             let mut guessed = false;
-            let old = if std::mem::take(&mut may_guess) {
+            // A put of a document this handle wrote last takes the bytes it wrote as the
+            // precondition instead of reading them (see `hint`: a stale hint only fails
+            // the batch, which then reads).
+            let hinted = match (value, expect) {
+                (Some(_), Expect::Any) => self.inner.hints.get(&full),
+                _ => None,
+            };
+            let old = if let Some(bytes) = hinted {
+                // The document existed: no point guessing it absent after a conflict.
+                may_guess = false;
+                Some(bytes)
+            } else if std::mem::take(&mut may_guess) {
                 match self.inner.store.peek(&full) {
                     Ok(Peek::Value(v)) => v,
                     Ok(Peek::Unread) => {
@@ -135,6 +148,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         }
                     };
                     self.check_size(key, &full, &bytes)?;
+                    written = self.inner.hints.enabled().then(|| bytes.clone());
                     // The guards' vector has room for the document's and keyring's; the
                     // mutation's vector is allocated at its size.
                     let mut preconditions = guarded;
@@ -167,7 +181,15 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 }
             };
             match self.inner.store.apply(batch) {
-                Ok(()) => return Ok(result),
+                Ok(()) => {
+                    if self.inner.hints.enabled() {
+                        match written.take() {
+                            Some(bytes) => self.inner.hints.remember(self.key_of(key), bytes),
+                            None => self.inner.hints.forget(&self.key_of(key)),
+                        }
+                    }
+                    return Ok(result);
+                }
                 Err(StoreError::Conflict { key: k, .. })
                     if guessed
                         && k.strip_prefix(self.inner.prefix.as_slice()) == Some(key.as_bytes()) =>
@@ -178,6 +200,10 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     continue;
                 }
                 Err(e) if e.is_conflict() => {
+                    // The hint (if one was used) may be what is stale: read next time.
+                    if self.inner.hints.enabled() {
+                        self.inner.hints.forget(&self.key_of(key));
+                    }
                     // The fence or the keyring (a rotation began or finished) may be
                     // what changed: read them again.
                     self.inner.policy.forget_fence();
