@@ -4,7 +4,7 @@
 //!   lease id) on a connection of its own; every other batch takes the same lock *shared*
 //!   for its transaction, so while the lease is held other processes' batches wait — up
 //!   to the lock wait (`strata_lock_wait`), then fail with "migration in progress on
-//!   `<table>` by <holder>". Acquiring queues behind the batches in flight and ahead of
+//!   `<table>` by `<holder>`". Acquiring queues behind the batches in flight and ahead of
 //!   new ones (PostgreSQL grants conflicting lock requests in order).
 //! * **Record**: a row of `strata_leases (store_table, holder, token, pid, acquired_at,
 //!   expires_at)` names the holder for those messages and carries the fencing token,

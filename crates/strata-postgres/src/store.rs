@@ -115,7 +115,7 @@ impl PgOptions {
 ///   computes the running byte total and the client's [`PageBuilder`] decides with key and
 ///   value *length* before any value is copied, so an oversized record is reported without
 ///   its value ever crossing the wire.
-/// * [`KvWrite::apply`] runs one transaction that first takes a transaction-scoped
+/// * [`KvWrite::apply`](strata_store::KvWrite::apply) runs one transaction that first takes a transaction-scoped
 ///   advisory lock on every key the batch reads or writes (in one global order, so
 ///   transactions cannot deadlock each other), then checks the preconditions and writes.
 ///   Two processes racing to claim an absent key therefore produce exactly one winner, and

@@ -275,7 +275,7 @@ impl KvWrite for PgStore {
     /// only lose a *suffix* of them, each batch whole — the store is then exactly as it was
     /// after an earlier batch, checkpoint included, and a resumed bulk operation redoes
     /// the lost batches. What must not be lost is the end: this runs a synchronous commit
-    /// ([`lease::FLUSH`]), which waits for the WAL up to it, and migrations call it before
+    /// (`lease::FLUSH`), which waits for the WAL up to it, and migrations call it before
     /// they report (releasing the lease commits synchronously too).
     fn flush(&self) -> Result<()> {
         if !self.unflushed.swap(false, Ordering::SeqCst) {
