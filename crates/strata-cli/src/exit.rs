@@ -40,12 +40,49 @@ impl Failure {
         }
     }
 
+    /// A failure whose message ends with command-line `advice` in parentheses (the
+    /// library's messages name no flag): the error keeps its sources, and the exit code is
+    /// the one `e` maps to.
+    pub fn with_advice(
+        e: impl Into<Box<dyn Error + Send + Sync>>,
+        advice: impl Into<String>,
+    ) -> Self {
+        let error = e.into();
+        Failure {
+            code: code_of(error.as_ref()),
+            error: Box::new(Advised {
+                error,
+                advice: advice.into(),
+            }),
+        }
+    }
+
     /// A failure with a specific exit code.
     pub fn with_code(code: u8, e: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
         Failure {
             code,
             error: e.into(),
         }
+    }
+}
+
+/// An error with command-line advice appended to its message. Its sources are the
+/// error's own, so a chain prints each message once.
+#[derive(Debug)]
+struct Advised {
+    error: Box<dyn Error + Send + Sync>,
+    advice: String,
+}
+
+impl std::fmt::Display for Advised {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.error, self.advice)
+    }
+}
+
+impl Error for Advised {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.error.source()
     }
 }
 
@@ -218,5 +255,35 @@ mod tests {
             Failure::with_code(UNSUPPORTED, checkpoint_too_large()).code,
             UNSUPPORTED
         );
+    }
+
+    /// Advice is appended once, the error's sources are kept (each message once in the
+    /// chain) and the exit code is the wrapped error's.
+    #[test]
+    fn advice_keeps_the_chain_and_the_code() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("writing the batch failed")
+            }
+        }
+        impl Error for Outer {
+            fn source(&self) -> Option<&(dyn Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let f = Failure::with_advice(
+            Outer(std::io::Error::other("disk full")),
+            "pass `--max-bytes 9` or more",
+        );
+        assert_eq!(f.code, ERROR);
+        assert_eq!(
+            message(f.error.as_ref()),
+            "writing the batch failed (pass `--max-bytes 9` or more): disk full"
+        );
+        assert!(f.error.source().unwrap().is::<std::io::Error>());
+        let f = Failure::with_advice(checkpoint_too_large(), "advice");
+        assert_eq!(f.code, RECORD_LIMIT);
     }
 }

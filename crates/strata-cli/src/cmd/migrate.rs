@@ -150,7 +150,10 @@ fn failure(e: MigrateError) -> Failure {
     match &e {
         MigrateError::Pass(
             PassError::RecordTooLarge { size, .. } | PassError::BatchTooLarge { size, .. },
-        ) => Failure::error(format!("{e} (pass `--max-bytes {size}` or more)")),
+        ) => {
+            let advice = format!("pass `--max-bytes {size}` or more");
+            Failure::with_advice(e, advice)
+        }
         _ => Failure::error(e),
     }
 }
