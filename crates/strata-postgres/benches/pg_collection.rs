@@ -10,6 +10,16 @@
 //!
 //! Target (issue 10): ≤ 1.3× the raw SQL statement. Without `STRATA_PG_URL` the bench
 //! prints that it was skipped and measures nothing.
+//!
+//! On a 2-core VM the `get` figures depend mostly on where the scheduler puts the client
+//! and each contender's server backend (same core ≈ 25 µs per round trip, different cores
+//! ≈ 80 µs, and each connection keeps its placement for the run; BENCHMARKS.md). For a
+//! comparison of the clients, pin both to one core:
+//!
+//! ```text
+//! taskset -p 1 $(head -1 <data dir>/postmaster.pid)   # backends forked later inherit it
+//! taskset -c 0 cargo bench -p strata-postgres --bench pg_collection
+//! ```
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use serde::{Deserialize, Serialize};
@@ -136,6 +146,12 @@ fn main() {
     println!("pg_collection: {ops} ops over {rows} keys, best of {rounds} interleaved rounds");
     for (name, s, r) in [("put", best[1], best[0]), ("get", best[3], best[2])] {
         if s == Duration::MAX || r == Duration::MAX {
+            // One side only (`STRATA_BENCH_SIDE`): its figure alone, no ratio.
+            for (who, d) in [("strata", s), ("raw SQL", r)] {
+                if d != Duration::MAX {
+                    println!("{name}: {who} {:.1} µs/op (one side only)", per_op(d, ops));
+                }
+            }
             continue;
         }
         println!(
