@@ -19,9 +19,9 @@
 mod common;
 
 use common::pg::{db_url, owner, scratch_table};
+use common::scan_prefix;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Lines};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ChildStderr, Command, Output, Stdio};
@@ -37,7 +37,7 @@ use strata::policy::{
     PolicyError, SchemaDeclaration,
 };
 use strata::{CollectionOptions, Database, PassLimits};
-use strata_store::{Batch, KvRead, KvWrite, NamedLease, ScanLimits, Store};
+use strata_store::{Batch, KvRead, KvWrite, NamedLease, Store};
 
 const ROLE: &str = "STRATA_PGMULTI_ROLE";
 const DB: &str = "STRATA_PGMULTI_DB";
@@ -243,28 +243,6 @@ fn wait_for(lines: &mut Lines<BufReader<ChildStderr>>, needle: &str, n: usize) -
     panic!("the child ended before {n} lines with {needle:?}");
 }
 
-fn scan_all(store: &Store, prefix: &[u8]) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut cursor: Option<Vec<u8>> = None;
-    loop {
-        let page = store
-            .scan(
-                prefix,
-                cursor.as_deref(),
-                ScanLimits::new(1000, 1 << 24).unwrap(),
-            )
-            .unwrap();
-        for r in &page.records {
-            out.insert(r.key.clone(), r.value.clone());
-        }
-        match page.cursor() {
-            Some(c) if page.more => cursor = Some(c.to_vec()),
-            _ => break,
-        }
-    }
-    out
-}
-
 /// Writes `n` v1 documents of `collection` (created in the catalog first) in batches.
 fn write_docs(store: &Store, collection: &str, n: usize, doc: impl Fn(&str) -> Value) {
     for start in (0..n).step_by(500) {
@@ -372,7 +350,7 @@ fn two_sweepers_one_contended_then_a_killed_holder_is_taken_over_and_each_row_sw
     assert_eq!(done.in_progress, None);
     assert_eq!(done.counters.rewritten, N as u64, "{done:?}");
     assert!(done.token.unwrap() > first_token, "{done:?}");
-    let rows = scan_all(&store, &doc_prefix("docs"));
+    let rows = scan_prefix(&store, &doc_prefix("docs"));
     assert_eq!(rows.len(), N);
     for (k, v) in &rows {
         let (env, json) = envelope::decode(v).unwrap();
@@ -397,7 +375,7 @@ fn old_build_with_invoices(store: &Store, n: usize) {
 
 /// Every invoice transformed exactly once.
 fn assert_transformed_once(store: &Store, n: usize) {
-    let rows = scan_all(store, &doc_prefix("invoices"));
+    let rows = scan_prefix(store, &doc_prefix("invoices"));
     assert_eq!(rows.len(), n);
     for (k, v) in &rows {
         let (_, json) = envelope::decode(v).unwrap();
@@ -468,7 +446,7 @@ fn a_drain_barrier_over_three_client_processes_times_out_on_a_holdout_and_passes
     let fence = coord.abort_schema_cutover().unwrap();
     assert_eq!((fence.state, fence.generation), (FenceState::Normal, 0));
     assert_eq!(store.get(&cutover_key("invoices")).unwrap(), None);
-    let rows = scan_all(&store, &doc_prefix("invoices"));
+    let rows = scan_prefix(&store, &doc_prefix("invoices"));
     assert!(rows.values().all(|v| envelope::decode(v)
         .unwrap()
         .1
@@ -517,7 +495,7 @@ fn a_sigkilled_cutover_coordinator_is_finished_by_another_process_each_record_on
     // The fence's own lease is still live: only the cross-process lease tells the
     // coordinator is gone.
     assert!(fence.lease_until_ms > now_ms(), "{fence:?}");
-    let rows = scan_all(&store, &doc_prefix("invoices"));
+    let rows = scan_prefix(&store, &doc_prefix("invoices"));
     let done_by_first = rows
         .values()
         .filter(|v| {

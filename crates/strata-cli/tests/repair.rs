@@ -5,13 +5,18 @@
 
 mod common;
 
-use common::{json_of, stderr, stdout, strata_db, with_store};
+use common::{json_of, snapshot, stderr, stdout, strata_db, with_store};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use strata::header::{checkpoint_key, header_key};
 use strata::migrate::MigrationCheckpoint;
 use strata::SchemaHeader;
-use strata_store::{Batch, KvRead, KvWrite, ScanLimits};
+use strata_store::{Batch, KvRead, KvWrite};
+
+/// Every record of the sled store at `db`.
+fn all(db: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    with_store(db, snapshot)
+}
 
 fn put(db: &Path, key: &[u8], value: &[u8]) {
     with_store(db, |s| {
@@ -22,30 +27,6 @@ fn put(db: &Path, key: &[u8], value: &[u8]) {
 
 fn delete(db: &Path, key: &[u8]) {
     with_store(db, |s| s.apply(Batch::new().delete(key.to_vec())).unwrap());
-}
-
-fn all(db: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    with_store(db, |s| {
-        let mut out = BTreeMap::new();
-        let mut cursor: Option<Vec<u8>> = None;
-        loop {
-            let page = s
-                .scan(
-                    b"",
-                    cursor.as_deref(),
-                    ScanLimits::new(1000, 1 << 24).unwrap(),
-                )
-                .unwrap();
-            for r in &page.records {
-                out.insert(r.key.clone(), r.value.clone());
-            }
-            match page.cursor() {
-                Some(c) if page.more => cursor = Some(c.to_vec()),
-                _ => break,
-            }
-        }
-        out
-    })
 }
 
 /// The data records: documents and the sync tables.

@@ -98,13 +98,13 @@ pub fn legacy_records(store: &Store, n: usize) -> BTreeMap<Vec<u8>, Vec<u8>> {
     all
 }
 
-/// Every record of `store`, read in pages.
-pub fn snapshot(store: &Store) -> BTreeMap<Vec<u8>, Vec<u8>> {
+/// Every record of `store` under `prefix`, read in pages.
+pub fn scan_prefix(store: &Store, prefix: &[u8]) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut cursor: Option<Vec<u8>> = None;
     let limits = ScanLimits::new(4096, 1 << 24).unwrap();
     loop {
-        let page = store.scan(b"", cursor.as_deref(), limits).unwrap();
+        let page = store.scan(prefix, cursor.as_deref(), limits).unwrap();
         for r in &page.records {
             out.insert(r.key.clone(), r.value.clone());
         }
@@ -114,6 +114,11 @@ pub fn snapshot(store: &Store) -> BTreeMap<Vec<u8>, Vec<u8>> {
         }
     }
     out
+}
+
+/// Every record of `store`.
+pub fn snapshot(store: &Store) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    scan_prefix(store, b"")
 }
 
 /// The payload records of a snapshot: without schema headers, migration checkpoints,

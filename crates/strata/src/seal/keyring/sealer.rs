@@ -119,13 +119,7 @@ impl Sealer {
         out: &mut Vec<u8>,
     ) -> Result<(), SealError> {
         let active = self.inner.active;
-        let cipher = self
-            .cipher(active)
-            .ok_or_else(|| SealError::UnknownDataKey {
-                key: ctx.key.to_vec(),
-                key_id: active,
-                keyring: self.inner.keyring.clone(),
-            })?;
+        let cipher = self.key_for(&ctx, active)?;
         let aad = ctx.aad(active)?;
         out.extend_from_slice(&active.to_be_bytes());
         seal_raw(cipher, aad.as_slice(), plaintext, out)
@@ -154,13 +148,7 @@ impl Sealer {
         };
         let (id, sealed) = body.split_first_chunk::<KEY_ID_LEN>().ok_or_else(auth)?;
         let key_id = u32::from_be_bytes(*id);
-        let cipher = self
-            .cipher(key_id)
-            .ok_or_else(|| SealError::UnknownDataKey {
-                key: ctx.key.to_vec(),
-                key_id,
-                keyring: self.inner.keyring.clone(),
-            })?;
+        let cipher = self.key_for(&ctx, key_id)?;
         let aad = ctx.aad(key_id)?;
         if open_raw_into(cipher, aad.as_slice(), sealed, out) {
             Ok(())
@@ -193,13 +181,7 @@ impl Sealer {
         let (nonce, _) = rest.split_first_chunk::<NONCE_LEN>().ok_or_else(auth)?;
         let (_, tag) = body.split_last_chunk::<TAG_LEN>().ok_or_else(auth)?;
         let (key_id, nonce, tag) = (u32::from_be_bytes(*id), *nonce, *tag);
-        let cipher = self
-            .cipher(key_id)
-            .ok_or_else(|| SealError::UnknownDataKey {
-                key: ctx.key.to_vec(),
-                key_id,
-                keyring: self.inner.keyring.clone(),
-            })?;
+        let cipher = self.key_for(&ctx, key_id)?;
         let aad = ctx.aad(key_id)?;
         let end = buf.len() - TAG_LEN;
         let shift = KEY_ID_LEN + NONCE_LEN;
@@ -208,6 +190,16 @@ impl Sealer {
         }
         buf.truncate(end - shift);
         Ok(())
+    }
+
+    /// The cipher of `key_id`, or the error naming the record and the keyring.
+    fn key_for(&self, ctx: &RecordContext<'_>, key_id: u32) -> Result<&XChaCha, SealError> {
+        self.cipher(key_id)
+            .ok_or_else(|| SealError::UnknownDataKey {
+                key: ctx.key.to_vec(),
+                key_id,
+                keyring: self.inner.keyring.clone(),
+            })
     }
 
     fn cipher(&self, key_id: u32) -> Option<&XChaCha> {
