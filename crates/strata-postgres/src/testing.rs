@@ -32,6 +32,21 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// A table name no other test (in this or a concurrent test process) uses:
+/// `<prefix>_<pid>_<n>_<nanos>`, for tests that share one server.
+pub fn scratch_table(prefix: &str) -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{prefix}_{}_{}_{nanos}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 /// A running private cluster; dropping it stops the server (immediate mode) and removes
 /// its directory.
 #[derive(Debug)]

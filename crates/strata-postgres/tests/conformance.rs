@@ -7,23 +7,12 @@
 #[cfg(strata_pg)]
 mod suite {
     use std::path::Path;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::time::{SystemTime, UNIX_EPOCH};
     use strata_postgres::{PgOptions, PgStore};
     use strata_store::Store;
 
     /// A table name no other test (in this or a concurrent process) uses.
     fn scratch_table() -> String {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        format!(
-            "strata_conf_{}_{}_{nanos}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        )
+        strata_postgres::testing::scratch_table("strata_conf")
     }
 
     fn fresh(url: &str) -> Store {

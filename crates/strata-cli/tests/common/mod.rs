@@ -137,8 +137,6 @@ pub fn payload(all: &BTreeMap<Vec<u8>, Vec<u8>>) -> BTreeMap<Vec<u8>, Vec<u8>> {
 /// PostgreSQL: the server of `STRATA_PG_URL` and scratch tables on it.
 #[cfg(feature = "postgres")]
 pub mod pg {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::time::{SystemTime, UNIX_EPOCH};
     use strata_postgres::{PgOptions, PgStore};
     use strata_store::Store;
 
@@ -153,16 +151,7 @@ pub mod pg {
 
     /// A table name no other test (or test process) uses: `<prefix>_<pid>_<n>_<nanos>`.
     pub fn scratch_table(prefix: &str) -> String {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        format!(
-            "{prefix}_{}_{}_{nanos}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        )
+        strata_postgres::testing::scratch_table(prefix)
     }
 
     /// `url` with extra query parameters.

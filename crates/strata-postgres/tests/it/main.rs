@@ -16,8 +16,6 @@ mod manifest;
 mod model;
 mod tls;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 use strata_postgres::{PgOptions, PgStore};
 
 /// The server URL: `STRATA_PG_URL` at run time, else the value the tests were built with
@@ -40,16 +38,7 @@ pub(crate) use require_pg;
 
 /// A table name no other test (in this or a concurrent process) uses.
 pub(crate) fn scratch_table() -> String {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!(
-        "strata_it_{}_{}_{nanos}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
+    strata_postgres::testing::scratch_table("strata_it")
 }
 
 /// The handle that owns a scratch table (drops it when dropped).
