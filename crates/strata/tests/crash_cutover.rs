@@ -15,6 +15,9 @@
 //! `STRATA_CRASH_RECORDS` (default 100000) the number of documents.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod crash;
+
+use crash::{env_usize, Rng, DIR_ENV, ROLE_ENV};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -33,8 +36,6 @@ use strata::PassLimits;
 use strata_sled::SledStore;
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits};
 
-const ROLE: &str = "STRATA_CRASH_ROLE";
-const DIR: &str = "STRATA_CRASH_DIR";
 const LEASE_MS: u64 = 60_000;
 /// The child flushes the store after every this many batches and says so.
 const FLUSH_EVERY: u64 = 4;
@@ -61,29 +62,6 @@ fn transform(mut d: Value) -> Result<Value, String> {
 
 fn v2_options<T: schemars::JsonSchema>() -> SchemaOptions {
     SchemaOptions::of::<T>().strategy(coordinated_cutover(transform))
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// A small xorshift generator seeded from the time (printed, so a failure can be replayed
-/// with STRATA_CRASH_SEED).
-fn rng_seed() -> u64 {
-    std::env::var("STRATA_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| SystemClock.now_ms() | 1)
-}
-
-fn next(state: &mut u64) -> u64 {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    *state
 }
 
 fn child(dir: &Path) {
@@ -228,8 +206,8 @@ fn verify(dir: &Path, n: usize, iteration: usize) {
 }
 
 fn main() {
-    if std::env::var(ROLE).as_deref() == Ok("coordinator") {
-        let dir = std::env::var(DIR).unwrap();
+    if std::env::var(ROLE_ENV).as_deref() == Ok("coordinator") {
+        let dir = std::env::var(DIR_ENV).unwrap();
         child(Path::new(&dir));
         return;
     }
@@ -240,8 +218,11 @@ fn main() {
     }
     let iters = env_usize("STRATA_CRASH_ITERS", 3);
     let n = env_usize("STRATA_CRASH_RECORDS", 100_000);
-    let mut rng = rng_seed();
-    println!("crash_cutover: {iters} iterations over {n} records, seed {rng}");
+    let mut rng = Rng::from_env_or_time();
+    println!(
+        "crash_cutover: {iters} iterations over {n} records, seed {}",
+        rng.seed()
+    );
     let batches = (n / 200).max(2) as u64;
     for iteration in 0..iters {
         let tmp = tempfile::tempdir().unwrap();
@@ -251,10 +232,10 @@ fn main() {
         // of them so the kill always lands before the end (the child may run a few batches
         // ahead of the parent reading its output); the kill waits for the next batch the
         // child reported durable, so the rerun always has a checkpoint to resume from.
-        let kill_after = 1 + next(&mut rng) % (batches * 9 / 10).saturating_sub(FLUSH_EVERY).max(1);
+        let kill_after = 1 + rng.next() % (batches * 9 / 10).saturating_sub(FLUSH_EVERY).max(1);
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .env(ROLE, "coordinator")
-            .env(DIR, &dir)
+            .env(ROLE_ENV, "coordinator")
+            .env(DIR_ENV, &dir)
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();

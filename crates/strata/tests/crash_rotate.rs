@@ -16,9 +16,11 @@
 //! `STRATA_CRASH_ROWS` overrides the rows per collection (default 10 000).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod crash;
+
+use crash::{env_usize, spawn, wait_ready, Rng, DIR_ENV, ROLE_ENV};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::io::BufRead;
 use std::time::Instant;
 use strata::collection::{layout, CollectionOptions};
 use strata::pass::PassLimits;
@@ -30,8 +32,6 @@ use strata::seal::{
 use strata::Database;
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
 
-const ROLE_ENV: &str = "STRATA_CRASH_ROLE";
-const DIR_ENV: &str = "STRATA_CRASH_DIR";
 const COLLECTIONS: [&str; 2] = ["accounts", "ledger"];
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -70,16 +70,6 @@ fn child(dir: &str) {
 }
 
 /// A tiny xorshift generator seeded from the clock (the seed is printed).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 fn seed(dir: &std::path::Path, n: usize) {
     let store = open(dir);
     let db = Database::builder(store.clone()).key(cred()).open().unwrap();
@@ -165,28 +155,6 @@ fn check(dir: &std::path::Path, n: usize) -> (usize, bool) {
     (under_new, finished)
 }
 
-fn spawn(dir: &std::path::Path) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .env(ROLE_ENV, "rotator")
-        .env(DIR_ENV, dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap()
-}
-
-fn wait_ready(child: &mut std::process::Child) -> BufReader<std::process::ChildStdout> {
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(
-        line.trim(),
-        "role=rotator ready",
-        "the child runs the wrong role"
-    );
-    out
-}
-
 fn main() {
     if let Ok(role) = std::env::var(ROLE_ENV) {
         assert_eq!(role, "rotator", "unknown role {role}");
@@ -198,31 +166,24 @@ fn main() {
         println!("crash_rotate: test");
         return;
     }
-    let iters: usize = std::env::var("STRATA_CRASH_ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(6);
+    let iters = env_usize("STRATA_CRASH_ITERS", 6);
     let n = rows();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
     let started = Instant::now();
     seed(&dir, n);
-    let seed_rng = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
+    let mut rng = Rng::from_env_or_time();
+    let seed_rng = rng.seed();
     println!(
         "crash_rotate: {} rows seeded in {:?}, rng seed {seed_rng}",
         2 * n,
         started.elapsed()
     );
-    let mut rng = Rng(seed_rng);
     let mut last_new = 0;
     let mut kills = 0;
     for i in 0..iters {
-        let mut child = spawn(&dir);
-        let mut out = wait_ready(&mut child);
+        let mut child = spawn("rotator", &dir);
+        let mut out = wait_ready(&mut child, "rotator");
         let reports = rng.next() % 121;
         let mut finished = false;
         let mut line = String::new();
@@ -257,8 +218,8 @@ fn main() {
     // progress or finished above).
     let (_, done) = check(&dir, n);
     if !done {
-        let mut child = spawn(&dir);
-        let mut out = wait_ready(&mut child);
+        let mut child = spawn("rotator", &dir);
+        let mut out = wait_ready(&mut child, "rotator");
         let mut line = String::new();
         loop {
             line.clear();

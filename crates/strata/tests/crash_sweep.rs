@@ -16,10 +16,12 @@
 //! `STRATA_CRASH_ROWS` overrides the row count (default 100 000).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod crash;
+
+use crash::{env_usize, spawn, wait_ready, Rng, DIR_ENV, ROLE_ENV};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::io::BufRead;
 use std::time::Instant;
 use strata::collection::{layout, CollectionOptions};
 use strata::payload::envelope::{self, Envelope};
@@ -28,8 +30,6 @@ use strata::payload::{Mode, StepError, SweepOptions};
 use strata::{Collection, Database};
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
 
-const ROLE_ENV: &str = "STRATA_CRASH_ROLE";
-const DIR_ENV: &str = "STRATA_CRASH_DIR";
 const NAME: &str = "crash";
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -89,16 +89,6 @@ fn child(dir: &str) {
 }
 
 /// A tiny xorshift generator seeded from the clock (the seed is printed).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 fn seed(dir: &std::path::Path, n: usize) {
     let store = open(dir);
     let db = Database::builder(store.clone()).open().unwrap();
@@ -155,28 +145,6 @@ fn check(dir: &std::path::Path, n: usize) -> (usize, usize, Option<SweepMarker>)
     (old, new, marker)
 }
 
-fn spawn(dir: &std::path::Path) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .env(ROLE_ENV, "sweeper")
-        .env(DIR_ENV, dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap()
-}
-
-fn wait_ready(child: &mut std::process::Child) -> BufReader<std::process::ChildStdout> {
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(
-        line.trim(),
-        "role=sweeper ready",
-        "the child runs the wrong role"
-    );
-    out
-}
-
 fn main() {
     if let Ok(role) = std::env::var(ROLE_ENV) {
         assert_eq!(role, "sweeper", "unknown role {role}");
@@ -188,30 +156,23 @@ fn main() {
         println!("crash_sweep: test");
         return;
     }
-    let iters: usize = std::env::var("STRATA_CRASH_ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
+    let iters = env_usize("STRATA_CRASH_ITERS", 3);
     let n = rows();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
     let started = Instant::now();
     seed(&dir, n);
-    let seed_rng = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
+    let mut rng = Rng::from_env_or_time();
+    let seed_rng = rng.seed();
     println!(
         "crash_sweep: {n} rows seeded in {:?}, rng seed {seed_rng}",
         started.elapsed()
     );
-    let mut rng = Rng(seed_rng);
     let mut last_cursor: Option<Vec<u8>> = None;
     let mut kills = 0;
     for i in 0..iters {
-        let mut child = spawn(&dir);
-        let mut out = wait_ready(&mut child);
+        let mut child = spawn("sweeper", &dir);
+        let mut out = wait_ready(&mut child, "sweeper");
         let reports = 1 + rng.next() % 60;
         let mut finished = false;
         let mut line = String::new();
@@ -262,8 +223,8 @@ fn main() {
     }
     assert!(kills > 0, "no kill landed before the sweep finished");
     // Rerun to completion.
-    let mut child = spawn(&dir);
-    let mut out = wait_ready(&mut child);
+    let mut child = spawn("sweeper", &dir);
+    let mut out = wait_ready(&mut child, "sweeper");
     let mut line = String::new();
     loop {
         line.clear();
