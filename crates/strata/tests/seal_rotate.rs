@@ -124,6 +124,24 @@ fn small() -> PassLimits {
     PassLimits::new(7, 1 << 20).unwrap()
 }
 
+/// Starts a data-key rotation and aborts it after three batches: some records under key
+/// 2, the rest still under key 1.
+fn rotate_partway(db: &Database, store: &Store) {
+    let mut batches = 0;
+    let report = db
+        .rotate_data_key(
+            &[&alice()],
+            RotateOptions::new().limits(small()).abort_when(|| {
+                batches += 1;
+                batches > 3
+            }),
+        )
+        .unwrap();
+    assert!(report.aborted && !report.finished);
+    let (ids, _) = key_ids(store);
+    assert!(ids.contains(&1) && ids.contains(&2), "{ids:?}");
+}
+
 #[test]
 fn rotation_reseals_every_record_then_removes_the_old_key() {
     let store = Store::new(MemoryStore::new());
@@ -178,20 +196,8 @@ fn both_keys_open_every_record_until_the_rotation_finishes() {
     let before = open(&store);
     assert_eq!(before.sealer().unwrap().key_ids(), vec![1]);
 
-    // Abort after two batches: some records under key 2, the rest under key 1.
-    let mut batches = 0;
-    let report = db
-        .rotate_data_key(
-            &[&alice()],
-            RotateOptions::new().limits(small()).abort_when(|| {
-                batches += 1;
-                batches > 3
-            }),
-        )
-        .unwrap();
-    assert!(report.aborted && !report.finished);
-    let (ids, _) = key_ids(&store);
-    assert!(ids.contains(&1) && ids.contains(&2), "{ids:?}");
+    // Abort part-way: some records under key 2, the rest under key 1.
+    rotate_partway(&db, &store);
     check_docs(&before); // refreshes on the first record under key 2
     check_docs(&open(&store));
 
@@ -503,19 +509,7 @@ fn get_on_a_handle_older_than_a_rotation_reads_rows_under_either_key() {
     let store = Store::new(MemoryStore::new());
     let db = seed(&store);
     let before = open(&store);
-    let mut batches = 0;
-    let report = db
-        .rotate_data_key(
-            &[&alice()],
-            RotateOptions::new().limits(small()).abort_when(|| {
-                batches += 1;
-                batches > 3
-            }),
-        )
-        .unwrap();
-    assert!(report.aborted && !report.finished);
-    let (ids, _) = key_ids(&store);
-    assert!(ids.contains(&1) && ids.contains(&2), "{ids:?}");
+    rotate_partway(&db, &store);
     assert_eq!(before.sealer().unwrap().key_ids(), vec![1]);
     let snapshot = all(&store);
     for (name, n) in [("a", 40u64), ("b", 25)] {
