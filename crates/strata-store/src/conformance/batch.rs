@@ -155,19 +155,24 @@ pub fn precondition_absent<F: Fn(&Path) -> Store>(factory: F) {
     });
 }
 
+/// Loads `a = 1`, `b = 2` and `guard = g1` under `ns`.
+fn put_a_b_guard(w: &dyn KvWrite, ns: &[u8]) {
+    put_all(
+        w,
+        &[
+            (k(ns, b"a"), b"1".to_vec()),
+            (k(ns, b"b"), b"2".to_vec()),
+            (k(ns, b"guard"), b"g1".to_vec()),
+        ],
+    );
+}
+
 /// A batch whose precondition fails writes nothing at all — not the mutations added
 /// before the precondition, not those after — and names the failing key and reason.
 pub fn failed_precondition_writes_nothing<F: Fn(&Path) -> Store>(factory: F) {
     let fx = fixture(&factory);
     each_write_path(&fx.store, |w, r, ns| {
-        put_all(
-            w,
-            &[
-                (k(ns, b"a"), b"1".to_vec()),
-                (k(ns, b"b"), b"2".to_vec()),
-                (k(ns, b"guard"), b"g1".to_vec()),
-            ],
-        );
+        put_a_b_guard(w, ns);
         let before = dump(r);
         let mut batch = Batch::new()
             .set(k(ns, b"a"), b"changed".to_vec())
@@ -276,14 +281,7 @@ pub fn flush<F: Fn(&Path) -> Store>(factory: F) {
 pub fn refused_batch_comes_back<F: Fn(&Path) -> Store>(factory: F) {
     let fx = fixture(&factory);
     each_write_path(&fx.store, |w, r, ns| {
-        put_all(
-            w,
-            &[
-                (k(ns, b"a"), b"1".to_vec()),
-                (k(ns, b"b"), b"2".to_vec()),
-                (k(ns, b"guard"), b"g1".to_vec()),
-            ],
-        );
+        put_a_b_guard(w, ns);
         let before = dump(r);
         let mut batch = Batch::new()
             .require_eq(k(ns, b"a"), b"1".to_vec())
