@@ -166,10 +166,11 @@ impl Store {
 
     /// Wraps a shared backend in a handle (with a fresh gate).
     pub fn from_arc(backend: Arc<dyn Backend>) -> Self {
+        let shared = backend.cross_process_lease().is_some();
         Store {
             backend,
             gate: Arc::new(Gate::default()),
-            manifests: Arc::new(ManifestWatch::default()),
+            manifests: Arc::new(ManifestWatch::new(shared)),
         }
     }
 

@@ -5,7 +5,7 @@
 use super::{read_manifests, Manifest, MANIFEST_EPOCH_KEY, MANIFEST_PREFIX};
 use crate::{Backend, Batch, Mutation, Precondition, Result, StoreError};
 use sha2::{Digest, Sha256};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// How often one write is retried after another process changed the manifests.
@@ -37,10 +37,16 @@ struct Armed {
 /// The write path's view of the live manifests of one store handle (shared by its clones).
 #[derive(Debug, Default)]
 pub(crate) struct ManifestWatch {
+    /// True for a store several processes write (its backend has a cross-process lease):
+    /// writes then carry the manifest epoch.
+    shared: bool,
     /// `None` until loaded at the first write (and, on a shared store, after another
     /// process changed the manifests).
     live: RwLock<Option<Loaded>>,
     armed: Mutex<Vec<Armed>>,
+    /// `armed.len()`, changed only under the `armed` mutex: a write that reads 0 skips
+    /// the mutex (see [`ManifestWatch::prepare`] for why that loses nothing).
+    armed_count: AtomicUsize,
     next_id: AtomicU64,
 }
 
@@ -64,6 +70,7 @@ impl Drop for ArmedScope {
     fn drop(&mut self) {
         let mut armed = self.watch.armed.lock().unwrap_or_else(|e| e.into_inner());
         armed.retain(|a| !Arc::ptr_eq(&a.touched, &self.touched));
+        self.watch.armed_count.store(armed.len(), Ordering::Release);
     }
 }
 
@@ -112,6 +119,16 @@ pub(super) fn new_epoch() -> Vec<u8> {
 }
 
 impl ManifestWatch {
+    /// The view of a store handle; `shared`: several processes write the store (its
+    /// backend has a [cross-process lease](crate::Backend::cross_process_lease), a
+    /// property of the backend that never changes).
+    pub(crate) fn new(shared: bool) -> Self {
+        ManifestWatch {
+            shared,
+            ..ManifestWatch::default()
+        }
+    }
+
     fn read(&self) -> RwLockReadGuard<'_, Option<Loaded>> {
         self.live.read().unwrap_or_else(|e| e.into_inner())
     }
@@ -159,6 +176,18 @@ impl ManifestWatch {
         Ok(())
     }
 
+    /// The loaded list, read-locked (loaded first if it is not). One-process stores only
+    /// (there the list, once loaded, is never dropped).
+    fn loaded(&self, backend: &dyn Backend) -> Result<RwLockReadGuard<'_, Option<Loaded>>> {
+        let g = self.read();
+        if g.is_some() {
+            return Ok(g);
+        }
+        drop(g);
+        self.load(backend, false)?;
+        Ok(self.read())
+    }
+
     /// Drops the loaded list: the next write loads it again.
     fn forget(&self) {
         *self.write() = None;
@@ -167,13 +196,13 @@ impl ManifestWatch {
     /// Arms `prefix` (see [`ArmedScope`]).
     pub(crate) fn arm(self: &Arc<Self>, prefix: &[u8]) -> ArmedScope {
         let touched = Arc::new(AtomicBool::new(false));
-        self.armed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Armed {
-                prefix: prefix.to_vec(),
-                touched: Arc::clone(&touched),
-            });
+        let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
+        armed.push(Armed {
+            prefix: prefix.to_vec(),
+            touched: Arc::clone(&touched),
+        });
+        self.armed_count.store(armed.len(), Ordering::Release);
+        drop(armed);
         ArmedScope {
             watch: Arc::clone(self),
             touched,
@@ -188,13 +217,24 @@ impl ManifestWatch {
     /// that precondition fails, the handle reloads the list and the batch is applied
     /// again, now deleting the manifests its writes retire. One-process stores (sled,
     /// redb, memory) load the list once and never need the epoch.
-    pub(crate) fn apply(&self, backend: &dyn Backend, batch: Batch) -> Result<()> {
-        let shared = backend.cross_process_lease().is_some();
-        if !shared {
-            self.load(backend, false)?;
-            return self.apply_once(backend, batch, false);
+    pub(crate) fn apply(&self, backend: &dyn Backend, mut batch: Batch) -> Result<()> {
+        if !self.shared {
+            if batch.mutations().iter().any(is_manifest_mutation) {
+                self.load(backend, false)?;
+                return self.apply_once(backend, batch, false);
+            }
+            // An ordinary batch on a one-process store: one read lock of the list for
+            // its check and its write (see `apply_once`).
+            let g = self.loaded(backend)?;
+            let hits = self.prepare(
+                g.as_ref().map(|l| l.live.as_slice()).unwrap_or_default(),
+                &mut batch,
+            );
+            backend.apply(batch)?;
+            drop(g);
+            self.retire(&hits);
+            return Ok(());
         }
-        let mut batch = batch;
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -231,19 +271,17 @@ impl ManifestWatch {
         batch: Batch,
     ) -> std::result::Result<(), crate::Refused> {
         use crate::Refused;
-        if backend.cross_process_lease().is_some()
-            || batch.mutations().iter().any(is_manifest_mutation)
-        {
+        if self.shared || batch.mutations().iter().any(is_manifest_mutation) {
             let copy = (!batch.preconditions().is_empty()).then(|| batch.clone());
             return self
                 .apply(backend, batch)
                 .map_err(|error| Refused::new(error, copy));
         }
-        self.load(backend, false)
+        let g = self
+            .loaded(backend)
             .map_err(|error| Refused::new(error, None))?;
         let mut batch = batch;
         let given = batch.mutations().len();
-        let g = self.read();
         let hits = self.prepare(
             g.as_ref().map(|l| l.live.as_slice()).unwrap_or_default(),
             &mut batch,
@@ -359,6 +397,26 @@ impl ManifestWatch {
         for l in live.iter().filter(|l| hits.contains(&l.id)) {
             batch.push(Mutation::Delete { key: l.key.clone() });
         }
+        // No scope armed (the common case): the mutex is not taken. This loses nothing:
+        // `armed_count` changes only under the mutex, with the list. A write that reads 0
+        // reads a value from before the increment of any `arm` whose registration it
+        // would otherwise have met, so it behaves exactly as if it had taken the mutex
+        // before that `arm` did — which the mutex allowed as well (an armed scope is only
+        // promised the writes that check after it was armed; a write that checks before
+        // is ordered before the arming, exactly as when its mutex section came first). A
+        // stale non-zero count only takes the mutex and finds nothing.
+        if self.armed_count.load(Ordering::Acquire) != 0 {
+            self.mark_armed(batch);
+        }
+        hits
+    }
+
+    /// Marks the armed scopes `batch` (an ordinary batch) writes as touched.
+    #[cold]
+    #[inline(never)]
+    fn mark_armed(&self, batch: &Batch) {
+        let scoped =
+            |prefix: &[u8], m: &Mutation| !is_manifest_mutation(m) && m.key().starts_with(prefix);
         let armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
         if !armed.is_empty() && !batch.mutations().iter().any(is_manifest_mutation) {
             for a in armed.iter() {
@@ -367,6 +425,5 @@ impl ManifestWatch {
                 }
             }
         }
-        hits
     }
 }
