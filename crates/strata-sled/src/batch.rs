@@ -5,7 +5,7 @@ use crate::cache::{length_bit, GuardEntries};
 use crate::SledStore;
 use std::sync::atomic::Ordering;
 use std::sync::PoisonError;
-use strata_store::{Batch, KvWrite, Mutation, Precondition, Result, StoreError};
+use strata_store::{Batch, KeyWrite, KvWrite, Mutation, Precondition, Result, StoreError};
 
 impl SledStore {
     /// Checks `preconditions` and writes `mutations`. The caller holds the exclusive side
@@ -40,9 +40,13 @@ impl SledStore {
                 if self.guards.lengths.load(Ordering::Acquire) & length_bit(key) != 0 {
                     cache.forget(key);
                 }
+                let expected = match own {
+                    Precondition::Equals { value, .. } => Some(value.as_slice()),
+                    Precondition::Absent { .. } => None,
+                };
                 return match mutations.pop() {
-                    Some(Mutation::Set { key, value }) => self.cas(own, key, Some(value)),
-                    Some(Mutation::Delete { key }) => self.cas(own, key, None),
+                    Some(Mutation::Set { key, value }) => self.cas(key, expected, Some(value)),
+                    Some(Mutation::Delete { key }) => self.cas(key, expected, None),
                     None => Ok(()),
                 };
             }
@@ -125,12 +129,38 @@ impl SledStore {
         result
     }
 
-    /// One sled compare-and-swap of `key` from what `own` requires to `new`.
-    fn cas(&self, own: &Precondition, key: Vec<u8>, new: Option<Vec<u8>>) -> Result<()> {
-        let old = match own {
-            Precondition::Equals { value, .. } => Some(value.as_slice()),
-            Precondition::Absent { .. } => None,
-        };
+    /// [`KvWrite::compare_and_swap`]: the guards checked through the guard cache, then
+    /// one sled compare-and-swap — [`SledStore::apply_conditional`]'s path for a batch of
+    /// one mutation conditioned on its own key, without the batch.
+    fn compare_and_swap_key(&self, write: KeyWrite) -> Result<()> {
+        let KeyWrite {
+            key,
+            expected,
+            new,
+            guards,
+        } = write;
+        // Exclusive: no other write lands between the checks and the write.
+        let _exclusive = self.writers.write().unwrap_or_else(PoisonError::into_inner);
+        // Counted under the exclusive side (see `apply_conditional`).
+        let checked = self.checks.load(Ordering::Relaxed);
+        self.checks
+            .store(checked + guards.len() as u64 + 1, Ordering::Relaxed);
+        let cached = self.guards.lengths.load(Ordering::Acquire);
+        if !guards.is_empty() || cached & length_bit(&key) != 0 {
+            let mut cache = self.guards.lock();
+            for p in &guards {
+                self.check_guard(&mut cache, p)?;
+            }
+            if cached & length_bit(&key) != 0 {
+                cache.forget(&key);
+            }
+        }
+        self.cas(key, expected.as_deref(), new)
+    }
+
+    /// One sled compare-and-swap of `key` from `old` (`None`: absent) to `new`. The
+    /// caller holds the exclusive side of `writers`.
+    fn cas(&self, key: Vec<u8>, old: Option<&[u8]>, new: Option<Vec<u8>>) -> Result<()> {
         let new = new.map(sled::IVec::from);
         let mut values = self.values.lock_key(&key);
         let result = match self.db.compare_and_swap(&key, old, new.clone()) {
@@ -145,15 +175,15 @@ impl SledStore {
                 // reads it back from the cache).
                 values.record(key.clone(), e.current.clone());
                 drop(values);
-                match own.check(e.current.as_deref()) {
-                    Err(conflict) => Err(conflict),
-                    // sled reported a mismatch the precondition does not see: report it as
-                    // a conflict all the same (nothing was written).
-                    Ok(()) => Err(StoreError::Conflict {
-                        key,
-                        reason: strata_store::ConflictReason::Changed,
-                    }),
-                }
+                use strata_store::ConflictReason;
+                let reason = match (old, e.current.as_deref()) {
+                    (None, Some(_)) => ConflictReason::Present,
+                    (Some(_), None) => ConflictReason::Missing,
+                    // (Also a mismatch sled reported that the bytes do not show: a conflict
+                    // all the same, nothing was written.)
+                    _ => ConflictReason::Changed,
+                };
+                Err(StoreError::Conflict { key, reason })
             }
             Err(e) => {
                 values.forget(&key);
@@ -278,6 +308,14 @@ impl KvWrite for SledStore {
         let copy = (!batch.preconditions().is_empty()).then(|| batch.clone());
         self.apply(batch)
             .map_err(|e| strata_store::Refused::new(e, copy))
+    }
+
+    fn compare_and_swap(&self, write: KeyWrite) -> Result<()> {
+        if write.guards.iter().any(|g| g.key() == write.key.as_slice()) {
+            // A guard on the key itself: checked as in a batch.
+            return self.apply(write.into_batch());
+        }
+        self.compare_and_swap_key(write)
     }
 
     fn flush(&self) -> Result<()> {

@@ -448,6 +448,54 @@ mod tests {
     }
 
     #[test]
+    fn a_single_key_write_retires_manifests_and_touches_armed_scopes_like_a_batch() {
+        use crate::KeyWrite;
+        let store = store_with(3);
+        certify(&store);
+        let key = manifest_key("migrate", "t");
+        // Outside the scope: the manifest stays.
+        store
+            .compare_and_swap(KeyWrite::set(b"u/k".to_vec(), None, b"1".to_vec()))
+            .unwrap();
+        assert!(store.get(&key).unwrap().is_some());
+        // A refused write in the scope retires nothing.
+        let stale = KeyWrite::set(vec![b't', b'/', 0], None, b"x".to_vec());
+        assert!(store.compare_and_swap(stale).unwrap_err().is_conflict());
+        assert!(store.get(&key).unwrap().is_some());
+        // In the scope: retired in the same write.
+        store
+            .compare_and_swap(KeyWrite::set(
+                vec![b't', b'/', 0],
+                Some(vec![0; 3]),
+                b"x".to_vec(),
+            ))
+            .unwrap();
+        assert_eq!(store.get(&key).unwrap(), None);
+        assert_eq!(store.get(&[b't', b'/', 0]).unwrap(), Some(b"x".to_vec()));
+        // An armed scope is touched by a single-key write under its prefix only.
+        let armed = store.arm_manifest_scope(b"t/");
+        store
+            .compare_and_swap(KeyWrite::set(
+                b"u/k".to_vec(),
+                Some(b"1".to_vec()),
+                b"2".to_vec(),
+            ))
+            .unwrap();
+        assert!(!armed.touched());
+        store
+            .compare_and_swap(KeyWrite::delete(vec![b't', b'/', 1], vec![1; 3]))
+            .unwrap();
+        assert!(armed.touched());
+        drop(armed);
+        // Disarmed: a write no longer touches a later armed scope's flag.
+        let again = store.arm_manifest_scope(b"v/");
+        store
+            .compare_and_swap(KeyWrite::set(b"t/new".to_vec(), None, b"1".to_vec()))
+            .unwrap();
+        assert!(!again.touched());
+    }
+
+    #[test]
     fn undecodable_manifests_are_reported_not_trusted() {
         let store = Store::new(MemoryStore::new());
         store

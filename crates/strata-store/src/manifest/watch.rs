@@ -3,7 +3,7 @@
 //! marks the scopes armed for certification (see the parent module).
 
 use super::{read_manifests, Manifest, MANIFEST_EPOCH_KEY, MANIFEST_PREFIX};
-use crate::{Backend, Batch, Mutation, Precondition, Result, StoreError};
+use crate::{Backend, Batch, KeyWrite, Mutation, Precondition, Result, StoreError};
 use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -297,6 +297,29 @@ impl ManifestWatch {
         Ok(())
     }
 
+    /// [`Self::apply`] of a single-key write ([`crate::KvWrite::compare_and_swap`]) on a
+    /// one-process store: handed to the backend as it is unless its key lies in a live
+    /// manifest's scope (or is a manifest key): then it goes the batch's way, which adds
+    /// the manifest's deletion.
+    pub(crate) fn compare_and_swap(&self, backend: &dyn Backend, write: KeyWrite) -> Result<()> {
+        if self.shared || write.key.starts_with(MANIFEST_PREFIX) {
+            return self.apply(backend, write.into_batch());
+        }
+        let g = self.loaded(backend)?;
+        let live = g.as_ref().map(|l| l.live.as_slice()).unwrap_or_default();
+        if live.iter().any(|l| write.key.starts_with(&l.prefix)) {
+            drop(g);
+            return self.apply(backend, write.into_batch());
+        }
+        // As in `prepare` (and the same argument for skipping the mutex).
+        if self.armed_count.load(Ordering::Acquire) != 0 {
+            let key = write.key.as_slice();
+            self.mark_armed(|prefix| key.starts_with(prefix));
+        }
+        // Under the read lock, as an ordinary batch (see `apply_once`).
+        backend.compare_and_swap(write)
+    }
+
     /// Forgets the live manifests a committed ordinary batch deleted.
     fn retire(&self, hits: &[u64]) {
         if !hits.is_empty() {
@@ -405,24 +428,23 @@ impl ManifestWatch {
         // promised the writes that check after it was armed; a write that checks before
         // is ordered before the arming, exactly as when its mutex section came first). A
         // stale non-zero count only takes the mutex and finds nothing.
-        if self.armed_count.load(Ordering::Acquire) != 0 {
-            self.mark_armed(batch);
+        if self.armed_count.load(Ordering::Acquire) != 0
+            && !batch.mutations().iter().any(is_manifest_mutation)
+        {
+            self.mark_armed(|prefix| batch.mutations().iter().any(|m| scoped(prefix, m)));
         }
         hits
     }
 
-    /// Marks the armed scopes `batch` (an ordinary batch) writes as touched.
+    /// Marks the armed scopes an ordinary write touches (`writes(prefix)`: it writes a key
+    /// under `prefix`).
     #[cold]
     #[inline(never)]
-    fn mark_armed(&self, batch: &Batch) {
-        let scoped =
-            |prefix: &[u8], m: &Mutation| !is_manifest_mutation(m) && m.key().starts_with(prefix);
+    fn mark_armed(&self, writes: impl Fn(&[u8]) -> bool) {
         let armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
-        if !armed.is_empty() && !batch.mutations().iter().any(is_manifest_mutation) {
-            for a in armed.iter() {
-                if batch.mutations().iter().any(|m| scoped(&a.prefix, m)) {
-                    a.touched.store(true, Ordering::SeqCst);
-                }
+        for a in armed.iter() {
+            if writes(&a.prefix) {
+                a.touched.store(true, Ordering::SeqCst);
             }
         }
     }
