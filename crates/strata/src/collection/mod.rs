@@ -78,6 +78,53 @@ pub(crate) struct CollectionInner {
     pub(crate) hints: hint::Hints,
 }
 
+// The errors of the read and write paths, built out of their line and shared by every
+// document type (not generic).
+impl CollectionInner {
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn store_error(&self, e: strata_store::StoreError) -> CollectionError {
+        CollectionError::store(&self.name, e)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn policy_error(&self, e: crate::policy::PolicyError) -> CollectionError {
+        CollectionError::policy(&self.name, e)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn too_large(&self, key: &str, size: usize) -> CollectionError {
+        CollectionError::DocumentTooLarge {
+            collection: self.name.clone(),
+            key: key.to_string(),
+            size,
+            limit: MAX_DOCUMENT_BYTES,
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn empty_key(&self) -> CollectionError {
+        CollectionError::InvalidKey {
+            collection: self.name.clone(),
+            key: String::new(),
+            reason: "a document key must not be empty".into(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn encode_error(&self, key: &str, reason: String) -> CollectionError {
+        CollectionError::Encode {
+            collection: self.name.clone(),
+            key: key.to_string(),
+            reason,
+        }
+    }
+}
+
 /// A typed collection handle. Cheap to clone; clones share the declaration.
 pub struct Collection<T> {
     pub(crate) inner: Arc<CollectionInner>,
@@ -301,23 +348,14 @@ impl<T> Collection<T> {
     ) -> Result<(), CollectionError> {
         let size = full_key.len().saturating_add(value.len());
         if size > MAX_DOCUMENT_BYTES {
-            return Err(CollectionError::DocumentTooLarge {
-                collection: self.inner.name.clone(),
-                key: key.to_string(),
-                size,
-                limit: MAX_DOCUMENT_BYTES,
-            });
+            return Err(self.inner.too_large(key, size));
         }
         Ok(())
     }
 
     pub(crate) fn check_key(&self, key: &str) -> Result<(), CollectionError> {
         if key.is_empty() {
-            return Err(CollectionError::InvalidKey {
-                collection: self.inner.name.clone(),
-                key: key.to_string(),
-                reason: "a document key must not be empty".into(),
-            });
+            return Err(self.inner.empty_key());
         }
         Ok(())
     }
@@ -342,7 +380,7 @@ impl<T> Collection<T> {
             .inner
             .policy
             .guard_write_seen(&self.inner.name, self.inner.governed)
-            .map_err(|e| CollectionError::policy(&self.inner.name, e))?;
+            .map_err(|e| self.inner.policy_error(e))?;
         self.with_guards(fence)
     }
 
@@ -384,7 +422,7 @@ impl<T> Collection<T> {
         self.inner
             .store
             .get(full_key)
-            .map_err(|e| CollectionError::store(&self.inner.name, e))
+            .map_err(|e| self.inner.store_error(e))
     }
 
     pub(crate) fn corrupted(&self, key: &str, reason: String) -> CollectionError {

@@ -100,7 +100,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         guessed = true;
                         None
                     }
-                    Err(e) => return Err(CollectionError::store(&self.inner.name, e)),
+                    Err(e) => return Err(self.inner.store_error(e)),
                 }
             } else {
                 self.get_raw(&full)?
@@ -207,7 +207,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     self.refresh_sealer()?;
                     continue;
                 }
-                Err(e) => return Err(CollectionError::store(&self.inner.name, e)),
+                Err(e) => return Err(self.inner.store_error(e)),
             }
         }
         Err(self.conflict(key, expect, found))
@@ -254,18 +254,13 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         // stream of similar documents is encoded without growing the buffer.
         let mut json = Vec::with_capacity(JSON_SIZE_HINT.with(Cell::get));
         json.resize(ENVELOPE_HEADER_LEN, 0);
-        serde_json::to_writer(&mut json, value).map_err(|e| CollectionError::Encode {
-            collection: self.inner.name.clone(),
-            key: key.to_string(),
-            reason: e.to_string(),
-        })?;
+        serde_json::to_writer(&mut json, value)
+            .map_err(|e| self.inner.encode_error(key, e.to_string()))?;
         JSON_SIZE_HINT.with(|h| h.set((json.len() + json.len() / 8).clamp(128, 64 << 10)));
         if json.get(ENVELOPE_HEADER_LEN) != Some(&b'{') {
-            return Err(CollectionError::Encode {
-                collection: self.inner.name.clone(),
-                key: key.to_string(),
-                reason: "the value does not serialize to a JSON object".into(),
-            });
+            return Err(self
+                .inner
+                .encode_error(key, "the value does not serialize to a JSON object".into()));
         }
         Ok(json)
     }
