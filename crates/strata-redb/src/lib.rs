@@ -300,6 +300,13 @@ impl RedbStore {
         map_error(&self.inner.path, e.into())
     }
 
+    /// Runs `f`, a call into redb, with a panic (redb panics on some damaged pages, for
+    /// example "entered unreachable code" while descending a corrupted B-tree) reported as
+    /// [`StoreError::Damaged`] naming the file instead of ending the process.
+    fn guard<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        strata_store::guarded_open(&self.inner.path, f)?
+    }
+
     fn begin_read(&self) -> Result<redb::ReadTransaction> {
         match &self.inner.db {
             Db::Rw(db) => db.begin_read(),
@@ -383,14 +390,54 @@ fn start_bound<'a>(prefix: &'a [u8], after: Option<&'a [u8]>) -> Bound<&'a [u8]>
 
 impl KvRead for RedbStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let Some(table) = self.read_table()? else {
-            return Ok(None);
-        };
-        let value = table.get(key).map_err(|e| self.error(e))?;
-        Ok(value.map(|v| v.value().to_vec()))
+        self.guard(|| {
+            let Some(table) = self.read_table()? else {
+                return Ok(None);
+            };
+            let value = table.get(key).map_err(|e| self.error(e))?;
+            Ok(value.map(|v| v.value().to_vec()))
+        })
     }
 
     fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
+        self.guard(|| self.scan_page(prefix, after, limits))
+    }
+
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
+    ) -> Result<VisitEnd> {
+        self.visit_range(prefix, after, limits, visit)
+    }
+
+    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
+        self.guard(|| {
+            let Some(table) = self.read_table()? else {
+                return Ok(false);
+            };
+            let mut range = table
+                .range::<&[u8]>((Bound::Included(prefix), Bound::Unbounded))
+                .map_err(|e| self.error(e))?;
+            match range.next() {
+                None => Ok(false),
+                Some(Ok((key, _))) => Ok(key.value().starts_with(prefix)),
+                Some(Err(e)) => Err(self.error(e)),
+            }
+        })
+    }
+}
+
+impl RedbStore {
+    /// [`KvRead::scan`] without the panic guard.
+    fn scan_page(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+    ) -> Result<ScanPage> {
         let mut page = PageBuilder::new(limits);
         let Some(table) = self.read_table()? else {
             return Ok(page.finish());
@@ -413,7 +460,9 @@ impl KvRead for RedbStore {
         Ok(page.finish())
     }
 
-    fn scan_visit(
+    /// [`KvRead::scan_visit`]: every call into redb is guarded, `visit` (the caller's code)
+    /// is not, so a panic of the caller stays the caller's.
+    fn visit_range(
         &self,
         prefix: &[u8],
         after: Option<&[u8]>,
@@ -421,13 +470,15 @@ impl KvRead for RedbStore {
         visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
     ) -> Result<VisitEnd> {
         let mut budget = VisitBudget::new(limits);
-        let Some(table) = self.read_table()? else {
+        let Some(table) = self.guard(|| self.read_table())? else {
             return Ok(budget.exhausted());
         };
-        let range = table
-            .range::<&[u8]>((start_bound(prefix, after), Bound::Unbounded))
-            .map_err(|e| self.error(e))?;
-        for item in range {
+        let mut range = self.guard(|| {
+            table
+                .range::<&[u8]>((start_bound(prefix, after), Bound::Unbounded))
+                .map_err(|e| self.error(e))
+        })?;
+        while let Some(item) = self.guard(|| Ok(range.next()))? {
             let (key, value) = item.map_err(|e| self.error(e))?;
             let (key, value) = (key.value(), value.value());
             if !key.starts_with(prefix) {
@@ -439,20 +490,6 @@ impl KvRead for RedbStore {
         }
         Ok(budget.exhausted())
     }
-
-    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
-        let Some(table) = self.read_table()? else {
-            return Ok(false);
-        };
-        let mut range = table
-            .range::<&[u8]>((Bound::Included(prefix), Bound::Unbounded))
-            .map_err(|e| self.error(e))?;
-        match range.next() {
-            None => Ok(false),
-            Some(Ok((key, _))) => Ok(key.value().starts_with(prefix)),
-            Some(Err(e)) => Err(self.error(e)),
-        }
-    }
 }
 
 impl KvWrite for RedbStore {
@@ -462,7 +499,7 @@ impl KvWrite for RedbStore {
             return Ok(());
         }
         let (mutations, preconditions) = batch.into_parts();
-        self.write(mutations, &preconditions, false)
+        self.guard(|| self.write(mutations, &preconditions, false))
     }
 
     fn flush(&self) -> Result<()> {
@@ -470,7 +507,9 @@ impl KvWrite for RedbStore {
             // Every commit was already durable; a read-only store has nothing to flush.
             (Db::Ro(_), _) | (_, RedbDurability::Immediate) => Ok(()),
             // An empty durable commit makes every earlier non-durable one durable.
-            (Db::Rw(_), RedbDurability::Deferred) => self.write(Vec::new(), &[], true),
+            (Db::Rw(_), RedbDurability::Deferred) => {
+                self.guard(|| self.write(Vec::new(), &[], true))
+            }
         }
     }
 }

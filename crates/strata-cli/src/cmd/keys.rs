@@ -143,7 +143,11 @@ enum KeysCommand {
 
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
-    let store = db::open_existing(db_path)?;
+    let store = if matches!(args.command, KeysCommand::Status { .. }) {
+        db::open_for_reading(db_path)?
+    } else {
+        db::open_existing(db_path)?
+    };
     let mut out = std::io::stdout().lock();
     match args.command {
         KeysCommand::Status { json } => {
