@@ -49,7 +49,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use strata_store::{
     Backend, Batch, KvRead, KvWrite, Mutation, Offer, PageBuilder, Result, ScanLimits, ScanPage,
-    Store, StoreError, Visit, VisitEnd,
+    Store, StoreError, Visit, VisitBudget, VisitEnd,
 };
 
 /// The backend name used in messages and [`StoreError::Backend`].
@@ -469,12 +469,9 @@ impl RedbStore {
         limits: ScanLimits,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
     ) -> Result<VisitEnd> {
-        let (mut records, mut used) = (0usize, 0usize);
+        let mut budget = VisitBudget::new(limits);
         let Some(table) = self.guard(|| self.read_table())? else {
-            return Ok(VisitEnd {
-                records,
-                more: false,
-            });
+            return Ok(budget.exhausted());
         };
         let mut range = self.guard(|| {
             table
@@ -487,33 +484,11 @@ impl RedbStore {
             if !key.starts_with(prefix) {
                 break;
             }
-            let size = key.len().saturating_add(value.len());
-            if size > limits.max_bytes() && records == 0 {
-                return Err(StoreError::RecordTooLarge {
-                    key: key.to_vec(),
-                    size,
-                    limit: limits.max_bytes(),
-                });
-            }
-            if records >= limits.max_records() || used.saturating_add(size) > limits.max_bytes() {
-                return Ok(VisitEnd {
-                    records,
-                    more: true,
-                });
-            }
-            records += 1;
-            used += size;
-            if visit(key, value) == Visit::Stop {
-                return Ok(VisitEnd {
-                    records,
-                    more: true,
-                });
+            if !budget.admit(key, value.len())? || visit(key, value) == Visit::Stop {
+                return Ok(budget.more());
             }
         }
-        Ok(VisitEnd {
-            records,
-            more: false,
-        })
+        Ok(budget.exhausted())
     }
 }
 
