@@ -348,7 +348,8 @@ impl<T> Collection<T> {
 
     /// The fence precondition plus every write guard's.
     fn with_guards(&self, fence: Precondition) -> Result<Vec<Precondition>, CollectionError> {
-        // Room for the write's own: the document's and the keyring's.
+        // Room for a sealed write's keyring precondition (the document's own goes with its
+        // key: `KeyWrite`; read-repair's batch adds it too).
         let mut preconditions = Vec::with_capacity(3 + self.inner.guards.len());
         preconditions.push(fence);
         for g in &self.inner.guards {
