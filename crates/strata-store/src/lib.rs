@@ -66,7 +66,7 @@ pub use lease::{Store, WriteLease};
 pub use manifest::{ArmedScope, Manifest, Tally, MANIFEST_PREFIX};
 pub use memory::MemoryStore;
 pub use pages::{Pages, Records};
-pub use scan::{Offer, PageBuilder, Record, ScanLimits, ScanPage};
+pub use scan::{Offer, PageBuilder, Record, ScanLimits, ScanPage, VisitBudget};
 
 /// Result alias for store operations.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

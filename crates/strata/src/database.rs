@@ -307,7 +307,11 @@ impl Database {
             self.declare(decl)?;
         }
         let governed = persist || self.has_baseline(name)?;
-        let sealer = if parts.sealed {
+        // A collection whose documents are sealed stays sealed on a handle with the key
+        // that did not declare it so: its writes are sealed too, never in clear.
+        let sealed =
+            parts.sealed || (self.inner.sealer.is_some() && self.holds_sealed_documents(name)?);
+        let sealer = if sealed {
             match &self.inner.sealer {
                 Some(s) => Some(s.clone()),
                 None => {
@@ -334,6 +338,22 @@ impl Database {
             sealer,
             hints: crate::collection::hint::Hints::new(self.inner.store.remote_reads()),
         }))
+    }
+
+    /// True when the first stored document of collection `name` is sealed (its clear
+    /// envelope header says so; the body is not read). A collection is sealed or clear as
+    /// a whole, so the first row tells.
+    fn holds_sealed_documents(&self, name: &str) -> Result<bool, CollectionError> {
+        let limits = ScanLimits::new(1, 1 << 31).map_err(|e| CollectionError::store(name, e))?;
+        let mut sealed = false;
+        self.inner
+            .store
+            .scan_visit(&layout::doc_prefix(name), None, limits, &mut |_, value| {
+                sealed = crate::seal::peek(value).is_some_and(|(_, s)| s);
+                strata_store::Visit::Stop
+            })
+            .map_err(|e| CollectionError::store(name, e))?;
+        Ok(sealed)
     }
 
     /// True when a JSON Schema baseline is persisted for `name` (the collection is under
