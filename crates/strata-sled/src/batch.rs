@@ -5,7 +5,9 @@ use crate::cache::{length_bit, GuardEntries};
 use crate::SledStore;
 use std::sync::atomic::Ordering;
 use std::sync::{PoisonError, RwLockReadGuard, RwLockWriteGuard};
-use strata_store::{Batch, KeyWrite, KvWrite, Mutation, Precondition, Result, StoreError};
+use strata_store::{
+    Batch, KeyDecision, KeyWrite, KvWrite, Mutation, Precondition, Result, StoreError,
+};
 
 impl SledStore {
     /// The exclusive side of `writers`, which holds the guard cache. A panic while it was
@@ -167,6 +169,88 @@ impl SledStore {
             cache.forget(&key);
         }
         self.cas(key, expected.as_deref(), new)
+    }
+
+    /// [`strata_store::Backend::write_key_with`]: under the exclusive side of `writers`
+    /// (no other write of the datastore can land meanwhile) and the key's write-cache
+    /// stripe, the guards are checked, the current value comes from the write cache
+    /// (exactly sled's) or, when the cache does not hold the key, is guessed absent — sled's
+    /// compare-and-swap then reports the value it holds, which is decided again (a
+    /// decision to write nothing on the guess is checked with a read of sled). No separate
+    /// read, no second lock of the stripe, no copy of the current value.
+    pub(crate) fn write_key_decided(
+        &self,
+        key: Vec<u8>,
+        guards: Vec<Precondition>,
+        decide: &mut dyn FnMut(Option<&[u8]>) -> KeyDecision,
+    ) -> Result<()> {
+        if !self.values.enabled() || guards.iter().any(|g| g.key() == key.as_slice()) {
+            return strata_store::write_key_with_reads(self, self, key, guards, decide);
+        }
+        let mut cache = self.exclusive();
+        // Counted under the exclusive side (see `apply_conditional`).
+        let checked = self.checks.load(Ordering::Relaxed);
+        self.checks
+            .store(checked + guards.len() as u64 + 1, Ordering::Relaxed);
+        for p in &guards {
+            self.check_guard(&mut cache, p)?;
+        }
+        if self.guards.lengths.load(Ordering::Relaxed) & length_bit(&key) != 0 {
+            cache.forget(&key);
+        }
+        let mut values = self.values.lock_key(&key);
+        let mut known = values.cached(&key);
+        let mut guessed = known.is_none();
+        let result = loop {
+            let new = match decide(known.as_deref()) {
+                KeyDecision::Set(v) => Some(sled::IVec::from(v)),
+                KeyDecision::Delete => None,
+                KeyDecision::Nothing if guessed => {
+                    // Nothing to write if the key is absent: read whether it is.
+                    guessed = false;
+                    match self.db.get(&key) {
+                        Ok(None) => break Ok(()),
+                        Ok(Some(current)) => {
+                            known = Some(current);
+                            continue;
+                        }
+                        Err(e) => break Err(self.error(e)),
+                    }
+                }
+                KeyDecision::Nothing => break Ok(()),
+            };
+            match self
+                .db
+                .compare_and_swap(&key, known.as_deref(), new.clone())
+            {
+                Ok(Ok(())) => {
+                    values.record(key, new);
+                    break Ok(());
+                }
+                Ok(Err(e)) if guessed => {
+                    // The key exists: decide again on the value sled reported (no write
+                    // can land meanwhile: the exclusive side is held).
+                    guessed = false;
+                    known = e.current;
+                }
+                Ok(Err(e)) => {
+                    // A cached value sled does not hold (the cache is exact, so this
+                    // cannot happen): record what sled reports and refuse.
+                    values.record(key.clone(), e.current);
+                    break Err(StoreError::Conflict {
+                        key,
+                        reason: strata_store::ConflictReason::Changed,
+                    });
+                }
+                Err(e) => {
+                    values.forget(&key);
+                    break Err(self.error(e));
+                }
+            }
+        };
+        // After the write (if any), under the writer lock.
+        self.epoch.advance();
+        result
     }
 
     /// One sled compare-and-swap of `key` from `old` (`None`: absent) to `new`. The

@@ -203,6 +203,19 @@ impl Backend for SledStore {
     fn name(&self) -> &'static str {
         NAME
     }
+
+    fn reads_under_write(&self) -> bool {
+        self.values.enabled()
+    }
+
+    fn write_key_with(
+        &self,
+        key: Vec<u8>,
+        guards: Vec<strata_store::Precondition>,
+        decide: &mut dyn FnMut(Option<&[u8]>) -> strata_store::KeyDecision,
+    ) -> Result<()> {
+        self.write_key_decided(key, guards, decide)
+    }
 }
 
 fn backend_error(path: &Path, e: sled::Error) -> StoreError {

@@ -365,6 +365,12 @@ impl WriteLock<'_> {
         }
     }
 
+    /// The cached value of `key` (held: exactly sled's value until this lock records
+    /// otherwise), if the cache holds it.
+    pub(crate) fn cached(&mut self, key: &[u8]) -> Option<IVec> {
+        self.stripe(key)?.map.get(key).cloned()
+    }
+
     /// `key` now holds `value` in sled (`None`: absent, or unknown after a failed write).
     pub(crate) fn record(&mut self, key: Vec<u8>, value: Option<IVec>) {
         let bounds = self.cache.bounds;

@@ -415,3 +415,70 @@ fn a_failed_compare_and_swap_caches_the_value_sled_reported() {
     );
     assert_eq!(off.peek(b"absent").unwrap(), Peek::Value(None));
 }
+
+/// `write_key_with` on keys the write cache does not hold (a reopened store): the decision
+/// is first made on "absent" (no read of sled); sled's failed compare-and-swap reports the
+/// stored value, which is decided again; a decision to write nothing on the guess is
+/// checked with a read of sled. Every outcome is exactly sled's and cached as such.
+#[test]
+fn a_decided_write_guesses_absent_and_decides_again_on_what_sled_holds() {
+    use strata_store::{Backend, KeyDecision};
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(dir.path());
+        store
+            .apply(set(b"k", b"stored").set(b"k2".to_vec(), b"v".to_vec()))
+            .unwrap();
+        store.flush().unwrap();
+    }
+    let store = open(dir.path());
+    assert!(store.reads_under_write());
+    assert_eq!(cached(&store, b"k"), None);
+    let mut calls: Vec<Option<Vec<u8>>> = Vec::new();
+    store
+        .write_key_with(b"k".to_vec(), Vec::new(), &mut |current| {
+            calls.push(current.map(<[u8]>::to_vec));
+            let mut next = current.unwrap_or_default().to_vec();
+            next.push(b'!');
+            KeyDecision::Set(next)
+        })
+        .unwrap();
+    assert_eq!(calls, vec![None, Some(b"stored".to_vec())]);
+    assert_eq!(store.get(b"k").unwrap(), Some(b"stored!".to_vec()));
+    assert_eq!(cached(&store, b"k").as_deref(), Some(&b"stored!"[..]));
+    // Nothing on the guess: sled is read, and the stored value decided on.
+    calls.clear();
+    store
+        .write_key_with(b"k2".to_vec(), Vec::new(), &mut |current| {
+            calls.push(current.map(<[u8]>::to_vec));
+            match current {
+                None => KeyDecision::Nothing,
+                Some(_) => KeyDecision::Set(b"w".to_vec()),
+            }
+        })
+        .unwrap();
+    assert_eq!(calls, vec![None, Some(b"v".to_vec())]);
+    assert_eq!(store.get(b"k2").unwrap(), Some(b"w".to_vec()));
+    // Nothing on an absent key: decided once, nothing written.
+    calls.clear();
+    store
+        .write_key_with(b"absent".to_vec(), Vec::new(), &mut |current| {
+            calls.push(current.map(<[u8]>::to_vec));
+            KeyDecision::Nothing
+        })
+        .unwrap();
+    assert_eq!(calls, vec![None]);
+    assert_eq!(store.get(b"absent").unwrap(), None);
+    // A cached key is decided once, on its cached value; a delete drops the entry.
+    calls.clear();
+    store
+        .write_key_with(b"k".to_vec(), Vec::new(), &mut |current| {
+            calls.push(current.map(<[u8]>::to_vec));
+            KeyDecision::Delete
+        })
+        .unwrap();
+    assert_eq!(calls, vec![Some(b"stored!".to_vec())]);
+    assert_eq!(store.get(b"k").unwrap(), None);
+    assert_eq!(cached(&store, b"k"), None);
+    assert_exact(&store, &[b"k", b"k2", b"absent"]);
+}

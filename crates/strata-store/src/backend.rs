@@ -185,6 +185,77 @@ pub trait Backend: KvRead + KvWrite + Send + Sync + std::fmt::Debug {
     fn remote_reads(&self) -> bool {
         false
     }
+
+    /// True when [`Backend::write_key_with`] reads the key under the lock it writes with
+    /// (sled), so a writer gains by using it instead of a read and a
+    /// [`KvWrite::compare_and_swap`]. `false` (the default): it is that read and that
+    /// write.
+    fn reads_under_write(&self) -> bool {
+        false
+    }
+
+    /// Writes `key` with what `decide` makes of its current value (`None`: absent),
+    /// atomically: the decision is applied only if the key still holds the value it was
+    /// given and every guard holds ([`KeyWrite`]'s rules). `decide` may be called more
+    /// than once (a value that changed under a decision is decided again) and must not
+    /// call into the store; [`KeyDecision::Nothing`] writes nothing. A failed guard is the
+    /// guard's [`StoreError::Conflict`](crate::StoreError::Conflict). The default reads,
+    /// decides and applies a [`KeyWrite`], again when the key itself conflicts.
+    fn write_key_with(
+        &self,
+        key: Vec<u8>,
+        guards: Vec<crate::Precondition>,
+        decide: &mut dyn FnMut(Option<&[u8]>) -> KeyDecision,
+    ) -> Result<()> {
+        write_key_with_reads(self, self, key, guards, decide)
+    }
+}
+
+/// What [`Backend::write_key_with`]'s decision wants done with the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyDecision {
+    /// Set it to these bytes.
+    Set(Vec<u8>),
+    /// Delete it.
+    Delete,
+    /// Write nothing (a refusal, or nothing to do).
+    Nothing,
+}
+
+/// How often [`write_key_with_reads`] reads and decides again after the key changed.
+const KEY_WRITE_ATTEMPTS: usize = 64;
+
+/// [`Backend::write_key_with`] by a read through `read` and a [`KvWrite::compare_and_swap`]
+/// through `write`, again (at most 64 times) when the key changed in between: the
+/// default, and the path of any backend or wrapper that does not read under its write.
+pub fn write_key_with_reads<R: KvRead + ?Sized, W: KvWrite + ?Sized>(
+    read: &R,
+    write: &W,
+    key: Vec<u8>,
+    guards: Vec<crate::Precondition>,
+    decide: &mut dyn FnMut(Option<&[u8]>) -> KeyDecision,
+) -> Result<()> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let current = read.get(&key)?;
+        let new = match decide(current.as_deref()) {
+            KeyDecision::Set(v) => Some(v),
+            KeyDecision::Delete => None,
+            KeyDecision::Nothing => return Ok(()),
+        };
+        let last = attempt >= KEY_WRITE_ATTEMPTS;
+        let result = write.compare_and_swap(KeyWrite {
+            key: key.clone(),
+            expected: current,
+            new,
+            guards: guards.clone(),
+        });
+        match result {
+            Err(crate::StoreError::Conflict { key: k, .. }) if k == key && !last => continue,
+            other => return other,
+        }
+    }
 }
 
 impl<T: KvRead + ?Sized> KvRead for &T {

@@ -192,6 +192,29 @@ impl Store {
         self.backend.remote_reads()
     }
 
+    /// True when [`Store::write_key_with`] costs no separate read (see
+    /// [`Backend::reads_under_write`]).
+    pub fn reads_under_write(&self) -> bool {
+        self.backend.reads_under_write()
+    }
+
+    /// [`Backend::write_key_with`] through this handle: an ordinary write (the write gate,
+    /// the manifests it retires, the armed scopes it touches), from any thread but a
+    /// lease holder's as [`KvWrite::apply`].
+    pub fn write_key_with(
+        &self,
+        key: Vec<u8>,
+        guards: Vec<crate::Precondition>,
+        decide: &mut dyn FnMut(Option<&[u8]>) -> crate::KeyDecision,
+    ) -> Result<()> {
+        let _entry = SharedEntry {
+            gate: &self.gate,
+            counted: self.gate.enter_shared(),
+        };
+        self.manifests
+            .write_key_with(self.backend.as_ref(), key, guards, decide)
+    }
+
     /// Takes the exclusive write lease, waiting for in-flight writes to finish. Held until
     /// the returned guard is dropped.
     ///

@@ -55,7 +55,9 @@ mod memory;
 mod pages;
 pub(crate) mod scan;
 
-pub use backend::{Backend, KvRead, KvWrite, Peek, Refused, Visit, VisitEnd};
+pub use backend::{
+    write_key_with_reads, Backend, KeyDecision, KvRead, KvWrite, Peek, Refused, Visit, VisitEnd,
+};
 pub use batch::{Batch, KeyWrite, Mutation, Precondition};
 pub use epoch::{EpochClock, WriteEpoch};
 pub use error::{ConflictReason, StoreError};

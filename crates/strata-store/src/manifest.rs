@@ -487,6 +487,25 @@ mod tests {
             .unwrap();
         assert!(armed.touched());
         drop(armed);
+        // A decided write (`write_key_with`) in a certified scope retires its manifest too,
+        // and touches an armed scope.
+        certify(&store);
+        assert!(store.get(&key).unwrap().is_some());
+        store
+            .write_key_with(vec![b't', b'/', 2], Vec::new(), &mut |_| {
+                crate::KeyDecision::Set(b"d".to_vec())
+            })
+            .unwrap();
+        assert_eq!(store.get(&key).unwrap(), None);
+        assert_eq!(store.get(&[b't', b'/', 2]).unwrap(), Some(b"d".to_vec()));
+        let armed = store.arm_manifest_scope(b"t/");
+        store
+            .write_key_with(vec![b't', b'/', 2], Vec::new(), &mut |_| {
+                crate::KeyDecision::Delete
+            })
+            .unwrap();
+        assert!(armed.touched());
+        drop(armed);
         // Disarmed: a write no longer touches a later armed scope's flag.
         let again = store.arm_manifest_scope(b"v/");
         store

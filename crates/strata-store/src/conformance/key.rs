@@ -219,3 +219,86 @@ pub fn key_write_increments_are_not_lost<F: Fn(&Path) -> Store>(factory: F) {
         "lost updates"
     );
 }
+
+/// [`Store::write_key_with`]: the decision sees the key's current value (absent, then what
+/// was written, also by a plain batch), its answer is applied (set, delete, nothing), a
+/// failed guard writes nothing and is the guard's conflict, and deciding threads racing
+/// on one key lose no increment.
+pub fn key_decisions_apply_atomically<F: Fn(&Path) -> Store>(factory: F) {
+    use crate::KeyDecision;
+    let fx = fixture(&factory);
+    let store = &fx.store;
+    let (doc, fence) = (b"doc".to_vec(), b"fence".to_vec());
+    let mut seen: Vec<Option<Vec<u8>>> = Vec::new();
+    let decide_set = |to: &'static [u8]| {
+        move |current: Option<&[u8]>, seen: &mut Vec<Option<Vec<u8>>>| {
+            seen.push(current.map(<[u8]>::to_vec));
+            KeyDecision::Set(to.to_vec())
+        }
+    };
+    let write = |store: &Store,
+                 guards: Vec<Precondition>,
+                 d: &mut dyn FnMut(Option<&[u8]>) -> KeyDecision| {
+        store.write_key_with(doc.clone(), guards, d)
+    };
+    let one = decide_set(b"1");
+    write(store, vec![], &mut |c| one(c, &mut seen)).unwrap();
+    assert_eq!(
+        seen.last(),
+        Some(&None),
+        "the first decision sees the key absent"
+    );
+    assert_eq!(store.get(&doc).unwrap(), Some(b"1".to_vec()));
+    put(store, &doc, b"plain");
+    let two = decide_set(b"2");
+    write(store, vec![], &mut |c| two(c, &mut seen)).unwrap();
+    assert_eq!(seen.last(), Some(&Some(b"plain".to_vec())));
+    assert_eq!(store.get(&doc).unwrap(), Some(b"2".to_vec()));
+    // Nothing writes nothing; Delete deletes.
+    write(store, vec![], &mut |_| KeyDecision::Nothing).unwrap();
+    assert_eq!(store.get(&doc).unwrap(), Some(b"2".to_vec()));
+    write(store, vec![], &mut |_| KeyDecision::Delete).unwrap();
+    assert_eq!(store.get(&doc).unwrap(), None);
+    // A failed guard: the guard's conflict, nothing written.
+    put(store, &fence, b"A");
+    let stale = vec![Precondition::Absent { key: fence.clone() }];
+    expect_conflict(
+        write(store, stale, &mut |_| KeyDecision::Set(b"x".to_vec())),
+        &fence,
+        ConflictReason::Present,
+    );
+    assert_eq!(store.get(&doc).unwrap(), None);
+    let holds = vec![Precondition::Equals {
+        key: fence.clone(),
+        value: b"A".to_vec(),
+    }];
+    write(store, holds, &mut |_| KeyDecision::Set(b"y".to_vec())).unwrap();
+    assert_eq!(store.get(&doc).unwrap(), Some(b"y".to_vec()));
+    // Racing deciders: every increment lands once.
+    const THREADS: usize = 4;
+    const PER_THREAD: u64 = 25;
+    let barrier = Arc::new(Barrier::new(THREADS));
+    thread::scope(|s| {
+        for _ in 0..THREADS {
+            let (store, barrier) = (store.clone(), Arc::clone(&barrier));
+            s.spawn(move || {
+                barrier.wait();
+                for _ in 0..PER_THREAD {
+                    store
+                        .write_key_with(b"counter".to_vec(), Vec::new(), &mut |current| {
+                            let n =
+                                current.map_or(0, |c| u64::from_be_bytes(c.try_into().unwrap()));
+                            KeyDecision::Set((n + 1).to_be_bytes().to_vec())
+                        })
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let total = store.get(b"counter").unwrap().unwrap();
+    assert_eq!(
+        u64::from_be_bytes(total.as_slice().try_into().unwrap()),
+        THREADS as u64 * PER_THREAD,
+        "lost updates"
+    );
+}

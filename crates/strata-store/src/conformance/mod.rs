@@ -44,7 +44,8 @@ pub use batch::{
 };
 pub use concurrency::{cas_increments_are_not_lost, concurrent_claim_has_one_winner};
 pub use key::{
-    key_write_compares_and_swaps, key_write_guards_are_checked, key_write_increments_are_not_lost,
+    key_decisions_apply_atomically, key_write_compares_and_swaps, key_write_guards_are_checked,
+    key_write_increments_are_not_lost,
 };
 pub use lease::{
     lease_blocks_writer_on_clone, lease_does_not_block_reads, lease_holder_writes_pass,
@@ -100,6 +101,7 @@ macro_rules! conformance_tests {
             key_write_compares_and_swaps,
             key_write_guards_are_checked,
             key_write_increments_are_not_lost,
+            key_decisions_apply_atomically,
             lease_blocks_writer_on_clone,
             lease_does_not_block_reads,
             lease_holder_writes_pass,

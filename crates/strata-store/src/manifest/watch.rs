@@ -320,6 +320,60 @@ impl ManifestWatch {
         backend.compare_and_swap(write)
     }
 
+    /// [`Self::compare_and_swap`] of a key written with what a decision makes of its
+    /// current value ([`crate::Backend::write_key_with`]): handed to the backend as it is
+    /// unless its key lies in a live manifest's scope, is a manifest key or the store is
+    /// shared: then it is a read and a [`Self::compare_and_swap`] (which takes the batch's
+    /// way where it must).
+    pub(crate) fn write_key_with(
+        &self,
+        backend: &dyn Backend,
+        key: Vec<u8>,
+        guards: Vec<Precondition>,
+        decide: &mut dyn FnMut(Option<&[u8]>) -> crate::KeyDecision,
+    ) -> Result<()> {
+        struct Through<'a> {
+            watch: &'a ManifestWatch,
+            backend: &'a dyn Backend,
+        }
+        impl crate::KvWrite for Through<'_> {
+            fn apply(&self, batch: Batch) -> Result<()> {
+                self.watch.apply(self.backend, batch)
+            }
+            fn compare_and_swap(&self, write: KeyWrite) -> Result<()> {
+                self.watch.compare_and_swap(self.backend, write)
+            }
+            fn flush(&self) -> Result<()> {
+                self.backend.flush()
+            }
+        }
+        let general = |key, guards, decide: &mut dyn FnMut(Option<&[u8]>) -> crate::KeyDecision| {
+            let through = Through {
+                watch: self,
+                backend,
+            };
+            crate::write_key_with_reads(backend, &through, key, guards, decide)
+        };
+        if self.shared || key.starts_with(MANIFEST_PREFIX) {
+            return general(key, guards, decide);
+        }
+        let g = self.loaded(backend)?;
+        let live = g.as_ref().map(|l| l.live.as_slice()).unwrap_or_default();
+        if live.iter().any(|l| key.starts_with(&l.prefix)) {
+            drop(g);
+            return general(key, guards, decide);
+        }
+        // As in `prepare` (the same argument for skipping the mutex). Marked before the
+        // decision: a write that decides to write nothing marks the scope needlessly,
+        // which only costs a certification (never lets a touched scope be certified).
+        if self.armed_count.load(Ordering::Acquire) != 0 {
+            let k = key.as_slice();
+            self.mark_armed(|prefix| k.starts_with(prefix));
+        }
+        // Under the read lock, as an ordinary batch (see `apply_once`).
+        backend.write_key_with(key, guards, decide)
+    }
+
     /// Forgets the live manifests a committed ordinary batch deleted.
     fn retire(&self, hits: &[u64]) {
         if !hits.is_empty() {

@@ -95,7 +95,7 @@ impl CollectionInner {
 
     #[cold]
     #[inline(never)]
-    fn too_large(&self, key: &str, size: usize) -> CollectionError {
+    pub(crate) fn too_large(&self, key: &str, size: usize) -> CollectionError {
         CollectionError::DocumentTooLarge {
             collection: self.name.clone(),
             key: key.to_string(),

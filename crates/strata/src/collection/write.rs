@@ -5,7 +5,7 @@ use crate::payload::envelope::{Envelope, ENVELOPE_HEADER_LEN};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::cell::Cell;
-use strata_store::{KeyWrite, KvRead, KvWrite, Peek, StoreError};
+use strata_store::{KeyDecision, KeyWrite, KvRead, KvWrite, Peek, StoreError};
 
 /// How many times a write re-reads and retries after losing a compare-and-swap race.
 const MAX_WRITE_ATTEMPTS: usize = 64;
@@ -102,6 +102,9 @@ impl CollectionInner {
         set: Option<(Vec<u8>, Reencode<'_>)>,
         expect: Expect,
     ) -> Result<Option<u64>, CollectionError> {
+        if self.sealer.is_none() && !self.hints.enabled() && self.store.reads_under_write() {
+            return self.write_decided(key, set, expect);
+        }
         // The JSON is encoded behind room for the envelope header, so a clear document is
         // written without another copy (a retry after a conflict encodes it again).
         let (mut encoded, reencode) = match set {
@@ -258,6 +261,121 @@ impl CollectionInner {
             }
         }
         Err(self.conflict(key, expect, found))
+    }
+
+    /// [`Self::write_json`] of a clear collection without hints on a store that reads
+    /// under its write ([`strata_store::Store::write_key_with`]): the same checks, made
+    /// by the backend's decision on the current value it holds under the lock it writes
+    /// with — no separate read, no copy of the stored document.
+    fn write_decided(
+        &self,
+        key: &str,
+        set: Option<(Vec<u8>, Reencode<'_>)>,
+        expect: Expect,
+    ) -> Result<Option<u64>, CollectionError> {
+        let (mut encoded, reencode) = match set {
+            Some((json, reencode)) => (Some(json), Some(reencode)),
+            None => (None, None),
+        };
+        let mut found = None;
+        for _ in 0..MAX_WRITE_ATTEMPTS {
+            // Re-checked on every attempt: a conflict may mean the guard's state changed.
+            let guards = self.check_guards_seen()?;
+            let full = self.key_of(key);
+            let full_len = full.len();
+            let mut outcome = Ok(None);
+            let mut decide = |old: Option<&[u8]>| {
+                let decided = self.decide(
+                    key,
+                    full_len,
+                    expect,
+                    old,
+                    &mut encoded,
+                    reencode,
+                    &mut found,
+                );
+                match decided {
+                    Ok((decision, result)) => {
+                        outcome = Ok(result);
+                        decision
+                    }
+                    Err(e) => {
+                        outcome = Err(e);
+                        KeyDecision::Nothing
+                    }
+                }
+            };
+            match self.store.write_key_with(full, guards, &mut decide) {
+                Ok(()) => return outcome,
+                Err(e) if e.is_conflict() => {
+                    // The fence (or another guard) changed: read it again.
+                    self.policy.forget_fence();
+                }
+                Err(e) => return Err(self.store_error(e)),
+            }
+        }
+        Err(self.conflict(key, expect, found))
+    }
+
+    /// The decision of [`Self::write_decided`] on the document's current bytes `old`:
+    /// the checks of [`Self::write_json`] (a sealed document is not overwritten in
+    /// clear, the expected lock, the ahead guard, the size) and the bytes to write, with
+    /// the lock version the write returns.
+    #[allow(clippy::too_many_arguments)]
+    fn decide(
+        &self,
+        key: &str,
+        full_len: usize,
+        expect: Expect,
+        old: Option<&[u8]>,
+        encoded: &mut Option<Vec<u8>>,
+        reencode: Option<Reencode<'_>>,
+        found: &mut Option<u64>,
+    ) -> Result<(KeyDecision, Option<u64>), CollectionError> {
+        let is_set = reencode.is_some();
+        let old_env = match old {
+            Some(b) if is_set => {
+                if crate::seal::peek(b).is_some_and(|(_, s)| s) {
+                    // A clear handle never overwrites a sealed document in clear.
+                    return Err(self.needs_key(&self.key_of(key)));
+                }
+                Some(self.header_of(key, b)?)
+            }
+            Some(b) => crate::seal::peek(b).map(|(e, _)| e),
+            None => None,
+        };
+        *found = old_env.map(|e| e.lock_version);
+        let conflict = match expect {
+            Expect::Any => false,
+            Expect::Absent => old.is_some(),
+            Expect::Lock(n) => *found != Some(n),
+        };
+        if conflict {
+            return Err(self.conflict(key, expect, *found));
+        }
+        let Some(reencode) = reencode else {
+            return Ok(match old {
+                None => (KeyDecision::Nothing, None),
+                Some(_) => (KeyDecision::Delete, Some(found.unwrap_or(0))),
+            });
+        };
+        if let Some(e) = old_env {
+            if self.upcaster.is_ahead(e.payload_version) {
+                return Err(self.ahead(key, e.payload_version));
+            }
+        }
+        let lock = found.map_or(1, |l| l.saturating_add(1));
+        let env = Envelope::new(self.current_version(), lock);
+        let mut buf = match encoded.take() {
+            Some(buf) => buf,
+            None => reencode()?,
+        };
+        buf[..ENVELOPE_HEADER_LEN].copy_from_slice(&env.header_bytes());
+        let size = full_len.saturating_add(buf.len());
+        if size > super::MAX_DOCUMENT_BYTES {
+            return Err(self.too_large(key, size));
+        }
+        Ok((KeyDecision::Set(buf), Some(lock)))
     }
 
     // The refusals, out of the write path's line (its code stays dense in the cache).
