@@ -56,6 +56,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         expect: Expect,
     ) -> Result<Option<u64>, CollectionError> {
         self.check_key(key)?;
+        if value.is_some() && self.inner.sealed_without_key {
+            return Err(self.needs_key(&self.key_of(key)));
+        }
         // The JSON is encoded behind room for the envelope header, so a clear document is
         // written without another copy (a retry after a conflict encodes it again).
         let mut encoded = match value {
