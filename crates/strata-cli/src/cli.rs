@@ -145,11 +145,25 @@ pub(crate) fn run(args: Vec<OsString>, ext: Option<&Extension>) -> ExitCode {
 fn usage_error(e: clap::Error, json: bool) -> ! {
     if json && e.use_stderr() {
         let rendered = e.render().to_string();
-        let first = rendered.lines().next().unwrap_or_default();
-        let msg = first.strip_prefix("error: ").unwrap_or(first);
-        println!("{}", exit::error_document(msg, exit::USAGE));
+        println!(
+            "{}",
+            exit::error_document(&usage_message(&rendered), exit::USAGE)
+        );
     }
     e.exit()
+}
+
+/// clap's rendered error as one line: its first paragraph (the error, and the arguments
+/// it names on the lines below it, as "required arguments were not provided: <TABLE>"),
+/// without the `error: ` prefix, the usage line and the help hint.
+fn usage_message(rendered: &str) -> String {
+    let paragraph: Vec<&str> = rendered
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let line = paragraph.join(" ");
+    line.strip_prefix("error: ").unwrap_or(&line).to_string()
 }
 
 impl Command {

@@ -86,6 +86,60 @@ fn detect(path: &Path) -> Result<Detected, StoreError> {
     })
 }
 
+/// Refuses an explicit `redb:PATH` / `sled:PATH` whose existing `path` is plainly not a
+/// store of that backend, saying what is there (a missing path, and a file or directory
+/// that looks like one, are left to the backend's own checks). With `create` (a store
+/// that may be created), an empty directory for sled is allowed.
+fn check_explicit(path: &Path, want: Detected, create: bool) -> Result<(), StoreError> {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    let refuse = |what: &str| {
+        Err(StoreError::CannotOpen {
+            path: path.to_path_buf(),
+            reason: format!("{what}, so it is not a strata store; it was left untouched (point --db at a store, or say which with redb:PATH / sled:PATH)"),
+        })
+    };
+    match want {
+        Detected::Redb if meta.is_dir() => {
+            if strata_sled::is_sled_dir(path) {
+                refuse("it is a sled datastore directory, not a redb file (use sled:PATH)")
+            } else {
+                refuse("it is a directory, not a redb file")
+            }
+        }
+        Detected::Redb if meta.is_file() && !strata_redb::is_redb_file(path) => {
+            match (meta.len(), create) {
+                (0, true) => Ok(()),
+                (0, false) => refuse("it is an empty file, not a redb file"),
+                _ => refuse("it is not a redb file (no redb header)"),
+            }
+        }
+        Detected::Sled if meta.is_file() => {
+            if strata_redb::is_redb_file(path) {
+                refuse("it is a redb file, not a sled datastore directory (use redb:PATH)")
+            } else {
+                refuse("it is a file, not a sled datastore directory")
+            }
+        }
+        Detected::Sled
+            if meta.is_dir()
+                && std::fs::symlink_metadata(path.join("conf")).is_err()
+                && std::fs::symlink_metadata(path.join("db")).is_err() =>
+        {
+            let empty = std::fs::read_dir(path)
+                .map(|mut d| d.next().is_none())
+                .unwrap_or(false);
+            match (empty, create) {
+                (true, true) => Ok(()),
+                (true, false) => refuse("it is an empty directory, not a sled datastore"),
+                (false, _) => refuse("it is a directory that holds no sled datastore"),
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Parses `--db`: an explicit scheme, or a plain path that must already hold a store
 /// (`create`: a missing plain path is a new redb store instead of an error).
 pub fn target(db: &Path, create: bool) -> Result<Target, StoreError> {
@@ -94,10 +148,14 @@ pub fn target(db: &Path, create: bool) -> Result<Target, StoreError> {
             return Ok(Target::Postgres(s.to_string()));
         }
         if let Some(p) = s.strip_prefix("redb:") {
-            return Ok(Target::Redb(PathBuf::from(p)));
+            let path = PathBuf::from(p);
+            check_explicit(&path, Detected::Redb, create)?;
+            return Ok(Target::Redb(path));
         }
         if let Some(p) = s.strip_prefix("sled:") {
-            return Ok(Target::Sled(PathBuf::from(p)));
+            let path = PathBuf::from(p);
+            check_explicit(&path, Detected::Sled, create)?;
+            return Ok(Target::Sled(path));
         }
     }
     match detect(db)? {
@@ -118,6 +176,29 @@ pub fn target(db: &Path, create: bool) -> Result<Target, StoreError> {
 /// is not writable (read-only media, another user's file) opens read-only.
 pub fn open_existing(path: &Path) -> Result<Store, StoreError> {
     open_target(&target(path, false)?, false)
+}
+
+/// Opens an existing datastore for a read-only command (`status`, `verify`, `inspect`,
+/// ...): like [`open_existing`], but a redb file is opened read-only, so its bytes and
+/// its mtime stay as they were (redb opened for writing rewrites its header). A redb file
+/// that needs crash recovery, which a read-only open cannot do, is opened writable (the
+/// recovery is redb's own; no record changes). sled has no read-only mode and PostgreSQL
+/// does not need one: they open as with [`open_existing`].
+pub fn open_for_reading(path: &Path) -> Result<Store, StoreError> {
+    open_target_for_reading(&target(path, false)?)
+}
+
+/// [`open_for_reading`] of the existing store `target` names (the source of `copy`).
+pub fn open_target_for_reading(target: &Target) -> Result<Store, StoreError> {
+    match target {
+        Target::Redb(path) => match strata_redb::RedbStore::open_read_only(path) {
+            Err(StoreError::CannotOpen { .. }) => {
+                strata_redb::RedbStore::open_existing(path).map(Store::new)
+            }
+            opened => opened.map(Store::new),
+        },
+        other => open_target(other, false),
+    }
 }
 
 /// Opens the store `target` names; `create` creates a missing one (never for postgres

@@ -11,7 +11,7 @@ pub const ERROR: u8 = 1;
 pub const USAGE: u8 = 2;
 /// A table needs an explicit migration (legacy or older).
 pub const MIGRATION_REQUIRED: u8 = 3;
-/// A table has future or corrupt metadata.
+/// A table has future or corrupt metadata, or the datastore's files are damaged.
 pub const UNSUPPORTED: u8 = 4;
 /// A record cannot be processed within the format's record limit: a bulk pass's
 /// checkpoint would exceed it (`PassError::CheckpointTooLarge`: a table key of about
@@ -106,8 +106,19 @@ fn is_broken_pipe(e: &(dyn Error + 'static)) -> bool {
 
 /// The exit code of an error no command gave a code of its own: [`RECORD_LIMIT`] when a
 /// pass checkpoint over the record limit is anywhere in its chain (directly, or inside a
-/// migration error, which forwards the pass error transparently), otherwise [`ERROR`].
+/// migration error, which forwards the pass error transparently), [`UNSUPPORTED`] when
+/// the datastore is damaged ([`strata_store::StoreError::Damaged`]: as corrupt metadata,
+/// never healthy), otherwise [`ERROR`].
 pub fn code_of(e: &(dyn Error + 'static)) -> u8 {
+    let damaged = chain(e).any(|err| {
+        matches!(
+            err.downcast_ref::<strata_store::StoreError>(),
+            Some(strata_store::StoreError::Damaged { .. })
+        )
+    });
+    if damaged {
+        return UNSUPPORTED;
+    }
     let checkpoint_too_large = chain(e).any(|err| {
         matches!(
             err.downcast_ref::<strata::PassError>(),
@@ -250,6 +261,11 @@ mod tests {
         };
         assert_eq!(Failure::error(other).code, ERROR);
         assert_eq!(Failure::error("plain").code, ERROR);
+        let damaged = strata_store::StoreError::Damaged {
+            path: "s.redb".into(),
+            reason: "truncated".into(),
+        };
+        assert_eq!(Failure::error(damaged).code, UNSUPPORTED);
         // An explicit code stays.
         assert_eq!(
             Failure::with_code(UNSUPPORTED, checkpoint_too_large()).code,

@@ -42,6 +42,18 @@ fn assert_refused(out: &Output, what: &str) -> String {
     err
 }
 
+/// Asserts a damaged store: exit 4 (as corrupt metadata), exactly one line on stderr
+/// that says "damaged", no panic.
+fn assert_damaged(out: &Output, what: &str) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(4), "{what}: {out:?}");
+    assert_eq!(err.lines().count(), 1, "{what}: not one line: {err}");
+    assert!(err.starts_with("strata: "), "{what}: {err}");
+    assert!(err.contains("damaged"), "{what}: {err}");
+    assert!(!err.contains("panicked"), "{what}: {err}");
+    err
+}
+
 /// Every file below `dir` (following no symlinks) with its bytes.
 fn snapshot(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
     let mut out = Vec::new();
@@ -187,7 +199,7 @@ fn a_truncated_sled_db_is_a_typed_error_not_a_panic() {
         for args in [vec!["status"], vec!["verify"]] {
             let mut a = vec!["--db", copy.to_str().unwrap()];
             a.extend(args);
-            let err = assert_refused(&strata(&a), &format!("{pct}%"));
+            let err = assert_damaged(&strata(&a), &format!("{pct}%"));
             assert!(
                 err.contains("damaged") && err.contains("truncated"),
                 "{pct}%: {err}"
@@ -276,4 +288,151 @@ fn read_only_status_works_on_a_read_only_redb_file_and_sled_says_why_not() {
     assert!(err.contains("write access"), "{err}");
     assert_eq!(snapshot(&mnt), before);
     drop(fs);
+}
+
+/// A redb file cut short or overwritten in the middle is reported as damaged by every
+/// command that reads it, with exit 4 (never "healthy and empty"), as a JSON error under
+/// `--json`, and is left byte for byte as it was.
+#[test]
+fn a_damaged_redb_file_exits_4_and_is_left_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = dir.path().join("store.redb");
+    {
+        let store = strata_redb::RedbStore::create(&original).unwrap();
+        for chunk in 0..10u32 {
+            let mut batch = Batch::new();
+            for i in 0..500u32 {
+                batch = batch.set(
+                    format!("__nx/crdt/gcounter/c{chunk:03}{i:05}").into_bytes(),
+                    u64::from(i).to_le_bytes().to_vec(),
+                );
+            }
+            store.apply(batch).unwrap();
+        }
+    }
+    let full = std::fs::read(&original).unwrap();
+    let truncated = dir.path().join("truncated.redb");
+    std::fs::write(&truncated, &full[..full.len() / 3]).unwrap();
+    let overwritten = dir.path().join("overwritten.redb");
+    let mut bytes = full.clone();
+    for b in &mut bytes[8192..8192 + 4096] {
+        *b = 0xff;
+    }
+    std::fs::write(&overwritten, &bytes).unwrap();
+    for db in [&truncated, &overwritten] {
+        let before = std::fs::read(db).unwrap();
+        let db_s = db.to_str().unwrap();
+        let mut commands = read_commands(db_s);
+        commands.push(vec!["--db".into(), db_s.into(), "collections".into()]);
+        for args in &commands {
+            assert_damaged(&run(args), &format!("{args:?}"));
+        }
+        let out = strata(&["--db", db_s, "status", "--json"]);
+        assert_damaged(&out, "status --json");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["error"]["exit_code"], 4, "{doc}");
+        assert!(
+            doc["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("damaged"),
+            "{doc}"
+        );
+        assert_eq!(std::fs::read(db).unwrap(), before, "{}", db.display());
+    }
+}
+
+/// `redb:PATH` / `sled:PATH` on a path of the other kind, or on a directory that holds
+/// no datastore, says what the path is (not "damaged", not "does not exist"), exits 1
+/// and changes nothing.
+#[test]
+fn an_explicit_scheme_on_the_wrong_kind_of_path_says_what_is_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let redb = dir.path().join("store.redb");
+    drop(strata_redb::RedbStore::create(&redb).unwrap());
+    let sled = dir.path().join("numax");
+    drop(strata_sled::SledStore::open(&sled).unwrap());
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), b"mine").unwrap();
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, b"a note, not a datastore\n").unwrap();
+    let before = snapshot(dir.path());
+    let cases = [
+        ("redb", &sled),
+        ("redb", &empty),
+        ("redb", &other),
+        ("redb", &text),
+        ("sled", &redb),
+        ("sled", &text),
+        ("sled", &empty),
+        ("sled", &other),
+    ];
+    for (scheme, path) in cases {
+        let db = format!("{scheme}:{}", path.display());
+        for args in read_commands(&db) {
+            let err = assert_refused(&run(&args), &format!("{args:?}"));
+            assert!(
+                !err.contains("damaged") && !err.contains("does not exist"),
+                "{args:?}: {err}"
+            );
+            assert!(err.contains("not a"), "{args:?}: {err}");
+        }
+    }
+    assert_eq!(snapshot(dir.path()), before, "something changed");
+}
+
+/// Every read-only command leaves a redb store's file byte for byte and its mtime as
+/// they were (redb opened for writing rewrites its header on every open).
+#[test]
+fn read_only_commands_leave_a_redb_file_and_its_mtime_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let redb = dir.path().join("store.redb");
+    {
+        let store = strata_redb::RedbStore::create(&redb).unwrap();
+        let mut batch = Batch::new();
+        for i in 0..50u64 {
+            batch = batch.set(
+                format!("__nx/crdt/gcounter/c{i:03}").into_bytes(),
+                i.to_le_bytes().to_vec(),
+            );
+        }
+        store.apply(batch).unwrap();
+    }
+    let db = redb.to_str().unwrap().to_string();
+    // A first writable open (as the application would) settles the header.
+    let out = strata(&["--db", &db, "migrate"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let bytes = std::fs::read(&redb).unwrap();
+    let mtime = std::fs::metadata(&redb).unwrap().modified().unwrap();
+    let listing = snapshot(dir.path());
+    let mut commands = read_commands(&db);
+    for extra in [
+        vec!["collections"],
+        vec!["repair"],
+        vec!["keys", "status"],
+        vec!["status", "--json"],
+        vec!["verify", "--json"],
+    ] {
+        let mut args = vec!["--db".to_string(), db.clone()];
+        args.extend(extra.into_iter().map(String::from));
+        commands.push(args);
+    }
+    for args in &commands {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        assert_eq!(
+            std::fs::read(&redb).unwrap(),
+            bytes,
+            "{args:?} changed the file"
+        );
+        assert_eq!(
+            std::fs::metadata(&redb).unwrap().modified().unwrap(),
+            mtime,
+            "{args:?} touched the file"
+        );
+    }
+    assert_eq!(snapshot(dir.path()), listing);
 }

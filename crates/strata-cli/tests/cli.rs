@@ -54,6 +54,17 @@ fn errors_are_json_documents_under_json() {
     let out = strata(&["status", "--json", "--bogus"]);
     let message = assert_error_shape(&out, 2);
     assert!(message.contains("--bogus"), "{message}");
+    // A usage error over several lines keeps what it is about (the missing argument).
+    let out = strata(&["inspect", "--json"]);
+    let message = assert_error_shape(&out, 2);
+    assert!(
+        message.contains("required arguments were not provided") && message.contains("<TABLE>"),
+        "{message}"
+    );
+    assert!(
+        !message.contains('\n') && !message.contains("Usage:"),
+        "{message}"
+    );
     // Without --json, stdout stays empty on error.
     let out = strata(&["--db", missing, "status"]);
     assert_eq!(out.status.code(), Some(1));

@@ -270,3 +270,57 @@ fn keys_rotate_reencrypts_and_copy_keeps_ciphertext_as_is() {
         "{stdout}"
     );
 }
+
+/// A wrong passphrase is one typed error before anything is read or written, for every
+/// command that takes a key: on a redb store the file keeps its bytes and its mtime (even
+/// `keys rotate`, which opens the store for writing only once the key is checked).
+#[test]
+fn a_wrong_passphrase_leaves_a_redb_store_byte_for_byte_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sealed.redb");
+    {
+        let store = Store::new(strata_redb::RedbStore::create(&path).unwrap());
+        let db = Database::builder(store.clone())
+            .key(Credential::passphrase(PASSPHRASE).with_kdf(KdfParams::insecure_fast()))
+            .open()
+            .unwrap();
+        let c = db
+            .collection::<Acct>("accounts", CollectionOptions::new().sealed())
+            .unwrap();
+        for i in 0..3 {
+            c.put(
+                &format!("a{i}"),
+                &Acct {
+                    id: format!("a{i}"),
+                    note: format!("{MARKER} {i}"),
+                },
+            )
+            .unwrap();
+        }
+    }
+    let db_s = path.to_str().unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+    for args in [
+        vec!["keys", "rotate"],
+        vec!["verify"],
+        vec!["inspect", "accounts"],
+        vec!["verify", "--json"],
+    ] {
+        let mut all = vec!["--db", db_s];
+        all.extend(args.iter().copied());
+        all.extend(["--passphrase-env", "WRONG"]);
+        let out = strata(&all, &[("WRONG", "not it")]);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stdout}{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains("wrong key for the database"), "{stderr}");
+        assert!(!stdout.contains(MARKER) && !stderr.contains(MARKER));
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "{args:?} changed it");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().modified().unwrap(),
+            mtime,
+            "{args:?} touched it"
+        );
+    }
+}

@@ -49,7 +49,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use strata_store::{
     Backend, Batch, KvRead, KvWrite, Mutation, Offer, PageBuilder, Result, ScanLimits, ScanPage,
-    Store, StoreError, Visit, VisitEnd,
+    Store, StoreError, Visit, VisitBudget, VisitEnd,
 };
 
 /// The backend name used in messages and [`StoreError::Backend`].
@@ -300,6 +300,13 @@ impl RedbStore {
         map_error(&self.inner.path, e.into())
     }
 
+    /// Runs `f`, a call into redb, with a panic (redb panics on some damaged pages, for
+    /// example "entered unreachable code" while descending a corrupted B-tree) reported as
+    /// [`StoreError::Damaged`] naming the file instead of ending the process.
+    fn guard<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        strata_store::guarded_open(&self.inner.path, f)?
+    }
+
     fn begin_read(&self) -> Result<redb::ReadTransaction> {
         match &self.inner.db {
             Db::Rw(db) => db.begin_read(),
@@ -383,14 +390,54 @@ fn start_bound<'a>(prefix: &'a [u8], after: Option<&'a [u8]>) -> Bound<&'a [u8]>
 
 impl KvRead for RedbStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let Some(table) = self.read_table()? else {
-            return Ok(None);
-        };
-        let value = table.get(key).map_err(|e| self.error(e))?;
-        Ok(value.map(|v| v.value().to_vec()))
+        self.guard(|| {
+            let Some(table) = self.read_table()? else {
+                return Ok(None);
+            };
+            let value = table.get(key).map_err(|e| self.error(e))?;
+            Ok(value.map(|v| v.value().to_vec()))
+        })
     }
 
     fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
+        self.guard(|| self.scan_page(prefix, after, limits))
+    }
+
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
+    ) -> Result<VisitEnd> {
+        self.visit_range(prefix, after, limits, visit)
+    }
+
+    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
+        self.guard(|| {
+            let Some(table) = self.read_table()? else {
+                return Ok(false);
+            };
+            let mut range = table
+                .range::<&[u8]>((Bound::Included(prefix), Bound::Unbounded))
+                .map_err(|e| self.error(e))?;
+            match range.next() {
+                None => Ok(false),
+                Some(Ok((key, _))) => Ok(key.value().starts_with(prefix)),
+                Some(Err(e)) => Err(self.error(e)),
+            }
+        })
+    }
+}
+
+impl RedbStore {
+    /// [`KvRead::scan`] without the panic guard.
+    fn scan_page(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+    ) -> Result<ScanPage> {
         let mut page = PageBuilder::new(limits);
         let Some(table) = self.read_table()? else {
             return Ok(page.finish());
@@ -413,70 +460,35 @@ impl KvRead for RedbStore {
         Ok(page.finish())
     }
 
-    fn scan_visit(
+    /// [`KvRead::scan_visit`]: every call into redb is guarded, `visit` (the caller's code)
+    /// is not, so a panic of the caller stays the caller's.
+    fn visit_range(
         &self,
         prefix: &[u8],
         after: Option<&[u8]>,
         limits: ScanLimits,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
     ) -> Result<VisitEnd> {
-        let (mut records, mut used) = (0usize, 0usize);
-        let Some(table) = self.read_table()? else {
-            return Ok(VisitEnd {
-                records,
-                more: false,
-            });
+        let mut budget = VisitBudget::new(limits);
+        let Some(table) = self.guard(|| self.read_table())? else {
+            return Ok(budget.exhausted());
         };
-        let range = table
-            .range::<&[u8]>((start_bound(prefix, after), Bound::Unbounded))
-            .map_err(|e| self.error(e))?;
-        for item in range {
+        let mut range = self.guard(|| {
+            table
+                .range::<&[u8]>((start_bound(prefix, after), Bound::Unbounded))
+                .map_err(|e| self.error(e))
+        })?;
+        while let Some(item) = self.guard(|| Ok(range.next()))? {
             let (key, value) = item.map_err(|e| self.error(e))?;
             let (key, value) = (key.value(), value.value());
             if !key.starts_with(prefix) {
                 break;
             }
-            let size = key.len().saturating_add(value.len());
-            if size > limits.max_bytes() && records == 0 {
-                return Err(StoreError::RecordTooLarge {
-                    key: key.to_vec(),
-                    size,
-                    limit: limits.max_bytes(),
-                });
-            }
-            if records >= limits.max_records() || used.saturating_add(size) > limits.max_bytes() {
-                return Ok(VisitEnd {
-                    records,
-                    more: true,
-                });
-            }
-            records += 1;
-            used += size;
-            if visit(key, value) == Visit::Stop {
-                return Ok(VisitEnd {
-                    records,
-                    more: true,
-                });
+            if !budget.admit(key, value.len())? || visit(key, value) == Visit::Stop {
+                return Ok(budget.more());
             }
         }
-        Ok(VisitEnd {
-            records,
-            more: false,
-        })
-    }
-
-    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
-        let Some(table) = self.read_table()? else {
-            return Ok(false);
-        };
-        let mut range = table
-            .range::<&[u8]>((Bound::Included(prefix), Bound::Unbounded))
-            .map_err(|e| self.error(e))?;
-        match range.next() {
-            None => Ok(false),
-            Some(Ok((key, _))) => Ok(key.value().starts_with(prefix)),
-            Some(Err(e)) => Err(self.error(e)),
-        }
+        Ok(budget.exhausted())
     }
 }
 
@@ -487,7 +499,7 @@ impl KvWrite for RedbStore {
             return Ok(());
         }
         let (mutations, preconditions) = batch.into_parts();
-        self.write(mutations, &preconditions, false)
+        self.guard(|| self.write(mutations, &preconditions, false))
     }
 
     fn flush(&self) -> Result<()> {
@@ -495,7 +507,9 @@ impl KvWrite for RedbStore {
             // Every commit was already durable; a read-only store has nothing to flush.
             (Db::Ro(_), _) | (_, RedbDurability::Immediate) => Ok(()),
             // An empty durable commit makes every earlier non-durable one durable.
-            (Db::Rw(_), RedbDurability::Deferred) => self.write(Vec::new(), &[], true),
+            (Db::Rw(_), RedbDurability::Deferred) => {
+                self.guard(|| self.write(Vec::new(), &[], true))
+            }
         }
     }
 }

@@ -56,7 +56,7 @@ mod pages;
 pub(crate) mod scan;
 
 pub use backend::{Backend, KvRead, KvWrite, Peek, Refused, Visit, VisitEnd};
-pub use batch::{Batch, Mutation, Precondition};
+pub use batch::{Batch, KeyWrite, Mutation, Precondition};
 pub use epoch::{EpochClock, WriteEpoch};
 pub use error::{ConflictReason, StoreError};
 pub use escape::escape_key;
@@ -66,7 +66,7 @@ pub use lease::{Store, WriteLease};
 pub use manifest::{ArmedScope, Manifest, Tally, MANIFEST_PREFIX};
 pub use memory::MemoryStore;
 pub use pages::{Pages, Records};
-pub use scan::{Offer, PageBuilder, Record, ScanLimits, ScanPage};
+pub use scan::{Offer, PageBuilder, Record, ScanLimits, ScanPage, VisitBudget};
 
 /// Result alias for store operations.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

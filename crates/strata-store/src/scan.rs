@@ -1,6 +1,6 @@
 //! Bounded scans.
 
-use crate::{Result, StoreError};
+use crate::{Result, StoreError, VisitEnd};
 
 /// One key-value record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,5 +149,155 @@ impl PageBuilder {
     /// The finished page.
     pub fn finish(self) -> ScanPage {
         self.page
+    }
+}
+
+/// The page budget of a [`KvRead::scan_visit`](crate::KvRead::scan_visit): the scan
+/// contract of [`PageBuilder`] for a visitor that borrows each record instead of a page
+/// that copies it — the one place it is implemented for every backend's visiting scan.
+///
+/// A backend iterates its range in key order and [`admits`](VisitBudget::admit) each
+/// record before handing it to the visitor:
+///
+/// ```
+/// # use strata_store::{ScanLimits, VisitBudget, VisitEnd, Visit};
+/// # fn main() -> strata_store::Result<()> {
+/// let records: [(&[u8], &[u8]); 3] = [(b"a", b"1"), (b"b", b"2"), (b"c", b"3")];
+/// let mut budget = VisitBudget::new(ScanLimits::new(2, 1024)?);
+/// let mut seen = Vec::new();
+/// let mut end = None;
+/// for (key, value) in records {
+///     if !budget.admit(key, value.len())? {
+///         end = Some(budget.more());
+///         break;
+///     }
+///     seen.push(key);
+///     // a visitor answering `Visit::Stop` would end the page with `budget.more()` too
+/// }
+/// let end = end.unwrap_or(budget.exhausted());
+/// assert_eq!(seen, [b"a", b"b"]);
+/// assert_eq!(end, VisitEnd { records: 2, more: true });
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct VisitBudget {
+    limits: ScanLimits,
+    records: usize,
+    used: usize,
+}
+
+impl VisitBudget {
+    /// A budget for one page under `limits`.
+    pub fn new(limits: ScanLimits) -> Self {
+        VisitBudget {
+            limits,
+            records: 0,
+            used: 0,
+        }
+    }
+
+    /// Counts the next record (its key and value length) against the page: `true` when it
+    /// fits (hand it to the visitor), `false` when the page is full (end it with
+    /// [`VisitBudget::more`]; the record is the next page's first).
+    ///
+    /// Errors with [`StoreError::RecordTooLarge`] when the record alone exceeds the byte
+    /// budget and it would be the page's first (after other records the page just ends
+    /// there, and the next page reports it), exactly as [`PageBuilder::offer`].
+    pub fn admit(&mut self, key: &[u8], value_len: usize) -> Result<bool> {
+        let size = key.len().saturating_add(value_len);
+        if size > self.limits.max_bytes && self.records == 0 {
+            return Err(StoreError::RecordTooLarge {
+                key: key.to_vec(),
+                size,
+                limit: self.limits.max_bytes,
+            });
+        }
+        if self.records >= self.limits.max_records
+            || self.used.saturating_add(size) > self.limits.max_bytes
+        {
+            return Ok(false);
+        }
+        self.records += 1;
+        self.used += size;
+        Ok(true)
+    }
+
+    /// The end of a page cut short: at a limit, or by the visitor's
+    /// [`Visit::Stop`](crate::Visit::Stop).
+    pub fn more(&self) -> VisitEnd {
+        VisitEnd {
+            records: self.records,
+            more: true,
+        }
+    }
+
+    /// The end of a page that reached the end of the prefix.
+    pub fn exhausted(&self) -> VisitEnd {
+        VisitEnd {
+            records: self.records,
+            more: false,
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod visit_budget_tests {
+    use super::*;
+
+    fn limits(records: usize, bytes: usize) -> ScanLimits {
+        ScanLimits::new(records, bytes).unwrap()
+    }
+
+    #[test]
+    fn stops_at_the_record_limit() {
+        let mut b = VisitBudget::new(limits(2, 100));
+        assert!(matches!(b.admit(b"a", 1), Ok(true)));
+        assert!(matches!(b.admit(b"b", 1), Ok(true)));
+        assert!(matches!(b.admit(b"c", 1), Ok(false)));
+        assert_eq!(
+            b.more(),
+            VisitEnd {
+                records: 2,
+                more: true
+            }
+        );
+        assert_eq!(
+            b.exhausted(),
+            VisitEnd {
+                records: 2,
+                more: false
+            }
+        );
+    }
+
+    #[test]
+    fn stops_at_the_byte_budget_and_leaves_the_record_for_the_next_page() {
+        let mut b = VisitBudget::new(limits(10, 10));
+        assert!(matches!(b.admit(b"k1", 4), Ok(true))); // 6 bytes
+        assert!(matches!(b.admit(b"k2", 4), Ok(false))); // 12 > 10
+        assert_eq!(b.more().records, 1);
+    }
+
+    #[test]
+    fn an_oversize_first_record_is_an_error_and_a_later_one_ends_the_page() {
+        let mut first = VisitBudget::new(limits(10, 10));
+        match first.admit(b"big", 20) {
+            Err(StoreError::RecordTooLarge { key, size, limit }) => {
+                assert_eq!((key.as_slice(), size, limit), (&b"big"[..], 23, 10));
+            }
+            other => panic!("expected RecordTooLarge, got {other:?}"),
+        }
+        let mut later = VisitBudget::new(limits(10, 10));
+        assert!(matches!(later.admit(b"k", 1), Ok(true)));
+        assert!(matches!(later.admit(b"big", 20), Ok(false)));
+        assert_eq!(
+            later.more(),
+            VisitEnd {
+                records: 1,
+                more: true
+            }
+        );
     }
 }

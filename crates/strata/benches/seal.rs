@@ -20,7 +20,10 @@
 //! (`rotate_data_key` over a fresh database of one sealed collection, compared with the
 //! eager sweep of a fresh database of one clear collection of as many rows).
 //!
-//! Documents are ~1 KiB of JSON. Target: sealed ≤ 1.3× clear.
+//! Documents are ~1 KiB of JSON. Target: sealed ≤ 1.3× clear. The collection API lines
+//! give the ratio of each side's best round and, below it, the median (min, max) of the
+//! per-round ratios: both sides run back to back in every round, so each round's ratio is
+//! a paired measurement and their median does not depend on one lucky round of one side.
 //!
 //! Knobs: `STRATA_BENCH_ROWS`, `STRATA_BENCH_ROUNDS`; `STRATA_BENCH_ONLY=codec` (the codec
 //! alone, beside the reference `chacha20poly1305` crate), `=store` (the raw-store part
@@ -389,6 +392,9 @@ fn collection_bench(rows: usize, rounds: usize, docs: &[Vec<u8>]) {
         .collect();
     let keys: Vec<String> = (0..values.len()).map(|i| format!("a{i:07}")).collect();
     let mut best = [[Duration::MAX; 3]; 2];
+    // Every round's time per side and phase: the sides run back to back in each round, so
+    // a round's sealed/clear ratio is a paired measurement (same store size, same load).
+    let mut each: [[Vec<Duration>; 3]; 2] = Default::default();
     // `STRATA_BENCH_SIDE=sealed|clear`: one side only (instruction counts under callgrind).
     let side = std::env::var("STRATA_BENCH_SIDE").unwrap_or_default();
     let sides: Vec<bool> = [false, true]
@@ -414,6 +420,7 @@ fn collection_bench(rows: usize, rounds: usize, docs: &[Vec<u8>]) {
             }
             let i = usize::from(sealed);
             best[i][0] = best[i][0].min(t.elapsed());
+            each[i][0].push(t.elapsed());
         }
         // get, like with like: both sides read the same documents by the same keys through
         // the same `Collection::get`, each right after an untimed pass over its own rows
@@ -425,7 +432,9 @@ fn collection_bench(rows: usize, rounds: usize, docs: &[Vec<u8>]) {
                 .unwrap();
             get_pass(&c, &keys);
             let i = usize::from(sealed);
-            best[i][1] = best[i][1].min(get_pass(&c, &keys));
+            let d = get_pass(&c, &keys);
+            best[i][1] = best[i][1].min(d);
+            each[i][1].push(d);
         }
         // sweep: the rows are stale for a handle with one eager step; sweep them to v2.
         for &sealed in &order {
@@ -436,6 +445,7 @@ fn collection_bench(rows: usize, rounds: usize, docs: &[Vec<u8>]) {
             let report = c.sweep(SweepOptions::new()).unwrap();
             let i = usize::from(sealed);
             best[i][2] = best[i][2].min(t.elapsed());
+            each[i][2].push(t.elapsed());
             assert_eq!(report.rewritten() as usize, values.len());
         }
     }
@@ -454,10 +464,28 @@ fn collection_bench(rows: usize, rounds: usize, docs: &[Vec<u8>]) {
             "{name:<5} sealed {s:>8.0} ns/row  clear {c:>8.0} ns/row  ratio {:.2}x (target <= 1.30x)",
             s / c
         );
+        if let Some((lo, mid, hi)) = paired_ratios(&each[1][j], &each[0][j]) {
+            println!("      per-round sealed/clear: median {mid:.2}x (min {lo:.2}x, max {hi:.2}x)");
+        }
     }
     if side.is_empty() {
         rotation_bench(&values, rounds);
     }
+}
+
+/// The min, median and max of the per-round ratios `sealed[r] / clear[r]` (both sides
+/// ran in round `r`, back to back); `None` when a side did not run.
+fn paired_ratios(sealed: &[Duration], clear: &[Duration]) -> Option<(f64, f64, f64)> {
+    let mut r: Vec<f64> = sealed
+        .iter()
+        .zip(clear)
+        .map(|(s, c)| s.as_secs_f64() / c.as_secs_f64())
+        .collect();
+    if r.is_empty() {
+        return None;
+    }
+    r.sort_by(f64::total_cmp);
+    Some((r[0], r[r.len() / 2], r[r.len() - 1]))
 }
 
 /// A fresh database holding one collection of `values` at payload version 1, sealed or

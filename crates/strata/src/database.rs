@@ -307,7 +307,14 @@ impl Database {
             self.declare(decl)?;
         }
         let governed = persist || self.has_baseline(name)?;
-        let sealer = if parts.sealed {
+        // A collection whose documents are sealed stays sealed on a handle with the key
+        // that did not declare it so: its writes are sealed too, never in clear.
+        let holds_sealed = self.holds_sealed_documents(name)?;
+        let sealed = parts.sealed || (self.inner.sealer.is_some() && holds_sealed);
+        // Without the key such a handle may still read headers and delete, but every set
+        // is refused: a new document would otherwise land in clear beside sealed ones.
+        let sealed_without_key = self.inner.sealer.is_none() && holds_sealed;
+        let sealer = if sealed {
             match &self.inner.sealer {
                 Some(s) => Some(s.clone()),
                 None => {
@@ -332,8 +339,25 @@ impl Database {
             ahead_warned: Arc::clone(&self.inner.ahead_warned),
             sweeping: Arc::clone(&self.inner.sweeping),
             sealer,
+            sealed_without_key,
             hints: crate::collection::hint::Hints::new(self.inner.store.remote_reads()),
         }))
+    }
+
+    /// True when the first stored document of collection `name` is sealed (its clear
+    /// envelope header says so; the body is not read). A collection is sealed or clear as
+    /// a whole, so the first row tells.
+    fn holds_sealed_documents(&self, name: &str) -> Result<bool, CollectionError> {
+        let limits = ScanLimits::new(1, 1 << 31).map_err(|e| CollectionError::store(name, e))?;
+        let mut sealed = false;
+        self.inner
+            .store
+            .scan_visit(&layout::doc_prefix(name), None, limits, &mut |_, value| {
+                sealed = crate::seal::peek(value).is_some_and(|(_, s)| s);
+                strata_store::Visit::Stop
+            })
+            .map_err(|e| CollectionError::store(name, e))?;
+        Ok(sealed)
     }
 
     /// True when a JSON Schema baseline is persisted for `name` (the collection is under

@@ -258,7 +258,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
 
 /// Runs the command with the application's code versions as references.
 pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdResult {
-    let store = db::open_existing(db_path)?;
+    let store = db::open_for_reading(db_path)?;
     let surveys = survey_all(&store, code)?;
     let mut out = std::io::stdout().lock();
     if args.json {

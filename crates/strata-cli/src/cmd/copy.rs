@@ -290,7 +290,7 @@ pub fn run(args: Args) -> CmdResult {
     if same_store(&from_target, &to_target) {
         return Err(Failure::error(CopyError::SameStore(from_shown)));
     }
-    let source = db::open_target(&from_target, false)?;
+    let source = db::open_target_for_reading(&from_target)?;
     if source.get(PROGRESS_KEY)?.is_some() {
         return Err(Failure::error(CopyError::SourceUnfinished {
             from: from_shown,

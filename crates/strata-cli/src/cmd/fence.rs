@@ -31,7 +31,11 @@ enum FenceCommand {
 
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
-    let store = db::open_existing(db_path)?;
+    let store = if args.command.is_some() {
+        db::open_existing(db_path)?
+    } else {
+        db::open_for_reading(db_path)?
+    };
     let mut out = std::io::stdout().lock();
     if let Some(FenceCommand::Abort { reset_corrupt }) = args.command {
         // Whether there was anything to reset (an unreadable fence is handled below).

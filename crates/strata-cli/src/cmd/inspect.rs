@@ -57,7 +57,7 @@ pub(crate) fn cut(s: &str, max: usize) -> String {
 
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
-    let store = db::open_existing(db_path)?;
+    let store = db::open_for_reading(db_path)?;
     let catalog = db::catalog(&store).map_err(Failure::error)?;
     let Some(table) = catalog.get(&args.table) else {
         let names: Vec<&str> = catalog.tables().iter().map(|t| t.name()).collect();

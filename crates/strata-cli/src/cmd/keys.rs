@@ -143,7 +143,26 @@ enum KeysCommand {
 
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
-    let store = db::open_existing(db_path)?;
+    let store = match &args.command {
+        KeysCommand::Status { .. } => db::open_for_reading(db_path)?,
+        KeysCommand::Rotate { key, .. } => {
+            if key.is_empty() {
+                return Err(Failure::with_code(
+                    crate::exit::USAGE,
+                    "`strata keys rotate` needs the key: `--passphrase-env VAR` or `--key-file PATH` (one per keyring entry to start a rotation)",
+                ));
+            }
+            // Every credential must open the keyring: checked on a read-only open, so a
+            // wrong key leaves the datastore's files as they were (bytes and mtime).
+            let reading = db::open_for_reading(db_path)?;
+            let ring = Keyring::database();
+            for c in &key.credentials()? {
+                ring.unlock(&reading, c)?;
+            }
+            drop(reading);
+            db::open_existing(db_path)?
+        }
+    };
     let mut out = std::io::stdout().lock();
     match args.command {
         KeysCommand::Status { json } => {
@@ -229,12 +248,6 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             batch_records,
             no_finish,
         } => {
-            if key.is_empty() {
-                return Err(Failure::with_code(
-                    crate::exit::USAGE,
-                    "`strata keys rotate` needs the key: `--passphrase-env VAR` or `--key-file PATH` (one per keyring entry to start a rotation)",
-                ));
-            }
             let creds = key.credentials()?;
             let refs: Vec<&Credential> = creds.iter().collect();
             let limits = PassLimits::new(batch_records, strata::pass::DEFAULT_MAX_BYTES)?;

@@ -54,7 +54,11 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             max_bytes: args.max_bytes,
         },
     };
-    let store = db::open_existing(db_path)?;
+    let store = if args.dry_run {
+        db::open_for_reading(db_path)?
+    } else {
+        db::open_existing(db_path)?
+    };
     let report = migrate_with_progress(&store, limits, args.dry_run)?;
     let mut out = std::io::stdout().lock();
     if args.json {

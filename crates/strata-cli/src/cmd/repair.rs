@@ -655,7 +655,11 @@ pub(crate) fn batch(findings: &[Finding]) -> Batch {
 
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
-    let store = db::open_existing(db_path)?;
+    let store = if args.apply {
+        db::open_existing(db_path)?
+    } else {
+        db::open_for_reading(db_path)?
+    };
     let findings = plan(&store, SystemClock.now_ms())?;
     let changes = findings.iter().filter(|f| f.is_change()).count();
     let manual = findings

@@ -153,7 +153,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         } => diff(files, mode, against, collection, json),
         SchemaCommand::Log { collection, json } => log(db_path, &collection, json),
         SchemaCommand::Show { collection, json } => {
-            let store = db::open_existing(db_path)?;
+            let store = db::open_for_reading(db_path)?;
             let Some(b) = Baseline::load(&store, &collection)? else {
                 return Err(Failure::error(format!(
                     "no persisted schema for collection `{collection}` in `{}`; a collection persists its schema when opened with persist_json_schema(true)",
@@ -195,7 +195,7 @@ struct Earlier {
 /// store without history), oldest first.
 fn stored_versions(db_arg: &str, collection: &str) -> Result<Vec<Earlier>, Failure> {
     let db_path = Path::new(db_arg);
-    let store = db::open_existing(db_path)?;
+    let store = db::open_for_reading(db_path)?;
     let history = strata::policy::read_history(&store, collection)?;
     if !history.is_empty() {
         return Ok(history
@@ -337,7 +337,7 @@ fn diff(
 }
 
 fn log(db_path: &Path, collection: &str, json: bool) -> CmdResult {
-    let store = db::open_existing(db_path)?;
+    let store = db::open_for_reading(db_path)?;
     let mut versions: Vec<(u32, Baseline)> = strata::policy::read_history(&store, collection)?
         .into_iter()
         .map(|v| (v.version, v.baseline))

@@ -87,7 +87,7 @@ pub(crate) fn inspect_tables(
 
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
-    let store = db::open_existing(db_path)?;
+    let store = db::open_for_reading(db_path)?;
     let catalog = db::catalog(&store).map_err(catalog_failure)?;
     let (tables, _) = inspect_tables(&store, &catalog)?;
     let (code, word) = verdict(&tables);

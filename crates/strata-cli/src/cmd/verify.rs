@@ -11,7 +11,7 @@
 use crate::cmd::migrate::Reporter;
 use crate::cmd::status::{inspect_tables, verdict};
 use crate::db;
-use crate::exit::{CmdResult, Failure, ERROR, MIGRATION_REQUIRED, UNSUPPORTED};
+use crate::exit::{CmdResult, Failure, MIGRATION_REQUIRED, UNSUPPORTED};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -239,14 +239,19 @@ pub fn check_scopes(store: &Store) -> Result<Vec<ScopeCheck>, strata_store::Stor
 }
 
 /// The exit code of a catalog that cannot be read: 4 for a corrupt catalog record (as
-/// corrupt metadata), 1 for anything else (a store error).
+/// corrupt metadata), otherwise the error's own code (4 for a damaged datastore, 1 for
+/// another store error).
 pub(crate) fn catalog_failure(e: Box<dyn std::error::Error + Send + Sync>) -> Failure {
     let corrupt = matches!(
         e.downcast_ref::<CollectionError>(),
         Some(CollectionError::CorruptCatalog { .. })
     );
     Failure {
-        code: if corrupt { UNSUPPORTED } else { ERROR },
+        code: if corrupt {
+            UNSUPPORTED
+        } else {
+            crate::exit::code_of(e.as_ref())
+        },
         error: e,
     }
 }
@@ -277,7 +282,7 @@ fn policy_problems(store: &Store, catalog: &Catalog) -> Result<Vec<String>, Fail
 
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
-    let store = db::open_existing(db_path)?;
+    let store = db::open_for_reading(db_path)?;
     let catalog = db::catalog(&store).map_err(catalog_failure)?;
     // What `strata status` checks, with its exit codes.
     let (tables, mut problems) = inspect_tables(&store, &catalog)?;

@@ -281,7 +281,7 @@ pub enum CollectionError {
     /// Sealing or opening a sealed document failed: a record that does not authenticate
     /// (that read fails, nothing changes), a sealed record read without the key, or a
     /// wrong key at open.
-    #[error("sealed collection `{collection}`")]
+    #[error("{}", seal_context(.collection))]
     Seal {
         /// The collection (empty when none applies).
         collection: String,
@@ -430,6 +430,16 @@ fn in_collection(collection: &str) -> String {
         "the collection catalog".to_string()
     } else {
         format!("collection `{collection}`")
+    }
+}
+
+/// The context of a [`CollectionError::Seal`]: the collection, or the database keyring
+/// when none applies (a wrong key at open).
+fn seal_context(collection: &str) -> String {
+    if collection.is_empty() {
+        "unlocking the keyring of the database's sealed collections failed".into()
+    } else {
+        format!("sealed collection `{collection}`")
     }
 }
 

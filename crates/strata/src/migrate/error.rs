@@ -147,6 +147,16 @@ pub enum MigrateError {
     /// The bulk pass stopped (invalid record, budget, forbidden mutation, abort, store).
     #[error(transparent)]
     Pass(#[from] PassError),
+    /// Reading a table failed during the read-only [`verify`](crate::migrate::verify)
+    /// scan (nothing is written by it, so nothing needs resuming).
+    #[error("store error while verifying `{table}`; nothing was written, check the store and verify again")]
+    VerifyStore {
+        /// The table.
+        table: String,
+        /// The store's error.
+        #[source]
+        source: StoreError,
+    },
     /// The store failed outside a pass.
     #[error("store error while migrating {table}; rerun to resume")]
     Store {
@@ -176,6 +186,7 @@ impl MigrateError {
             | MigrateError::StaleCheckpoint { table, .. }
             | MigrateError::CheckpointMismatch { table, .. }
             | MigrateError::VerifyFailed { table, .. }
+            | MigrateError::VerifyStore { table, .. }
             | MigrateError::Store { table, .. } => Some(table),
             MigrateError::Pass(p) => p.table(),
         }

@@ -714,7 +714,7 @@ pub fn verify<S: KvRead + ?Sized>(
                 PassError::InvalidRecord {
                     table, key, reason, ..
                 } => MigrateError::VerifyFailed { table, key, reason },
-                PassError::Store { source, .. } => MigrateError::Store {
+                PassError::Store { source, .. } => MigrateError::VerifyStore {
                     table: t.name().to_string(),
                     source,
                 },
