@@ -436,3 +436,46 @@ fn read_only_commands_leave_a_redb_file_and_its_mtime_unchanged() {
     }
     assert_eq!(snapshot(dir.path()), listing);
 }
+
+/// A sled datastore whose `db` was overwritten in place (not truncated) is damaged:
+/// exit 4 and "damaged", like a damaged redb file, and it is left as it was.
+#[test]
+#[ignore = "bug (crates/strata-sled): with every 4 KiB block of `db` overwritten in place (length unchanged), sled recovers to an EMPTY tree and `status` says 'every table is current or empty' (exit 0: a damaged store reported as healthy and empty); when a snapshot exists instead, the open fails with sled::Error::Corruption mapped to StoreError::Backend (exit 1, not Damaged/exit 4) AND the failed open rewrites `db` and deletes `strata.seal`"]
+fn an_overwritten_sled_db_is_damaged_and_exits_4() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("numax");
+    {
+        let store = strata_sled::SledStore::open_store(&db).unwrap();
+        for chunk in 0..20u32 {
+            let mut batch = Batch::new();
+            for i in 0..1000u32 {
+                batch = batch.set(
+                    format!("__nx/crdt/seen-op/{chunk:03}{i:05}").into_bytes(),
+                    u64::from(i).to_be_bytes().to_vec(),
+                );
+            }
+            store.apply(batch).unwrap();
+        }
+        store.flush().unwrap();
+    }
+    let file = db.join("db");
+    let mut bytes = std::fs::read(&file).unwrap();
+    for block in (0..bytes.len().saturating_sub(200)).step_by(4096) {
+        bytes[block + 100..block + 124].copy_from_slice(&[0x13; 24]);
+    }
+    std::fs::write(&file, &bytes).unwrap();
+    let before = snapshot(dir.path());
+    for args in [vec!["status"], vec!["verify"]] {
+        let mut a = vec!["--db", db.to_str().unwrap()];
+        a.extend(args);
+        assert_damaged(&strata(&a), &format!("{a:?}"));
+    }
+    let after = snapshot(dir.path());
+    let contents = |s: &[(PathBuf, Option<Vec<u8>>)]| {
+        s.iter()
+            .filter(|(p, _)| !p.to_string_lossy().contains("snap."))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(contents(&after), contents(&before));
+}
