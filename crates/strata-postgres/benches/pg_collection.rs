@@ -5,7 +5,7 @@
 //! ```text
 //! STRATA_PG_URL=postgresql://postgres@127.0.0.1:55460/postgres cargo bench -p strata-postgres --bench pg_collection
 //! STRATA_BENCH_OPS=2000 STRATA_BENCH_ROWS=500 STRATA_BENCH_ROUNDS=3 ...   # sizes
-//! STRATA_BENCH_ONLY=put|get  STRATA_BENCH_SIDE=strata|raw   # one part / one side (callgrind)
+//! STRATA_BENCH_ONLY=put|get  STRATA_BENCH_SIDE=strata|raw|message   # one part / one side (callgrind)
 //! ```
 //!
 //! Target (issue 10): ≤ 1.3× the raw SQL statement. Without `STRATA_PG_URL` the bench
@@ -82,6 +82,23 @@ fn main() {
         .collection::<Account>("acc", CollectionOptions::new())
         .unwrap();
 
+    // The same collection on a store without the session functions: its puts are one
+    // message of three statements (the fallback, and the path before session 13).
+    let msg_store = strata_postgres::PgStore::connect_with(
+        &url,
+        strata_postgres::PgOptions::new()
+            .table(format!("{table}_msg"))
+            .session_functions(false)
+            .dangerous_drop_table_on_drop(),
+    )
+    .unwrap();
+    let msg_db = Database::builder(strata_store::Store::new(msg_store))
+        .open()
+        .unwrap();
+    let msg = msg_db
+        .collection::<Account>("acc", CollectionOptions::new())
+        .unwrap();
+
     let mut raw = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     let raw_table = format!("{table}_raw");
     raw.batch_execute(&format!(
@@ -100,7 +117,7 @@ fn main() {
     let docs: Vec<Account> = (0..rows).map(account).collect();
     let keys: Vec<Vec<u8>> = docs.iter().map(|d| d.id.as_bytes().to_vec()).collect();
 
-    let mut best = [Duration::MAX; 4];
+    let mut best = [Duration::MAX; 5];
     for _ in 0..rounds {
         // Interleaved: raw put, collection put, raw get, collection get. (A get-only run
         // writes every document once first, untimed.)
@@ -121,6 +138,15 @@ fn main() {
                 black_box(c.put(&d.id, d).unwrap());
             }
             best[1] = best[1].min(t.elapsed());
+        }
+
+        if run("put", "message") {
+            let t = Instant::now();
+            for i in 0..ops {
+                let d = &docs[i % rows];
+                black_box(msg.put(&d.id, d).unwrap());
+            }
+            best[4] = best[4].min(t.elapsed());
         }
 
         if run("get", "raw") {
@@ -162,8 +188,18 @@ fn main() {
         );
     }
 
+    if best[4] != Duration::MAX && best[0] != Duration::MAX {
+        println!(
+            "put without session functions (one message of three statements): strata {:.1} µs/op, ratio {:.2}× vs raw SQL",
+            per_op(best[4], ops),
+            best[4].as_secs_f64() / best[0].as_secs_f64()
+        );
+    }
+
     drop(c);
     drop(db);
+    drop(msg);
+    drop(msg_db);
     raw.batch_execute(&format!(
         r#"DROP TABLE IF EXISTS "{raw_table}"; DROP TABLE IF EXISTS "{table}""#
     ))

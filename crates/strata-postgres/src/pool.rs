@@ -100,6 +100,8 @@ pub(crate) struct Pool {
     target: String,
     table: String,
     max: usize,
+    /// Whether connections create the session functions (`store::function`).
+    session_functions: bool,
     state: Mutex<State>,
     freed: Condvar,
 }
@@ -112,6 +114,7 @@ impl Pool {
         target: String,
         table: String,
         max: usize,
+        session_functions: bool,
     ) -> Result<Self, PgError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -128,6 +131,7 @@ impl Pool {
             target,
             table,
             max,
+            session_functions,
             state: Mutex::new(State::default()),
             freed: Condvar::new(),
         })
@@ -275,7 +279,7 @@ impl Pool {
         let stmts = block_on(
             &self.rt,
             self.timeouts.client_deadline(),
-            Statements::prepare(&client, &self.table, self.timeouts),
+            Statements::prepare(&client, &self.table, self.timeouts, self.session_functions),
         )
         .map_err(|_| PgError::Timeout {
             phase: "statement",

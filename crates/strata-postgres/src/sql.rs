@@ -10,6 +10,7 @@
 //! byte order the store trait promises; the primary-key B-tree serves every range scan.
 
 use crate::pool::Timeouts;
+use crate::store::function::Functions;
 use tokio_postgres::{Client, Statement};
 
 /// `CREATE TABLE IF NOT EXISTS` for `table` (a validated identifier).
@@ -116,12 +117,18 @@ pub(crate) const SESSION_SETTINGS: &str = "SET enable_seqscan = off; SET enable_
      SET enable_sort = off; SET plan_cache_mode = force_generic_plan; \
      SET standard_conforming_strings = on; SET bytea_output = hex";
 
-/// The per-key locks in one global order: `unnest` yields the (sorted) ids `$2` in array
-/// order, each taken exclusively (`$3` true: the batch writes the key) or shared (the
-/// batch only requires the key), in lock class `$1`.
-const LOCK_KEYS: &str = "SELECT count(CASE WHEN x THEN pg_advisory_xact_lock($1::int4, id) \
-     ELSE pg_advisory_xact_lock_shared($1::int4, id) END) \
-     FROM unnest($2::int4[], $3::bool[]) AS u(id, x)";
+/// The per-key locks in one global order: `unnest` yields the (sorted) ids `$ids` in
+/// array order, each taken exclusively (`$modes` true: the batch writes the key) or
+/// shared (the batch only requires the key), in lock class `$class` — the parameters
+/// numbered from `$first` (`$first`, `$first + 1`, `$first + 2`).
+pub(crate) fn lock_keys(first: usize) -> String {
+    let (class, ids, modes) = (first, first + 1, first + 2);
+    format!(
+        "SELECT count(CASE WHEN x THEN pg_advisory_xact_lock(${class}::int4, id) \
+         ELSE pg_advisory_xact_lock_shared(${class}::int4, id) END) \
+         FROM unnest(${ids}::int4[], ${modes}::bool[]) AS u(id, x)"
+    )
+}
 
 /// The prepared statements of one connection.
 pub(crate) struct Statements {
@@ -151,6 +158,9 @@ pub(crate) struct Statements {
     /// The lease holder's fence check ([`crate::lease::FENCE_CHECK`]), prepared on the
     /// connection's first batch of a holder (the lease table exists by then).
     pub(crate) fence: Option<Statement>,
+    /// The session functions of an ordinary writer's batches (`store::function`), when
+    /// the session could create them.
+    pub(crate) functions: Option<Functions>,
 }
 
 /// A batch's preconditions and mutations in one statement: `$1`/`$2` the precondition
@@ -159,12 +169,20 @@ pub(crate) struct Statements {
 /// the rows returned are the failed preconditions (1-based position, current value), so
 /// an empty result means the batch was written. Run inside the batch's transaction after
 /// its locks are taken: the statement's snapshot then sees every earlier commit.
-fn conditional_write(t: &str) -> String {
+///
+/// Each precondition key is looked up by itself in the primary-key index: the `LATERAL`
+/// subquery with `OFFSET 0` (which the planner does not flatten into a plain join) keeps
+/// the generic plan from joining the keys against a walk of the WHOLE index. For the
+/// plain `LEFT JOIN` on a table of a few hundred rows the generic plan was a hash join
+/// over a full index scan (`EXPLAIN ANALYZE` on 501 rows: all 501 read for 3
+/// preconditions, 0.11 ms against 0.06 ms for the lookups); only larger tables (100,000
+/// rows) got the nested loop of index lookups.
+pub(crate) fn conditional_write(t: &str) -> String {
     format!(
         r#"WITH pre AS (
   SELECT p.i, t.v AS cur, t.v IS NOT DISTINCT FROM p.want AS ok
   FROM unnest($1::bytea[], $2::bytea[]) WITH ORDINALITY AS p(k, want, i)
-  LEFT JOIN "{t}" t ON t.k = p.k
+  LEFT JOIN LATERAL (SELECT t.v FROM "{t}" t WHERE t.k = p.k OFFSET 0) t ON true
 ), go AS (
   SELECT coalesce(bool_and(ok), true) AS go FROM pre
 ), up AS (
@@ -187,7 +205,7 @@ pub(crate) fn conditional_set(t: &str) -> String {
         r#"WITH pre AS (
   SELECT p.i, t.v AS cur, t.v IS NOT DISTINCT FROM p.want AS ok
   FROM unnest($1::bytea[], $2::bytea[]) WITH ORDINALITY AS p(k, want, i)
-  LEFT JOIN "{t}" t ON t.k = p.k
+  LEFT JOIN LATERAL (SELECT t.v FROM "{t}" t WHERE t.k = p.k OFFSET 0) t ON true
 ), up AS (
   INSERT INTO "{t}" (k, v) SELECT $3::bytea, $4::bytea
   WHERE NOT EXISTS (SELECT 1 FROM pre WHERE NOT ok)
@@ -202,16 +220,21 @@ impl Statements {
         client: &Client,
         table: &str,
         timeouts: Timeouts,
+        session_functions: bool,
     ) -> Result<Self, tokio_postgres::Error> {
         client.batch_execute(SESSION_SETTINGS).await?;
         client.batch_execute(&session_timeouts(timeouts)).await?;
         client
             .batch_execute(&crate::store::one_message::prepare_sql(
-                LOCK_KEYS,
+                &lock_keys(1),
                 &conditional_write(table),
                 &conditional_set(table),
             ))
             .await?;
+        let functions = match session_functions {
+            true => Functions::create(client, table).await?,
+            false => None,
+        };
         let t = table;
         let p = |sql: String| async move { client.prepare(&sql).await };
         Ok(Statements {
@@ -249,13 +272,14 @@ impl Statements {
             holder_lock_table_shared: p("SELECT pg_advisory_xact_lock_shared($1::int8)".into())
                 .await?,
             holder_lock_table_exclusive: p("SELECT pg_advisory_xact_lock($1::int8)".into()).await?,
-            lock_keys: p(LOCK_KEYS.into()).await?,
+            lock_keys: p(lock_keys(1)).await?,
             begin: p("BEGIN".into()).await?,
             commit: p("COMMIT".into()).await?,
             write: p(conditional_write(t)).await?,
             async_commit: p("SELECT set_config('synchronous_commit', 'off', true)".into())
                 .await?,
             fence: None,
+            functions,
         })
     }
 }

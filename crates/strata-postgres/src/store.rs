@@ -1,5 +1,6 @@
 //! [`PgStore`]: the store trait over one PostgreSQL table.
 
+pub(crate) mod function;
 pub(crate) mod one_message;
 mod write;
 
@@ -52,6 +53,7 @@ pub struct PgOptions {
     max_connections: usize,
     create_table: bool,
     drop_table_on_drop: bool,
+    session_functions: bool,
 }
 
 impl Default for PgOptions {
@@ -61,6 +63,7 @@ impl Default for PgOptions {
             max_connections: 8,
             create_table: true,
             drop_table_on_drop: false,
+            session_functions: true,
         }
     }
 }
@@ -98,6 +101,17 @@ impl PgOptions {
     /// For tests that need a scratch store; never for real data.
     pub fn dangerous_drop_table_on_drop(mut self) -> Self {
         self.drop_table_on_drop = true;
+        self
+    }
+
+    /// Whether each connection creates two session-local PL/pgSQL functions (in its own
+    /// `pg_temp` schema) through which an ordinary writer's batch is one call of one
+    /// prepared statement (default `true`). Without them — or when the server refuses to
+    /// create them: no `TEMPORARY` privilege on the database, no `plpgsql` — a batch is
+    /// one message of three statements. The guarantees are the same either way; the
+    /// function is cheaper for the server and the client.
+    pub fn session_functions(mut self, on: bool) -> Self {
+        self.session_functions = on;
         self
     }
 
@@ -241,6 +255,7 @@ impl PgStore {
             target.clone(),
             table.clone(),
             options.max_connections,
+            options.session_functions,
         )?;
 
         // Create (or find) the table on a first, raw connection; the pool's connections

@@ -4,14 +4,31 @@
 use crate::cache::{length_bit, GuardEntries};
 use crate::SledStore;
 use std::sync::atomic::Ordering;
-use std::sync::PoisonError;
-use strata_store::{Batch, KvWrite, Mutation, Precondition, Result, StoreError};
+use std::sync::{PoisonError, RwLockReadGuard, RwLockWriteGuard};
+use strata_store::{Batch, KeyWrite, KvWrite, Mutation, Precondition, Result, StoreError};
 
 impl SledStore {
+    /// The exclusive side of `writers`, which holds the guard cache. A panic while it was
+    /// held (inside sled, say) may have left an entry stale: the cache is emptied.
+    pub(crate) fn exclusive(&self) -> RwLockWriteGuard<'_, GuardEntries> {
+        self.writers.write().unwrap_or_else(|poisoned| {
+            let mut g = poisoned.into_inner();
+            g.forget_all();
+            self.writers.clear_poison();
+            g
+        })
+    }
+
+    /// The shared side of `writers` (plain writes; the guard cache is not read).
+    fn shared(&self) -> RwLockReadGuard<'_, GuardEntries> {
+        self.writers.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Checks `preconditions` and writes `mutations`. The caller holds the exclusive side
-    /// of `writers`.
+    /// of `writers`: `cache`.
     fn apply_conditional(
         &self,
+        cache: &mut GuardEntries,
         mut mutations: Vec<Mutation>,
         preconditions: Vec<Precondition>,
     ) -> Result<()> {
@@ -20,7 +37,6 @@ impl SledStore {
         let checked = self.checks.load(Ordering::Relaxed);
         self.checks
             .store(checked + preconditions.len() as u64, Ordering::Relaxed);
-        let mut cache = self.guards.lock();
         if let [only] = mutations.as_slice() {
             let key = only.key();
             let mut own = None;
@@ -32,7 +48,7 @@ impl SledStore {
                     }
                     own = Some(p);
                 } else {
-                    self.check_guard(&mut cache, p)?;
+                    self.check_guard(cache, p)?;
                 }
             }
             if let Some(own) = own {
@@ -40,16 +56,20 @@ impl SledStore {
                 if self.guards.lengths.load(Ordering::Acquire) & length_bit(key) != 0 {
                     cache.forget(key);
                 }
+                let expected = match own {
+                    Precondition::Equals { value, .. } => Some(value.as_slice()),
+                    Precondition::Absent { .. } => None,
+                };
                 return match mutations.pop() {
-                    Some(Mutation::Set { key, value }) => self.cas(own, key, Some(value)),
-                    Some(Mutation::Delete { key }) => self.cas(own, key, None),
+                    Some(Mutation::Set { key, value }) => self.cas(key, expected, Some(value)),
+                    Some(Mutation::Delete { key }) => self.cas(key, expected, None),
                     None => Ok(()),
                 };
             }
             // Several preconditions on the key itself: the general path below (the guard
             // preconditions were checked above; checking them again is cheap).
         }
-        self.check_all(&mut cache, &mutations, &preconditions)?;
+        self.check_all(cache, &mutations, &preconditions)?;
         // A written key leaves the cache (it is filled again, from sled, when next
         // required): whatever the write's outcome, no entry can be stale.
         for m in &mutations {
@@ -95,12 +115,11 @@ impl SledStore {
         use strata_store::Refused;
         batch.validate().map_err(|e| Refused::new(e, None))?;
         // Exclusive: no other write lands between the checks and the write.
-        let _exclusive = self.writers.write().unwrap_or_else(PoisonError::into_inner);
+        let mut cache = self.exclusive();
         let (mutations, preconditions, vouched) = batch.into_parts_observed(&self.epoch);
         let to_check = preconditions.get(vouched..).unwrap_or_default();
         self.checks
             .fetch_add(to_check.len() as u64, Ordering::Relaxed);
-        let mut cache = self.guards.lock();
         if let Err(e) = self.check_all(&mut cache, &mutations, to_check) {
             return Err(Refused::new(
                 e,
@@ -125,12 +144,34 @@ impl SledStore {
         result
     }
 
-    /// One sled compare-and-swap of `key` from what `own` requires to `new`.
-    fn cas(&self, own: &Precondition, key: Vec<u8>, new: Option<Vec<u8>>) -> Result<()> {
-        let old = match own {
-            Precondition::Equals { value, .. } => Some(value.as_slice()),
-            Precondition::Absent { .. } => None,
-        };
+    /// [`KvWrite::compare_and_swap`]: the guards checked through the guard cache, then
+    /// one sled compare-and-swap — [`SledStore::apply_conditional`]'s path for a batch of
+    /// one mutation conditioned on its own key, without the batch.
+    fn compare_and_swap_key(&self, write: KeyWrite) -> Result<()> {
+        let KeyWrite {
+            key,
+            expected,
+            new,
+            guards,
+        } = write;
+        // Exclusive: no other write lands between the checks and the write.
+        let mut cache = self.exclusive();
+        // Counted under the exclusive side (see `apply_conditional`).
+        let checked = self.checks.load(Ordering::Relaxed);
+        self.checks
+            .store(checked + guards.len() as u64 + 1, Ordering::Relaxed);
+        for p in &guards {
+            self.check_guard(&mut cache, p)?;
+        }
+        if self.guards.lengths.load(Ordering::Relaxed) & length_bit(&key) != 0 {
+            cache.forget(&key);
+        }
+        self.cas(key, expected.as_deref(), new)
+    }
+
+    /// One sled compare-and-swap of `key` from `old` (`None`: absent) to `new`. The
+    /// caller holds the exclusive side of `writers`.
+    fn cas(&self, key: Vec<u8>, old: Option<&[u8]>, new: Option<Vec<u8>>) -> Result<()> {
         let new = new.map(sled::IVec::from);
         let mut values = self.values.lock_key(&key);
         let result = match self.db.compare_and_swap(&key, old, new.clone()) {
@@ -145,15 +186,15 @@ impl SledStore {
                 // reads it back from the cache).
                 values.record(key.clone(), e.current.clone());
                 drop(values);
-                match own.check(e.current.as_deref()) {
-                    Err(conflict) => Err(conflict),
-                    // sled reported a mismatch the precondition does not see: report it as
-                    // a conflict all the same (nothing was written).
-                    Ok(()) => Err(StoreError::Conflict {
-                        key,
-                        reason: strata_store::ConflictReason::Changed,
-                    }),
-                }
+                use strata_store::ConflictReason;
+                let reason = match (old, e.current.as_deref()) {
+                    (None, Some(_)) => ConflictReason::Present,
+                    (Some(_), None) => ConflictReason::Missing,
+                    // (Also a mismatch sled reported that the bytes do not show: a conflict
+                    // all the same, nothing was written.)
+                    _ => ConflictReason::Changed,
+                };
+                Err(StoreError::Conflict { key, reason })
             }
             Err(e) => {
                 values.forget(&key);
@@ -248,24 +289,27 @@ impl KvWrite for SledStore {
             if mutations.is_empty() {
                 return Ok(());
             }
-            let _shared = self.writers.read().unwrap_or_else(PoisonError::into_inner);
-            // A plain write of a cached guard key drops it from the cache (before the
-            // shared side is released, so no conditional batch sees it stale).
+            let shared = self.shared();
+            // A plain write of a cached guard key drops it from the cache, which only the
+            // exclusive side may change: such a write takes that side instead (its keys'
+            // lengths are read under the shared side, where no guard can be cached).
             let cached = self.guards.lengths.load(Ordering::Acquire);
             if cached != 0 && mutations.iter().any(|m| length_bit(m.key()) & cached != 0) {
-                let mut cache = self.guards.lock();
+                drop(shared);
+                let mut cache = self.exclusive();
                 for m in &mutations {
                     cache.forget(m.key());
                 }
+                return self.write(mutations);
             }
             self.write(mutations)
         } else {
             // Exclusive: no other write lands between the checks and the write.
-            let _exclusive = self.writers.write().unwrap_or_else(PoisonError::into_inner);
+            let mut cache = self.exclusive();
             // Exclusive, so the epoch cannot move under the comparison: preconditions
             // observed at the current epoch are known to hold and are not read again.
             let (mutations, preconditions) = batch.into_parts_to_check(&self.epoch);
-            self.apply_conditional(mutations, preconditions)
+            self.apply_conditional(&mut cache, mutations, preconditions)
         }
     }
 
@@ -278,6 +322,14 @@ impl KvWrite for SledStore {
         let copy = (!batch.preconditions().is_empty()).then(|| batch.clone());
         self.apply(batch)
             .map_err(|e| strata_store::Refused::new(e, copy))
+    }
+
+    fn compare_and_swap(&self, write: KeyWrite) -> Result<()> {
+        if write.guards.iter().any(|g| g.key() == write.key.as_slice()) {
+            // A guard on the key itself: checked as in a batch.
+            return self.apply(write.into_batch());
+        }
+        self.compare_and_swap_key(write)
     }
 
     fn flush(&self) -> Result<()> {
@@ -339,11 +391,11 @@ mod tests {
         };
         // Absent guard: cached as absent, then a plain write changes it.
         store.apply(guarded(None, b"1")).unwrap();
-        assert!(store.guards.lock().get(b"f").is_some());
+        assert!(store.exclusive().get(b"f").is_some());
         store
             .apply(Batch::new().set(b"f".to_vec(), b"A".to_vec()))
             .unwrap();
-        assert!(store.guards.lock().get(b"f").is_none());
+        assert!(store.exclusive().get(b"f").is_none());
         let err = store.apply(guarded(None, b"2")).unwrap_err();
         assert!(
             matches!(err, StoreError::Conflict { ref key, .. } if key == b"f"),

@@ -1,7 +1,6 @@
 //! The exact cache of guard-key values (see the crate documentation for its invariant).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 
 /// How many guard keys the cache holds at most (the oldest is dropped for a new one).
 const MAX_GUARDS: usize = 16;
@@ -13,24 +12,15 @@ pub(crate) fn length_bit(key: &[u8]) -> u64 {
     1u64 << (key.len() % 64)
 }
 
-/// The exact cache of guard-key values shared by every clone of a [`SledStore`].
+/// What every clone of a [`SledStore`](crate::SledStore) knows of the guard cache without
+/// a lock. The entries ([`GuardEntries`]) live inside the writer lock: only its exclusive
+/// side reads or changes them.
 #[derive(Debug, Default)]
 pub(crate) struct GuardCache {
-    /// One bit per cached key length (modulo 64), set when a key is cached and never
-    /// cleared: a plain write whose keys hit no bit skips the cache without locking it.
+    /// One bit per cached key length (modulo 64), set when a key is cached (under the
+    /// exclusive side) and never cleared: a plain write whose keys hit no bit needs no
+    /// exclusive side to keep the cache exact.
     pub(crate) lengths: AtomicU64,
-    entries: Mutex<GuardEntries>,
-}
-
-impl GuardCache {
-    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, GuardEntries> {
-        // The entries are only ever forgotten on a panic path: a poisoned cache is cleared.
-        self.entries.lock().unwrap_or_else(|poisoned| {
-            let mut g = poisoned.into_inner();
-            g.forget_all();
-            g
-        })
-    }
 }
 
 /// Cached guard keys and their current values (`None`: absent), oldest first.

@@ -22,10 +22,11 @@
 //!   write are one tree traversal, not a `get` and an `insert`;
 //! * the current values of *guard keys* — keys a batch requires but does not write, such
 //!   as a fence record every write preconditions on — are kept in a small cache that is
-//!   exact: it is read and filled only under the exclusive side of the writer lock, and
-//!   any batch that writes a cached key removes it before it releases its side of the
-//!   lock (a conditional batch before it writes). Since every writer of the
-//!   datastore goes through that lock (see above), a cached value always equals sled's.
+//!   exact: it lives inside the writer lock and is read, filled and emptied only under
+//!   its exclusive side, and any batch that writes a cached key removes it there before
+//!   it writes (a plain batch writing a key of a cached length takes the exclusive side
+//!   for that). Since every writer of the datastore goes through that lock (see above), a
+//!   cached value always equals sled's; no second lock is taken per write.
 //!
 //! For the same reason the store keeps a [write epoch](strata_store::epoch), advanced
 //! after every write while its side of the lock is still held: a batch whose row
@@ -105,10 +106,10 @@ pub struct SledStore {
     path: PathBuf,
     /// Orders conditional batches against every other write: plain writes take the shared
     /// side, a batch with preconditions the exclusive side for its check and its write.
-    /// It guards no data (a panic while holding it leaves nothing half-done: the checks
-    /// write nothing and the write is one atomic sled call), so poisoning is ignored.
-    writers: Arc<RwLock<()>>,
-    /// The exact cache of guard-key values (see the crate documentation).
+    /// It holds the exact cache of guard-key values (see the crate documentation), read
+    /// and changed under the exclusive side only (emptied after a panic while held).
+    writers: Arc<RwLock<cache::GuardEntries>>,
+    /// The lengths of the cached guard keys (see the crate documentation).
     guards: Arc<GuardCache>,
     /// The write epoch: advanced after every write, under `writers`.
     epoch: Arc<EpochClock>,

@@ -5,7 +5,7 @@
 use crate::{SledOptions, SledStore};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
-use strata_store::{Batch, KvRead, KvWrite, StoreError};
+use strata_store::{Batch, KeyWrite, KvRead, KvWrite, Precondition, StoreError};
 
 fn open(dir: &std::path::Path) -> SledStore {
     SledOptions::new()
@@ -246,8 +246,9 @@ fn racing_writers_and_readers_keep_the_cache_exact() {
     let increments = AtomicU64::new(0);
     let done = AtomicU64::new(0);
     std::thread::scope(|s| {
-        // Two compare-and-swap incrementers of `n` (single key) and one that also claims
-        // its number (a conditional multi-key batch).
+        // Two compare-and-swap incrementers of `n` (single key: a batch, and a
+        // `KeyWrite` with a guard) and one that also claims its number (a conditional
+        // multi-key batch).
         for t in 0..3u64 {
             let (store, start, increments, done) = (store.clone(), &start, &increments, &done);
             s.spawn(move || {
@@ -255,13 +256,23 @@ fn racing_writers_and_readers_keep_the_cache_exact() {
                 for _ in 0..ROUNDS {
                     let seen = store.get(b"n").unwrap();
                     let next = counter(seen.clone()) + 1;
-                    let mut batch = Batch::new()
-                        .require(b"n".to_vec(), seen)
-                        .set(b"n".to_vec(), next.to_be_bytes().to_vec());
-                    if t == 2 {
-                        batch = batch.set(format!("claim/{next}").into_bytes(), b"2".to_vec());
-                    }
-                    match store.apply(batch) {
+                    let value = next.to_be_bytes().to_vec();
+                    let result = if t == 1 {
+                        let write =
+                            KeyWrite::set(b"n".to_vec(), seen, value).guard(Precondition::Absent {
+                                key: b"guard".to_vec(),
+                            });
+                        store.compare_and_swap(write)
+                    } else {
+                        let mut batch = Batch::new()
+                            .require(b"n".to_vec(), seen)
+                            .set(b"n".to_vec(), value);
+                        if t == 2 {
+                            batch = batch.set(format!("claim/{next}").into_bytes(), b"2".to_vec());
+                        }
+                        store.apply(batch)
+                    };
+                    match result {
                         Ok(()) => {
                             increments.fetch_add(1, Ordering::SeqCst);
                         }
@@ -350,7 +361,9 @@ fn a_failed_compare_and_swap_caches_the_value_sled_reported() {
     let dir = tempfile::tempdir().unwrap();
     {
         let store = open(dir.path());
-        store.apply(set(b"k", b"stored")).unwrap();
+        store
+            .apply(set(b"k", b"stored").set(b"k2".to_vec(), b"stored 2".to_vec()))
+            .unwrap();
         store.flush().unwrap();
     }
     let store = SledOptions::new()
@@ -372,13 +385,24 @@ fn a_failed_compare_and_swap_caches_the_value_sled_reported() {
         store.peek(b"k").unwrap(),
         Peek::Value(Some(b"stored".to_vec()))
     );
+    // The same through a single-key write.
+    assert_eq!(store.peek(b"k2").unwrap(), Peek::Unread);
+    let guess = KeyWrite::set(b"k2".to_vec(), None, b"new".to_vec());
+    assert!(matches!(
+        store.compare_and_swap(guess).unwrap_err(),
+        StoreError::Conflict { ref key, .. } if key == b"k2"
+    ));
+    assert_eq!(
+        store.peek(b"k2").unwrap(),
+        Peek::Value(Some(b"stored 2".to_vec()))
+    );
     // A wrong expected value on an absent key: sled reports it absent, nothing cached.
     let wrong = Batch::new()
         .require_eq(b"absent".to_vec(), b"x".to_vec())
         .set(b"absent".to_vec(), b"y".to_vec());
     assert!(store.apply(wrong).is_err());
     assert_eq!(cached(&store, b"absent"), None);
-    assert_exact(&store, &[b"k", b"absent"]);
+    assert_exact(&store, &[b"k", b"k2", b"absent"]);
     // A disabled cache never answers `Unread` (nothing would remember the failure).
     drop(store);
     let off = SledOptions::new()

@@ -1,6 +1,6 @@
 //! The capability traits every backend implements.
 
-use crate::{Batch, Result, ScanLimits, ScanPage};
+use crate::{Batch, KeyWrite, Result, ScanLimits, ScanPage};
 
 /// Reading: point lookups and bounded, cursor-resumed prefix scans.
 pub trait KvRead {
@@ -125,6 +125,14 @@ pub trait KvWrite {
         self.apply(batch).map_err(|error| Refused::new(error, copy))
     }
 
+    /// Applies one [`KeyWrite`]: exactly [`KvWrite::apply`] of
+    /// [`KeyWrite::into_batch`] (same atomicity, same conflicts), which is the default. A
+    /// backend that can check and write one key without a batch (sled: its guard cache and
+    /// one compare-and-swap) overrides it.
+    fn compare_and_swap(&self, write: KeyWrite) -> Result<()> {
+        self.apply(write.into_batch())
+    }
+
     /// Makes every applied batch durable.
     fn flush(&self) -> Result<()>;
 }
@@ -212,6 +220,9 @@ impl<T: KvWrite + ?Sized> KvWrite for &T {
     }
     fn apply_or_return(&self, batch: Batch) -> std::result::Result<(), Refused> {
         (**self).apply_or_return(batch)
+    }
+    fn compare_and_swap(&self, write: KeyWrite) -> Result<()> {
+        (**self).compare_and_swap(write)
     }
     fn flush(&self) -> Result<()> {
         (**self).flush()

@@ -81,6 +81,115 @@ impl Precondition {
     }
 }
 
+/// The commonest conditional write: one key set (or deleted) over the value it must hold
+/// now, plus preconditions on other keys (*guards*: a fence record, a keyring) that must
+/// hold too — a document written over the bytes it was read with.
+/// [`KvWrite::compare_and_swap`] applies it without building a [`Batch`] (one copy of the
+/// key, no mutation vector); it means exactly [`KeyWrite::into_batch`].
+///
+/// ```
+/// use strata_store::{KeyWrite, KvRead, KvWrite, MemoryStore, Store};
+/// # fn main() -> Result<(), strata_store::StoreError> {
+/// let store = Store::new(MemoryStore::new());
+/// store.compare_and_swap(KeyWrite::set(b"t/k".to_vec(), None, b"1".to_vec()))?;
+/// let stale = KeyWrite::set(b"t/k".to_vec(), None, b"2".to_vec());
+/// assert!(store.compare_and_swap(stale).unwrap_err().is_conflict());
+/// assert_eq!(store.get(b"t/k")?, Some(b"1".to_vec()));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyWrite {
+    /// The key written, and required.
+    pub key: Vec<u8>,
+    /// What `key` must hold: exactly these bytes (`Some`), or nothing (`None`: absent).
+    pub expected: Option<Vec<u8>>,
+    /// What `key` is set to (`None`: it is deleted).
+    pub new: Option<Vec<u8>>,
+    /// Preconditions on other keys, checked before the key's own. (A guard on `key`
+    /// itself is allowed and checked as in a batch, on the general path.)
+    pub guards: Vec<Precondition>,
+}
+
+impl KeyWrite {
+    /// Sets `key` to `new` if it holds `expected` (`None`: if it is absent); no guards.
+    pub fn set(key: Vec<u8>, expected: Option<Vec<u8>>, new: Vec<u8>) -> Self {
+        KeyWrite {
+            key,
+            expected,
+            new: Some(new),
+            guards: Vec::new(),
+        }
+    }
+
+    /// Deletes `key` if it holds `expected`; no guards.
+    pub fn delete(key: Vec<u8>, expected: Vec<u8>) -> Self {
+        KeyWrite {
+            key,
+            expected: Some(expected),
+            new: None,
+            guards: Vec::new(),
+        }
+    }
+
+    /// Also requires `guard`.
+    pub fn guard(mut self, guard: Precondition) -> Self {
+        self.guards.push(guard);
+        self
+    }
+
+    /// The precondition on the key itself.
+    pub fn own_precondition(&self) -> Precondition {
+        match &self.expected {
+            Some(value) => Precondition::Equals {
+                key: self.key.clone(),
+                value: value.clone(),
+            },
+            None => Precondition::Absent {
+                key: self.key.clone(),
+            },
+        }
+    }
+
+    /// The same write as a [`Batch`]: the guards, then the key's own precondition; one
+    /// mutation.
+    pub fn into_batch(self) -> Batch {
+        let KeyWrite {
+            key,
+            expected,
+            new,
+            mut guards,
+        } = self;
+        guards.push(match expected {
+            Some(value) => Precondition::Equals {
+                key: key.clone(),
+                value,
+            },
+            None => Precondition::Absent { key: key.clone() },
+        });
+        let m = match new {
+            Some(value) => Mutation::Set { key, value },
+            None => Mutation::Delete { key },
+        };
+        Batch::from_parts(vec![m], guards)
+    }
+
+    /// The conflict of this write's own precondition with `current`, the key's value
+    /// (`None`: absent), or `None` when it holds. Consumes the write for its key.
+    pub fn conflict_with(self, current: Option<&[u8]>) -> Option<StoreError> {
+        let reason = match (self.expected.as_deref(), current) {
+            (None, None) => return None,
+            (Some(e), Some(c)) if e == c => return None,
+            (None, Some(_)) => crate::ConflictReason::Present,
+            (Some(_), None) => crate::ConflictReason::Missing,
+            (Some(_), Some(_)) => crate::ConflictReason::Changed,
+        };
+        Some(StoreError::Conflict {
+            key: self.key,
+            reason,
+        })
+    }
+}
+
 /// An atomic group of writes: either every mutation is applied or none is.
 ///
 /// Built with chained calls:

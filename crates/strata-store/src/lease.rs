@@ -166,10 +166,11 @@ impl Store {
 
     /// Wraps a shared backend in a handle (with a fresh gate).
     pub fn from_arc(backend: Arc<dyn Backend>) -> Self {
+        let shared = backend.cross_process_lease().is_some();
         Store {
             backend,
             gate: Arc::new(Gate::default()),
-            manifests: Arc::new(ManifestWatch::default()),
+            manifests: Arc::new(ManifestWatch::new(shared)),
         }
     }
 
@@ -291,6 +292,14 @@ impl KvWrite for Store {
         };
         self.manifests.apply_or_return(self.backend.as_ref(), batch)
     }
+    fn compare_and_swap(&self, write: crate::KeyWrite) -> Result<()> {
+        let _entry = SharedEntry {
+            gate: &self.gate,
+            counted: self.gate.enter_shared(),
+        };
+        self.manifests
+            .compare_and_swap(self.backend.as_ref(), write)
+    }
     fn flush(&self) -> Result<()> {
         self.backend.flush()
     }
@@ -354,6 +363,11 @@ impl KvWrite for WriteLease {
         self.store
             .manifests
             .apply_or_return(self.store.backend.as_ref(), batch)
+    }
+    fn compare_and_swap(&self, write: crate::KeyWrite) -> Result<()> {
+        self.store
+            .manifests
+            .compare_and_swap(self.store.backend.as_ref(), write)
     }
     fn flush(&self) -> Result<()> {
         self.store.backend.flush()

@@ -56,7 +56,7 @@ mod pages;
 pub(crate) mod scan;
 
 pub use backend::{Backend, KvRead, KvWrite, Peek, Refused, Visit, VisitEnd};
-pub use batch::{Batch, Mutation, Precondition};
+pub use batch::{Batch, KeyWrite, Mutation, Precondition};
 pub use epoch::{EpochClock, WriteEpoch};
 pub use error::{ConflictReason, StoreError};
 pub use escape::escape_key;

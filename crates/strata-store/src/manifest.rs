@@ -27,13 +27,14 @@
 //!
 //! [`Store`]: crate::Store
 
-use crate::{
-    Backend, Batch, KvRead, Mutation, Precondition, Result, ScanLimits, StoreError, Visit,
-};
+mod watch;
+
+pub use watch::ArmedScope;
+pub(crate) use watch::ManifestWatch;
+
+use crate::{Batch, KvRead, Mutation, Result, ScanLimits, StoreError, Visit};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Every manifest lives under this prefix: `__nx/manifest/<operation>/<scope>`.
 pub const MANIFEST_PREFIX: &[u8] = b"__nx/manifest/";
@@ -45,9 +46,6 @@ pub const MANIFEST_PREFIX: &[u8] = b"__nx/manifest/";
 /// reloads the list and writes again — instead of rescanning `__nx/manifest/` before
 /// every write.
 pub const MANIFEST_EPOCH_KEY: &[u8] = b"__nx/manifest-epoch";
-
-/// How often one write is retried after another process changed the manifests.
-const EPOCH_ATTEMPTS: usize = 8;
 
 /// The manifest format this build writes and reads.
 pub const MANIFEST_FORMAT: u32 = 1;
@@ -307,365 +305,10 @@ pub fn read_manifests<S: KvRead + ?Sized>(store: &S) -> Result<Vec<StoredManifes
     Ok(out)
 }
 
-/// A live manifest as the write path sees it.
-#[derive(Debug)]
-struct Live {
-    id: u64,
-    key: Vec<u8>,
-    prefix: Vec<u8>,
-}
-
-/// The live manifests as loaded, and the epoch they were loaded at (shared stores).
-#[derive(Debug, Default)]
-struct Loaded {
-    live: Vec<Live>,
-    /// The value of [`MANIFEST_EPOCH_KEY`] read before the list (`None`: absent).
-    epoch: Option<Vec<u8>>,
-}
-
-/// A scope armed for certification (see [`ArmedScope`]).
-#[derive(Debug)]
-struct Armed {
-    prefix: Vec<u8>,
-    touched: Arc<AtomicBool>,
-}
-
-/// The write path's view of the live manifests of one store handle (shared by its clones).
-#[derive(Debug, Default)]
-pub(crate) struct ManifestWatch {
-    /// `None` until loaded at the first write (and, on a shared store, after another
-    /// process changed the manifests).
-    live: RwLock<Option<Loaded>>,
-    armed: Mutex<Vec<Armed>>,
-    next_id: AtomicU64,
-}
-
-/// A scope armed for certification: while it lives, an ordinary write under its prefix
-/// marks it touched, and a manifest for that prefix is then dropped from the batch that
-/// would record it. Dropping the guard disarms it.
-#[derive(Debug)]
-pub struct ArmedScope {
-    watch: Arc<ManifestWatch>,
-    touched: Arc<AtomicBool>,
-}
-
-impl ArmedScope {
-    /// True when an ordinary write touched the scope since it was armed.
-    pub fn touched(&self) -> bool {
-        self.touched.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for ArmedScope {
-    fn drop(&mut self) {
-        let mut armed = self.watch.armed.lock().unwrap_or_else(|e| e.into_inner());
-        armed.retain(|a| !Arc::ptr_eq(&a.touched, &self.touched));
-    }
-}
-
-fn is_manifest_mutation(m: &Mutation) -> bool {
-    m.key().starts_with(MANIFEST_PREFIX)
-}
-
-/// `batch` also requiring the manifest epoch `loaded` (pushed after its own
-/// preconditions, so that an observation the batch declared still covers exactly those),
-/// and replacing it with `next`.
-fn with_epoch(mut batch: Batch, loaded: Option<Vec<u8>>, next: Option<Vec<u8>>) -> Batch {
-    batch.push_precondition(match loaded {
-        Some(value) => Precondition::Equals {
-            key: MANIFEST_EPOCH_KEY.to_vec(),
-            value,
-        },
-        None => Precondition::Absent {
-            key: MANIFEST_EPOCH_KEY.to_vec(),
-        },
-    });
-    if let Some(next) = next {
-        batch.push(Mutation::Set {
-            key: MANIFEST_EPOCH_KEY.to_vec(),
-            value: next,
-        });
-    }
-    batch
-}
-
-/// A new epoch value: unique across processes and time (pid, clock, a counter, hashed).
-fn new_epoch() -> Vec<u8> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let mut h = Sha256::new();
-    h.update(std::process::id().to_le_bytes());
-    h.update(nanos.to_le_bytes());
-    h.update(COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
-    h.finalize()[..16].to_vec()
-}
-
-impl ManifestWatch {
-    fn read(&self) -> RwLockReadGuard<'_, Option<Loaded>> {
-        self.live.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn write(&self) -> RwLockWriteGuard<'_, Option<Loaded>> {
-        self.live.write().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn live_entry(&self, key: Vec<u8>, value: &[u8]) -> Option<Live> {
-        let m = Manifest::decode(value).ok()?;
-        Some(Live {
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            key,
-            prefix: m.prefix_bytes(),
-        })
-    }
-
-    /// Loads the live manifests once per handle (again after [`Self::forget`]). On a
-    /// store shared by several processes the epoch is read first, then the list: a list
-    /// at least as new as its epoch.
-    fn load(&self, backend: &dyn Backend, shared: bool) -> Result<()> {
-        if self.read().is_some() {
-            return Ok(());
-        }
-        let mut g = self.write();
-        if g.is_none() {
-            let epoch = if shared {
-                backend.get(MANIFEST_EPOCH_KEY)?
-            } else {
-                None
-            };
-            let mut live = Vec::new();
-            for (key, m) in read_manifests(backend)? {
-                // A manifest that does not decode guards nothing (verify reports it).
-                if let Ok(m) = m {
-                    live.push(Live {
-                        id: self.next_id.fetch_add(1, Ordering::Relaxed),
-                        key,
-                        prefix: m.prefix_bytes(),
-                    });
-                }
-            }
-            *g = Some(Loaded { live, epoch });
-        }
-        Ok(())
-    }
-
-    /// Drops the loaded list: the next write loads it again.
-    fn forget(&self) {
-        *self.write() = None;
-    }
-
-    /// Arms `prefix` (see [`ArmedScope`]).
-    pub(crate) fn arm(self: &Arc<Self>, prefix: &[u8]) -> ArmedScope {
-        let touched = Arc::new(AtomicBool::new(false));
-        self.armed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Armed {
-                prefix: prefix.to_vec(),
-                touched: Arc::clone(&touched),
-            });
-        ArmedScope {
-            watch: Arc::clone(self),
-            touched,
-        }
-    }
-
-    /// Applies `batch` to `backend`, keeping the manifests honest (module docs).
-    ///
-    /// On a store shared by several processes (a backend with a cross-process lease) the
-    /// batch also requires the manifest epoch its handle loaded (and a batch that changes
-    /// manifests replaces it): when another process recorded or dropped manifests since,
-    /// that precondition fails, the handle reloads the list and the batch is applied
-    /// again, now deleting the manifests its writes retire. One-process stores (sled,
-    /// redb, memory) load the list once and never need the epoch.
-    pub(crate) fn apply(&self, backend: &dyn Backend, batch: Batch) -> Result<()> {
-        let shared = backend.cross_process_lease().is_some();
-        if !shared {
-            self.load(backend, false)?;
-            return self.apply_once(backend, batch, false);
-        }
-        let mut batch = batch;
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            self.load(backend, true)?;
-            let last = attempt >= EPOCH_ATTEMPTS;
-            // A copy is kept for a retry (the backend consumes the batch).
-            let this = if last {
-                std::mem::take(&mut batch)
-            } else {
-                batch.clone()
-            };
-            match self.apply_once(backend, this, true) {
-                Err(StoreError::Conflict { key, .. }) if key == MANIFEST_EPOCH_KEY && !last => {
-                    tracing::debug!(
-                        attempt,
-                        "another process changed the manifests; reloading them"
-                    );
-                    self.forget();
-                }
-                other => return other,
-            }
-        }
-    }
-
-    /// [`Self::apply`] handing a batch refused by a failed precondition back
-    /// ([`crate::KvWrite::apply_or_return`]). An ordinary batch on a one-process store
-    /// goes to the backend's own `apply_or_return` (the deletions of the manifests it
-    /// retires, added here, are taken off the batch handed back); the other paths (a
-    /// store shared by several processes, a batch that records or drops manifests)
-    /// rebuild or retry the batch and keep a copy.
-    pub(crate) fn apply_or_return(
-        &self,
-        backend: &dyn Backend,
-        batch: Batch,
-    ) -> std::result::Result<(), crate::Refused> {
-        use crate::Refused;
-        if backend.cross_process_lease().is_some()
-            || batch.mutations().iter().any(is_manifest_mutation)
-        {
-            let copy = (!batch.preconditions().is_empty()).then(|| batch.clone());
-            return self
-                .apply(backend, batch)
-                .map_err(|error| Refused::new(error, copy));
-        }
-        self.load(backend, false)
-            .map_err(|error| Refused::new(error, None))?;
-        let mut batch = batch;
-        let given = batch.mutations().len();
-        let g = self.read();
-        let hits = self.prepare(
-            g.as_ref().map(|l| l.live.as_slice()).unwrap_or_default(),
-            &mut batch,
-        );
-        if let Err(mut refused) = backend.apply_or_return(batch) {
-            if let Some(b) = refused.batch.as_mut() {
-                b.truncate_mutations(given);
-            }
-            return Err(refused);
-        }
-        drop(g);
-        self.retire(&hits);
-        Ok(())
-    }
-
-    /// Forgets the live manifests a committed ordinary batch deleted.
-    fn retire(&self, hits: &[u64]) {
-        if !hits.is_empty() {
-            let mut g = self.write();
-            if let Some(loaded) = g.as_mut() {
-                loaded.live.retain(|l| !hits.contains(&l.id));
-            }
-        }
-    }
-
-    /// One attempt of [`Self::apply`] with the list as loaded (`shared`: with the epoch).
-    fn apply_once(&self, backend: &dyn Backend, mut batch: Batch, shared: bool) -> Result<()> {
-        let writes_manifests = batch.mutations().iter().any(is_manifest_mutation);
-        if !writes_manifests {
-            // An ordinary batch: shared with other ordinary batches.
-            let g = self.read();
-            let loaded = g.as_ref();
-            let hits = self.prepare(
-                loaded.map(|l| l.live.as_slice()).unwrap_or_default(),
-                &mut batch,
-            );
-            if shared {
-                batch = with_epoch(batch, loaded.and_then(|l| l.epoch.clone()), None);
-            }
-            backend.apply(batch)?;
-            drop(g);
-            self.retire(&hits);
-            return Ok(());
-        }
-        // A batch that records or drops manifests: alone, so no ordinary batch can slip
-        // between its checks and its commit.
-        let mut g = self.write();
-        let loaded = g.get_or_insert_with(Loaded::default);
-        let hits = self.prepare(&loaded.live, &mut batch);
-        // Drop a manifest whose armed scope an ordinary write touched meanwhile.
-        let (mut mutations, preconditions) = batch.into_parts();
-        {
-            let armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
-            mutations.retain(|m| match m {
-                Mutation::Set { key, value } if key.starts_with(MANIFEST_PREFIX) => {
-                    let prefix = Manifest::decode(value).ok().map(|m| m.prefix_bytes());
-                    let touched = armed.iter().any(|a| {
-                        Some(&a.prefix) == prefix.as_ref() && a.touched.load(Ordering::SeqCst)
-                    });
-                    if touched {
-                        tracing::warn!(key = %crate::escape_key(key), "a write touched the scope while it was being certified; its manifest is not recorded");
-                    }
-                    !touched
-                }
-                _ => true,
-            });
-        }
-        let mut batch = Batch::new();
-        for p in preconditions {
-            batch.push_precondition(p);
-        }
-        let mut changes = Vec::new();
-        for m in mutations {
-            if is_manifest_mutation(&m) {
-                changes.push(m.clone());
-            }
-            batch.push(m);
-        }
-        let next_epoch = shared.then(new_epoch);
-        if shared {
-            batch = with_epoch(batch, loaded.epoch.clone(), next_epoch.clone());
-        }
-        backend.apply(batch)?;
-        if shared {
-            loaded.epoch = next_epoch;
-        }
-        let live = &mut loaded.live;
-        live.retain(|l| !hits.contains(&l.id));
-        for m in changes {
-            live.retain(|l| l.key != m.key());
-            if let Mutation::Set { key, value } = m {
-                if let Some(entry) = self.live_entry(key, &value) {
-                    live.push(entry);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Adds to `batch` the deletion of every live manifest whose scope it writes (unless
-    /// the batch itself records that manifest) and marks armed scopes it touches. Returns
-    /// the ids of the manifests it deletes.
-    fn prepare(&self, live: &[Live], batch: &mut Batch) -> Vec<u64> {
-        let mut hits = Vec::new();
-        let scoped =
-            |prefix: &[u8], m: &Mutation| !is_manifest_mutation(m) && m.key().starts_with(prefix);
-        for l in live {
-            let sets_it = batch.mutations().iter().any(|m| m.key() == l.key);
-            if !sets_it && batch.mutations().iter().any(|m| scoped(&l.prefix, m)) {
-                hits.push(l.id);
-            }
-        }
-        for l in live.iter().filter(|l| hits.contains(&l.id)) {
-            batch.push(Mutation::Delete { key: l.key.clone() });
-        }
-        let armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
-        if !armed.is_empty() && !batch.mutations().iter().any(is_manifest_mutation) {
-            for a in armed.iter() {
-                if batch.mutations().iter().any(|m| scoped(&a.prefix, m)) {
-                    a.touched.store(true, Ordering::SeqCst);
-                }
-            }
-        }
-        hits
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
+    use super::watch::{new_epoch, with_epoch};
     use super::*;
     use crate::{KvWrite, MemoryStore, Store};
 
@@ -802,6 +445,54 @@ mod tests {
         store.apply(b).unwrap();
         assert!(!armed.touched());
         assert!(store.get(&manifest_key("sweep", "t")).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_single_key_write_retires_manifests_and_touches_armed_scopes_like_a_batch() {
+        use crate::KeyWrite;
+        let store = store_with(3);
+        certify(&store);
+        let key = manifest_key("migrate", "t");
+        // Outside the scope: the manifest stays.
+        store
+            .compare_and_swap(KeyWrite::set(b"u/k".to_vec(), None, b"1".to_vec()))
+            .unwrap();
+        assert!(store.get(&key).unwrap().is_some());
+        // A refused write in the scope retires nothing.
+        let stale = KeyWrite::set(vec![b't', b'/', 0], None, b"x".to_vec());
+        assert!(store.compare_and_swap(stale).unwrap_err().is_conflict());
+        assert!(store.get(&key).unwrap().is_some());
+        // In the scope: retired in the same write.
+        store
+            .compare_and_swap(KeyWrite::set(
+                vec![b't', b'/', 0],
+                Some(vec![0; 3]),
+                b"x".to_vec(),
+            ))
+            .unwrap();
+        assert_eq!(store.get(&key).unwrap(), None);
+        assert_eq!(store.get(&[b't', b'/', 0]).unwrap(), Some(b"x".to_vec()));
+        // An armed scope is touched by a single-key write under its prefix only.
+        let armed = store.arm_manifest_scope(b"t/");
+        store
+            .compare_and_swap(KeyWrite::set(
+                b"u/k".to_vec(),
+                Some(b"1".to_vec()),
+                b"2".to_vec(),
+            ))
+            .unwrap();
+        assert!(!armed.touched());
+        store
+            .compare_and_swap(KeyWrite::delete(vec![b't', b'/', 1], vec![1; 3]))
+            .unwrap();
+        assert!(armed.touched());
+        drop(armed);
+        // Disarmed: a write no longer touches a later armed scope's flag.
+        let again = store.arm_manifest_scope(b"v/");
+        store
+            .compare_and_swap(KeyWrite::set(b"t/new".to_vec(), None, b"1".to_vec()))
+            .unwrap();
+        assert!(!again.touched());
     }
 
     #[test]

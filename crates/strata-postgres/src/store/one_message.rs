@@ -33,7 +33,7 @@ use super::PgStore;
 use crate::error::PgError;
 use crate::pool::{Conn, Failure};
 use std::fmt::Write as _;
-use strata_store::{escape_key, Batch, Mutation, Precondition, StoreError};
+use strata_store::{escape_key, Batch, Mutation, Precondition};
 use tokio_postgres::SimpleQueryMessage;
 
 /// Batches with more key and value bytes than this use the pipelined transaction.
@@ -173,13 +173,11 @@ impl PgStore {
                             })
                         })?),
                     };
-                    if let Some(p) = p {
-                        p.check(current.as_deref())?;
-                    }
-                    return Err(Failure::from(StoreError::Conflict {
-                        key: p.map(|p| p.key().to_vec()).unwrap_or_default(),
-                        reason: strata_store::ConflictReason::Changed,
-                    }));
+                    return Err(super::write::failed_precondition(
+                        preconditions,
+                        position,
+                        current.as_deref(),
+                    ));
                 }
                 _ => {}
             }

@@ -147,20 +147,33 @@ impl PgStore {
         // Nothing was written when a row came back: report the first failed precondition.
         if let Some(row) = failed.first() {
             let position: i64 = row.try_get(0)?;
-            let current: Option<Vec<u8>> = row.try_get(1)?;
-            let p = usize::try_from(position)
-                .ok()
-                .and_then(|i| preconditions.get(i.checked_sub(1)?));
-            if let Some(p) = p {
-                p.check(current.as_deref())?;
-            }
-            return Err(Failure::from(StoreError::Conflict {
-                key: p.map(|p| p.key().to_vec()).unwrap_or_default(),
-                reason: strata_store::ConflictReason::Changed,
-            }));
+            let current: Option<&[u8]> = row.try_get(1)?;
+            return Err(failed_precondition(preconditions, Some(position), current));
         }
         Ok(())
     }
+}
+
+/// The failure of a batch whose conditional write reported a failed precondition: its
+/// 1-based `position` among `preconditions` and the key's `current` value. The error is
+/// the precondition's own (it names the key and what it found), or a conflict on the key.
+pub(super) fn failed_precondition(
+    preconditions: &[Precondition],
+    position: Option<i64>,
+    current: Option<&[u8]>,
+) -> Failure {
+    let p = position
+        .and_then(|i| usize::try_from(i).ok())
+        .and_then(|i| preconditions.get(i.checked_sub(1)?));
+    if let Some(p) = p {
+        if let Err(e) = p.check(current) {
+            return Failure::from(e);
+        }
+    }
+    Failure::from(StoreError::Conflict {
+        key: p.map(|p| p.key().to_vec()).unwrap_or_default(),
+        reason: strata_store::ConflictReason::Changed,
+    })
 }
 
 /// Awaits futures together, polling them in order (so that statements on one connection
@@ -225,16 +238,23 @@ impl KvWrite for PgStore {
         let key_locks = (lock_ids.len() <= MAX_KEY_LOCKS)
             .then_some((lock_ids.as_slice(), lock_modes.as_slice()));
         let fence = self.lease.token();
-        // An ordinary writer's small batch goes in one message (see `one_message`).
-        let one_message = match key_locks {
-            Some(locks) if fence.is_none() && one_message::fits(&batch) => Some(locks),
-            _ => None,
-        };
+        // An ordinary writer's batch (not the lease holder's, not under the table-wide
+        // lock) is one call of the connection's session function (see `function`), or,
+        // on a connection without them, a small one goes in one message (`one_message`).
+        let ordinary = key_locks.filter(|_| fence.is_none());
+        let fits = one_message::fits(&batch);
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let failure = match self.pool.with(async |conn| match one_message {
-                Some(locks) => self.try_apply_one_message(conn, &batch, locks).await,
+            let failure = match self.pool.with(async |conn| match ordinary {
+                Some(locks) => match &conn.stmts.functions {
+                    Some(f) => {
+                        self.try_apply_function(&conn.client, f, &batch, locks)
+                            .await
+                    }
+                    None if fits => self.try_apply_one_message(conn, &batch, locks).await,
+                    None => self.try_apply(conn, &batch, key_locks, fence).await,
+                },
                 None => self.try_apply(conn, &batch, key_locks, fence).await,
             }) {
                 Ok(()) => {

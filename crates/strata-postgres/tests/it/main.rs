@@ -15,6 +15,7 @@ mod lease;
 mod manifest;
 mod model;
 mod tls;
+mod write_paths;
 
 use strata_postgres::{PgOptions, PgStore};
 

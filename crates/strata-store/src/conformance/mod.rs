@@ -21,7 +21,8 @@
 //! The suite covers: byte order (keys with `0x00`/`0xFF` bytes, prefix boundaries), cursor
 //! semantics, record limit, byte budget, oversize records, `prefix_exists`, `get`, atomic
 //! batches, preconditions, duplicate keys, deletes of absent keys, `flush`, concurrent
-//! compare-and-swap, and the in-process write lease.
+//! compare-and-swap, single-key writes ([`KvWrite::compare_and_swap`]) and the in-process
+//! write lease.
 // A test suite: assertions panic by design.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -32,6 +33,7 @@ use std::path::Path;
 
 mod batch;
 mod concurrency;
+mod key;
 mod lease;
 mod point;
 mod scan;
@@ -41,6 +43,9 @@ pub use batch::{
     flush, precondition_absent, precondition_equals, refused_batch_comes_back,
 };
 pub use concurrency::{cas_increments_are_not_lost, concurrent_claim_has_one_winner};
+pub use key::{
+    key_write_compares_and_swaps, key_write_guards_are_checked, key_write_increments_are_not_lost,
+};
 pub use lease::{
     lease_blocks_writer_on_clone, lease_does_not_block_reads, lease_holder_writes_pass,
     try_lease_fails_while_leased, try_lease_fails_while_write_in_flight,
@@ -92,6 +97,9 @@ macro_rules! conformance_tests {
             flush,
             concurrent_claim_has_one_winner,
             cas_increments_are_not_lost,
+            key_write_compares_and_swaps,
+            key_write_guards_are_checked,
+            key_write_increments_are_not_lost,
             lease_blocks_writer_on_clone,
             lease_does_not_block_reads,
             lease_holder_writes_pass,

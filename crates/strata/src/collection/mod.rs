@@ -73,6 +73,9 @@ pub(crate) struct CollectionInner {
     pub(crate) sweeping: Arc<Mutex<HashSet<String>>>,
     /// The data keys of a sealed collection (`None`: documents in clear).
     pub(crate) sealer: Option<crate::seal::LiveSealer>,
+    /// True when the collection holds sealed documents and this handle has no key: it
+    /// refuses every set (a new document would be written in clear beside sealed ones).
+    pub(crate) sealed_without_key: bool,
     /// The bytes of documents this handle wrote last ([`hint`]): a `put` of one of them
     /// needs no read.
     pub(crate) hints: hint::Hints,
@@ -348,7 +351,8 @@ impl<T> Collection<T> {
 
     /// The fence precondition plus every write guard's.
     fn with_guards(&self, fence: Precondition) -> Result<Vec<Precondition>, CollectionError> {
-        // Room for the write's own: the document's and the keyring's.
+        // Room for a sealed write's keyring precondition (the document's own goes with its
+        // key: `KeyWrite`; read-repair's batch adds it too).
         let mut preconditions = Vec::with_capacity(3 + self.inner.guards.len());
         preconditions.push(fence);
         for g in &self.inner.guards {

@@ -5,7 +5,7 @@ use crate::payload::envelope::{Envelope, ENVELOPE_HEADER_LEN};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::cell::Cell;
-use strata_store::{Batch, KvRead, KvWrite, Mutation, Peek, Precondition, StoreError};
+use strata_store::{KeyWrite, KvRead, KvWrite, Peek, StoreError};
 
 /// How many times a write re-reads and retries after losing a compare-and-swap race.
 const MAX_WRITE_ATTEMPTS: usize = 64;
@@ -56,6 +56,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         expect: Expect,
     ) -> Result<Option<u64>, CollectionError> {
         self.check_key(key)?;
+        if value.is_some() && self.inner.sealed_without_key {
+            return Err(self.needs_key(&self.key_of(key)));
+        }
         // The JSON is encoded behind room for the envelope header, so a clear document is
         // written without another copy (a retry after a conflict encodes it again).
         let mut encoded = match value {
@@ -125,7 +128,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             if conflict {
                 return Err(self.conflict(key, expect, found));
             }
-            let (batch, result) = match value {
+            // One key written over what it holds now, plus the guards' preconditions (the
+            // fence's, the write guards', a sealed collection's keyring): no batch.
+            let (write, result) = match value {
                 Some(v) => {
                     if let Some(e) = old_env {
                         if self.inner.upcaster.is_ahead(e.payload_version) {
@@ -149,38 +154,33 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     };
                     self.check_size(key, &full, &bytes)?;
                     written = self.inner.hints.enabled().then(|| bytes.clone());
-                    // The guards' vector has room for the document's and keyring's; the
-                    // mutation's vector is allocated at its size.
-                    let mut preconditions = guarded;
-                    preconditions.push(match old {
-                        Some(value) => Precondition::Equals {
-                            key: full.clone(),
-                            value,
-                        },
-                        None => Precondition::Absent { key: full.clone() },
-                    });
+                    // The guards' vector has room for the keyring's.
+                    let mut guards = guarded;
                     if let Some(s) = &sealer {
-                        preconditions.push(s.keyring_precondition());
+                        guards.push(s.keyring_precondition());
                     }
-                    let set = Mutation::Set {
+                    let write = KeyWrite {
                         key: std::mem::take(&mut full),
-                        value: bytes,
+                        expected: old,
+                        new: Some(bytes),
+                        guards,
                     };
-                    (Batch::from_parts(vec![set], preconditions), Some(lock))
+                    (write, Some(lock))
                 }
                 None => {
                     let Some(old) = old else {
                         return Ok(None);
                     };
-                    (
-                        Batch::from_parts(Vec::with_capacity(1), guarded)
-                            .require_eq(full.clone(), old)
-                            .delete(std::mem::take(&mut full)),
-                        Some(found.unwrap_or(0)),
-                    )
+                    let write = KeyWrite {
+                        key: std::mem::take(&mut full),
+                        expected: Some(old),
+                        new: None,
+                        guards: guarded,
+                    };
+                    (write, Some(found.unwrap_or(0)))
                 }
             };
-            match self.inner.store.apply(batch) {
+            match self.inner.store.compare_and_swap(write) {
                 Ok(()) => {
                     if self.inner.hints.enabled() {
                         match written.take() {

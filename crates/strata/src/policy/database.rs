@@ -167,14 +167,15 @@ impl PolicyLink {
         collection: &str,
         governed: bool,
     ) -> Result<Precondition, PolicyError> {
-        let seen = self
-            .seen_fence
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        if let Some(seen) = seen {
-            if let Ok(p) = self.guard_fence(collection, governed, &seen.doc, seen.raw.clone()) {
-                return Ok(p);
+        {
+            // Checked under the read lock (no reference count taken and dropped per
+            // write); nothing below takes `seen_fence` (`ensure` opens the policy client
+            // only). A refusal is given only after reading the fence again, below.
+            let seen = self.seen_fence.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(seen) = seen.as_deref() {
+                if let Ok(p) = self.guard_fence(collection, governed, &seen.doc, seen.raw.clone()) {
+                    return Ok(p);
+                }
             }
         }
         let (doc, raw) = Fence::read_raw(&self.store)?;

@@ -1,0 +1,312 @@
+//! An ordinary writer's batch as ONE call of a session-local PL/pgSQL function.
+//!
+//! The pipelined transaction of `write.rs` sends `BEGIN`, two lock statements, the
+//! conditional write and `COMMIT` as five statements, each answered on its own; the
+//! one-message batch (`one_message.rs`) sends the three middle ones as one simple-protocol
+//! string of `EXECUTE`s, with the bytes as hex literals the server parses. Both make the
+//! server run three top-level statements per put, and each costs a statement cycle
+//! (bind, portal, snapshot, a flushed answer) of about the executor time of the raw
+//! `INSERT … ON CONFLICT` it is measured against.
+//!
+//! Here every connection creates, once, when it is set up, two functions in its own
+//! temporary schema (`pg_temp`, private to the session and dropped with it):
+//!
+//! * `pg_temp.strata_set_<table>(pre keys, pre values, key, value, lease id, table id,
+//!   lock class, lock ids, lock modes)` for a batch of one set (a put), and
+//! * `pg_temp.strata_write_<table>(pre keys, pre values, set keys, set values, delete
+//!   keys, lease id, table id, lock class, lock ids, lock modes)` for any other batch,
+//!
+//! each doing in order exactly what the one-message batch does — `PERFORM` the store
+//! lease and table locks (shared), `PERFORM` the per-key locks (sorted ids, exclusive for
+//! written keys, shared for required ones), then `RETURN QUERY` the conditional write
+//! ([`sql::conditional_set`] / [`sql::conditional_write`], the same SQL text: the
+//! functions' first parameters are the statement's) — and a batch is ONE prepared
+//! extended-protocol statement `SELECT … FROM pg_temp.strata_set_<table>($1, …)` with
+//! binary parameters: one message, no hex, one statement cycle, like the raw contender.
+//!
+//! Why the guarantees are those of the separate statements:
+//!
+//! * **Fresh snapshot after the locks.** The functions are `VOLATILE`, and under READ
+//!   COMMITTED every SQL command a volatile function runs takes a new snapshot ("STABLE
+//!   and IMMUTABLE functions use a snapshot established as of the start of the calling
+//!   query, whereas VOLATILE functions obtain a fresh snapshot at the start of each query
+//!   they execute", PostgreSQL 15 documentation, 38.7 Function Volatility Categories; and
+//!   13.2.1 Read Committed Isolation Level: "a SELECT query … sees only data committed
+//!   before the query began"). So the conditional write, which starts after the lock
+//!   commands returned, sees every batch committed before its locks were granted (a
+//!   lock holder commits — and becomes visible — before it releases its transaction-scoped
+//!   locks). A single plain SQL statement would NOT do: its one snapshot is taken before
+//!   any lock function inside it waits, so it could miss the commit it waited for. The
+//!   outer `SELECT`'s own snapshot predates the locks too, but it reads nothing but the
+//!   function's result.
+//! * **Same locks, same order** (lease, table, keys in id order), transaction-scoped
+//!   (`pg_advisory_xact_lock*`, 9.27.10 Advisory Lock Functions): released at the end of
+//!   the transaction.
+//! * **One transaction, committed at the end.** Outside `BEGIN`, the extended-protocol
+//!   message sequence up to `Sync` runs as one implicit transaction (55.2.4 Extended Query,
+//!   "Pipelining": it is closed by the `Sync`), committed with the server's default
+//!   durability (`synchronous_commit` as configured; no `SET` in the function). An error
+//!   anywhere (a lock wait timeout, a deadlock, a cancellation) rolls the whole call back
+//!   and reaches the client with its SQLSTATE (the retries and errors of `write.rs` apply
+//!   unchanged).
+//! * **Plans made once per session**: PL/pgSQL caches its statements' plans for the
+//!   session (43.11.2 Plan Caching), generic ones under the session's
+//!   `plan_cache_mode = force_generic_plan`.
+//!
+//! Security and naming: objects in `pg_temp` are visible to their own session only, and
+//! functions there are never found through the search path — the call names
+//! `pg_temp.<function>` explicitly. The name carries the table (a checked identifier of
+//! at most 63 lowercase letters, digits and `_`; a hash of it when the name would be too
+//! long), so stores of different tables never share a function, whichever connection
+//! they run on. The table is looked up through the session's search path when the plan
+//! is made, as the prepared statements' is.
+//!
+//! Fallback: creating the functions needs the `TEMPORARY` privilege on the database
+//! (granted to `PUBLIC` by default) and the `plpgsql` language (installed by default).
+//! When the `CREATE FUNCTION`s fail (one implicit transaction: both or neither), the
+//! connection says so at debug level and keeps the one-message batches
+//! (`one_message.rs`); a connection is never left with one function and not the other.
+//! [`crate::PgOptions::session_functions`] turns the functions off for a store.
+
+use super::PgStore;
+use crate::pool::Failure;
+use crate::sql;
+use strata_store::{Batch, Mutation, Precondition};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Statement};
+
+/// The two functions' calling statements on one connection.
+pub(crate) struct Functions {
+    /// `pg_temp.strata_set_<table>`: a batch of one set.
+    set: Statement,
+    /// `pg_temp.strata_write_<table>`: any other batch.
+    write: Statement,
+}
+
+/// The longest identifier PostgreSQL keeps (`NAMEDATALEN - 1`); longer ones are cut.
+const MAX_IDENT: usize = 63;
+
+/// `<kind>_<table>`, or `<kind>_<hash of the table>` when that would be longer than an
+/// identifier can be (PostgreSQL would cut it, and two tables could then share a name).
+fn function_name(kind: &str, table: &str) -> String {
+    let name = format!("{kind}_{table}");
+    if name.len() <= MAX_IDENT {
+        return name;
+    }
+    let h = crate::keys::fnv1a(&[b"strata-postgres-function", table.as_bytes()]);
+    format!("{kind}_{h:016x}")
+}
+
+/// The `CREATE FUNCTION`s of one connection for `table` (one string: one implicit
+/// transaction, so both are created or neither).
+pub(crate) fn create_sql(table: &str) -> String {
+    // The conditional write's parameters come first (`$1`…`$4` / `$5`), so its SQL is
+    // the prepared statement's text unchanged; then the lock parameters.
+    let set = function_name("strata_set", table);
+    let write = function_name("strata_write", table);
+    format!(
+        "CREATE FUNCTION pg_temp.{set}(bytea[], bytea[], bytea, bytea, int8, int8, int4, int4[], bool[]) \
+         {body_set}; \
+         CREATE FUNCTION pg_temp.{write}(bytea[], bytea[], bytea[], bytea[], bytea[], int8, int8, int4, int4[], bool[]) \
+         {body_write}",
+        body_set = body(5, &sql::conditional_set(table)),
+        body_write = body(6, &sql::conditional_write(table)),
+    )
+}
+
+/// The rest of a `CREATE FUNCTION` whose lock parameters start at `$first` (lease id,
+/// table id, class, ids, modes) and whose result is `write`'s.
+fn body(first: usize, write: &str) -> String {
+    let (lease, table) = (first, first + 1);
+    let keys = sql::lock_keys(first + 2);
+    // `PERFORM` is PL/pgSQL's `SELECT` without a result. No variable is named like a
+    // column (the parameters are positional, the result columns `strata_*`), and
+    // `use_column` settles any doubt for the column.
+    let keys = keys.replacen("SELECT", "PERFORM", 1);
+    format!(
+        "RETURNS TABLE (strata_i int8, strata_cur bytea) LANGUAGE plpgsql VOLATILE AS $strata$\n\
+         #variable_conflict use_column\n\
+         BEGIN\n\
+         PERFORM pg_advisory_xact_lock_shared(${lease}), pg_advisory_xact_lock_shared(${table});\n\
+         {keys};\n\
+         RETURN QUERY {write};\n\
+         END $strata$"
+    )
+}
+
+impl Functions {
+    /// Creates the functions on a fresh connection and prepares their calls; `None` (said
+    /// at debug level) when the server refuses to create them — no `TEMPORARY` privilege,
+    /// no `plpgsql`, a read-only server — so that the connection keeps the one-message
+    /// batches. Lost connections, cancellations and timeouts are errors: those say nothing
+    /// about the server's abilities.
+    pub(crate) async fn create(
+        client: &Client,
+        table: &str,
+    ) -> Result<Option<Self>, tokio_postgres::Error> {
+        if let Err(e) = client.batch_execute(&create_sql(table)).await {
+            if !refused(&e) {
+                return Err(e);
+            }
+            tracing::debug!(
+                %table,
+                error = %e,
+                "cannot create the session functions; this connection sends batches as one message of three statements"
+            );
+            return Ok(None);
+        }
+        let call = |name: String, n: usize| {
+            let params: Vec<String> = (1..=n).map(|i| format!("${i}")).collect();
+            format!(
+                "SELECT strata_i, strata_cur FROM pg_temp.{name}({})",
+                params.join(", ")
+            )
+        };
+        Ok(Some(Functions {
+            set: client
+                .prepare(&call(function_name("strata_set", table), 9))
+                .await?,
+            write: client
+                .prepare(&call(function_name("strata_write", table), 10))
+                .await?,
+        }))
+    }
+}
+
+/// Whether `e`, from the `CREATE FUNCTION`s, means the server will not have them: an
+/// ordinary SQL error (privilege, missing language, read-only transaction, …), not a
+/// lost connection, a fatal error or a cancellation.
+fn refused(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::{Severity, SqlState};
+    let Some(db) = e.as_db_error() else {
+        return false;
+    };
+    db.parsed_severity() == Some(Severity::Error)
+        && *db.code() != SqlState::QUERY_CANCELED
+        && *db.code() != SqlState::ADMIN_SHUTDOWN
+}
+
+impl PgStore {
+    /// One attempt at a batch as one function call (see the module); `functions` are the
+    /// connection's, `key_locks` the sorted lock ids and their exclusive flags.
+    pub(super) async fn try_apply_function(
+        &self,
+        client: &Client,
+        functions: &Functions,
+        batch: &Batch,
+        (ids, modes): (&[i32], &[bool]),
+    ) -> Result<(), Failure> {
+        let preconditions = batch.preconditions();
+        let pre_keys: Vec<&[u8]> = preconditions.iter().map(|p| p.key()).collect();
+        let pre_values: Vec<Option<&[u8]>> = preconditions
+            .iter()
+            .map(|p| match p {
+                Precondition::Equals { value, .. } => Some(value.as_slice()),
+                Precondition::Absent { .. } => None,
+            })
+            .collect();
+        let locks: [&(dyn ToSql + Sync); 5] = [
+            &self.locks.lease,
+            &self.locks.table,
+            &self.locks.class,
+            &ids,
+            &modes,
+        ];
+        let rows = match batch.mutations() {
+            // One set and nothing else (a put): the leaner function.
+            [Mutation::Set { key, value }] => {
+                let (key, value) = (key.as_slice(), value.as_slice());
+                let mut params: Vec<&(dyn ToSql + Sync)> =
+                    vec![&pre_keys, &pre_values, &key, &value];
+                params.extend(locks);
+                client.query(&functions.set, &params).await?
+            }
+            mutations => {
+                let mut set_keys: Vec<&[u8]> = Vec::new();
+                let mut set_values: Vec<&[u8]> = Vec::new();
+                let mut deletes: Vec<&[u8]> = Vec::new();
+                for m in mutations {
+                    match m {
+                        Mutation::Set { key, value } => {
+                            set_keys.push(key);
+                            set_values.push(value);
+                        }
+                        Mutation::Delete { key } => deletes.push(key),
+                    }
+                }
+                let mut params: Vec<&(dyn ToSql + Sync)> =
+                    vec![&pre_keys, &pre_values, &set_keys, &set_values, &deletes];
+                params.extend(locks);
+                client.query(&functions.write, &params).await?
+            }
+        };
+        // Nothing was written when a row came back: the first failed precondition.
+        match rows.first() {
+            None => Ok(()),
+            Some(row) => {
+                let position: i64 = row.try_get(0)?;
+                let current: Option<&[u8]> = row.try_get(1)?;
+                Err(super::write::failed_precondition(
+                    preconditions,
+                    Some(position),
+                    current,
+                ))
+            }
+        }
+    }
+}
+
+impl PgStore {
+    /// Whether a connection of this store (an idle one, or a new one) has the session
+    /// functions, i.e. sends an ordinary writer's batches as one function call. For tests
+    /// of the fallback.
+    #[cfg(feature = "testing")]
+    pub fn session_functions_in_use(&self) -> strata_store::Result<bool> {
+        self.pool
+            .with(async |conn| Ok(conn.stmts.functions.is_some()))
+            .map_err(|e| self.error(e, "connect"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_carry_the_table_and_fit_an_identifier() {
+        assert_eq!(
+            function_name("strata_set", "accounts"),
+            "strata_set_accounts"
+        );
+        let long = "t".repeat(63);
+        let a = function_name("strata_write", &long);
+        let b = function_name("strata_write", &"u".repeat(63));
+        assert!(a.len() <= MAX_IDENT && b.len() <= MAX_IDENT, "{a} {b}");
+        assert_ne!(a, b);
+        // Just fitting: the table itself.
+        let fits = "x".repeat(MAX_IDENT - "strata_write_".len());
+        assert_eq!(
+            function_name("strata_write", &fits),
+            format!("strata_write_{fits}")
+        );
+    }
+
+    #[test]
+    fn the_body_takes_the_locks_then_runs_the_write_unchanged() {
+        let sql = create_sql("accounts");
+        let set = sql::conditional_set("accounts");
+        assert!(sql.contains(&format!("RETURN QUERY {set};")), "{sql}");
+        let lease = sql.find("pg_advisory_xact_lock_shared($5), pg_advisory_xact_lock_shared($6)");
+        let keys = sql.find("PERFORM count(CASE WHEN x THEN pg_advisory_xact_lock($7::int4, id)");
+        let write = sql.find("RETURN QUERY");
+        assert!(lease < keys && keys < write && lease.is_some(), "{sql}");
+        assert!(sql.contains("FROM unnest($8::int4[], $9::bool[])"), "{sql}");
+        // The general write: locks from $6.
+        assert!(sql.contains("pg_advisory_xact_lock_shared($6), pg_advisory_xact_lock_shared($7)"));
+        assert!(
+            sql.contains("FROM unnest($9::int4[], $10::bool[])"),
+            "{sql}"
+        );
+        assert_eq!(sql.matches("VOLATILE").count(), 2);
+    }
+}
