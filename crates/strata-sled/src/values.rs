@@ -143,7 +143,10 @@ impl Stripe {
             // The common case (a key written again): one lookup, the entry's key kept.
             self.bytes = self.bytes - cost(&key, slot) + new;
             *slot = value;
-            self.shrink(bounds, &key, 0);
+            if self.bytes > bounds.bytes {
+                // (The entry count did not change.)
+                self.shrink(bounds, &key, 0);
+            }
         } else {
             self.shrink(bounds, &key, new);
             self.bytes += new;
@@ -154,6 +157,8 @@ impl Stripe {
     /// Drops arbitrary entries other than `keep` until `adding` more bytes (and, when
     /// adding, one more entry) fit the bounds. Clones a key per dropped entry: only under
     /// pressure. The entry being recorded alone always fits (checked by the caller).
+    #[cold]
+    #[inline(never)]
     fn shrink(&mut self, bounds: Bounds, keep: &[u8], adding: usize) {
         let extra = usize::from(adding > 0);
         while self.map.len() + extra > bounds.entries || self.bytes + adding > bounds.bytes {

@@ -53,7 +53,7 @@ pub enum StoreError {
         path: PathBuf,
     },
     /// The datastore does not exist and the caller asked not to create it.
-    #[error("datastore `{}` does not exist; check the path (it is not created when opening for reading)", .path.display())]
+    #[error("datastore `{}` does not exist; check the path (a store is never created by opening it to read or migrate)", .path.display())]
     NotFound {
         /// The datastore path.
         path: PathBuf,

@@ -59,6 +59,7 @@ impl Hints {
     }
 
     /// Whether this handle keeps hints at all.
+    #[inline]
     pub(crate) fn enabled(&self) -> bool {
         self.enabled
     }
@@ -69,10 +70,16 @@ impl Hints {
     }
 
     /// The bytes this handle last wrote under `key`, if it remembers them.
+    #[inline]
     pub(crate) fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
         if !self.enabled {
             return None;
         }
+        self.lookup(key)
+    }
+
+    #[inline(never)]
+    fn lookup(&self, key: &[u8]) -> Option<Vec<u8>> {
         self.lock().docs.get(key).cloned()
     }
 

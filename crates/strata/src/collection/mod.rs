@@ -81,6 +81,230 @@ pub(crate) struct CollectionInner {
     pub(crate) hints: hint::Hints,
 }
 
+// The errors of the read and write paths, built out of their line and shared by every
+// document type (not generic).
+impl CollectionInner {
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn store_error(&self, e: strata_store::StoreError) -> CollectionError {
+        CollectionError::store(&self.name, e)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn policy_error(&self, e: crate::policy::PolicyError) -> CollectionError {
+        CollectionError::policy(&self.name, e)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn too_large(&self, key: &str, size: usize) -> CollectionError {
+        CollectionError::DocumentTooLarge {
+            collection: self.name.clone(),
+            key: key.to_string(),
+            size,
+            limit: MAX_DOCUMENT_BYTES,
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn empty_key(&self) -> CollectionError {
+        CollectionError::InvalidKey {
+            collection: self.name.clone(),
+            key: String::new(),
+            reason: "a document key must not be empty".into(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn encode_error(&self, key: &str, reason: String) -> CollectionError {
+        CollectionError::Encode {
+            collection: self.name.clone(),
+            key: key.to_string(),
+            reason,
+        }
+    }
+}
+
+// The parts of the write path that do not depend on the document type: one copy for
+// every `Collection<T>` (its methods of the same names delegate here).
+impl CollectionInner {
+    /// The payload version this build writes (1 + the number of steps).
+    pub(crate) fn current_version(&self) -> i32 {
+        self.upcaster.chain().current_version()
+    }
+
+    /// The full store key of a document.
+    pub(crate) fn key_of(&self, key: &str) -> Vec<u8> {
+        // `layout::doc_key` of the collection, from its prefix (`doc_prefix`): two copies.
+        let prefix = self.prefix.as_slice();
+        let mut full = Vec::with_capacity(prefix.len() + key.len());
+        full.extend_from_slice(prefix);
+        full.extend_from_slice(key.as_bytes());
+        full
+    }
+
+    /// The clear envelope header of a stored value (clear or sealed: readable without the
+    /// key).
+    pub(crate) fn header_of(&self, key: &str, bytes: &[u8]) -> Result<Envelope, CollectionError> {
+        match crate::seal::peek(bytes) {
+            Some((env, _)) => Ok(env),
+            None => envelope::decode(bytes)
+                .map(|(env, _)| env)
+                .map_err(|e| self.corrupted(key, e.to_string())),
+        }
+    }
+
+    /// The current snapshot of the collection's keys (`None`: a clear collection). A
+    /// sealed write seals with one snapshot and carries its keyring precondition.
+    pub(crate) fn sealer_now(&self) -> Option<crate::seal::Sealer> {
+        self.sealer.as_ref().map(crate::seal::LiveSealer::current)
+    }
+
+    /// Re-reads the keyring after a conflict (see [`crate::seal::LiveSealer::refresh`]).
+    pub(crate) fn refresh_sealer(&self) -> Result<Option<crate::seal::Sealer>, CollectionError> {
+        match &self.sealer {
+            None => Ok(None),
+            Some(live) => {
+                live.refresh(&self.store)
+                    .map(Some)
+                    .map_err(|source| CollectionError::Seal {
+                        collection: self.name.clone(),
+                        source,
+                    })
+            }
+        }
+    }
+
+    /// Encodes a document value at `env`: sealed for a sealed collection.
+    pub(crate) fn encode_value(
+        &self,
+        full_key: &[u8],
+        env: Envelope,
+        json: &[u8],
+        sealer: Option<&crate::seal::Sealer>,
+    ) -> Result<Vec<u8>, CollectionError> {
+        match sealer {
+            None => Ok(envelope::encode(env, json)),
+            Some(s) => crate::seal::seal_document(s, full_key, self.table_id, env, json).map_err(
+                |source| CollectionError::Seal {
+                    collection: self.name.clone(),
+                    source,
+                },
+            ),
+        }
+    }
+
+    /// Refuses a document record the default read budgets could not read back
+    /// ([`MAX_DOCUMENT_BYTES`]).
+    pub(crate) fn check_size(
+        &self,
+        key: &str,
+        full_key: &[u8],
+        value: &[u8],
+    ) -> Result<(), CollectionError> {
+        let size = full_key.len().saturating_add(value.len());
+        if size > MAX_DOCUMENT_BYTES {
+            return Err(self.too_large(key, size));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_key(&self, key: &str) -> Result<(), CollectionError> {
+        if key.is_empty() {
+            return Err(self.empty_key());
+        }
+        Ok(())
+    }
+
+    /// Runs the policy's check (fence, generation, strategy verdict) and every write
+    /// guard; returns the preconditions the write's batch must carry so
+    /// that the guards' verdicts still hold when it commits.
+    pub(crate) fn check_guards(&self) -> Result<Vec<Precondition>, CollectionError> {
+        let fence = self
+            .policy
+            .guard_write(&self.name, self.governed)
+            .map_err(|e| CollectionError::policy(&self.name, e))?;
+        self.with_guards(fence)
+    }
+
+    /// [`Collection::check_guards`] for the write path: the fence check uses the fence
+    /// record this handle last read (exact all the same: the batch requires its bytes; on a
+    /// conflict the caller drops it with `policy.forget_fence()` and checks again).
+    pub(crate) fn check_guards_seen(&self) -> Result<Vec<Precondition>, CollectionError> {
+        let fence = self
+            .policy
+            .guard_write_seen(&self.name, self.governed)
+            .map_err(|e| self.policy_error(e))?;
+        self.with_guards(fence)
+    }
+
+    /// The fence precondition plus every write guard's.
+    fn with_guards(&self, fence: Precondition) -> Result<Vec<Precondition>, CollectionError> {
+        // Room for a sealed write's keyring precondition (the document's own goes with its
+        // key: `KeyWrite`; read-repair's batch adds it too).
+        let mut preconditions = Vec::with_capacity(3 + self.guards.len());
+        preconditions.push(fence);
+        for g in &self.guards {
+            preconditions.extend(
+                g.guard_write(&self.name)
+                    .map_err(|error| self.guard_refusal(error))?,
+            );
+        }
+        Ok(preconditions)
+    }
+
+    /// A guard's error as a collection error: a policy refusal stays typed.
+    pub(crate) fn guard_refusal(&self, error: GuardError) -> CollectionError {
+        match error.downcast::<crate::policy::PolicyError>() {
+            Ok(e) => match *e {
+                crate::policy::PolicyError::Refused { collection, reason } => {
+                    CollectionError::Refused { collection, reason }
+                }
+                other => CollectionError::Guard {
+                    collection: self.name.clone(),
+                    error: Box::new(other),
+                },
+            },
+            Err(error) => CollectionError::Guard {
+                collection: self.name.clone(),
+                error,
+            },
+        }
+    }
+
+    pub(crate) fn get_raw(&self, full_key: &[u8]) -> Result<Option<Vec<u8>>, CollectionError> {
+        self.store.get(full_key).map_err(|e| self.store_error(e))
+    }
+
+    pub(crate) fn corrupted(&self, key: &str, reason: String) -> CollectionError {
+        CollectionError::Corrupted {
+            collection: self.name.clone(),
+            key: key.to_string(),
+            reason,
+        }
+    }
+
+    pub(crate) fn warn_ahead(&self, key: &str, stored: i32) {
+        let first = self
+            .ahead_warned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(self.name.clone());
+        if first {
+            tracing::warn!(
+                collection = %self.name,
+                key = %strata_store::escape_key(key.as_bytes()),
+                stored,
+                current = self.current_version(),
+                "refusing to overwrite a document written by a newer build; this instance is read-only for such documents until it is upgraded (logged once per collection)"
+            );
+        }
+    }
+}
+
 /// A typed collection handle. Cheap to clone; clones share the declaration.
 pub struct Collection<T> {
     pub(crate) inner: Arc<CollectionInner>,
@@ -131,7 +355,7 @@ impl<T> Collection<T> {
 
     /// The payload version this build writes (1 + the number of steps).
     pub fn current_version(&self) -> i32 {
-        self.inner.upcaster.chain().current_version()
+        self.inner.current_version()
     }
 
     /// True when the collection declares at least one upcast step.
@@ -156,12 +380,7 @@ impl<T> Collection<T> {
 
     /// The full store key of a document.
     pub fn key_of(&self, key: &str) -> Vec<u8> {
-        // `layout::doc_key` of the collection, from its prefix (`doc_prefix`): two copies.
-        let prefix = self.inner.prefix.as_slice();
-        let mut full = Vec::with_capacity(prefix.len() + key.len());
-        full.extend_from_slice(prefix);
-        full.extend_from_slice(key.as_bytes());
-        full
+        self.inner.key_of(key)
     }
 
     /// The envelope of a stored document — payload and lock version — read without
@@ -174,15 +393,8 @@ impl<T> Collection<T> {
         self.header_of(key, &bytes).map(Some)
     }
 
-    /// The clear envelope header of a stored value (clear or sealed: readable without the
-    /// key).
     pub(crate) fn header_of(&self, key: &str, bytes: &[u8]) -> Result<Envelope, CollectionError> {
-        match crate::seal::peek(bytes) {
-            Some((env, _)) => Ok(env),
-            None => envelope::decode(bytes)
-                .map(|(env, _)| env)
-                .map_err(|e| self.corrupted(key, e.to_string())),
-        }
+        self.inner.header_of(key, bytes)
     }
 
     /// The clear form (envelope format 1) of a stored value: a sealed one authenticated
@@ -252,168 +464,41 @@ impl<T> Collection<T> {
             })
     }
 
-    /// The current snapshot of the collection's keys (`None`: a clear collection). A
-    /// sealed write seals with one snapshot and carries its keyring precondition.
     pub(crate) fn sealer_now(&self) -> Option<crate::seal::Sealer> {
-        self.inner
-            .sealer
-            .as_ref()
-            .map(crate::seal::LiveSealer::current)
+        self.inner.sealer_now()
     }
 
-    /// Re-reads the keyring after a conflict (see [`crate::seal::LiveSealer::refresh`]).
     pub(crate) fn refresh_sealer(&self) -> Result<Option<crate::seal::Sealer>, CollectionError> {
-        match &self.inner.sealer {
-            None => Ok(None),
-            Some(live) => {
-                live.refresh(&self.inner.store)
-                    .map(Some)
-                    .map_err(|source| CollectionError::Seal {
-                        collection: self.inner.name.clone(),
-                        source,
-                    })
-            }
-        }
+        self.inner.refresh_sealer()
     }
 
-    /// Encodes a document value at `env`: sealed for a sealed collection.
-    pub(crate) fn encode_value(
-        &self,
-        full_key: &[u8],
-        env: Envelope,
-        json: &[u8],
-        sealer: Option<&crate::seal::Sealer>,
-    ) -> Result<Vec<u8>, CollectionError> {
-        match sealer {
-            None => Ok(envelope::encode(env, json)),
-            Some(s) => crate::seal::seal_document(s, full_key, self.inner.table_id, env, json)
-                .map_err(|source| CollectionError::Seal {
-                    collection: self.inner.name.clone(),
-                    source,
-                }),
-        }
-    }
-
-    /// Refuses a document record the default read budgets could not read back
-    /// ([`MAX_DOCUMENT_BYTES`]).
     pub(crate) fn check_size(
         &self,
         key: &str,
         full_key: &[u8],
         value: &[u8],
     ) -> Result<(), CollectionError> {
-        let size = full_key.len().saturating_add(value.len());
-        if size > MAX_DOCUMENT_BYTES {
-            return Err(CollectionError::DocumentTooLarge {
-                collection: self.inner.name.clone(),
-                key: key.to_string(),
-                size,
-                limit: MAX_DOCUMENT_BYTES,
-            });
-        }
-        Ok(())
+        self.inner.check_size(key, full_key, value)
     }
 
     pub(crate) fn check_key(&self, key: &str) -> Result<(), CollectionError> {
-        if key.is_empty() {
-            return Err(CollectionError::InvalidKey {
-                collection: self.inner.name.clone(),
-                key: key.to_string(),
-                reason: "a document key must not be empty".into(),
-            });
-        }
-        Ok(())
+        self.inner.check_key(key)
     }
 
-    /// Runs the policy's check (fence, generation, strategy verdict) and every write
-    /// guard; returns the preconditions the write's batch must carry so
-    /// that the guards' verdicts still hold when it commits.
     pub(crate) fn check_guards(&self) -> Result<Vec<Precondition>, CollectionError> {
-        let fence = self
-            .inner
-            .policy
-            .guard_write(&self.inner.name, self.inner.governed)
-            .map_err(|e| CollectionError::policy(&self.inner.name, e))?;
-        self.with_guards(fence)
+        self.inner.check_guards()
     }
 
-    /// [`Collection::check_guards`] for the write path: the fence check uses the fence
-    /// record this handle last read (exact all the same: the batch requires its bytes; on a
-    /// conflict the caller drops it with `policy.forget_fence()` and checks again).
-    pub(crate) fn check_guards_seen(&self) -> Result<Vec<Precondition>, CollectionError> {
-        let fence = self
-            .inner
-            .policy
-            .guard_write_seen(&self.inner.name, self.inner.governed)
-            .map_err(|e| CollectionError::policy(&self.inner.name, e))?;
-        self.with_guards(fence)
-    }
-
-    /// The fence precondition plus every write guard's.
-    fn with_guards(&self, fence: Precondition) -> Result<Vec<Precondition>, CollectionError> {
-        // Room for a sealed write's keyring precondition (the document's own goes with its
-        // key: `KeyWrite`; read-repair's batch adds it too).
-        let mut preconditions = Vec::with_capacity(3 + self.inner.guards.len());
-        preconditions.push(fence);
-        for g in &self.inner.guards {
-            preconditions.extend(
-                g.guard_write(&self.inner.name)
-                    .map_err(|error| self.guard_refusal(error))?,
-            );
-        }
-        Ok(preconditions)
-    }
-
-    /// A guard's error as a collection error: a policy refusal stays typed.
     pub(crate) fn guard_refusal(&self, error: GuardError) -> CollectionError {
-        match error.downcast::<crate::policy::PolicyError>() {
-            Ok(e) => match *e {
-                crate::policy::PolicyError::Refused { collection, reason } => {
-                    CollectionError::Refused { collection, reason }
-                }
-                other => CollectionError::Guard {
-                    collection: self.inner.name.clone(),
-                    error: Box::new(other),
-                },
-            },
-            Err(error) => CollectionError::Guard {
-                collection: self.inner.name.clone(),
-                error,
-            },
-        }
+        self.inner.guard_refusal(error)
     }
 
     pub(crate) fn get_raw(&self, full_key: &[u8]) -> Result<Option<Vec<u8>>, CollectionError> {
-        self.inner
-            .store
-            .get(full_key)
-            .map_err(|e| CollectionError::store(&self.inner.name, e))
+        self.inner.get_raw(full_key)
     }
 
     pub(crate) fn corrupted(&self, key: &str, reason: String) -> CollectionError {
-        CollectionError::Corrupted {
-            collection: self.inner.name.clone(),
-            key: key.to_string(),
-            reason,
-        }
-    }
-
-    pub(crate) fn warn_ahead(&self, key: &str, stored: i32) {
-        let first = self
-            .inner
-            .ahead_warned
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(self.inner.name.clone());
-        if first {
-            tracing::warn!(
-                collection = %self.inner.name,
-                key = %strata_store::escape_key(key.as_bytes()),
-                stored,
-                current = self.current_version(),
-                "refusing to overwrite a document written by a newer build; this instance is read-only for such documents until it is upgraded (logged once per collection)"
-            );
-        }
+        self.inner.corrupted(key, reason)
     }
 
     /// The one row rewrite of this collection (see [`rewrite`]).

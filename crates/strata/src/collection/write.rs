@@ -1,6 +1,6 @@
 //! The one write path: put, insert, update and delete.
 
-use super::{Collection, CollectionError, Expect};
+use super::{Collection, CollectionError, CollectionInner, Expect};
 use crate::payload::envelope::{Envelope, ENVELOPE_HEADER_LEN};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -47,8 +47,10 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             .map(|_| ())
     }
 
-    /// The one write path. Returns the new lock version of a set, or (for a delete) the
-    /// lock version the deleted document had (`None`: nothing to delete).
+    /// The typed part of the one write path: the key's check and the document's JSON;
+    /// the rest is shared by every document type ([`CollectionInner::write_json`]).
+    /// Returns the new lock version of a set, or (for a delete) the lock version the
+    /// deleted document had (`None`: nothing to delete).
     fn write(
         &self,
         key: &str,
@@ -57,22 +59,67 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
     ) -> Result<Option<u64>, CollectionError> {
         self.check_key(key)?;
         if value.is_some() && self.inner.sealed_without_key {
-            return Err(self.needs_key(&self.key_of(key)));
+            return Err(self.inner.needs_key(&self.inner.key_of(key)));
         }
+        match value {
+            Some(v) => {
+                let json = self.encode_json(key, v)?;
+                self.inner
+                    .write_json(key, Some((json, &|| self.encode_json(key, v))), expect)
+            }
+            None => self.inner.write_json(key, None, expect),
+        }
+    }
+
+    /// The JSON of `value` behind [`ENVELOPE_HEADER_LEN`] zero bytes (room for the
+    /// envelope header).
+    fn encode_json(&self, key: &str, value: &T) -> Result<Vec<u8>, CollectionError> {
+        // Sized like the last document this thread encoded (plus an eighth), so a steady
+        // stream of similar documents is encoded without growing the buffer.
+        let mut json = Vec::with_capacity(JSON_SIZE_HINT.with(Cell::get));
+        json.resize(ENVELOPE_HEADER_LEN, 0);
+        serde_json::to_writer(&mut json, value)
+            .map_err(|e| self.inner.encode_error(key, e.to_string()))?;
+        JSON_SIZE_HINT.with(|h| h.set((json.len() + json.len() / 8).clamp(128, 64 << 10)));
+        if json.get(ENVELOPE_HEADER_LEN) != Some(&b'{') {
+            return Err(self
+                .inner
+                .encode_error(key, "the value does not serialize to a JSON object".into()));
+        }
+        Ok(json)
+    }
+}
+
+/// Encodes a write's document again (a retry after a conflict: the first buffer went
+/// into the refused write).
+type Reencode<'a> = &'a dyn Fn() -> Result<Vec<u8>, CollectionError>;
+
+// The write path after encoding: not generic, one copy for every document type.
+impl CollectionInner {
+    /// The one write path, after the document was encoded: `set` is its JSON (behind
+    /// room for the envelope header) and how to encode it again; `None` deletes. See
+    /// [`Collection::write`].
+    fn write_json(
+        &self,
+        key: &str,
+        set: Option<(Vec<u8>, Reencode<'_>)>,
+        expect: Expect,
+    ) -> Result<Option<u64>, CollectionError> {
         // The JSON is encoded behind room for the envelope header, so a clear document is
         // written without another copy (a retry after a conflict encodes it again).
-        let mut encoded = match value {
-            Some(v) => Some(self.encode_json(key, v)?),
-            None => None,
+        let (mut encoded, reencode) = match set {
+            Some((json, reencode)) => (Some(json), Some(reencode)),
+            None => (None, None),
         };
-        // The batch takes this key (its other copy is the precondition's); a retry after a
-        // conflict builds it again.
+        let is_set = reencode.is_some();
+        // The write takes this key (its only copy: `KeyWrite`); a retry after a conflict
+        // gets it back from the conflict or builds it again.
         let mut full = self.key_of(key);
         let mut found = None;
         // A set that may create the document may try "absent" first when the store cannot
         // tell the current value without reading it (`Peek::Unread`): a conflict on the
         // document's key then leaves its value where the next attempt's read is cheap.
-        let mut may_guess = value.is_some() && matches!(expect, Expect::Any | Expect::Absent);
+        let mut may_guess = is_set && matches!(expect, Expect::Any | Expect::Absent);
         // The bytes a set writes, remembered as this handle's hint once it committed.
         let mut written: Option<Vec<u8>> = None;
         for _ in 0..MAX_WRITE_ATTEMPTS {
@@ -88,8 +135,8 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             // A put of a document this handle wrote last takes the bytes it wrote as the
             // precondition instead of reading them (see `hint`: a stale hint only fails
             // the batch, which then reads).
-            let hinted = match (value, expect) {
-                (Some(_), Expect::Any) => self.inner.hints.get(&full),
+            let hinted = match (is_set, expect) {
+                (true, Expect::Any) => self.hints.get(&full),
                 _ => None,
             };
             let old = if let Some(bytes) = hinted {
@@ -97,20 +144,20 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 may_guess = false;
                 Some(bytes)
             } else if std::mem::take(&mut may_guess) {
-                match self.inner.store.peek(&full) {
+                match self.store.peek(&full) {
                     Ok(Peek::Value(v)) => v,
                     Ok(Peek::Unread) => {
                         guessed = true;
                         None
                     }
-                    Err(e) => return Err(CollectionError::store(&self.inner.name, e)),
+                    Err(e) => return Err(self.store_error(e)),
                 }
             } else {
                 self.get_raw(&full)?
             };
             let old_env = match &old {
-                Some(b) if value.is_some() => {
-                    if self.inner.sealer.is_none() && crate::seal::peek(b).is_some_and(|(_, s)| s) {
+                Some(b) if is_set => {
+                    if self.sealer.is_none() && crate::seal::peek(b).is_some_and(|(_, s)| s) {
                         // A clear handle never overwrites a sealed document in clear.
                         return Err(self.needs_key(&full));
                     }
@@ -130,10 +177,10 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             }
             // One key written over what it holds now, plus the guards' preconditions (the
             // fence's, the write guards', a sealed collection's keyring): no batch.
-            let (write, result) = match value {
-                Some(v) => {
+            let (write, result) = match reencode {
+                Some(reencode) => {
                     if let Some(e) = old_env {
-                        if self.inner.upcaster.is_ahead(e.payload_version) {
+                        if self.upcaster.is_ahead(e.payload_version) {
                             return Err(self.ahead(key, e.payload_version));
                         }
                     }
@@ -141,7 +188,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     let env = Envelope::new(self.current_version(), lock);
                     let mut buf = match encoded.take() {
                         Some(buf) => buf,
-                        None => self.encode_json(key, v)?,
+                        None => reencode()?,
                     };
                     let bytes = match &sealer {
                         None => {
@@ -153,7 +200,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                         }
                     };
                     self.check_size(key, &full, &bytes)?;
-                    written = self.inner.hints.enabled().then(|| bytes.clone());
+                    written = self.hints.enabled().then(|| bytes.clone());
                     // The guards' vector has room for the keyring's.
                     let mut guards = guarded;
                     if let Some(s) = &sealer {
@@ -180,19 +227,19 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     (write, Some(found.unwrap_or(0)))
                 }
             };
-            match self.inner.store.compare_and_swap(write) {
+            match self.store.compare_and_swap(write) {
                 Ok(()) => {
-                    if self.inner.hints.enabled() {
+                    if self.hints.enabled() {
                         match written.take() {
-                            Some(bytes) => self.inner.hints.remember(self.key_of(key), bytes),
-                            None => self.inner.hints.forget(&self.key_of(key)),
+                            Some(bytes) => self.hints.remember(self.key_of(key), bytes),
+                            None => self.hints.forget(&self.key_of(key)),
                         }
                     }
                     return Ok(result);
                 }
                 Err(StoreError::Conflict { key: k, .. })
                     if guessed
-                        && k.strip_prefix(self.inner.prefix.as_slice()) == Some(key.as_bytes()) =>
+                        && k.strip_prefix(self.prefix.as_slice()) == Some(key.as_bytes()) =>
                 {
                     // The guess was wrong (the document exists): the next attempt reads it
                     // (the fence and the keyring were not what failed).
@@ -201,16 +248,16 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 }
                 Err(e) if e.is_conflict() => {
                     // The hint (if one was used) may be what is stale: read next time.
-                    if self.inner.hints.enabled() {
-                        self.inner.hints.forget(&self.key_of(key));
+                    if self.hints.enabled() {
+                        self.hints.forget(&self.key_of(key));
                     }
                     // The fence or the keyring (a rotation began or finished) may be
                     // what changed: read them again.
-                    self.inner.policy.forget_fence();
+                    self.policy.forget_fence();
                     self.refresh_sealer()?;
                     continue;
                 }
-                Err(e) => return Err(CollectionError::store(&self.inner.name, e)),
+                Err(e) => return Err(self.store_error(e)),
             }
         }
         Err(self.conflict(key, expect, found))
@@ -222,7 +269,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
     #[inline(never)]
     fn conflict(&self, key: &str, expected: Expect, found: Option<u64>) -> CollectionError {
         CollectionError::Conflict {
-            collection: self.inner.name.clone(),
+            collection: self.name.clone(),
             key: key.to_string(),
             expected,
             found,
@@ -234,7 +281,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
     fn ahead(&self, key: &str, stored: i32) -> CollectionError {
         self.warn_ahead(key, stored);
         CollectionError::AheadOfBuild {
-            collection: self.inner.name.clone(),
+            collection: self.name.clone(),
             key: key.to_string(),
             stored,
             current: self.current_version(),
@@ -245,31 +292,8 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
     #[inline(never)]
     fn needs_key(&self, full: &[u8]) -> CollectionError {
         CollectionError::Seal {
-            collection: self.inner.name.clone(),
+            collection: self.name.clone(),
             source: crate::seal::SealError::NeedsKey { key: full.to_vec() },
         }
-    }
-
-    /// The JSON of `value` behind [`ENVELOPE_HEADER_LEN`] zero bytes (room for the
-    /// envelope header).
-    fn encode_json(&self, key: &str, value: &T) -> Result<Vec<u8>, CollectionError> {
-        // Sized like the last document this thread encoded (plus an eighth), so a steady
-        // stream of similar documents is encoded without growing the buffer.
-        let mut json = Vec::with_capacity(JSON_SIZE_HINT.with(Cell::get));
-        json.resize(ENVELOPE_HEADER_LEN, 0);
-        serde_json::to_writer(&mut json, value).map_err(|e| CollectionError::Encode {
-            collection: self.inner.name.clone(),
-            key: key.to_string(),
-            reason: e.to_string(),
-        })?;
-        JSON_SIZE_HINT.with(|h| h.set((json.len() + json.len() / 8).clamp(128, 64 << 10)));
-        if json.get(ENVELOPE_HEADER_LEN) != Some(&b'{') {
-            return Err(CollectionError::Encode {
-                collection: self.inner.name.clone(),
-                key: key.to_string(),
-                reason: "the value does not serialize to a JSON object".into(),
-            });
-        }
-        Ok(json)
     }
 }

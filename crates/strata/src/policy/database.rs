@@ -173,7 +173,18 @@ impl PolicyLink {
             // only). A refusal is given only after reading the fence again, below.
             let seen = self.seen_fence.read().unwrap_or_else(|e| e.into_inner());
             if let Some(seen) = seen.as_deref() {
-                if let Ok(p) = self.guard_fence(collection, governed, &seen.doc, seen.raw.clone()) {
+                // A handle without a policy client writing a collection not under policy:
+                // `guard_fence` is `check_fence` and the precondition (inline, the
+                // commonest write).
+                if !governed && self.policy.get().is_none() {
+                    if seen.doc.generation <= self.opened_generation
+                        && !seen.doc.is_pending(collection)
+                    {
+                        return Ok(fence_precondition(seen.raw.clone()));
+                    }
+                } else if let Ok(p) =
+                    self.guard_fence(collection, governed, &seen.doc, seen.raw.clone())
+                {
                     return Ok(p);
                 }
             }
