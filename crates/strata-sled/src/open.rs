@@ -257,7 +257,7 @@ fn open_error(path: &Path, e: sled::Error) -> StoreError {
     } else if let sled::Error::Corruption { .. } = e {
         StoreError::Damaged {
             path: path.to_path_buf(),
-            reason: format!("sled found corrupted data in its log or snapshot ({e}); restore the datastore from a backup"),
+            reason: format!("sled found corrupted data in its log or snapshot ({e})"),
         }
     } else {
         backend_error(path, e)

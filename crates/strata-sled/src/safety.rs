@@ -100,7 +100,7 @@ pub(crate) fn inspect(dir: &Path) -> Result<Found> {
             if m.file_type().is_symlink() {
                 return Err(damaged(
                     file,
-                    "it is a symlink; sled would write through it into whatever it points at, so it is refused (point --db at the real directory)",
+                    "it is a symlink; sled would write through it into whatever it points at, so it is refused (use the path of the real directory)",
                 ));
             }
             if !m.is_file() {
@@ -235,7 +235,7 @@ pub(crate) fn check_recovered(dir: &Path, seal: &Seal, now: Option<(&[u8], &[u8]
     Err(damaged(
         &dir.join("db"),
         format!(
-            "the sled log held {} at the last clean close, but sled recovered {} from it: the log is damaged (overwritten or corrupted in place) and sled cut it down to what it could read; restore the datastore from a backup",
+            "the sled log held {} at the last clean close, but sled recovered {} from it: the log was overwritten or corrupted in place, and sled, which cannot open a log without writing to it, kept only what it could read",
             span(then),
             span(now)
         ),
@@ -375,7 +375,7 @@ mod tests {
             match check_recovered(dir.path(), &seal, now) {
                 Err(StoreError::Damaged { reason, .. }) => {
                     assert!(
-                        reason.contains("restore the datastore from a backup"),
+                        reason.contains("overwritten or corrupted in place"),
                         "{reason}"
                     );
                 }

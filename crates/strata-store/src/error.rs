@@ -59,8 +59,9 @@ pub enum StoreError {
         path: PathBuf,
     },
     /// The datastore's files exist but cannot be read as a datastore (truncated, corrupted,
-    /// or not a datastore of this backend); nothing was changed.
-    #[error("datastore `{}` is damaged: {reason}; nothing was changed, restore it from a backup or a copy", .path.display())]
+    /// or not a datastore of this backend). The reason says whether the files were left
+    /// untouched.
+    #[error("datastore `{}` is damaged: {reason}; restore it from a backup or a copy", .path.display())]
     Damaged {
         /// The damaged file (or datastore directory).
         path: PathBuf,
