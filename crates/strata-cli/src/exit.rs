@@ -201,9 +201,26 @@ fn cli_hint(e: &(dyn Error + 'static)) -> Option<&'static str> {
     if over_budget {
         return Some(" (pass a larger `--max-bytes`)");
     }
+    if needs_key(e) {
+        return Some(" (pass the key: `--passphrase-env VAR` or `--key-file PATH`)");
+    }
     repairable(e).then_some(
         " (`strata repair` lists the metadata it can fix; `strata repair --apply` fixes it)",
     )
+}
+
+/// True when `e` (or its chain) says a sealed collection or record needs the key the
+/// database was opened without.
+fn needs_key(e: &(dyn Error + 'static)) -> bool {
+    chain(e).any(|err| {
+        matches!(
+            err.downcast_ref::<strata::CollectionError>(),
+            Some(strata::CollectionError::NoKey { .. })
+        ) || matches!(
+            err.downcast_ref::<strata::seal::SealError>(),
+            Some(strata::seal::SealError::NeedsKey { .. })
+        )
+    })
 }
 
 /// True when `e` (or its chain) is stuck or corrupt metadata `strata repair` handles.
@@ -271,6 +288,25 @@ mod tests {
             Failure::with_code(UNSUPPORTED, checkpoint_too_large()).code,
             UNSUPPORTED
         );
+    }
+
+    /// A sealed collection opened without the key names the key flags (the library's
+    /// message names the builder call only).
+    #[test]
+    fn a_missing_key_names_the_key_flags() {
+        let e = strata::CollectionError::NoKey {
+            collection: "accounts".into(),
+        };
+        assert!(cli_hint(&e).unwrap().contains("--passphrase-env"));
+        let e = strata::CollectionError::Seal {
+            collection: "accounts".into(),
+            source: strata::seal::SealError::NeedsKey { key: b"k".to_vec() },
+        };
+        assert!(cli_hint(&e).unwrap().contains("--key-file"));
+        assert!(cli_hint(&strata::CollectionError::NoKey {
+            collection: String::new()
+        })
+        .is_some());
     }
 
     /// Advice is appended once, the error's sources are kept (each message once in the

@@ -436,3 +436,47 @@ fn read_only_commands_leave_a_redb_file_and_its_mtime_unchanged() {
     }
     assert_eq!(snapshot(dir.path()), listing);
 }
+
+/// A sled datastore whose `db` was overwritten in place (not truncated) is damaged:
+/// exit 4 and "damaged" on every command, every time — never "healthy and empty".
+///
+/// Not asserted: that `db` is byte-identical afterwards. sled has no read-only open and
+/// cuts a damaged log down to what it can read while it opens; strata detects the loss
+/// right after (the recovered keys against those the last clean close recorded in the
+/// seal) and keeps the seal, so the store stays reported as damaged.
+#[test]
+fn an_overwritten_sled_db_is_damaged_and_exits_4() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("numax");
+    {
+        let store = strata_sled::SledStore::open_store(&db).unwrap();
+        for chunk in 0..20u32 {
+            let mut batch = Batch::new();
+            for i in 0..1000u32 {
+                batch = batch.set(
+                    format!("__nx/crdt/seen-op/{chunk:03}{i:05}").into_bytes(),
+                    u64::from(i).to_be_bytes().to_vec(),
+                );
+            }
+            store.apply(batch).unwrap();
+        }
+        store.flush().unwrap();
+    }
+    let file = db.join("db");
+    let mut bytes = std::fs::read(&file).unwrap();
+    for block in (0..bytes.len().saturating_sub(200)).step_by(4096) {
+        bytes[block + 100..block + 124].copy_from_slice(&[0x13; 24]);
+    }
+    std::fs::write(&file, &bytes).unwrap();
+    for args in [
+        vec!["status"],
+        vec!["verify"],
+        vec!["status"],
+        vec!["migrate"],
+    ] {
+        let mut a = vec!["--db", db.to_str().unwrap()];
+        a.extend(args);
+        assert_damaged(&strata(&a), &format!("{a:?}"));
+    }
+    assert!(db.join("strata.seal").exists(), "the seal was not kept");
+}

@@ -46,6 +46,11 @@ fn errors_are_json_documents_under_json() {
         let out = strata(&["--db", missing, cmd, "--json"]);
         let message = assert_error_shape(&out, 1);
         assert!(message.contains("does not exist"), "{cmd}: {message}");
+        // Not "when opening for reading": `migrate` is not a read.
+        assert!(
+            message.contains("never created by opening it to read or migrate"),
+            "{cmd}: {message}"
+        );
         // stderr keeps the one-line human form.
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(err, format!("strata: {message}\n"), "{cmd}");

@@ -169,3 +169,39 @@ fn demo_refuses_a_non_empty_foreign_directory() {
     assert!(tmp.path().join("precious.txt").exists());
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
 }
+
+/// `strata demo FILE` is one line naming the file, which is left as it was.
+#[test]
+fn demo_refuses_a_file_and_names_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("notes.txt");
+    std::fs::write(&file, b"mine").unwrap();
+    let out = demo(&file);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("notes.txt") && err.contains("not a directory"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), b"mine");
+}
+
+/// Rerunning the demo replaces only what the demo wrote: a file the user put into the
+/// demo directory since is kept.
+#[test]
+fn demo_rerun_keeps_files_it_did_not_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    assert_eq!(demo(&dir).status.code(), Some(0));
+    std::fs::write(dir.join("my-notes.txt"), b"keep me").unwrap();
+    let out = demo(&dir);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(dir.join("my-notes.txt")).unwrap(), b"keep me");
+    assert!(dir.join("docs.redb").is_file() && dir.join("sync").is_dir());
+}

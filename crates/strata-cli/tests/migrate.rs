@@ -182,6 +182,10 @@ fn dry_run_writes_nothing() {
     let out = strata_db(&db, &["migrate", "--dry-run"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("nothing was written"));
+    // Its progress lines say it validates, not that it migrates.
+    let err = stderr(&out);
+    assert!(!err.contains("migrating "), "{err}");
+    assert!(err.contains("validating seen-ops (dry run)"), "{err}");
     assert_eq!(all(&db), before);
     assert_eq!(strata_db(&db, &["status"]).status.code(), Some(3));
 }

@@ -57,9 +57,13 @@ pub(crate) fn shape_problem(relkind: &str, columns: &[String], key: &[String]) -
         return Some(format!("is {kind}, not a table"));
     }
     let expected = ["k bytea not null", "v bytea not null"];
-    if columns != expected {
+    // A table of the two right columns without the key on `k` (its `k` then may be
+    // nullable): the key is what is missing, not a column.
+    let named_k_v =
+        columns.len() == 2 && columns[0].starts_with("k bytea") && columns[1] == expected[1];
+    if columns != expected && !(named_k_v && key != ["k"]) {
         return Some(format!(
-            "has columns ({}), not (k bytea, v bytea not null)",
+            "has columns ({}), not (k bytea primary key, v bytea not null)",
             columns.join(", ")
         ));
     }
@@ -321,7 +325,13 @@ mod tests {
         let text = cols(&["k text not null", "v text not null"]);
         assert_eq!(
             shape_problem("r", &text, &cols(&["k"])).as_deref(),
-            Some("has columns (k text not null, v text not null), not (k bytea, v bytea not null)")
+            Some("has columns (k text not null, v text not null), not (k bytea primary key, v bytea not null)")
+        );
+        // No primary key: `k` is nullable then, and the key is what the message names.
+        let no_key = cols(&["k bytea", "v bytea not null"]);
+        assert_eq!(
+            shape_problem("r", &no_key, &[]).as_deref(),
+            Some("has no primary key (k must be its primary key)")
         );
         let extra = cols(&["k bytea not null", "v bytea not null", "x integer"]);
         assert!(shape_problem("r", &extra, &cols(&["k"])).is_some());

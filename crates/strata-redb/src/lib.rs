@@ -147,7 +147,7 @@ impl RedbOptions {
             Err(e) => Err(io_error(path, e)),
             Ok(_) if !path.exists() => Err(StoreError::CannotOpen {
                 path: path.to_path_buf(),
-                reason: "it is a symlink to a missing file; point --db at the real location".into(),
+                reason: "it is a symlink to a missing file; use the path of the real file".into(),
             }),
             Ok(_) => self.open_existing(path),
         }

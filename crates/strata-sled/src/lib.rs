@@ -130,8 +130,12 @@ struct Sealer {
 
 impl Drop for Sealer {
     fn drop(&mut self) {
-        match self.db.flush() {
-            Ok(_) => safety::write_seal(&self.path),
+        let bounds = self.db.flush().and_then(|_| open::key_bounds(&self.db));
+        match bounds {
+            Ok(bounds) => safety::write_seal(
+                &self.path,
+                bounds.as_ref().map(|(f, l)| (f.as_ref(), l.as_ref())),
+            ),
             Err(e) => {
                 tracing::warn!(path = %self.path.display(), error = %e, "flushing sled on close failed; not sealed")
             }

@@ -112,10 +112,11 @@ impl SledOptions {
     /// [`StoreError::Damaged`] and left untouched.
     pub fn open(&self, path: impl AsRef<Path>) -> Result<SledStore> {
         let path = path.as_ref();
-        if safety::inspect(path)? == safety::Found::Sled {
-            safety::prepare_existing(path, self.lock_wait)?;
-        }
-        self.open_at(path)
+        let seal = match safety::inspect(path)? {
+            safety::Found::Sled => safety::prepare_existing(path, self.lock_wait)?,
+            safety::Found::Nothing => None,
+        };
+        self.open_at(path, seal)
     }
 
     /// Opens an existing datastore at `path` (for readers and inspection): a missing path,
@@ -135,13 +136,37 @@ impl SledOptions {
                 path: path.to_path_buf(),
             }),
             safety::Found::Sled => {
-                safety::prepare_existing(path, self.lock_wait)?;
-                self.open_at(path)
+                let seal = safety::prepare_existing(path, self.lock_wait)?;
+                self.open_at(path, seal)
             }
         }
     }
 
-    fn open_at(&self, path: &Path) -> Result<SledStore> {
+    /// Opens with sled; `seal` is what the last clean close recorded (consumed by
+    /// [`safety::prepare_existing`]): the recovered keys are checked against it, and it is
+    /// put back when the open fails, so that a damaged datastore stays reported as such.
+    fn open_at(&self, path: &Path, seal: Option<safety::Seal>) -> Result<SledStore> {
+        let opened = self.open_sled(path).and_then(|db| match &seal {
+            Some(seal) => {
+                let bounds = key_bounds(&db).map_err(|e| open_error(path, e))?;
+                let now = bounds.as_ref().map(|(f, l)| (f.as_ref(), l.as_ref()));
+                safety::check_recovered(path, seal, now).map(|()| db)
+            }
+            None => Ok(db),
+        });
+        let db = match opened {
+            Ok(db) => db,
+            Err(e) => {
+                if let Some(seal) = &seal {
+                    safety::restore_seal(path, seal);
+                }
+                return Err(e);
+            }
+        };
+        Ok(self.store(path, db))
+    }
+
+    fn open_sled(&self, path: &Path) -> Result<sled::Db> {
         tracing::debug!(
             path = %path.display(),
             cache_capacity = self.cache_capacity,
@@ -150,11 +175,14 @@ impl SledOptions {
         let config = sled::Config::new()
             .path(path)
             .cache_capacity(self.cache_capacity);
-        let db = strata_store::guarded_open(path, || {
+        strata_store::guarded_open(path, || {
             retry_while_locked(|| config.open(), self.lock_wait, std::thread::sleep)
         })?
-        .map_err(|e| open_error(path, e))?;
-        Ok(SledStore {
+        .map_err(|e| open_error(path, e))
+    }
+
+    fn store(&self, path: &Path, db: sled::Db) -> SledStore {
+        SledStore {
             _seal: Arc::new(Sealer {
                 db: db.clone(),
                 path: path.to_path_buf(),
@@ -169,7 +197,15 @@ impl SledOptions {
                 self.write_cache_entries,
                 self.write_cache_bytes,
             )),
-        })
+        }
+    }
+}
+
+/// The smallest and the largest key of `db` (`None`: empty).
+pub(crate) fn key_bounds(db: &sled::Db) -> sled::Result<Option<(sled::IVec, sled::IVec)>> {
+    match (db.first()?, db.last()?) {
+        (Some((first, _)), Some((last, _))) => Ok(Some((first, last))),
+        _ => Ok(None),
     }
 }
 
@@ -217,6 +253,11 @@ fn open_error(path: &Path, e: sled::Error) -> StoreError {
         tracing::debug!(path = %path.display(), error = %e, "sled datastore is locked");
         StoreError::InUse {
             path: path.to_path_buf(),
+        }
+    } else if let sled::Error::Corruption { .. } = e {
+        StoreError::Damaged {
+            path: path.to_path_buf(),
+            reason: format!("sled found corrupted data in its log or snapshot ({e})"),
         }
     } else {
         backend_error(path, e)

@@ -100,7 +100,7 @@ pub(crate) fn inspect(dir: &Path) -> Result<Found> {
             if m.file_type().is_symlink() {
                 return Err(damaged(
                     file,
-                    "it is a symlink; sled would write through it into whatever it points at, so it is refused (point --db at the real directory)",
+                    "it is a symlink; sled would write through it into whatever it points at, so it is refused (use the path of the real directory)",
                 ));
             }
             if !m.is_file() {
@@ -137,35 +137,114 @@ fn is_sled_conf(bytes: &[u8]) -> bool {
         && keys.next() == Some("version")
 }
 
-/// The seal of `dir`: `Some(len)` when a clean close recorded `db`'s length.
-fn read_seal(dir: &Path) -> Option<u64> {
+/// What a clean close recorded in the seal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Seal {
+    /// The length of `db` after the final flush.
+    pub(crate) db_len: u64,
+    /// The smallest and largest key then (`Some(None)`: the datastore was empty; `None`:
+    /// a seal written before the bounds were recorded, nothing to compare).
+    pub(crate) bounds: Option<Option<(Vec<u8>, Vec<u8>)>>,
+    /// The seal file's text, to put back when the open fails (see [`restore_seal`]).
+    text: String,
+}
+
+/// The seal of `dir`, when a clean close recorded one.
+fn read_seal(dir: &Path) -> Option<Seal> {
     let text = fs::read_to_string(dir.join(SEAL)).ok()?;
     let mut lines = text.lines();
     if lines.next() != Some(SEAL_HEADER) {
         return None;
     }
-    lines
+    let db_len = lines
         .next()?
         .strip_prefix("db_len: ")
-        .and_then(|n| n.trim().parse().ok())
+        .and_then(|n| n.trim().parse().ok())?;
+    let bounds = match lines.next() {
+        Some("keys: none") => Some(None),
+        Some(line) => line.strip_prefix("keys: ").and_then(|range| {
+            let (first, last) = range.split_once(' ')?;
+            Some(Some((
+                hex::decode(first.trim()).ok()?,
+                hex::decode(last.trim()).ok()?,
+            )))
+        }),
+        None => None,
+    };
+    Some(Seal {
+        db_len,
+        bounds,
+        text,
+    })
 }
 
-/// Records `db`'s current length in the seal (called after the final flush of a clean
-/// close). Failures are logged: the seal only adds a check.
-pub(crate) fn write_seal(dir: &Path) {
+/// Records `db`'s current length and the datastore's smallest and largest key (`bounds`)
+/// in the seal (called after the final flush of a clean close). Failures are logged: the
+/// seal only adds a check.
+pub(crate) fn write_seal(dir: &Path, bounds: Option<(&[u8], &[u8])>) {
+    let keys = match bounds {
+        Some((first, last)) => format!("keys: {} {}", hex::encode(first), hex::encode(last)),
+        None => "keys: none".to_string(),
+    };
     let result = fs::metadata(dir.join("db")).and_then(|m| {
-        let tmp = dir.join(format!("{SEAL}.tmp"));
-        fs::write(&tmp, format!("{SEAL_HEADER}\ndb_len: {}\n", m.len()))?;
-        fs::rename(&tmp, dir.join(SEAL))
+        put_seal(
+            dir,
+            &format!("{SEAL_HEADER}\ndb_len: {}\n{keys}\n", m.len()),
+        )
     });
     if let Err(e) = result {
         tracing::warn!(dir = %dir.display(), error = %e, "could not write the sled seal");
     }
 }
 
+fn put_seal(dir: &Path, text: &str) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{SEAL}.tmp"));
+    fs::write(&tmp, text)?;
+    fs::rename(&tmp, dir.join(SEAL))
+}
+
+/// Puts a consumed seal back after an open that failed, so that every later open makes
+/// the same checks against the last clean close (a damaged log stays reported as damaged
+/// instead of opening, the second time, as whatever sled cut it down to).
+pub(crate) fn restore_seal(dir: &Path, seal: &Seal) {
+    if let Err(e) = put_seal(dir, &seal.text) {
+        tracing::warn!(dir = %dir.display(), error = %e, "could not restore the sled seal");
+    }
+}
+
+/// After sled opened a datastore: the keys it recovered must span what they spanned at
+/// the last clean close. sled treats a damaged log entry as the torn end of the log and
+/// recovers what precedes it, so a log overwritten in place opens with records missing —
+/// often none at all. [`StoreError::Damaged`] when the bounds differ.
+pub(crate) fn check_recovered(dir: &Path, seal: &Seal, now: Option<(&[u8], &[u8])>) -> Result<()> {
+    let Some(then) = &seal.bounds else {
+        return Ok(());
+    };
+    let then = then.as_ref().map(|(f, l)| (f.as_slice(), l.as_slice()));
+    if then == now {
+        return Ok(());
+    }
+    let span = |b: Option<(&[u8], &[u8])>| match b {
+        Some((f, l)) => format!(
+            "keys `{}` to `{}`",
+            strata_store::escape_key(f),
+            strata_store::escape_key(l)
+        ),
+        None => "no records".to_string(),
+    };
+    Err(damaged(
+        &dir.join("db"),
+        format!(
+            "the sled log held {} at the last clean close, but sled recovered {} from it: the log was overwritten or corrupted in place, and sled, which cannot open a log without writing to it, kept only what it could read",
+            span(then),
+            span(now)
+        ),
+    ))
+}
+
 /// The checks of an existing datastore before sled opens it (see the module doc). Holds
 /// the `db` lock while it removes an empty snapshot leftover. Writes nothing else.
-pub(crate) fn prepare_existing(dir: &Path, lock_wait: Duration) -> Result<()> {
+pub(crate) fn prepare_existing(dir: &Path, lock_wait: Duration) -> Result<Option<Seal>> {
     let db = dir.join("db");
     // sled writes on every open: refuse media it cannot write, before it fails half-way.
     let file = match fs::OpenOptions::new().read(true).write(true).open(&db) {
@@ -202,7 +281,8 @@ pub(crate) fn prepare_existing(dir: &Path, lock_wait: Duration) -> Result<()> {
         }
     }
     let len = file.metadata().map_err(|e| io(&db, e))?.len();
-    if let Some(sealed) = read_seal(dir) {
+    let seal = read_seal(dir);
+    if let Some(sealed) = seal.as_ref().map(|s| s.db_len) {
         if len < sealed {
             return Err(damaged(
                 &db,
@@ -229,7 +309,7 @@ pub(crate) fn prepare_existing(dir: &Path, lock_wait: Duration) -> Result<()> {
         Err(e) => return Err(io(&dir.join(SEAL), e)),
     }
     drop(file); // releases the lock; sled takes it again.
-    Ok(())
+    Ok(seal)
 }
 
 fn generating_snapshots(dir: &Path) -> Result<Vec<PathBuf>> {
@@ -267,7 +347,44 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(read_seal(dir.path()), None);
         fs::write(dir.path().join("db"), vec![0u8; 1234]).unwrap();
-        write_seal(dir.path());
-        assert_eq!(read_seal(dir.path()), Some(1234));
+        write_seal(dir.path(), Some((b"a\x00", b"zz")));
+        let seal = read_seal(dir.path()).unwrap();
+        assert_eq!(seal.db_len, 1234);
+        assert_eq!(seal.bounds, Some(Some((b"a\x00".to_vec(), b"zz".to_vec()))));
+        write_seal(dir.path(), None);
+        assert_eq!(read_seal(dir.path()).unwrap().bounds, Some(None));
+        // A seal of an earlier build (length only) has no bounds to compare.
+        fs::write(dir.path().join(SEAL), format!("{SEAL_HEADER}\ndb_len: 7\n")).unwrap();
+        let old = read_seal(dir.path()).unwrap();
+        assert_eq!((old.db_len, old.bounds.clone()), (7, None));
+        assert!(check_recovered(dir.path(), &old, None).is_ok());
+    }
+
+    #[test]
+    fn recovered_bounds_must_match_the_seal() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("db"), vec![0u8; 10]).unwrap();
+        write_seal(dir.path(), Some((b"a", b"m")));
+        let seal = read_seal(dir.path()).unwrap();
+        assert!(check_recovered(dir.path(), &seal, Some((b"a", b"m"))).is_ok());
+        for now in [
+            None,
+            Some((&b"a"[..], &b"k"[..])),
+            Some((&b"b"[..], &b"m"[..])),
+        ] {
+            match check_recovered(dir.path(), &seal, now) {
+                Err(StoreError::Damaged { reason, .. }) => {
+                    assert!(
+                        reason.contains("overwritten or corrupted in place"),
+                        "{reason}"
+                    );
+                }
+                other => panic!("expected Damaged for {now:?}, got {other:?}"),
+            }
+        }
+        // Restoring a consumed seal puts back exactly what was there.
+        fs::remove_file(dir.path().join(SEAL)).unwrap();
+        restore_seal(dir.path(), &seal);
+        assert_eq!(read_seal(dir.path()), Some(seal));
     }
 }

@@ -53,14 +53,15 @@ pub enum StoreError {
         path: PathBuf,
     },
     /// The datastore does not exist and the caller asked not to create it.
-    #[error("datastore `{}` does not exist; check the path (it is not created when opening for reading)", .path.display())]
+    #[error("datastore `{}` does not exist; check the path (a store is never created by opening it to read or migrate)", .path.display())]
     NotFound {
         /// The datastore path.
         path: PathBuf,
     },
     /// The datastore's files exist but cannot be read as a datastore (truncated, corrupted,
-    /// or not a datastore of this backend); nothing was changed.
-    #[error("datastore `{}` is damaged: {reason}; nothing was changed, restore it from a backup or a copy", .path.display())]
+    /// or not a datastore of this backend). The reason says whether the files were left
+    /// untouched.
+    #[error("datastore `{}` is damaged: {reason}; restore it from a backup or a copy", .path.display())]
     Damaged {
         /// The damaged file (or datastore directory).
         path: PathBuf,

@@ -309,8 +309,11 @@ impl Database {
         let governed = persist || self.has_baseline(name)?;
         // A collection whose documents are sealed stays sealed on a handle with the key
         // that did not declare it so: its writes are sealed too, never in clear.
-        let sealed =
-            parts.sealed || (self.inner.sealer.is_some() && self.holds_sealed_documents(name)?);
+        let holds_sealed = self.holds_sealed_documents(name)?;
+        let sealed = parts.sealed || (self.inner.sealer.is_some() && holds_sealed);
+        // Without the key such a handle may still read headers and delete, but every set
+        // is refused: a new document would otherwise land in clear beside sealed ones.
+        let sealed_without_key = self.inner.sealer.is_none() && holds_sealed;
         let sealer = if sealed {
             match &self.inner.sealer {
                 Some(s) => Some(s.clone()),
@@ -336,6 +339,7 @@ impl Database {
             ahead_warned: Arc::clone(&self.inner.ahead_warned),
             sweeping: Arc::clone(&self.inner.sweeping),
             sealer,
+            sealed_without_key,
             hints: crate::collection::hint::Hints::new(self.inner.store.remote_reads()),
         }))
     }

@@ -85,7 +85,6 @@ fn a_sealed_collection_opened_with_the_key_but_without_sealed_stays_sealed() {
 /// Without the key, a handle on a sealed collection cannot write a new document in clear
 /// beside the sealed ones (it already cannot overwrite a sealed one, nor read one).
 #[test]
-#[ignore = "bug: Collection::put of a NEW id on a sealed collection through a handle without the key (sealer None) writes the document in clear; the write path (collection/write.rs, not this helper's file) refuses only overwrites of sealed rows (NeedsKey)"]
 fn a_sealed_collection_without_the_key_refuses_a_new_document_in_clear() {
     let store = sealed_store();
     let db = Database::builder(store.clone()).open().unwrap();

@@ -6,15 +6,12 @@ use crate::exit::{CmdResult, Failure, OK};
 use std::io::Write;
 use std::path::Path;
 use strata::policy::{CutoverOptions, Fence};
-use strata::Database;
 
 impl Extension {
     pub(super) fn cutover(&self, db_path: &Path, args: CutoverArgs) -> CmdResult {
         let store = db::open_existing(db_path)?;
         let shown = db::describe(db_path);
-        let database = Database::builder(store.clone())
-            .open()
-            .map_err(Failure::error)?;
+        let database = super::open_database(&store, &args.key)?;
         // Opening each collection under policy declares its schema with its transform
         // (which registers a cutover the strategies plan).
         let mut opened = Vec::new();

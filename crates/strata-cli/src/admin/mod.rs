@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use strata::payload::{SweepOptions, SweepReport};
 use strata::{Collection, CollectionError, CollectionOptions, Database};
+use strata_store::Store;
 
 /// The operations the admin needs from a typed collection.
 trait AdminCollection {
@@ -192,6 +193,34 @@ impl Admin {
     }
 }
 
+/// Opens the application's database over `store`, with the key the flags name (the first
+/// credential that opens the keyring) so sealed collections open too; without key flags,
+/// without a key.
+fn open_database(store: &Store, key: &crate::cmd::keys::KeyArgs) -> Result<Database, Failure> {
+    if key.is_empty() {
+        return Database::builder(store.clone())
+            .open()
+            .map_err(Failure::error);
+    }
+    let mut last = None;
+    for credential in key.credentials()? {
+        match Database::builder(store.clone()).key(credential).open() {
+            Ok(db) => return Ok(db),
+            Err(e @ CollectionError::Seal { .. }) if wrong_key(&e) => last = Some(e),
+            Err(e) => return Err(Failure::error(e)),
+        }
+    }
+    match last {
+        Some(e) => Err(Failure::error(e)),
+        None => Err(Failure::error("no credential was given")),
+    }
+}
+
+/// True for a wrong key at open.
+fn wrong_key(e: &CollectionError) -> bool {
+    matches!(e, CollectionError::Seal { source, .. } if source.is_wrong_key())
+}
+
 /// What [`Admin`] adds to the generic command line.
 pub(crate) struct Extension {
     admin: Admin,
@@ -212,6 +241,9 @@ struct SweepArgs {
     /// Print one JSON document.
     #[arg(long)]
     json: bool,
+    /// The key of the database's sealed collections.
+    #[command(flatten)]
+    key: crate::cmd::keys::KeyArgs,
 }
 
 /// Arguments of `cutover`.
@@ -220,6 +252,9 @@ struct CutoverArgs {
     /// Print one JSON document.
     #[arg(long)]
     json: bool,
+    /// The key of the database's sealed collections.
+    #[command(flatten)]
+    key: crate::cmd::keys::KeyArgs,
 }
 
 /// Arguments of `schema check`.
@@ -240,6 +275,9 @@ struct PlanArgs {
     /// Print one JSON document.
     #[arg(long)]
     json: bool,
+    /// The key of the database's sealed collections.
+    #[command(flatten)]
+    key: crate::cmd::keys::KeyArgs,
 }
 
 impl Extension {

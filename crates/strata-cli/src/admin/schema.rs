@@ -10,7 +10,7 @@ use std::time::Instant;
 use strata::collection::layout::doc_prefix;
 use strata::payload::envelope;
 use strata::policy::{evaluate_strategies, Baseline, UpdateContext, UpdateDecision};
-use strata::{Database, SchemaOptions};
+use strata::SchemaOptions;
 use strata_store::{escape_key, Pages, ScanLimits};
 
 impl Extension {
@@ -142,9 +142,7 @@ impl Extension {
             .clone()
             .read_repair(false)
             .schema(SchemaOptions::new());
-        let database = Database::builder(store.clone())
-            .open()
-            .map_err(Failure::error)?;
+        let database = super::open_database(&store, &args.key)?;
         let coll = (reg.open)(&database, &reg.name, options).map_err(Failure::error)?;
         let current = reg.current_version();
         let prefix = doc_prefix(&reg.name);
@@ -219,13 +217,14 @@ impl Extension {
             rows += 1;
             bytes += r.value.len() as u64;
             let id = String::from_utf8_lossy(&r.key[prefix.len().min(r.key.len())..]);
-            let (env, json) = match envelope::decode(&r.value) {
+            let (env, json) = match row_json(&database, &table, &r.key, &r.value) {
                 Ok(ok) => ok,
-                Err(e) => {
-                    failing.push((escape_key(&r.key), e.to_string()));
+                Err(reason) => {
+                    failing.push((escape_key(&r.key), reason));
                     continue;
                 }
             };
+            let json = json.as_ref();
             *versions.entry(env.payload_version).or_insert(0) += 1;
             if let Ok(serde_json::Value::Object(m)) = serde_json::from_slice(json) {
                 used.extend(m.keys().cloned());
@@ -368,5 +367,30 @@ impl Extension {
             )?,
         }
         Ok(code)
+    }
+}
+
+/// The envelope and the document JSON of a stored row: a clear row as stored, a sealed
+/// row opened with the database's key (`Err` with the reason when it cannot be).
+fn row_json<'a>(
+    database: &strata::Database,
+    table: &strata::catalog::TableDef,
+    key: &[u8],
+    value: &'a [u8],
+) -> Result<(strata::payload::Envelope, std::borrow::Cow<'a, [u8]>), String> {
+    match envelope::decode(value) {
+        Ok((env, json)) => Ok((env, std::borrow::Cow::Borrowed(json))),
+        Err(e) => match (strata::seal::peek(value), database.sealer()) {
+            (Some((_, true)), Some(sealer)) => {
+                strata::seal::open_document(&sealer, key, table.id(), value)
+                    .map(|(env, json)| (env, std::borrow::Cow::Owned(json)))
+                    .map_err(|e| e.to_string())
+            }
+            (Some((_, true)), None) => Err(
+                "the row is sealed: pass the key (`--passphrase-env VAR` or `--key-file PATH`)"
+                    .into(),
+            ),
+            _ => Err(e.to_string()),
+        },
     }
 }

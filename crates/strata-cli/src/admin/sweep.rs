@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use strata::collection::layout::{doc_prefix, sweep_key};
 use strata::payload::envelope;
 use strata::payload::{SweepMarker, SweepOptions};
-use strata::{Database, SchemaOptions};
+use strata::SchemaOptions;
 use strata_store::{escape_key, KvRead, Pages, ScanLimits, Store};
 
 impl Extension {
@@ -40,9 +40,7 @@ impl Extension {
         if args.dry_run {
             return self.sweep_dry_run(&store, &shown, reg, &table, &args);
         }
-        let database = Database::builder(store.clone())
-            .open()
-            .map_err(Failure::error)?;
+        let database = super::open_database(&store, &args.key)?;
         let coll = (reg.open)(&database, &reg.name, reg.options.clone()).map_err(Failure::error)?;
         let before = survey(&store, &table, None, Some(reg.current_version()))?;
         eprintln!(
@@ -154,9 +152,7 @@ impl Extension {
             .clone()
             .read_repair(false)
             .schema(SchemaOptions::new());
-        let database = Database::builder(store.clone())
-            .open()
-            .map_err(Failure::error)?;
+        let database = super::open_database(store, &args.key)?;
         let coll = (reg.open)(&database, &reg.name, options).map_err(Failure::error)?;
         let current = reg.current_version();
         let prefix = doc_prefix(&reg.name);
@@ -167,16 +163,25 @@ impl Extension {
             let r = r?;
             rows += 1;
             let id = String::from_utf8_lossy(&r.key[prefix.len().min(r.key.len())..]);
-            match envelope::decode(&r.value) {
-                Ok((env, _)) if env.payload_version < current => {
+            // The clear header of a clear or a sealed row; the read below opens a sealed
+            // one with the key.
+            let version = match envelope::decode(&r.value) {
+                Ok((env, _)) => Ok(env.payload_version),
+                Err(e) => strata::seal::peek(&r.value)
+                    .filter(|(_, sealed)| *sealed)
+                    .map(|(env, _)| env.payload_version)
+                    .ok_or_else(|| e.to_string()),
+            };
+            match version {
+                Ok(v) if v < current => {
                     behind += 1;
                     if let Err(e) = coll.read(&id) {
                         failing.push((escape_key(&r.key), crate::exit::message(&e)));
                     }
                 }
-                Ok((env, _)) if env.payload_version > current => ahead += 1,
+                Ok(v) if v > current => ahead += 1,
                 Ok(_) => {}
-                Err(e) => failing.push((escape_key(&r.key), e.to_string())),
+                Err(reason) => failing.push((escape_key(&r.key), reason)),
             }
         }
         let code = if failing.is_empty() {

@@ -170,9 +170,16 @@ pub(crate) fn survey(
     // Every row, oversize ones read alone (the read-only rule of `crate::scan`).
     crate::scan::each_record(store, table.prefix(), crate::scan::limits()?, |_, value| {
         rows += 1;
-        match envelope::decode(value) {
-            Ok((env, _json)) => *versions.entry(env.payload_version).or_insert(0) += 1,
-            Err(_) => unreadable += 1,
+        // A clear row, or the clear header of a sealed one (no key needed).
+        let version = match envelope::decode(value) {
+            Ok((env, _json)) => Some(env.payload_version),
+            Err(_) => strata::seal::peek(value)
+                .filter(|(_, sealed)| *sealed)
+                .map(|(env, _)| env.payload_version),
+        };
+        match version {
+            Some(v) => *versions.entry(v).or_insert(0) += 1,
+            None => unreadable += 1,
         }
     })?;
 

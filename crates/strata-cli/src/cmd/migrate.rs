@@ -126,6 +126,7 @@ pub(crate) fn migrate_with_progress(
     let catalog = db::catalog(store).map_err(crate::cmd::verify::catalog_failure)?;
     let registry = Registry::certification(&catalog);
     let mut progress = Reporter::new(store, &catalog)?;
+    progress.dry_run = dry_run;
     let migrator = Migrator::new(registry).map_err(Failure::error)?;
     let migrator = match limits.into() {
         BatchLimits::Explicit(limits) => migrator.limits(limits),
@@ -187,6 +188,8 @@ pub(crate) struct Reporter {
     /// Records of finished steps (the bar position is this plus the current step's count).
     done: u64,
     last_line: Instant,
+    /// A migration dry run: its steps validate, they do not migrate.
+    dry_run: bool,
 }
 
 impl Reporter {
@@ -216,6 +219,7 @@ impl Reporter {
             bar,
             done: 0,
             last_line: Instant::now(),
+            dry_run: false,
         })
     }
 
@@ -242,7 +246,13 @@ impl Reporter {
                     Some(c) => format!(" (resuming after `{}`)", strata_store::escape_key(c)),
                     None => String::new(),
                 };
-                self.line(&format!("migrating {table}: v{from} -> v{to}{resumed}"));
+                if self.dry_run {
+                    self.line(&format!(
+                        "validating {table} (dry run): v{from} -> v{to}{resumed}"
+                    ));
+                } else {
+                    self.line(&format!("migrating {table}: v{from} -> v{to}{resumed}"));
+                }
             }
             MigrationEvent::Progress { progress, .. } => {
                 if progress.done {

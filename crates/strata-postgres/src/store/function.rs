@@ -16,9 +16,11 @@
 //! * `pg_temp.strata_write_<table>(pre keys, pre values, set keys, set values, delete
 //!   keys, lease id, table id, lock class, lock ids, lock modes)` for any other batch,
 //!
-//! each doing in order exactly what the one-message batch does — `PERFORM` the store
-//! lease and table locks (shared), `PERFORM` the per-key locks (sorted ids, exclusive for
-//! written keys, shared for required ones), then `RETURN QUERY` the conditional write
+//! each doing in order what the one-message batch does — take the store lease and table
+//! locks (shared), then the per-key locks (sorted ids, exclusive for written keys, shared
+//! for required ones), all in ONE `PERFORM` over an `unnest` whose first two rows are the
+//! lease and the table (an aggregate consumes its rows in order: the order the key-lock
+//! statement has always relied on), then `RETURN QUERY` the conditional write
 //! ([`sql::conditional_set`] / [`sql::conditional_write`], the same SQL text: the
 //! functions' first parameters are the statement's) — and a batch is ONE prepared
 //! extended-protocol statement `SELECT … FROM pg_temp.strata_set_<table>($1, …)` with
@@ -36,7 +38,12 @@
 //!   commands returned, sees every batch committed before its locks were granted (a
 //!   lock holder commits — and becomes visible — before it releases its transaction-scoped
 //!   locks). A single plain SQL statement would NOT do: its one snapshot is taken before
-//!   any lock function inside it waits, so it could miss the commit it waited for. The
+//!   any lock function inside it waits, so it could miss the commit it waited for
+//!   (checked by hand: `SELECT (SELECT count(*) FROM (SELECT pg_advisory_xact_lock_shared(L))
+//!   l), (SELECT v FROM t WHERE k = 'k')` waiting for a session that updates `k` and then
+//!   releases `L` returns the OLD value; the same two steps in a volatile PL/pgSQL function
+//!   return the new one; `tests/it/write_paths.rs` races a writer against the lease holder
+//!   this way on both paths). The
 //!   outer `SELECT`'s own snapshot predates the locks too, but it reads nothing but the
 //!   function's result.
 //! * **Same locks, same order** (lease, table, keys in id order), transaction-scoped
@@ -117,18 +124,20 @@ pub(crate) fn create_sql(table: &str) -> String {
 /// The rest of a `CREATE FUNCTION` whose lock parameters start at `$first` (lease id,
 /// table id, class, ids, modes) and whose result is `write`'s.
 fn body(first: usize, write: &str) -> String {
-    let (lease, table) = (first, first + 1);
-    let keys = sql::lock_keys(first + 2);
-    // `PERFORM` is PL/pgSQL's `SELECT` without a result. No variable is named like a
-    // column (the parameters are positional, the result columns `strata_*`), and
-    // `use_column` settles any doubt for the column.
-    let keys = keys.replacen("SELECT", "PERFORM", 1);
+    let (lease, table, class, ids, modes) = (first, first + 1, first + 2, first + 3, first + 4);
+    // All locks in ONE statement (one executor run instead of two): two leading rows of
+    // the `unnest` take the lease and table locks, then the key locks follow in array
+    // order — the same order as the separate statements.
     format!(
         "RETURNS TABLE (strata_i int8, strata_cur bytea) LANGUAGE plpgsql VOLATILE AS $strata$\n\
          #variable_conflict use_column\n\
          BEGIN\n\
-         PERFORM pg_advisory_xact_lock_shared(${lease}), pg_advisory_xact_lock_shared(${table});\n\
-         {keys};\n\
+         PERFORM count(CASE n WHEN 1 THEN pg_advisory_xact_lock_shared(${lease}) \
+         WHEN 2 THEN pg_advisory_xact_lock_shared(${table}) \
+         ELSE CASE WHEN x THEN pg_advisory_xact_lock(${class}::int4, id) \
+         ELSE pg_advisory_xact_lock_shared(${class}::int4, id) END END) \
+         FROM unnest(ARRAY[0, 0]::int4[] || ${ids}::int4[], ARRAY[false, false] || ${modes}::bool[]) \
+         WITH ORDINALITY AS u(id, x, n);\n\
          RETURN QUERY {write};\n\
          END $strata$"
     )
@@ -296,17 +305,30 @@ mod tests {
         let sql = create_sql("accounts");
         let set = sql::conditional_set("accounts");
         assert!(sql.contains(&format!("RETURN QUERY {set};")), "{sql}");
-        let lease = sql.find("pg_advisory_xact_lock_shared($5), pg_advisory_xact_lock_shared($6)");
-        let keys = sql.find("PERFORM count(CASE WHEN x THEN pg_advisory_xact_lock($7::int4, id)");
+        // The put's function: lease ($5) and table ($6) as the first two rows, then the
+        // keys (class $7, ids $8, modes $9) in array order, then the write.
+        let lease = sql.find("WHEN 1 THEN pg_advisory_xact_lock_shared($5)");
+        let table = sql.find("WHEN 2 THEN pg_advisory_xact_lock_shared($6)");
+        let keys = sql.find("ELSE CASE WHEN x THEN pg_advisory_xact_lock($7::int4, id)");
         let write = sql.find("RETURN QUERY");
-        assert!(lease < keys && keys < write && lease.is_some(), "{sql}");
-        assert!(sql.contains("FROM unnest($8::int4[], $9::bool[])"), "{sql}");
-        // The general write: locks from $6.
-        assert!(sql.contains("pg_advisory_xact_lock_shared($6), pg_advisory_xact_lock_shared($7)"));
         assert!(
-            sql.contains("FROM unnest($9::int4[], $10::bool[])"),
+            lease.is_some() && lease < table && table < keys && keys < write,
             "{sql}"
         );
+        assert!(
+            sql.contains("unnest(ARRAY[0, 0]::int4[] || $8::int4[], ARRAY[false, false] || $9::bool[]) WITH ORDINALITY AS u(id, x, n)"),
+            "{sql}"
+        );
+        // The general write's function: the locks' parameters from $6.
+        assert!(
+            sql.contains("WHEN 1 THEN pg_advisory_xact_lock_shared($6)"),
+            "{sql}"
+        );
+        assert!(
+            sql.contains("ARRAY[0, 0]::int4[] || $9::int4[], ARRAY[false, false] || $10::bool[]"),
+            "{sql}"
+        );
+        assert_eq!(sql.matches("PERFORM").count(), 2, "one lock statement each");
         assert_eq!(sql.matches("VOLATILE").count(), 2);
     }
 }

@@ -1,4 +1,7 @@
-//! The common batch in one protocol message: an ordinary writer's small batch.
+//! The common batch in one protocol message: an ordinary writer's small batch on a
+//! connection without the session functions (`function.rs`, the default path; this one is
+//! its fallback when the session cannot create temporary functions, or when
+//! [`crate::PgOptions::session_functions`] is off).
 //!
 //! The pipelined transaction of [`PgStore::try_apply`](super::PgStore) sends `BEGIN`, two
 //! lock statements, the conditional write and `COMMIT` as five extended-protocol

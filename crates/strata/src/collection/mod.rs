@@ -73,6 +73,9 @@ pub(crate) struct CollectionInner {
     pub(crate) sweeping: Arc<Mutex<HashSet<String>>>,
     /// The data keys of a sealed collection (`None`: documents in clear).
     pub(crate) sealer: Option<crate::seal::LiveSealer>,
+    /// True when the collection holds sealed documents and this handle has no key: it
+    /// refuses every set (a new document would be written in clear beside sealed ones).
+    pub(crate) sealed_without_key: bool,
     /// The bytes of documents this handle wrote last ([`hint`]): a `put` of one of them
     /// needs no read.
     pub(crate) hints: hint::Hints,

@@ -58,6 +58,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         expect: Expect,
     ) -> Result<Option<u64>, CollectionError> {
         self.check_key(key)?;
+        if value.is_some() && self.inner.sealed_without_key {
+            return Err(self.inner.needs_key(&self.inner.key_of(key)));
+        }
         match value {
             Some(v) => {
                 let json = self.encode_json(key, v)?;

@@ -40,11 +40,31 @@ pub struct Args {
     legacy_ops: usize,
 }
 
-/// Prepares DIR: creates it, or clears a previous demo; refuses anything else.
+/// What the demo writes into DIR (a rerun removes exactly these).
+const WRITTEN: [&str; 2] = [SYNC_DIR, DOCS_FILE];
+/// The legacy Numax datastore of the demo (a sled directory).
+const SYNC_DIR: &str = "sync";
+/// The new store of the typed-collection chapters (a redb file).
+const DOCS_FILE: &str = "docs.redb";
+
+/// Prepares DIR: creates it, or removes what a previous demo wrote there (and nothing
+/// else); refuses a file and a directory holding anything but a previous demo.
 fn prepare(dir: &Path) -> Result<(), Failure> {
-    if dir.exists() {
+    let io = |what: &str, path: &Path, e: std::io::Error| {
+        Failure::error(format!("cannot {what} `{}`: {e}", path.display()))
+    };
+    if let Ok(meta) = std::fs::metadata(dir) {
+        if !meta.is_dir() {
+            return Err(Failure::error(format!(
+                "`{}` is not a directory; the demo writes its datastores into a directory: choose another DIR (the file was left untouched)",
+                dir.display()
+            )));
+        }
         let is_demo = dir.join(MARKER).exists();
-        let is_empty = std::fs::read_dir(dir)?.next().is_none();
+        let is_empty = std::fs::read_dir(dir)
+            .map_err(|e| io("read the directory", dir, e))?
+            .next()
+            .is_none();
         if !is_demo && !is_empty {
             return Err(Failure::error(format!(
                 "`{}` is not empty and is not a previous strata demo; choose another DIR",
@@ -52,11 +72,21 @@ fn prepare(dir: &Path) -> Result<(), Failure> {
             )));
         }
         if is_demo {
-            std::fs::remove_dir_all(dir)?;
+            for name in WRITTEN {
+                let path = dir.join(name);
+                let removed = match std::fs::symlink_metadata(&path) {
+                    Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path),
+                    Ok(_) => std::fs::remove_file(&path),
+                    Err(_) => Ok(()),
+                };
+                removed.map_err(|e| io("remove the previous demo's", &path, e))?;
+            }
         }
     }
-    std::fs::create_dir_all(dir)?;
-    std::fs::write(dir.join(MARKER), b"strata demo directory; safe to delete\n")?;
+    std::fs::create_dir_all(dir).map_err(|e| io("create the demo directory", dir, e))?;
+    let marker = dir.join(MARKER);
+    std::fs::write(&marker, b"strata demo directory; safe to delete\n")
+        .map_err(|e| io("write", &marker, e))?;
     Ok(())
 }
 
@@ -69,7 +99,7 @@ pub fn run(args: Args) -> CmdResult {
     let started = Instant::now();
     prepare(&args.dir)?;
     let mut out = std::io::stdout().lock();
-    let sync_path = args.dir.join("sync");
+    let sync_path = args.dir.join(SYNC_DIR);
     writeln!(
         out,
         "strata demo in `{}` (datastore `{}`)",
@@ -194,7 +224,7 @@ pub fn run(args: Args) -> CmdResult {
     }
 
     // 6-7. Typed collections in a second, new datastore: redb, the default for new stores.
-    let docs_path = args.dir.join("docs.redb");
+    let docs_path = args.dir.join(DOCS_FILE);
     {
         let store = strata_sync::open_path(&docs_path)?;
         payload::payload_chapter(&mut out, &store)?;
