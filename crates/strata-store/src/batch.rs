@@ -137,19 +137,6 @@ impl KeyWrite {
         self
     }
 
-    /// The precondition on the key itself.
-    pub fn own_precondition(&self) -> Precondition {
-        match &self.expected {
-            Some(value) => Precondition::Equals {
-                key: self.key.clone(),
-                value: value.clone(),
-            },
-            None => Precondition::Absent {
-                key: self.key.clone(),
-            },
-        }
-    }
-
     /// The same write as a [`Batch`]: the guards, then the key's own precondition; one
     /// mutation.
     pub fn into_batch(self) -> Batch {
@@ -171,22 +158,6 @@ impl KeyWrite {
             None => Mutation::Delete { key },
         };
         Batch::from_parts(vec![m], guards)
-    }
-
-    /// The conflict of this write's own precondition with `current`, the key's value
-    /// (`None`: absent), or `None` when it holds. Consumes the write for its key.
-    pub fn conflict_with(self, current: Option<&[u8]>) -> Option<StoreError> {
-        let reason = match (self.expected.as_deref(), current) {
-            (None, None) => return None,
-            (Some(e), Some(c)) if e == c => return None,
-            (None, Some(_)) => crate::ConflictReason::Present,
-            (Some(_), None) => crate::ConflictReason::Missing,
-            (Some(_), Some(_)) => crate::ConflictReason::Changed,
-        };
-        Some(StoreError::Conflict {
-            key: self.key,
-            reason,
-        })
     }
 }
 
