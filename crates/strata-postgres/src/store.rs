@@ -665,21 +665,7 @@ impl KvRead for PgStore {
     ) -> Result<VisitEnd> {
         let query = PageQuery::new(prefix, after, limits);
         if query.row_limit > FETCH_ROWS as i64 {
-            let page = self.scan(prefix, after, limits)?;
-            let mut records = 0;
-            for r in &page.records {
-                records += 1;
-                if visit(&r.key, &r.value) == Visit::Stop {
-                    return Ok(VisitEnd {
-                        records,
-                        more: true,
-                    });
-                }
-            }
-            return Ok(VisitEnd {
-                records,
-                more: page.more,
-            });
+            return Ok(self.scan(prefix, after, limits)?.visit(visit));
         }
         let rows = self.with_conn("scan", async |conn| {
             Ok(conn

@@ -146,6 +146,29 @@ impl SledStore {
         result
     }
 
+    /// The exclusive side of `writers` for a write of `key` under `guards`: the guards
+    /// checked through the guard cache (counted as precondition checks, with the key's own
+    /// precondition), and `key` dropped from the guard cache when a cached guard key has
+    /// its length (the write may change it).
+    fn exclusive_checked(
+        &self,
+        key: &[u8],
+        guards: &[Precondition],
+    ) -> Result<RwLockWriteGuard<'_, GuardEntries>> {
+        let mut cache = self.exclusive();
+        // Counted under the exclusive side (see `apply_conditional`).
+        let checked = self.checks.load(Ordering::Relaxed);
+        self.checks
+            .store(checked + guards.len() as u64 + 1, Ordering::Relaxed);
+        for p in guards {
+            self.check_guard(&mut cache, p)?;
+        }
+        if self.guards.lengths.load(Ordering::Relaxed) & length_bit(key) != 0 {
+            cache.forget(key);
+        }
+        Ok(cache)
+    }
+
     /// [`KvWrite::compare_and_swap`]: the guards checked through the guard cache, then
     /// one sled compare-and-swap — [`SledStore::apply_conditional`]'s path for a batch of
     /// one mutation conditioned on its own key, without the batch.
@@ -156,18 +179,8 @@ impl SledStore {
             new,
             guards,
         } = write;
-        // Exclusive: no other write lands between the checks and the write.
-        let mut cache = self.exclusive();
-        // Counted under the exclusive side (see `apply_conditional`).
-        let checked = self.checks.load(Ordering::Relaxed);
-        self.checks
-            .store(checked + guards.len() as u64 + 1, Ordering::Relaxed);
-        for p in &guards {
-            self.check_guard(&mut cache, p)?;
-        }
-        if self.guards.lengths.load(Ordering::Relaxed) & length_bit(&key) != 0 {
-            cache.forget(&key);
-        }
+        // Held to the end: no other write lands between the checks and the write.
+        let _exclusive = self.exclusive_checked(&key, &guards)?;
         self.cas(key, expected.as_deref(), new)
     }
 
@@ -187,17 +200,8 @@ impl SledStore {
         if !self.values.enabled() || guards.iter().any(|g| g.key() == key.as_slice()) {
             return strata_store::write_key_with_reads(self, self, key, guards, decide);
         }
-        let mut cache = self.exclusive();
-        // Counted under the exclusive side (see `apply_conditional`).
-        let checked = self.checks.load(Ordering::Relaxed);
-        self.checks
-            .store(checked + guards.len() as u64 + 1, Ordering::Relaxed);
-        for p in &guards {
-            self.check_guard(&mut cache, p)?;
-        }
-        if self.guards.lengths.load(Ordering::Relaxed) & length_bit(&key) != 0 {
-            cache.forget(&key);
-        }
+        // Held to the end: no other write lands between the checks and the write.
+        let _exclusive = self.exclusive_checked(&key, &guards)?;
         let mut values = self.values.lock_key(&key);
         let mut known = values.cached(&key);
         let mut guessed = known.is_none();

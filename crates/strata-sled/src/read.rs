@@ -3,7 +3,7 @@
 use crate::SledStore;
 use std::ops::Bound;
 use strata_store::{
-    KvRead, Offer, PageBuilder, Peek, Result, ScanLimits, ScanPage, StoreError, Visit, VisitEnd,
+    KvRead, Offer, PageBuilder, Peek, Result, ScanLimits, ScanPage, Visit, VisitBudget, VisitEnd,
     WriteEpoch,
 };
 
@@ -63,39 +63,17 @@ impl KvRead for SledStore {
             Some(a) if a >= prefix => Bound::Excluded(a),
             _ => Bound::Included(prefix),
         };
-        let (mut records, mut used) = (0usize, 0usize);
+        let mut budget = VisitBudget::new(limits);
         for item in self.db.range::<&[u8], _>((start, Bound::Unbounded)) {
             let (key, value) = item.map_err(|e| self.error(e))?;
             if !key.starts_with(prefix) {
                 break;
             }
-            let size = key.len().saturating_add(value.len());
-            if size > limits.max_bytes() && records == 0 {
-                return Err(StoreError::RecordTooLarge {
-                    key: key.to_vec(),
-                    size,
-                    limit: limits.max_bytes(),
-                });
-            }
-            if records >= limits.max_records() || used.saturating_add(size) > limits.max_bytes() {
-                return Ok(VisitEnd {
-                    records,
-                    more: true,
-                });
-            }
-            records += 1;
-            used += size;
-            if visit(&key, &value) == Visit::Stop {
-                return Ok(VisitEnd {
-                    records,
-                    more: true,
-                });
+            if !budget.admit(&key, value.len())? || visit(&key, &value) == Visit::Stop {
+                return Ok(budget.more());
             }
         }
-        Ok(VisitEnd {
-            records,
-            more: false,
-        })
+        Ok(budget.exhausted())
     }
 
     fn write_epoch(&self) -> Option<WriteEpoch> {

@@ -52,21 +52,7 @@ pub trait KvRead {
         limits: ScanLimits,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
     ) -> Result<VisitEnd> {
-        let page = self.scan(prefix, after, limits)?;
-        let mut records = 0;
-        for r in &page.records {
-            records += 1;
-            if visit(&r.key, &r.value) == Visit::Stop {
-                return Ok(VisitEnd {
-                    records,
-                    more: true,
-                });
-            }
-        }
-        Ok(VisitEnd {
-            records,
-            more: page.more,
-        })
+        Ok(self.scan(prefix, after, limits)?.visit(visit))
     }
 }
 

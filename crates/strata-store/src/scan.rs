@@ -80,6 +80,25 @@ impl ScanPage {
     pub fn bytes(&self) -> usize {
         self.records.iter().map(Record::size).sum()
     }
+
+    /// Hands the page's records to `visit` in order, as
+    /// [`KvRead::scan_visit`](crate::KvRead::scan_visit) would have: a
+    /// [`Visit::Stop`](crate::Visit::Stop) ends it (the record just seen counts as taken,
+    /// and `more` is true).
+    pub fn visit(&self, visit: &mut dyn FnMut(&[u8], &[u8]) -> crate::Visit) -> VisitEnd {
+        for (i, r) in self.records.iter().enumerate() {
+            if visit(&r.key, &r.value) == crate::Visit::Stop {
+                return VisitEnd {
+                    records: i + 1,
+                    more: true,
+                };
+            }
+        }
+        VisitEnd {
+            records: self.records.len(),
+            more: self.more,
+        }
+    }
 }
 
 /// Incrementally builds a [`ScanPage`] while enforcing the limits — the one place the
@@ -248,6 +267,44 @@ mod visit_budget_tests {
 
     fn limits(records: usize, bytes: usize) -> ScanLimits {
         ScanLimits::new(records, bytes).unwrap()
+    }
+
+    #[test]
+    fn a_page_visit_counts_the_stopping_record_and_keeps_more() {
+        let rec = |k: &[u8]| Record {
+            key: k.to_vec(),
+            value: b"v".to_vec(),
+        };
+        let page = ScanPage {
+            records: vec![rec(b"a"), rec(b"b"), rec(b"c")],
+            more: false,
+        };
+        let mut seen = Vec::new();
+        let end = page.visit(&mut |k, _| {
+            seen.push(k.to_vec());
+            if k == b"b" {
+                crate::Visit::Stop
+            } else {
+                crate::Visit::Continue
+            }
+        });
+        assert_eq!(seen, [b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(
+            end,
+            VisitEnd {
+                records: 2,
+                more: true
+            }
+        );
+        let full = ScanPage { more: true, ..page };
+        let end = full.visit(&mut |_, _| crate::Visit::Continue);
+        assert_eq!(
+            end,
+            VisitEnd {
+                records: 3,
+                more: true
+            }
+        );
     }
 
     #[test]
