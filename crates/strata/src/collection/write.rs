@@ -158,41 +158,13 @@ impl CollectionInner {
             } else {
                 self.get_raw(&full)?
             };
-            let old_env = match &old {
-                Some(b) if is_set => {
-                    if self.sealer.is_none() && crate::seal::peek(b).is_some_and(|(_, s)| s) {
-                        // A clear handle never overwrites a sealed document in clear.
-                        return Err(self.needs_key(&full));
-                    }
-                    Some(self.header_of(key, b)?)
-                }
-                Some(b) => crate::seal::peek(b).map(|(e, _)| e),
-                None => None,
-            };
-            found = old_env.map(|e| e.lock_version);
-            let conflict = match expect {
-                Expect::Any => false,
-                Expect::Absent => old.is_some(),
-                Expect::Lock(n) => found != Some(n),
-            };
-            if conflict {
-                return Err(self.conflict(key, expect, found));
-            }
+            let old_env = self.check_stored(key, old.as_deref(), is_set, expect, &mut found)?;
             // One key written over what it holds now, plus the guards' preconditions (the
             // fence's, the write guards', a sealed collection's keyring): no batch.
             let (write, result) = match reencode {
                 Some(reencode) => {
-                    if let Some(e) = old_env {
-                        if self.upcaster.is_ahead(e.payload_version) {
-                            return Err(self.ahead(key, e.payload_version));
-                        }
-                    }
-                    let lock = found.map_or(1, |l| l.saturating_add(1));
-                    let env = Envelope::new(self.current_version(), lock);
-                    let mut buf = match encoded.take() {
-                        Some(buf) => buf,
-                        None => reencode()?,
-                    };
+                    let (env, mut buf) = self.stamped(key, old_env, &mut encoded, reencode)?;
+                    let lock = env.lock_version;
                     let bytes = match &sealer {
                         None => {
                             buf[..ENVELOPE_HEADER_LEN].copy_from_slice(&env.header_bytes());
@@ -335,10 +307,39 @@ impl CollectionInner {
         reencode: Option<Reencode<'_>>,
         found: &mut Option<u64>,
     ) -> Result<(KeyDecision, Option<u64>), CollectionError> {
-        let is_set = reencode.is_some();
+        let old_env = self.check_stored(key, old, reencode.is_some(), expect, found)?;
+        let Some(reencode) = reencode else {
+            return Ok(match old {
+                None => (KeyDecision::Nothing, None),
+                Some(_) => (KeyDecision::Delete, Some(found.unwrap_or(0))),
+            });
+        };
+        let (env, mut buf) = self.stamped(key, old_env, encoded, reencode)?;
+        let lock = env.lock_version;
+        buf[..ENVELOPE_HEADER_LEN].copy_from_slice(&env.header_bytes());
+        let size = full_len.saturating_add(buf.len());
+        if size > super::MAX_DOCUMENT_BYTES {
+            return Err(self.too_large(key, size));
+        }
+        Ok((KeyDecision::Set(buf), Some(lock)))
+    }
+
+    /// The checks of a write against the document's stored bytes `old`, shared by both
+    /// write paths: a set never overwrites a sealed document in clear from a handle
+    /// without the key, and the expected lock (`expect`) must hold. Sets `found` to the
+    /// stored lock version and returns the stored envelope header.
+    #[inline]
+    fn check_stored(
+        &self,
+        key: &str,
+        old: Option<&[u8]>,
+        is_set: bool,
+        expect: Expect,
+        found: &mut Option<u64>,
+    ) -> Result<Option<Envelope>, CollectionError> {
         let old_env = match old {
             Some(b) if is_set => {
-                if crate::seal::peek(b).is_some_and(|(_, s)| s) {
+                if self.sealer.is_none() && crate::seal::peek(b).is_some_and(|(_, s)| s) {
                     // A clear handle never overwrites a sealed document in clear.
                     return Err(self.needs_key(&self.key_of(key)));
                 }
@@ -356,29 +357,32 @@ impl CollectionInner {
         if conflict {
             return Err(self.conflict(key, expect, *found));
         }
-        let Some(reencode) = reencode else {
-            return Ok(match old {
-                None => (KeyDecision::Nothing, None),
-                Some(_) => (KeyDecision::Delete, Some(found.unwrap_or(0))),
-            });
-        };
+        Ok(old_env)
+    }
+
+    /// The envelope a set writes over the stored one (`old_env`: refused when it is ahead
+    /// of this build, its lock version plus one) and the encoded document to put it in
+    /// (the first encoding, or a new one on a retry).
+    #[inline]
+    fn stamped(
+        &self,
+        key: &str,
+        old_env: Option<Envelope>,
+        encoded: &mut Option<Vec<u8>>,
+        reencode: Reencode<'_>,
+    ) -> Result<(Envelope, Vec<u8>), CollectionError> {
         if let Some(e) = old_env {
             if self.upcaster.is_ahead(e.payload_version) {
                 return Err(self.ahead(key, e.payload_version));
             }
         }
-        let lock = found.map_or(1, |l| l.saturating_add(1));
+        let lock = old_env.map_or(1, |e| e.lock_version.saturating_add(1));
         let env = Envelope::new(self.current_version(), lock);
-        let mut buf = match encoded.take() {
+        let buf = match encoded.take() {
             Some(buf) => buf,
             None => reencode()?,
         };
-        buf[..ENVELOPE_HEADER_LEN].copy_from_slice(&env.header_bytes());
-        let size = full_len.saturating_add(buf.len());
-        if size > super::MAX_DOCUMENT_BYTES {
-            return Err(self.too_large(key, size));
-        }
-        Ok((KeyDecision::Set(buf), Some(lock)))
+        Ok((env, buf))
     }
 
     // The refusals, out of the write path's line (its code stays dense in the cache).
