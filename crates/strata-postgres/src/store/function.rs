@@ -78,7 +78,7 @@
 use super::PgStore;
 use crate::pool::Failure;
 use crate::sql;
-use strata_store::{Batch, Mutation, Precondition};
+use strata_store::{Batch, Mutation};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Statement};
 
@@ -206,14 +206,7 @@ impl PgStore {
         (ids, modes): (&[i32], &[bool]),
     ) -> Result<(), Failure> {
         let preconditions = batch.preconditions();
-        let pre_keys: Vec<&[u8]> = preconditions.iter().map(|p| p.key()).collect();
-        let pre_values: Vec<Option<&[u8]>> = preconditions
-            .iter()
-            .map(|p| match p {
-                Precondition::Equals { value, .. } => Some(value.as_slice()),
-                Precondition::Absent { .. } => None,
-            })
-            .collect();
+        let (pre_keys, pre_values) = super::write::precondition_params(preconditions);
         let locks: [&(dyn ToSql + Sync); 5] = [
             &self.locks.lease,
             &self.locks.table,
@@ -231,18 +224,7 @@ impl PgStore {
                 client.query(&functions.set, &params).await?
             }
             mutations => {
-                let mut set_keys: Vec<&[u8]> = Vec::new();
-                let mut set_values: Vec<&[u8]> = Vec::new();
-                let mut deletes: Vec<&[u8]> = Vec::new();
-                for m in mutations {
-                    match m {
-                        Mutation::Set { key, value } => {
-                            set_keys.push(key);
-                            set_values.push(value);
-                        }
-                        Mutation::Delete { key } => deletes.push(key),
-                    }
-                }
+                let (set_keys, set_values, deletes) = super::write::mutation_params(mutations);
                 let mut params: Vec<&(dyn ToSql + Sync)> =
                     vec![&pre_keys, &pre_values, &set_keys, &set_values, &deletes];
                 params.extend(locks);

@@ -47,26 +47,8 @@ impl PgStore {
         let Conn { client, stmts } = conn;
         let (lease_id, table) = (&self.locks.lease, &self.locks.table);
         let preconditions = batch.preconditions();
-        let pre_keys: Vec<&[u8]> = preconditions.iter().map(|p| p.key()).collect();
-        let pre_values: Vec<Option<&[u8]>> = preconditions
-            .iter()
-            .map(|p| match p {
-                Precondition::Equals { value, .. } => Some(value.as_slice()),
-                Precondition::Absent { .. } => None,
-            })
-            .collect();
-        let mut set_keys: Vec<&[u8]> = Vec::new();
-        let mut set_values: Vec<&[u8]> = Vec::new();
-        let mut deletes: Vec<&[u8]> = Vec::new();
-        for m in batch.mutations() {
-            match m {
-                Mutation::Set { key, value } => {
-                    set_keys.push(key);
-                    set_values.push(value);
-                }
-                Mutation::Delete { key } => deletes.push(key),
-            }
-        }
+        let (pre_keys, pre_values) = precondition_params(preconditions);
+        let (set_keys, set_values, deletes) = mutation_params(batch.mutations());
         let client = &*client;
         type Step<'f> = std::pin::Pin<
             Box<
@@ -152,6 +134,43 @@ impl PgStore {
         }
         Ok(())
     }
+}
+
+/// The preconditions of a batch as the conditional write's first two parameters: the
+/// keys, and the value each requires (`NULL`: absent).
+pub(super) fn precondition_params(
+    preconditions: &[Precondition],
+) -> (Vec<&[u8]>, Vec<Option<&[u8]>>) {
+    let keys = preconditions.iter().map(|p| p.key()).collect();
+    let values = preconditions
+        .iter()
+        .map(|p| match p {
+            Precondition::Equals { value, .. } => Some(value.as_slice()),
+            Precondition::Absent { .. } => None,
+        })
+        .collect();
+    (keys, values)
+}
+
+/// Borrowed keys or values: one array parameter of the conditional write.
+type ByteaArray<'a> = Vec<&'a [u8]>;
+
+/// The mutations of a batch as the conditional write's last three parameters: the keys
+/// and values to set, the keys to delete.
+pub(super) fn mutation_params(
+    mutations: &[Mutation],
+) -> (ByteaArray<'_>, ByteaArray<'_>, ByteaArray<'_>) {
+    let (mut set_keys, mut set_values, mut deletes) = (Vec::new(), Vec::new(), Vec::new());
+    for m in mutations {
+        match m {
+            Mutation::Set { key, value } => {
+                set_keys.push(key.as_slice());
+                set_values.push(value.as_slice());
+            }
+            Mutation::Delete { key } => deletes.push(key.as_slice()),
+        }
+    }
+    (set_keys, set_values, deletes)
 }
 
 /// The failure of a batch whose conditional write reported a failed precondition: its
