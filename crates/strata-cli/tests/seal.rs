@@ -42,23 +42,7 @@ fn text(o: &Output) -> (String, String) {
 /// A sled store with a sealed collection `accounts` (12 docs) and a clear one `notes`.
 fn seed(path: &Path) {
     let store = strata_sled::SledStore::open_store(path).unwrap();
-    let db = Database::builder(store.clone())
-        .key(Credential::passphrase(PASSPHRASE).with_kdf(KdfParams::insecure_fast()))
-        .open()
-        .unwrap();
-    let c = db
-        .collection::<Acct>("accounts", CollectionOptions::new().sealed())
-        .unwrap();
-    for i in 0..12 {
-        c.put(
-            &format!("a{i:02}"),
-            &Acct {
-                id: format!("a{i:02}"),
-                note: format!("{MARKER} {i}"),
-            },
-        )
-        .unwrap();
-    }
+    let db = seal_accounts(&store, (0..12).map(|i| format!("a{i:02}")));
     let n = db
         .collection::<Acct>("notes", CollectionOptions::new())
         .unwrap();
@@ -71,6 +55,29 @@ fn seed(path: &Path) {
     )
     .unwrap();
     store.flush().unwrap();
+}
+
+/// Opens `store` with the passphrase and puts one sealed `accounts` document per id, its
+/// note the marker and its position.
+fn seal_accounts(store: &Store, ids: impl Iterator<Item = String>) -> Database {
+    let db = Database::builder(store.clone())
+        .key(Credential::passphrase(PASSPHRASE).with_kdf(KdfParams::insecure_fast()))
+        .open()
+        .unwrap();
+    let c = db
+        .collection::<Acct>("accounts", CollectionOptions::new().sealed())
+        .unwrap();
+    for (i, id) in ids.enumerate() {
+        c.put(
+            &id,
+            &Acct {
+                id: id.clone(),
+                note: format!("{MARKER} {i}"),
+            },
+        )
+        .unwrap();
+    }
+    db
 }
 
 fn dump(store: &Store) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -280,23 +287,7 @@ fn a_wrong_passphrase_leaves_a_redb_store_byte_for_byte_unchanged() {
     let path = dir.path().join("sealed.redb");
     {
         let store = Store::new(strata_redb::RedbStore::create(&path).unwrap());
-        let db = Database::builder(store.clone())
-            .key(Credential::passphrase(PASSPHRASE).with_kdf(KdfParams::insecure_fast()))
-            .open()
-            .unwrap();
-        let c = db
-            .collection::<Acct>("accounts", CollectionOptions::new().sealed())
-            .unwrap();
-        for i in 0..3 {
-            c.put(
-                &format!("a{i}"),
-                &Acct {
-                    id: format!("a{i}"),
-                    note: format!("{MARKER} {i}"),
-                },
-            )
-            .unwrap();
-        }
+        seal_accounts(&store, (0..3).map(|i| format!("a{i}")));
     }
     let db_s = path.to_str().unwrap();
     let bytes = std::fs::read(&path).unwrap();
