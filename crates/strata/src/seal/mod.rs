@@ -46,9 +46,13 @@ mod record;
 pub use cipher::{
     body_key_id, RecordContext, DATA_KEY_LEN, KEY_ID_LEN, NONCE_LEN, SEAL_OVERHEAD, TAG_LEN,
 };
-pub use credential::{Credential, KdfParams, SALT_LEN};
+pub use credential::{
+    Credential, KdfParams, MAX_KDF_M_COST_KIB, MAX_KDF_PARALLELISM, MAX_KDF_T_COST,
+    MAX_KDF_WORK_KIB, SALT_LEN,
+};
 pub use document::{
-    needs_reseal, open_document, peek, seal_document, sealed_header, SEALED_ENVELOPE_FORMAT,
+    first_sealed_document, needs_reseal, open_document, peek, seal_document, sealed_header,
+    SEALED_ENVELOPE_FORMAT,
 };
 pub(crate) use document::{seal_clear_row, unseal_in_place, unseal_row};
 pub use error::SealError;
