@@ -367,6 +367,13 @@ fn keys_add_rewrap_and_remove_manage_the_wrapping_entries() {
         wrong,
     );
 
+    // Starting a rotation needs a credential for every entry: refused without a write.
+    fails(
+        &["keys", "rotate", "--passphrase-env", KEY_ENV.0],
+        1,
+        "needs a credential for every entry; none given opens backup, kms",
+    );
+
     // Re-wrap `primary` under P3: the old passphrase fails with the typed error.
     ok(&[
         "keys",

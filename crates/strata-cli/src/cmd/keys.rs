@@ -328,8 +328,20 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
             // wrong key leaves the datastore's files as they were (bytes and mtime).
             let reading = db::open_for_reading(db_path)?;
             let ring = Keyring::database();
-            for c in &key.credentials()? {
+            let creds = key.credentials()?;
+            for c in &creds {
                 ring.unlock(&reading, c)?;
+            }
+            // Starting needs a credential for every entry: refused here too.
+            if let Some((_, rec)) = ring.read(&reading)? {
+                let refs: Vec<&Credential> = creds.iter().collect();
+                let missing = ring.entries_not_opened_by(&reading, &refs)?;
+                if rec.retiring_key_id().is_none() && !missing.is_empty() {
+                    return Err(Failure::error(SealError::RotationNeedsEveryEntry {
+                        keyring: ring.store_key().to_vec(),
+                        missing,
+                    }));
+                }
             }
             drop(reading);
             db::open_existing(db_path)?
