@@ -179,11 +179,13 @@ pub fn open_existing(path: &Path) -> Result<Store, StoreError> {
 }
 
 /// Opens an existing datastore for a read-only command (`status`, `verify`, `inspect`,
-/// ...): like [`open_existing`], but a redb file is opened read-only, so its bytes and
-/// its mtime stay as they were (redb opened for writing rewrites its header). A redb file
-/// that needs crash recovery, which a read-only open cannot do, is opened writable (the
-/// recovery is redb's own; no record changes). sled has no read-only mode and PostgreSQL
-/// does not need one: they open as with [`open_existing`].
+/// ...): like [`open_existing`], but nothing is written to it. A redb file is opened
+/// read-only, so its bytes and its mtime stay as they were (redb opened for writing
+/// rewrites its header); a redb file that needs crash recovery, which a read-only open
+/// cannot do, is opened writable (the recovery is redb's own; no record changes). sled
+/// has no read-only mode (it writes its log and a new snapshot on every open): a private
+/// copy of the datastore is read instead ([`strata_sled::SledOptions::open_read_only`]),
+/// so the directory stays byte and listing identical. PostgreSQL does not need one.
 pub fn open_for_reading(path: &Path) -> Result<Store, StoreError> {
     open_target_for_reading(&target(path, false)?)
 }
@@ -197,6 +199,7 @@ pub fn open_target_for_reading(target: &Target) -> Result<Store, StoreError> {
             }
             opened => opened.map(Store::new),
         },
+        Target::Sled(path) => strata_sled::SledStore::open_read_only(path).map(Store::new),
         other => open_target(other, false),
     }
 }

@@ -158,12 +158,29 @@ fn chain<'a>(e: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn Erro
 /// command printed itself), or a failure to report.
 pub type CmdResult = Result<u8, Failure>;
 
-/// The error and its sources joined by `": "`.
+/// The error and its sources joined by `": "` (each as [`render`] says it).
 pub fn message(error: &(dyn Error + 'static)) -> String {
-    chain(error)
-        .map(|e| e.to_string())
-        .collect::<Vec<_>>()
-        .join(": ")
+    chain(error).map(render).collect::<Vec<_>>().join(": ")
+}
+
+/// One error as the command line says it: a table that needs an explicit migration names
+/// the command that runs it, `strata migrate` (the library's message says "run the
+/// migrator", its API); any other error as it displays itself.
+pub fn render(error: &(dyn Error + 'static)) -> String {
+    const REMEDY: &str = "an explicit migration is required: run `strata migrate`";
+    match error.downcast_ref::<strata::ValidationError>() {
+        Some(strata::ValidationError::Legacy { table }) => {
+            format!("legacy unversioned data found in {table}; {REMEDY}")
+        }
+        Some(strata::ValidationError::MigrationRequired {
+            table,
+            found,
+            current,
+        }) => format!(
+            "schema for {table} is at version {found}, current version is {current}; {REMEDY}"
+        ),
+        _ => error.to_string(),
+    }
 }
 
 /// The `--json` error document (format 1), printed on stdout in place of the result:

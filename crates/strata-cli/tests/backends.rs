@@ -250,8 +250,11 @@ impl Drop for Tmpfs {
     }
 }
 
+/// Read-only commands work on read-only media for both embedded backends (sled reads a
+/// private copy: it cannot open a datastore without writing to it); a writing command on
+/// the sled datastore says why it cannot.
 #[test]
-fn read_only_status_works_on_a_read_only_redb_file_and_sled_says_why_not() {
+fn read_only_commands_work_on_read_only_media() {
     let dir = tempfile::tempdir().unwrap();
     let mnt = dir.path().join("ro");
     let fs = match Tmpfs::mount(&mnt) {
@@ -269,20 +272,27 @@ fn read_only_status_works_on_a_read_only_redb_file_and_sled_says_why_not() {
             .unwrap();
     }
     let sled = mnt.join("numax");
-    drop(strata_sled::SledStore::open(&sled).unwrap());
+    {
+        let store = strata_sled::SledStore::open(&sled).unwrap();
+        store
+            .apply(Batch::new().set(b"unmanaged/k".to_vec(), b"v".to_vec()))
+            .unwrap();
+    }
     if let Err(why) = fs.remount_read_only() {
         println!("skipped: cannot remount the tmpfs read-only ({why})");
         return;
     }
     let before = snapshot(&mnt);
-    for args in [vec!["status"], vec!["verify"], vec!["status", "--json"]] {
-        let mut a = vec!["--db", redb.to_str().unwrap()];
-        a.extend(args.iter().copied());
-        let out = strata(&a);
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+    for db in [&redb, &sled] {
+        for args in [vec!["status"], vec!["verify"], vec!["status", "--json"]] {
+            let mut a = vec!["--db", db.to_str().unwrap()];
+            a.extend(args.iter().copied());
+            let out = strata(&a);
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        }
     }
     let err = assert_refused(
-        &strata(&["--db", sled.to_str().unwrap(), "status"]),
+        &strata(&["--db", sled.to_str().unwrap(), "migrate"]),
         "sled ro",
     );
     assert!(err.contains("write access"), "{err}");
@@ -440,10 +450,11 @@ fn read_only_commands_leave_a_redb_file_and_its_mtime_unchanged() {
 /// A sled datastore whose `db` was overwritten in place (not truncated) is damaged:
 /// exit 4 and "damaged" on every command, every time — never "healthy and empty".
 ///
-/// Not asserted: that `db` is byte-identical afterwards. sled has no read-only open and
-/// cuts a damaged log down to what it can read while it opens; strata detects the loss
-/// right after (the recovered keys against those the last clean close recorded in the
-/// seal) and keeps the seal, so the store stays reported as damaged.
+/// The read-only commands read a private copy, so `db` stays byte-identical. A writing
+/// command (`migrate`) opens the datastore itself, and sled cuts a damaged log down to
+/// what it can read while it opens; strata detects the loss right after (the recovered
+/// keys against those the last clean close recorded in the seal) and keeps the seal, so
+/// the store stays reported as damaged (not asserted: that `db` is unchanged then).
 #[test]
 fn an_overwritten_sled_db_is_damaged_and_exits_4() {
     let dir = tempfile::tempdir().unwrap();
@@ -472,8 +483,14 @@ fn an_overwritten_sled_db_is_damaged_and_exits_4() {
         vec!["status"],
         vec!["verify"],
         vec!["status"],
-        vec!["migrate"],
+        vec!["migrate", "--dry-run"],
     ] {
+        let mut a = vec!["--db", db.to_str().unwrap()];
+        a.extend(args);
+        assert_damaged(&strata(&a), &format!("{a:?}"));
+        assert!(std::fs::read(&file).unwrap() == bytes, "{a:?} changed db");
+    }
+    for args in [vec!["migrate"], vec!["status"]] {
         let mut a = vec!["--db", db.to_str().unwrap()];
         a.extend(args);
         assert_damaged(&strata(&a), &format!("{a:?}"));

@@ -225,7 +225,8 @@ fn inspect_prints_records_of_a_table() {
     let lines = doc["records"].as_array().unwrap();
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0]["key"], "__nx/crdt/gcounter/a");
-    assert_eq!(lines[1]["value_hex"], "0200000000000000");
+    // Decoded (the counter's value), not the stored bytes.
+    assert_eq!(lines[1]["value"], 2);
     let out = strata(&["--db", dbs, "inspect", "no-such-table"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("op-log"));

@@ -368,6 +368,7 @@ impl SledStore {
 
 impl KvWrite for SledStore {
     fn apply(&self, batch: Batch) -> Result<()> {
+        self.writable()?;
         if batch.mutations().len() > 1 {
             // (One mutation cannot repeat a key.)
             batch.validate()?;
@@ -402,6 +403,9 @@ impl KvWrite for SledStore {
     }
 
     fn apply_or_return(&self, batch: Batch) -> std::result::Result<(), strata_store::Refused> {
+        if let Err(e) = self.writable() {
+            return Err(strata_store::Refused::new(e, None));
+        }
         if batch.mutations().len() > 1 && !batch.preconditions().is_empty() {
             return self.apply_conditional_or_return(batch);
         }
@@ -413,6 +417,7 @@ impl KvWrite for SledStore {
     }
 
     fn compare_and_swap(&self, write: KeyWrite) -> Result<()> {
+        self.writable()?;
         if write.guards.iter().any(|g| g.key() == write.key.as_slice()) {
             // A guard on the key itself: checked as in a batch.
             return self.apply(write.into_batch());

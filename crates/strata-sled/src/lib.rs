@@ -74,6 +74,7 @@
 mod batch;
 mod cache;
 mod open;
+mod private_copy;
 mod read;
 mod safety;
 mod values;
@@ -117,19 +118,27 @@ pub struct SledStore {
     checks: Arc<AtomicU64>,
     /// The exact write-through cache of recently written values (module `values`).
     values: Arc<ValueCache>,
+    /// Opened with [`SledOptions::open_read_only`] (a private copy): writes are refused.
+    read_only: bool,
     /// Flushes and seals the datastore when the last clone is dropped.
     _seal: Arc<Sealer>,
 }
 
 /// On a clean close (the last clone of a [`SledStore`] dropped): flushes and records the
-/// length of `db` in the seal that the next open checks against truncation.
+/// length of `db` in the seal that the next open checks against truncation. A private
+/// copy (a read-only open) is not sealed: it is removed once sled has closed it (`copy`
+/// is dropped after `db`).
 struct Sealer {
     db: sled::Db,
     path: PathBuf,
+    copy: Option<private_copy::PrivateCopy>,
 }
 
 impl Drop for Sealer {
     fn drop(&mut self) {
+        if self.copy.is_some() {
+            return;
+        }
         let bounds = self.db.flush().and_then(|_| open::key_bounds(&self.db));
         match bounds {
             Ok(bounds) => safety::write_seal(
@@ -161,6 +170,29 @@ impl SledStore {
     /// one (a missing datastore is [`StoreError::NotFound`]).
     pub fn open_existing(path: impl AsRef<Path>) -> Result<Self> {
         SledOptions::new().open_existing(path)
+    }
+
+    /// Opens an existing datastore at `path` for reading only with default
+    /// [`SledOptions`]: nothing is written to it (a private copy is read; see
+    /// [`SledOptions::open_read_only`]).
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self> {
+        SledOptions::new().open_read_only(path)
+    }
+
+    /// True when the store was opened with [`SledOptions::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// [`StoreError::CannotOpen`] for a write to a store opened read-only.
+    fn writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(StoreError::CannotOpen {
+                path: self.path.clone(),
+                reason: "it was opened read-only (a private copy of the datastore, for a read-only command), so it cannot be written; open it with `SledStore::open_existing` to write".into(),
+            });
+        }
+        Ok(())
     }
 
     /// Opens (creating if needed) the datastore at `path` and wraps it in a [`Store`]
@@ -218,6 +250,7 @@ impl Backend for SledStore {
         guards: Vec<strata_store::Precondition>,
         decide: &mut dyn FnMut(Option<&[u8]>) -> strata_store::KeyDecision,
     ) -> Result<()> {
+        self.writable()?;
         self.write_key_decided(key, guards, decide)
     }
 }

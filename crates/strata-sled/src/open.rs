@@ -1,6 +1,7 @@
 //! Opening a sled datastore: [`SledOptions`], and the retry while another handle's file
 //! lock is being released.
 
+use crate::private_copy::PrivateCopy;
 use crate::values::ValueCache;
 use crate::{backend_error, safety, Sealer, SledStore};
 use std::path::Path;
@@ -142,10 +143,41 @@ impl SledOptions {
         }
     }
 
+    /// Opens an existing datastore at `path` for reading only, without writing anything
+    /// to it: sled 0.34 cannot open a datastore without writing to it (it appends to its
+    /// log, writes a new `snap.*` snapshot and removes the old one on every open), so the
+    /// datastore's files are copied, under its lock, into a private temporary directory
+    /// (`TMPDIR`) and the copy is opened; it is removed when the store is dropped. This
+    /// costs the time and the temporary space of one copy of the datastore; it works on
+    /// read-only media.
+    ///
+    /// A missing path, or a directory that holds no sled datastore, is
+    /// [`StoreError::NotFound`]; the checks of [`SledOptions::open_existing`] are made on
+    /// the copy, and errors name the datastore's own files. Writes to the store fail with
+    /// [`StoreError::CannotOpen`] (they would only change the copy).
+    pub fn open_read_only(&self, path: impl AsRef<Path>) -> Result<SledStore> {
+        let path = path.as_ref();
+        if safety::inspect(path)? == safety::Found::Nothing {
+            return Err(StoreError::NotFound {
+                path: path.to_path_buf(),
+            });
+        }
+        let copy = PrivateCopy::of(path, self.lock_wait)?;
+        let db = safety::prepare_existing(copy.path(), Duration::ZERO)
+            .and_then(|seal| self.open_checked(copy.path(), seal))
+            .map_err(|e| copy.rename(e))?;
+        Ok(self.store(path, db, Some(copy)))
+    }
+
+    fn open_at(&self, path: &Path, seal: Option<safety::Seal>) -> Result<SledStore> {
+        let db = self.open_checked(path, seal)?;
+        Ok(self.store(path, db, None))
+    }
+
     /// Opens with sled; `seal` is what the last clean close recorded (consumed by
     /// [`safety::prepare_existing`]): the recovered keys are checked against it, and it is
     /// put back when the open fails, so that a damaged datastore stays reported as such.
-    fn open_at(&self, path: &Path, seal: Option<safety::Seal>) -> Result<SledStore> {
+    fn open_checked(&self, path: &Path, seal: Option<safety::Seal>) -> Result<sled::Db> {
         let opened = self.open_sled(path).and_then(|db| match &seal {
             Some(seal) => {
                 let bounds = key_bounds(&db).map_err(|e| open_error(path, e))?;
@@ -163,7 +195,7 @@ impl SledOptions {
                 return Err(e);
             }
         };
-        Ok(self.store(path, db))
+        Ok(db)
     }
 
     fn open_sled(&self, path: &Path) -> Result<sled::Db> {
@@ -181,11 +213,14 @@ impl SledOptions {
         .map_err(|e| open_error(path, e))
     }
 
-    fn store(&self, path: &Path, db: sled::Db) -> SledStore {
+    /// The store of `db`, the datastore at `path` (or, `copy`, a private copy of it).
+    fn store(&self, path: &Path, db: sled::Db, copy: Option<PrivateCopy>) -> SledStore {
         SledStore {
+            read_only: copy.is_some(),
             _seal: Arc::new(Sealer {
                 db: db.clone(),
                 path: path.to_path_buf(),
+                copy,
             }),
             db,
             path: path.to_path_buf(),

@@ -262,24 +262,7 @@ pub(crate) fn prepare_existing(dir: &Path, lock_wait: Duration) -> Result<Option
         }
         Err(e) => return Err(io(&db, e)),
     };
-    // The same lock sled takes: another process using the datastore is not disturbed.
-    let mut slept = Duration::ZERO;
-    loop {
-        match file.try_lock() {
-            Ok(()) => break,
-            Err(fs::TryLockError::WouldBlock) if slept < lock_wait => {
-                let step = Duration::from_millis(10).min(lock_wait - slept);
-                std::thread::sleep(step);
-                slept += step;
-            }
-            Err(fs::TryLockError::WouldBlock) => {
-                return Err(StoreError::InUse {
-                    path: dir.to_path_buf(),
-                })
-            }
-            Err(fs::TryLockError::Error(e)) => return Err(io(&db, e)),
-        }
-    }
+    lock(&file, dir, lock_wait)?;
     let len = file.metadata().map_err(|e| io(&db, e))?.len();
     let seal = read_seal(dir);
     if let Some(sealed) = seal.as_ref().map(|s| s.db_len) {
@@ -310,6 +293,30 @@ pub(crate) fn prepare_existing(dir: &Path, lock_wait: Duration) -> Result<Option
     }
     drop(file); // releases the lock; sled takes it again.
     Ok(seal)
+}
+
+/// Takes the lock sled takes on the datastore's `db` (`file`, open for reading or
+/// writing), retrying for up to `lock_wait`: another process using the datastore is not
+/// disturbed ([`StoreError::InUse`] naming `dir` when it keeps it). Released when `file`
+/// is closed.
+pub(crate) fn lock(file: &fs::File, dir: &Path, lock_wait: Duration) -> Result<()> {
+    let mut slept = Duration::ZERO;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(fs::TryLockError::WouldBlock) if slept < lock_wait => {
+                let step = Duration::from_millis(10).min(lock_wait - slept);
+                std::thread::sleep(step);
+                slept += step;
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(StoreError::InUse {
+                    path: dir.to_path_buf(),
+                })
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io(&dir.join("db"), e)),
+        }
+    }
 }
 
 fn generating_snapshots(dir: &Path) -> Result<Vec<PathBuf>> {

@@ -6,7 +6,7 @@ use crate::exit::{CmdResult, Failure, OK};
 use std::io::Write;
 use std::path::Path;
 use strata::clock::{Clock, SystemClock};
-use strata::policy::{list_clients, Fence, FenceState, PolicyError};
+use strata::policy::{list_clients, Fence, FenceDoc, FenceState, PolicyError};
 
 /// Arguments of `strata fence`.
 #[derive(Debug, clap::Args)]
@@ -29,34 +29,53 @@ enum FenceCommand {
     },
 }
 
+/// `fence abort` on a store opened for writing: the fence as reset, whether there was
+/// anything to reset, and whether an unreadable record was rewritten (`reset_corrupt`).
+fn reset(db_path: &Path, reset_corrupt: Option<u64>) -> Result<(FenceDoc, bool, bool), Failure> {
+    let store = db::open_existing(db_path)?;
+    // Whether there was anything to reset (an unreadable fence is handled below).
+    let was_stuck = Fence::read(&store)
+        .map(|f| f.state != FenceState::Normal || f.coordinator.is_some())
+        .unwrap_or(true);
+    let mut rewritten = false;
+    let fence = match Fence::abort(&store) {
+        Ok(f) => f,
+        Err(PolicyError::Corrupted { .. }) if reset_corrupt.is_some() => {
+            rewritten = true;
+            Fence::dangerous_reset(&store, reset_corrupt.unwrap_or(0))?
+        }
+        Err(e @ PolicyError::Corrupted { .. }) => return Err(corrupt_fence(e)),
+        Err(e) => return Err(e.into()),
+    };
+    strata_store::KvWrite::flush(&store)?;
+    Ok((fence, was_stuck, rewritten))
+}
+
+fn corrupt_fence(e: PolicyError) -> Failure {
+    Failure::error(format!(
+        "{e} (pass `--reset-corrupt <generation>` to rewrite it as a normal fence at that generation)"
+    ))
+}
+
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
-    let store = if args.command.is_some() {
-        db::open_existing(db_path)?
-    } else {
-        db::open_for_reading(db_path)?
-    };
     let mut out = std::io::stdout().lock();
     if let Some(FenceCommand::Abort { reset_corrupt }) = args.command {
-        // Whether there was anything to reset (an unreadable fence is handled below).
-        let was_stuck = Fence::read(&store)
-            .map(|f| f.state != FenceState::Normal || f.coordinator.is_some())
-            .unwrap_or(true);
-        let mut rewritten = false;
-        let fence = match Fence::abort(&store) {
-            Ok(f) => f,
-            Err(PolicyError::Corrupted { .. }) if reset_corrupt.is_some() => {
-                rewritten = true;
-                Fence::dangerous_reset(&store, reset_corrupt.unwrap_or(0))?
-            }
-            Err(e @ PolicyError::Corrupted { .. }) => {
-                return Err(Failure::error(format!(
-                    "{e} (pass `--reset-corrupt <generation>` to rewrite it as a normal fence at that generation)"
-                )))
-            }
+        // Decided on a read-only open: a normal fence needs no write, and the store is
+        // opened for writing (which a redb file or a sled directory shows) only to reset.
+        let reading = db::open_for_reading(db_path)?;
+        let normal = match Fence::read(&reading) {
+            Ok(f) if f.state == FenceState::Normal && f.coordinator.is_none() => Some(f),
+            Ok(_) => None,
+            Err(PolicyError::Corrupted { .. }) if reset_corrupt.is_some() => None,
+            Err(e @ PolicyError::Corrupted { .. }) => return Err(corrupt_fence(e)),
             Err(e) => return Err(e.into()),
         };
-        strata_store::KvWrite::flush(&store)?;
+        drop(reading);
+        let (fence, was_stuck, rewritten) = match normal {
+            Some(fence) => (fence, false, false),
+            None => reset(db_path, reset_corrupt)?,
+        };
         if args.json {
             let doc = serde_json::json!({
                 "format": 1,
@@ -105,6 +124,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         }
         return Ok(OK);
     }
+    let store = db::open_for_reading(db_path)?;
     let fence = Fence::read(&store)?;
     let clients = list_clients(&store)?;
     let now = SystemClock.now_ms();

@@ -2,8 +2,10 @@
 //! (read-only). Documents of a collection are decoded: payload version, lock version and
 //! the JSON, pretty-printed (`--raw` keeps the stored bytes as hex). A value cut to
 //! `--max-chars` ends with `…`. A sealed document always shows its clear header; its body
-//! only with the key (`--passphrase-env VAR` / `--key-file PATH`).
+//! only with the key (`--passphrase-env VAR` / `--key-file PATH`). Records of the Numax
+//! sync tables are decoded too (module `inspect_numax`): ops, counters, CRDT states.
 
+use crate::cmd::inspect_numax;
 use crate::db;
 use crate::exit::{CmdResult, Failure};
 use std::io::Write;
@@ -16,6 +18,8 @@ use strata_store::{escape_key, KvRead, ScanLimits};
 const RAW_MAX_CHARS: usize = 160;
 /// Default cut of a decoded document's pretty JSON, in characters.
 const DOC_MAX_CHARS: usize = 4000;
+/// Default cut of a decoded sync record's JSON line, in characters.
+const SYNC_MAX_CHARS: usize = 1000;
 
 /// Arguments of `strata inspect`.
 #[derive(Debug, clap::Args)]
@@ -25,11 +29,13 @@ pub struct Args {
     /// How many records to print.
     #[arg(long, default_value = "20", value_parser = crate::size::parse_nonzero)]
     limit: usize,
-    /// Show a collection's documents as stored (hex) instead of decoding their envelopes.
+    /// Show the records as stored (hex, or text when the bytes are text) instead of
+    /// decoding them (a collection's envelopes, a sync table's ops, counters and states).
     #[arg(long)]
     raw: bool,
     /// Cut each shown value after this many characters (marked `…`); default 160 for raw
-    /// values, 4000 for decoded documents. Not applied to `--json`.
+    /// values, 4000 for decoded documents, 1000 for decoded sync records. Not applied to
+    /// `--json`.
     #[arg(long, value_name = "N", value_parser = crate::size::parse_nonzero)]
     max_chars: Option<usize>,
     /// The byte budget of one scan page (key + value): a record larger than this is
@@ -39,7 +45,8 @@ pub struct Args {
     /// Print one JSON document `{"format":1,"db","table","records":[…]}`: each record
     /// `{"key","value_hex","value_utf8"}`; a collection's documents (without `--raw`)
     /// `{"key","id","payload_version","lock_version","document"}` (or `"error"` and
-    /// `"value_hex"` when the envelope is unreadable).
+    /// `"value_hex"` when the envelope is unreadable); a sync table's records (without
+    /// `--raw`) `{"key","value"}`, the value decoded (or `"error"` and `"value_hex"`).
     #[arg(long)]
     json: bool,
     /// The key of sealed documents: without it their bodies are not shown.
@@ -73,8 +80,11 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         )));
     };
     let decode_docs = table.id() >= FIRST_COLLECTION_ID && !args.raw;
+    let decode_sync = !args.raw && strata::numax::decode::decoder_for_id(table.id()).is_some();
     let max_chars = args.max_chars.unwrap_or(if decode_docs {
         DOC_MAX_CHARS
+    } else if decode_sync {
+        SYNC_MAX_CHARS
     } else {
         RAW_MAX_CHARS
     });
@@ -97,6 +107,14 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                     records.push(document_json(&key, &id, &r.value, decoded));
                 } else {
                     write_document(&mut out, &id, &r.value, decoded, max_chars)?;
+                }
+            } else if decode_sync {
+                let suffix = &r.key[table.prefix().len().min(r.key.len())..];
+                let view = inspect_numax::view(table.id(), suffix, &r.value);
+                if args.json {
+                    records.push(inspect_numax::record_json(&key, &r.value, view));
+                } else {
+                    inspect_numax::write_record(&mut out, &key, &r.value, view, max_chars)?;
                 }
             } else if args.json {
                 records.push(raw_json(&key, &r.value));

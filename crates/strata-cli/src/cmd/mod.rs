@@ -5,6 +5,7 @@ pub mod copy;
 pub mod demo;
 pub mod fence;
 pub mod inspect;
+mod inspect_numax;
 pub mod keys;
 pub mod migrate;
 pub mod repair;

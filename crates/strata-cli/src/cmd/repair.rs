@@ -655,30 +655,34 @@ pub(crate) fn batch(findings: &[Finding]) -> Batch {
 
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
-    let store = if args.apply {
-        db::open_existing(db_path)?
-    } else {
-        db::open_for_reading(db_path)?
-    };
-    let findings = plan(&store, SystemClock.now_ms())?;
+    // Planned on a read-only open: with nothing to change the store is never opened for
+    // writing (which a redb file or a sled directory shows); with work, it is opened for
+    // writing and planned again there.
+    let reading = db::open_for_reading(db_path)?;
+    let mut findings = plan(&reading, SystemClock.now_ms())?;
+    let mut applied = false;
+    if args.apply && findings.iter().any(Finding::is_change) {
+        drop(reading);
+        let store = db::open_existing(db_path)?;
+        findings = plan(&store, SystemClock.now_ms())?;
+        if findings.iter().any(Finding::is_change) {
+            match store.apply(batch(&findings)) {
+                Ok(()) => applied = true,
+                Err(e) if e.is_conflict() => {
+                    return Err(Failure::error(format!(
+                        "the store changed while repair inspected it ({e}); nothing was changed: run `strata repair` again"
+                    )))
+                }
+                Err(e) => return Err(e.into()),
+            }
+            store.flush()?;
+        }
+    }
     let changes = findings.iter().filter(|f| f.is_change()).count();
     let manual = findings
         .iter()
         .filter(|f| f.action == Action::Manual)
         .count();
-    let mut applied = false;
-    if args.apply && changes > 0 {
-        match store.apply(batch(&findings)) {
-            Ok(()) => applied = true,
-            Err(e) if e.is_conflict() => {
-                return Err(Failure::error(format!(
-                    "the store changed while repair inspected it ({e}); nothing was changed: run `strata repair` again"
-                )))
-            }
-            Err(e) => return Err(e.into()),
-        }
-        store.flush()?;
-    }
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = RepairDoc {

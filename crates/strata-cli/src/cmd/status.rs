@@ -80,7 +80,7 @@ pub(crate) fn inspect_tables(
                 _ => {}
             }
         }
-        problems.extend(status_error(s).map(|e| e.to_string()));
+        problems.extend(status_error(s).map(|e| crate::exit::render(&e)));
     }
     Ok((tables, problems))
 }
