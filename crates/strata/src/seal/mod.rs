@@ -46,6 +46,7 @@ mod cipher;
 mod credential;
 mod document;
 mod error;
+mod header;
 mod keyring;
 mod live;
 pub mod mark;
@@ -59,11 +60,11 @@ pub use credential::{
     MAX_KDF_WORK_KIB, SALT_LEN,
 };
 pub use document::{
-    first_sealed_document, needs_reseal, open_document, peek, seal_document, sealed_header,
-    SEALED_ENVELOPE_FORMAT,
+    needs_reseal, open_document, peek, seal_document, sealed_header, SEALED_ENVELOPE_FORMAT,
 };
 pub(crate) use document::{seal_clear_row, unseal_in_place, unseal_row};
 pub use error::SealError;
+pub use header::first_sealed_document;
 pub use keyring::{KeyScope, Keyring, Sealer, COLLECTION_KEYRING_PREFIX, DATABASE_KEYRING_KEY};
 pub use live::LiveSealer;
 pub use record::{

@@ -171,7 +171,7 @@ impl Keyring {
     /// [`SealError::NoKeyring`].
     fn missing<S: KvRead + ?Sized>(&self, store: &S) -> Result<SealError, SealError> {
         Ok(
-            match super::first_sealed_document(store, &self.doc_prefix())? {
+            match super::header::first_sealed_document(store, &self.doc_prefix())? {
                 Some(record) => SealError::KeyringMissing {
                     keyring: self.key.clone(),
                     record,
