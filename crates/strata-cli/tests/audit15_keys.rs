@@ -35,8 +35,37 @@ fn stderr(o: &Output) -> String {
 }
 
 /// A redb store with three sealed `accounts` documents and one clear `notes` document.
+/// The store at `path`: a sled directory when the name ends in `.sled`, else a redb file.
+fn open(path: &Path, create: bool) -> Store {
+    if path.extension().is_some_and(|e| e == "sled") {
+        return strata_sled::SledStore::open_store(path).unwrap();
+    }
+    match create {
+        true => Store::new(strata_redb::RedbStore::create(path).unwrap()),
+        false => Store::new(strata_redb::RedbStore::open_existing(path).unwrap()),
+    }
+}
+
+/// Every file under `path` (or the file itself) with its bytes and mtime.
+fn files(path: &Path) -> Vec<(std::path::PathBuf, Vec<u8>, std::time::SystemTime)> {
+    let meta = std::fs::metadata(path).unwrap();
+    if meta.is_file() {
+        return vec![(
+            path.to_path_buf(),
+            std::fs::read(path).unwrap(),
+            meta.modified().unwrap(),
+        )];
+    }
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(path).unwrap() {
+        out.extend(files(&entry.unwrap().path()));
+    }
+    out.sort();
+    out
+}
+
 fn seed(path: &Path) {
-    let store = Store::new(strata_redb::RedbStore::create(path).unwrap());
+    let store = open(path, true);
     let db = Database::builder(store.clone())
         .key(Credential::passphrase(PASSPHRASE).with_kdf(KdfParams::insecure_fast()))
         .open()
@@ -69,7 +98,7 @@ fn seed(path: &Path) {
 }
 
 fn set_keyring(path: &Path, value: Option<&[u8]>) {
-    let store = Store::new(strata_redb::RedbStore::open_existing(path).unwrap());
+    let store = open(path, false);
     let batch = match value {
         Some(v) => Batch::new().set(DATABASE_KEYRING_KEY.to_vec(), v.to_vec()),
         None => Batch::new().delete(DATABASE_KEYRING_KEY.to_vec()),
@@ -83,7 +112,7 @@ fn set_keyring(path: &Path, value: Option<&[u8]>) {
 fn expect(path: &Path, runs: &[(&[&str], i32, &str)]) {
     let db = path.to_str().unwrap();
     for (args, code, needle) in runs {
-        let before = std::fs::read(path).unwrap();
+        let before = files(path);
         let mut all = vec!["--db", db];
         all.extend_from_slice(args);
         let out = strata(&all);
@@ -91,14 +120,20 @@ fn expect(path: &Path, runs: &[(&[&str], i32, &str)]) {
         let err = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
         assert_eq!(out.status.code(), Some(*code), "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(std::fs::read(path).unwrap() == before, "{args:?} wrote");
+        assert!(files(path) == before, "{args:?} wrote");
     }
 }
 
 #[test]
 fn a_deleted_keyring_over_sealed_records_is_corrupt_metadata_not_an_unsealed_store() {
+    for name in ["bank.redb", "bank.sled"] {
+        deleted_keyring(name);
+    }
+}
+
+fn deleted_keyring(name: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bank.redb");
+    let path = dir.path().join(name);
     seed(&path);
     set_keyring(&path, None);
     let missing = "no keyring at `__nx/keys/database`, but record `__nx/doc/accounts/a1` is sealed";
@@ -153,8 +188,14 @@ fn a_store_without_sealed_records_has_no_keyring_and_says_so() {
 
 #[test]
 fn a_keyring_that_does_not_decode_fails_verify_with_exit_4_with_or_without_the_key() {
+    for name in ["bank.redb", "bank.sled"] {
+        undecodable_keyring(name);
+    }
+}
+
+fn undecodable_keyring(name: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bank.redb");
+    let path = dir.path().join(name);
     seed(&path);
     set_keyring(&path, Some(b"NXKR\x01\0\0"));
     let corrupt = "keyring `__nx/keys/database` is corrupted";
