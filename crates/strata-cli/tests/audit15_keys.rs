@@ -454,3 +454,93 @@ fn keys_add_rewrap_and_remove_manage_the_wrapping_entries() {
         "{status}"
     );
 }
+
+/// Key material never reaches the logs: every keyed command run with `STRATA_LOG=trace`
+/// (and `RUST_LOG=trace`) prints neither the passphrase nor the raw key, in hex or as the
+/// byte list `Debug` would show.
+#[test]
+fn trace_logs_never_show_the_passphrase_or_the_raw_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bank.sled");
+    seed(&path);
+    let raw = [0xa7u8; 32];
+    let key_file = dir.path().join("kms.key");
+    std::fs::write(&key_file, hex::encode(raw)).unwrap();
+    let kf = key_file.to_str().unwrap();
+    let new_pass = ("AUDIT15_NEW", "a-brand-new-passphrase-9f1c");
+    let env = [
+        KEY_ENV,
+        new_pass,
+        ("STRATA_LOG", "trace"),
+        ("RUST_LOG", "trace"),
+    ];
+    let forbidden = [
+        PASSPHRASE.to_string(),
+        new_pass.1.to_string(),
+        hex::encode(raw),
+        hex::encode_upper(raw),
+        format!("{:?}", raw.to_vec()),
+        format!("{raw:?}"),
+    ];
+    let runs: [(&[&str], i32); 7] = [
+        (
+            &[
+                "keys",
+                "add",
+                "kms",
+                "--new-key-file",
+                kf,
+                "--passphrase-env",
+                KEY_ENV.0,
+            ],
+            0,
+        ),
+        (&["verify", "--passphrase-env", KEY_ENV.0], 0),
+        (&["inspect", "accounts", "--key-file", kf], 0),
+        (&["verify", "--passphrase-env", "STRATA_AUDIT15_UNSET"], 1),
+        (
+            &[
+                "keys",
+                "rotate",
+                "--passphrase-env",
+                KEY_ENV.0,
+                "--key-file",
+                kf,
+            ],
+            0,
+        ),
+        (
+            &[
+                "keys",
+                "rewrap",
+                "--new-passphrase-env",
+                new_pass.0,
+                "--passphrase-env",
+                KEY_ENV.0,
+            ],
+            0,
+        ),
+        (&["keys", "status"], 0),
+    ];
+    let mut logged = 0;
+    for (args, code) in runs {
+        let out = run_env(&path, args, &env);
+        let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
+        logged += all
+            .lines()
+            .filter(|l| l.contains("TRACE") || l.contains("DEBUG"))
+            .count();
+        for secret in &forbidden {
+            assert!(
+                !all.contains(secret.as_str()),
+                "{args:?} printed key material"
+            );
+        }
+    }
+    // The logs were on: the check saw real trace output.
+    assert!(
+        logged > 0,
+        "no trace output: the logging assumption of this test is wrong"
+    );
+}
