@@ -408,6 +408,32 @@ fn keys_add_rewrap_and_remove_manage_the_wrapping_entries() {
         wrong,
     );
 
+    // A key file of the wrong length, or missing: named, nothing written.
+    let short = dir.path().join("short.key");
+    std::fs::write(&short, [1u8; 31]).unwrap();
+    let short = short.to_str().unwrap();
+    let neither = "holds neither 32 raw bytes nor 64 hex digits";
+    fails(
+        &[
+            "keys",
+            "add",
+            "x",
+            "--new-key-file",
+            short,
+            "--passphrase-env",
+            KEY_ENV.0,
+        ],
+        1,
+        neither,
+    );
+    fails(&["keys", "remove", "kms", "--key-file", short], 1, neither);
+    fails(&["verify", "--key-file", short], 1, neither);
+    fails(
+        &["inspect", "accounts", "--key-file", "/nonexistent/kms.key"],
+        1,
+        "cannot read key file",
+    );
+
     // Starting a rotation needs a credential for every entry: refused without a write.
     fails(
         &["keys", "rotate", "--passphrase-env", KEY_ENV.0],
