@@ -547,6 +547,8 @@ fn finish(
     old_key_id: u32,
 ) -> Result<(), SealError> {
     let mut batch = Batch::new();
+    // Every collection whose records failed to open, and how many (all are named).
+    let mut failing: Vec<(String, u64)> = Vec::new();
     for def in catalog.tables() {
         let key = rotation_checkpoint_key(def.name());
         let v = store.get(&key)?;
@@ -561,10 +563,8 @@ fn finish(
         match s {
             Some(s) if s.key_id == new_key_id && s.done && s.failed == 0 => {}
             Some(s) if s.key_id == new_key_id && s.done => {
-                return Err(SealError::RotationIncomplete {
-                    collection: def.name().to_string(),
-                    failed: s.failed,
-                });
+                failing.push((def.name().to_string(), s.failed));
+                continue;
             }
             _ => {
                 return Err(SealError::RotationState {
@@ -575,6 +575,15 @@ fn finish(
             }
         }
         batch = batch.require(key.clone(), v).delete(key);
+    }
+    if !failing.is_empty() {
+        let failed = failing.iter().map(|(_, n)| n).sum();
+        let names: Vec<&str> = failing.iter().map(|(c, _)| c.as_str()).collect();
+        // Rendered inside backticks: `accounts`, `invoices`.
+        return Err(SealError::RotationIncomplete {
+            collection: names.join("`, `"),
+            failed,
+        });
     }
     let Some((read, rec)) = ring.read(store)? else {
         return Err(SealError::NoKeyring {

@@ -183,9 +183,9 @@ pub enum SealError {
     },
     /// Sealed records of a collection could not be opened during the rotation, so the
     /// old key is kept (removing it would make them unreadable for good).
-    #[error("data-key rotation cannot finish: {failed} sealed record(s) of collection `{collection}` failed to open (the log names them); the old key was kept; restore those records from a backup or delete them, then rerun the rotation")]
+    #[error("data-key rotation cannot finish: {failed} sealed record(s) of collection(s) `{collection}` failed to open (the log names them); the old key was kept; restore those records from a backup or delete them, then rerun the rotation")]
     RotationIncomplete {
-        /// The collection.
+        /// The collection, or every collection with such records (joined by `` `, ` ``).
         collection: String,
         /// How many records failed.
         failed: u64,
