@@ -162,9 +162,7 @@ pub fn target(db: &Path, create: bool) -> Result<Target, StoreError> {
         Detected::Redb => Ok(Target::Redb(db.to_path_buf())),
         Detected::Sled => Ok(Target::Sled(db.to_path_buf())),
         Detected::Missing if create => Ok(Target::Redb(db.to_path_buf())),
-        Detected::Missing => Err(StoreError::NotFound {
-            path: db.to_path_buf(),
-        }),
+        Detected::Missing => Err(StoreError::not_found(db)),
     }
 }
 
