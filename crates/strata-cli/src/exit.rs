@@ -108,7 +108,8 @@ fn is_broken_pipe(e: &(dyn Error + 'static)) -> bool {
 /// pass checkpoint over the record limit is anywhere in its chain (directly, or inside a
 /// migration error, which forwards the pass error transparently), [`UNSUPPORTED`] when
 /// the datastore is damaged ([`strata_store::StoreError::Damaged`]: as corrupt metadata,
-/// never healthy), otherwise [`ERROR`].
+/// never healthy) or the database keyring is corrupted or missing beside sealed records,
+/// otherwise [`ERROR`].
 pub fn code_of(e: &(dyn Error + 'static)) -> u8 {
     let damaged = chain(e).any(|err| {
         matches!(
@@ -116,7 +117,18 @@ pub fn code_of(e: &(dyn Error + 'static)) -> u8 {
             Some(strata_store::StoreError::Damaged { .. })
         )
     });
-    if damaged {
+    // A keyring that does not decode, or sealed records whose keyring is gone: corrupt
+    // metadata (without it the sealed records cannot be opened).
+    let keyring = chain(e).any(|err| {
+        matches!(
+            err.downcast_ref::<strata::seal::SealError>(),
+            Some(
+                strata::seal::SealError::CorruptedKeyring { .. }
+                    | strata::seal::SealError::KeyringMissing { .. }
+            )
+        )
+    });
+    if damaged || keyring {
         return UNSUPPORTED;
     }
     let checkpoint_too_large = chain(e).any(|err| {
@@ -193,7 +205,9 @@ pub fn finish(result: CmdResult, json: bool) -> ExitCode {
             }
             eprintln!("strata: {line}");
             if json {
-                println!("{}", error_document(&line, f.code));
+                // A reader that went away (`| head`) does not change the exit code.
+                use std::io::Write;
+                let _ = writeln!(std::io::stdout(), "{}", error_document(&line, f.code));
             }
             ExitCode::from(f.code)
         }

@@ -25,9 +25,16 @@
 //! per-round ratios: both sides run back to back in every round, so each round's ratio is
 //! a paired measurement and their median does not depend on one lucky round of one side.
 //!
+//! Below the get lines: the floor the cipher sets — the AEAD alone over the same sealed rows
+//! (copy + open in place, as the get does it), as `1 + aead / clear get` per round.
+//!
 //! Knobs: `STRATA_BENCH_ROWS`, `STRATA_BENCH_ROUNDS`; `STRATA_BENCH_ONLY=codec` (the codec
 //! alone, beside the reference `chacha20poly1305` crate), `=store` (the raw-store part
-//! only), `=collection` (the collection API and the rotation) or `=rotation`;
+//! only), `=collection` (the collection API and the rotation), `=rotation`, or `=steady`
+//! (the get in a steady state: flushed, warm, both sides and the AEAD alone per round);
+//! `STRATA_BENCH_INTERLEAVE=N` (collection API: the two sides' get passes interleaved in
+//! blocks of N keys instead of one whole pass each); `STRATA_BENCH_ROUNDS_PRINT=1` (every
+//! round's figures);
 //! `STRATA_BENCH_SIDE=sealed|clear` (raw store and collection API, one side, no rotation:
 //! for instruction counts under callgrind); `STRATA_BENCH_CLOCK=cpu` times the thread's
 //! on-CPU time instead of the wall clock (a loaded machine).
@@ -176,6 +183,11 @@ fn main() {
     if only == "collection" {
         drop(store);
         collection_bench(rows, rounds, &docs);
+        return;
+    }
+    if only == "steady" {
+        drop(store);
+        steady_bench(rows, rounds, &docs);
         return;
     }
     if only == "rotation" {
@@ -395,6 +407,7 @@ fn collection_bench(rows: usize, rounds: usize, docs: &[Vec<u8>]) {
     // Every round's time per side and phase: the sides run back to back in each round, so
     // a round's sealed/clear ratio is a paired measurement (same store size, same load).
     let mut each: [[Vec<Duration>; 3]; 2] = Default::default();
+    let mut aead = Vec::new();
     // `STRATA_BENCH_SIDE=sealed|clear`: one side only (instruction counts under callgrind).
     let side = std::env::var("STRATA_BENCH_SIDE").unwrap_or_default();
     let sides: Vec<bool> = [false, true]
@@ -426,15 +439,50 @@ fn collection_bench(rows: usize, rounds: usize, docs: &[Vec<u8>]) {
         // the same `Collection::get`, each right after an untimed pass over its own rows
         // (so both start from the same cache state: the store's caches hold what one full
         // pass of that side leaves, not what its puts or the other side left).
-        for &sealed in &order {
+        if let Ok(chunk) = std::env::var("STRATA_BENCH_INTERLEAVE") {
+            let chunk: usize = chunk.parse().unwrap();
+            let cs: Vec<_> = order
+                .iter()
+                .map(|&sealed| {
+                    (
+                        sealed,
+                        db.collection::<serde_json::Value>(&name(sealed), coll_opts(sealed, false))
+                            .unwrap(),
+                    )
+                })
+                .collect();
+            for (_, c) in &cs {
+                get_pass(c, &keys);
+            }
+            let mut tot = [Duration::ZERO; 2];
+            for (n, part) in keys.chunks(chunk).enumerate() {
+                for j in 0..cs.len() {
+                    let (sealed, c) = &cs[if n % 2 == 0 { j } else { cs.len() - 1 - j }];
+                    tot[usize::from(*sealed)] += get_pass(c, part);
+                }
+            }
+            for i in 0..2 {
+                best[i][1] = best[i][1].min(tot[i]);
+                each[i][1].push(tot[i]);
+            }
+        } else {
+            for &sealed in &order {
+                let c = db
+                    .collection::<serde_json::Value>(&name(sealed), coll_opts(sealed, false))
+                    .unwrap();
+                get_pass(&c, &keys);
+                let i = usize::from(sealed);
+                let d = get_pass(&c, &keys);
+                best[i][1] = best[i][1].min(d);
+                each[i][1].push(d);
+            }
+        }
+        // The AEAD alone over this round's sealed rows: the floor of the get ratio.
+        if sides.contains(&true) {
             let c = db
-                .collection::<serde_json::Value>(&name(sealed), coll_opts(sealed, false))
+                .collection::<serde_json::Value>(&name(true), coll_opts(true, false))
                 .unwrap();
-            get_pass(&c, &keys);
-            let i = usize::from(sealed);
-            let d = get_pass(&c, &keys);
-            best[i][1] = best[i][1].min(d);
-            each[i][1].push(d);
+            aead.push(aead_pass(&db, &c, &keys));
         }
         // sweep: the rows are stale for a handle with one eager step; sweep them to v2.
         for &sealed in &order {
@@ -464,12 +512,134 @@ fn collection_bench(rows: usize, rounds: usize, docs: &[Vec<u8>]) {
             "{name:<5} sealed {s:>8.0} ns/row  clear {c:>8.0} ns/row  ratio {:.2}x (target <= 1.30x)",
             s / c
         );
+        if std::env::var("STRATA_BENCH_ROUNDS_PRINT").is_ok() {
+            for (r, (s, c)) in each[1][j].iter().zip(&each[0][j]).enumerate() {
+                println!(
+                    "      round {r}: sealed {:>6.0} clear {:>6.0} ns/row",
+                    per(*s, rows),
+                    per(*c, rows)
+                );
+            }
+        }
         if let Some((lo, mid, hi)) = paired_ratios(&each[1][j], &each[0][j]) {
             println!("      per-round sealed/clear: median {mid:.2}x (min {lo:.2}x, max {hi:.2}x)");
+        }
+        if name == "get" {
+            if let Some((lo, mid, hi)) = paired_ratios(&aead, &each[0][1]) {
+                println!(
+                    "      floor set by the AEAD alone ({:.0} ns/row), 1 + aead/clear: median {:.2}x (min {:.2}x, max {:.2}x)",
+                    per(*aead.iter().min().unwrap(), rows),
+                    1.0 + mid,
+                    1.0 + lo,
+                    1.0 + hi
+                );
+            }
         }
     }
     if side.is_empty() {
         rotation_bench(&values, rounds);
+    }
+}
+
+/// The AEAD alone, per stored row of sealed collection `c`: each row's stored bytes copied
+/// into a reused buffer and opened in place (what a sealed get adds to a clear one, without
+/// the store read, the envelope and the JSON parse).
+fn aead_pass(
+    db: &Database,
+    c: &strata::Collection<serde_json::Value>,
+    keys: &[String],
+) -> Duration {
+    let sealer = db.sealer().unwrap();
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = keys
+        .iter()
+        .map(|k| {
+            let full = c.key_of(k);
+            let raw = db.store().get(&full).unwrap().unwrap();
+            (full, raw)
+        })
+        .collect();
+    let mut buf = Vec::with_capacity(4096);
+    let t = Timer::start();
+    for (full, raw) in &rows {
+        buf.clear();
+        buf.extend_from_slice(raw);
+        let head: [u8; envelope::ENVELOPE_HEADER_LEN] =
+            raw[..envelope::ENVELOPE_HEADER_LEN].try_into().unwrap();
+        let ctx = seal::RecordContext {
+            key: full,
+            collection_id: c.table_id(),
+            header: &head,
+        };
+        sealer
+            .open_in_place(ctx, &mut buf, envelope::ENVELOPE_HEADER_LEN)
+            .unwrap();
+        black_box(&buf);
+    }
+    t.elapsed()
+}
+
+/// `STRATA_BENCH_ONLY=steady`: the current-version get in a steady state — one sealed and
+/// one clear collection of the same documents, flushed, every row read once untimed, then
+/// `rounds` rounds of one timed pass per side (alternating which goes first) and one pass
+/// of the AEAD alone ([`aead_pass`]). Prints the median of the paired ratios and the
+/// floor the AEAD sets: `1 + aead / clear get`. `STRATA_BENCH_SIDE=sealed|clear` runs one
+/// side only (for a profiler).
+fn steady_bench(rows: usize, rounds: usize, docs: &[Vec<u8>]) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = strata_sled::SledStore::open_store(dir.path()).unwrap();
+    let cred = Credential::passphrase("bench").with_kdf(KdfParams::insecure_fast());
+    let db = Database::builder(store.clone()).key(cred).open().unwrap();
+    let side = std::env::var("STRATA_BENCH_SIDE").unwrap_or_default();
+    let keys: Vec<String> = (0..rows).map(|i| format!("a{i:07}")).collect();
+    let mut cs = Vec::new();
+    for sealed in [false, true] {
+        if (side == "sealed" && !sealed) || (side == "clear" && sealed) {
+            continue;
+        }
+        let name = if sealed { "s" } else { "c" };
+        let c = db
+            .collection::<serde_json::Value>(name, coll_opts(sealed, false))
+            .unwrap();
+        for (k, d) in keys.iter().zip(docs) {
+            c.put(k, &serde_json::from_slice(d).unwrap()).unwrap();
+        }
+        cs.push((sealed, c));
+    }
+    store.flush().unwrap();
+    for (_, c) in &cs {
+        get_pass(c, &keys);
+    }
+    let mut each: [Vec<Duration>; 3] = Default::default();
+    for round in 0..rounds {
+        for j in 0..cs.len() {
+            let (sealed, c) = &cs[if round % 2 == 0 { j } else { cs.len() - 1 - j }];
+            each[usize::from(*sealed)].push(get_pass(c, &keys));
+            if *sealed {
+                each[2].push(aead_pass(&db, c, &keys));
+            }
+        }
+    }
+    let per = |v: &[Duration]| {
+        v.iter()
+            .min()
+            .map_or(f64::NAN, |d| d.as_nanos() as f64 / rows as f64)
+    };
+    println!(
+        "steady get ({rows} rows, flushed, warm, best of {rounds}): sealed {:.0} ns/row  clear {:.0} ns/row  AEAD alone {:.0} ns/row",
+        per(&each[1]),
+        per(&each[0]),
+        per(&each[2])
+    );
+    if let Some((lo, mid, hi)) = paired_ratios(&each[1], &each[0]) {
+        println!("      per-round sealed/clear: median {mid:.2}x (min {lo:.2}x, max {hi:.2}x)");
+    }
+    if let Some((lo, mid, hi)) = paired_ratios(&each[2], &each[0]) {
+        println!(
+            "      floor set by the AEAD alone, 1 + aead/clear: median {:.2}x (min {:.2}x, max {:.2}x)",
+            1.0 + mid,
+            1.0 + lo,
+            1.0 + hi
+        );
     }
 }
 

@@ -63,7 +63,7 @@ use crate::policy::{
     baseline_key, DeclareOutcome, Fence, FenceDoc, Policy, PolicyConfig, PolicyError, PolicyLink,
     SchemaDeclaration, Verdict,
 };
-use crate::seal::{Credential, Keyring, LiveSealer, SealError, Sealer};
+use crate::seal::{mark, Credential, Keyring, LiveSealer, SealError, Sealer};
 use crate::validate::{validate_and_init, ValidationError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -103,6 +103,7 @@ pub struct DatabaseBuilder {
     policy: Option<PolicyConfig>,
     guards: Vec<Arc<dyn WriteGuard>>,
     key: Option<Credential>,
+    sealed: bool,
 }
 
 impl DatabaseBuilder {
@@ -115,6 +116,35 @@ impl DatabaseBuilder {
     /// [`CollectionOptions::sealed`] then store their documents encrypted.
     pub fn key(mut self, credential: Credential) -> Self {
         self.key = Some(credential);
+        self
+    }
+
+    /// Seals **every** collection of the database, now and later: [`DatabaseBuilder::open`]
+    /// persists the database-wide mark `__nx/sealed/database` (see [`crate::seal::mark`]),
+    /// so every collection opened by any handle — declared
+    /// [`CollectionOptions::sealed`] or not — stores its documents encrypted; a handle
+    /// without the key reads headers but cannot write documents. Needs
+    /// [`DatabaseBuilder::key`]. Refused, writing nothing, while a collection already holds
+    /// documents in clear ([`CollectionError::HoldsClearDocuments`]).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use strata::seal::{Credential, KdfParams};
+    /// use strata::{CollectionOptions, Database};
+    /// use strata_store::{KvRead, MemoryStore, Store};
+    ///
+    /// let store = Store::new(MemoryStore::new());
+    /// let key = Credential::passphrase("correct horse").with_kdf(KdfParams::insecure_fast());
+    /// let db = Database::builder(store.clone()).key(key).sealed().open()?;
+    /// let notes = db.collection::<serde_json::Value>("notes", CollectionOptions::new())?;
+    /// notes.put("n1", &serde_json::json!({"text": "sealed without asking"}))?;
+    /// let raw = store.get(b"__nx/doc/notes/n1")?.unwrap_or_default();
+    /// assert_eq!(strata::seal::peek(&raw).map(|(_, sealed)| sealed), Some(true));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn sealed(mut self) -> Self {
+        self.sealed = true;
         self
     }
 
@@ -138,12 +168,37 @@ impl DatabaseBuilder {
     /// (nothing is written unless all pass), reads the schema generation the handle runs
     /// at, and registers the policy client when configured.
     pub fn open(self) -> Result<Database, CollectionError> {
-        let sealer = match &self.key {
+        // The key first: a wrong one fails here, before any record is read.
+        let unlocked = match &self.key {
             None => None,
-            Some(cred) => Some(LiveSealer::new(open_keyring(&self.store, cred)?)),
+            Some(cred) => Some(unlock_keyring(&self.store, cred)?),
         };
+        if self.sealed && self.key.is_none() {
+            return Err(CollectionError::SealedWithoutKey);
+        }
         let catalog = read_catalog(&self.store)?;
         validate_and_init(&self.store, &catalog).map_err(validation)?;
+        if self.sealed && !mark::database_is_marked(&self.store).map_err(seal_err(""))? {
+            // Nothing is written while a collection holds documents in clear.
+            for table in catalog.tables() {
+                let name = table.name();
+                if !mark::collection_is_marked(&self.store, name).map_err(seal_err(name))?
+                    && first_document_sealed(&self.store, name)? == Some(false)
+                {
+                    return Err(CollectionError::HoldsClearDocuments {
+                        collection: name.to_string(),
+                    });
+                }
+            }
+        }
+        let sealer = match (&self.key, unlocked) {
+            (Some(cred), Some(None)) => Some(create_keyring(&self.store, cred)?),
+            (_, Some(Some(sealer))) => Some(sealer),
+            _ => None,
+        };
+        if self.sealed {
+            mark::mark_database(&self.store).map_err(seal_err(""))?;
+        }
         let policy = PolicyLink::open(self.store.clone(), self.policy)
             .map_err(|e| CollectionError::policy("", e))?;
         Ok(Database {
@@ -154,27 +209,61 @@ impl DatabaseBuilder {
                 sweeping: Arc::new(Mutex::new(HashSet::new())),
                 ahead_warned: Arc::new(Mutex::new(HashSet::new())),
                 policy: Arc::new(policy),
-                sealer,
+                sealer: sealer.map(LiveSealer::new),
             }),
         })
     }
 }
 
-/// Unlocks the database keyring with `cred`, creating it when the store has none.
-fn open_keyring(store: &Store, cred: &Credential) -> Result<Sealer, CollectionError> {
-    let ring = Keyring::database();
-    let seal = |source| CollectionError::Seal {
-        collection: String::new(),
+/// A seal-layer error of collection `name` (empty: the database) as a [`CollectionError`].
+fn seal_err(name: &str) -> impl Fn(SealError) -> CollectionError + '_ {
+    move |source| CollectionError::Seal {
+        collection: name.to_string(),
         source,
-    };
-    match ring.unlock(store, cred) {
-        Err(SealError::NoKeyring { .. }) => match ring.create(store, cred, "primary") {
-            // Another process created it meanwhile: unlock that one.
-            Err(SealError::KeyringExists { .. }) => ring.unlock(store, cred).map_err(seal),
-            other => other.map_err(seal),
-        },
-        other => other.map_err(seal),
     }
+}
+
+/// Unlocks the database keyring with `cred`; `None` when the store has none yet.
+fn unlock_keyring(store: &Store, cred: &Credential) -> Result<Option<Sealer>, CollectionError> {
+    match Keyring::database().unlock(store, cred) {
+        Err(SealError::NoKeyring { .. }) => Ok(None),
+        other => other.map(Some).map_err(seal_err("")),
+    }
+}
+
+/// Creates the database keyring for `cred` (another process may have created it since
+/// [`unlock_keyring`]: then that one is unlocked).
+fn create_keyring(store: &Store, cred: &Credential) -> Result<Sealer, CollectionError> {
+    let ring = Keyring::database();
+    match ring.create(store, cred, "primary") {
+        Err(SealError::KeyringExists { .. }) => ring.unlock(store, cred).map_err(seal_err("")),
+        other => other.map_err(seal_err("")),
+    }
+}
+
+/// Whether the first stored document of collection `name` is sealed (its clear envelope
+/// header says so; the body is not read): `None` when the collection holds no document.
+/// A collection is sealed or clear as a whole, so the first document tells.
+fn first_document_sealed(store: &Store, name: &str) -> Result<Option<bool>, CollectionError> {
+    let limits = ScanLimits::new(1, 1 << 31).map_err(|e| CollectionError::store(name, e))?;
+    let mut first = None;
+    store
+        .scan_visit(&layout::doc_prefix(name), None, limits, &mut |_, value| {
+            first = Some(crate::seal::peek(value).is_some_and(|(_, s)| s));
+            strata_store::Visit::Stop
+        })
+        .map_err(|e| CollectionError::store(name, e))?;
+    Ok(first)
+}
+
+/// What [`Database::seal_state`] decided for one collection.
+struct SealState {
+    /// The collection is sealed: writes seal (with the key) or are refused (without).
+    sealed: bool,
+    /// The collection's sealed mark is to be written.
+    mark: bool,
+    /// Its first stored document is sealed (found without a mark).
+    holds_sealed: bool,
 }
 
 /// A store plus the catalog of its collections (read from `__nx/catalog/`) and the
@@ -221,6 +310,7 @@ impl Database {
             policy: None,
             guards: Vec::new(),
             key: None,
+            sealed: false,
         }
     }
 
@@ -274,6 +364,8 @@ impl Database {
         layout::check_name(name)?;
         let parts = options.into_parts();
         let chain = UpcastChain::new(name, parts.steps)?;
+        // Sealed or clear, decided before anything is written.
+        let seal = self.seal_state(name, parts.sealed)?;
         let table_id = self.register(name)?;
         let def = layout::table_def(name, table_id);
         let single =
@@ -307,25 +399,29 @@ impl Database {
             self.declare(decl)?;
         }
         let governed = persist || self.has_baseline(name)?;
-        // A collection whose documents are sealed stays sealed on a handle with the key
-        // that did not declare it so: its writes are sealed too, never in clear.
-        let holds_sealed = self.holds_sealed_documents(name)?;
-        let sealed = parts.sealed || (self.inner.sealer.is_some() && holds_sealed);
-        // Without the key such a handle may still read headers and delete, but every set
-        // is refused: a new document would otherwise land in clear beside sealed ones.
-        let sealed_without_key = self.inner.sealer.is_none() && holds_sealed;
-        let sealer = if sealed {
-            match &self.inner.sealer {
-                Some(s) => Some(s.clone()),
-                None => {
-                    return Err(CollectionError::NoKey {
+        if seal.mark {
+            let marked = crate::seal::mark::mark_collection(&self.inner.store, name);
+            match marked {
+                Ok(()) => {}
+                // Already sealed documents keep the collection sealed without the mark (a
+                // store sealed before marks existed, opened read-only): go on.
+                Err(e) if seal.holds_sealed => {
+                    tracing::debug!(collection = name, error = %e, "sealed mark not written");
+                }
+                Err(source) => {
+                    return Err(CollectionError::Seal {
                         collection: name.to_string(),
+                        source,
                     })
                 }
             }
+        }
+        let sealer = if seal.sealed {
+            self.inner.sealer.clone()
         } else {
             None
         };
+        let sealed_without_key = seal.sealed && sealer.is_none();
         Ok(Collection::from_inner(CollectionInner {
             name: name.to_string(),
             table_id,
@@ -344,20 +440,40 @@ impl Database {
         }))
     }
 
-    /// True when the first stored document of collection `name` is sealed (its clear
-    /// envelope header says so; the body is not read). A collection is sealed or clear as
-    /// a whole, so the first row tells.
-    fn holds_sealed_documents(&self, name: &str) -> Result<bool, CollectionError> {
-        let limits = ScanLimits::new(1, 1 << 31).map_err(|e| CollectionError::store(name, e))?;
-        let mut sealed = false;
-        self.inner
-            .store
-            .scan_visit(&layout::doc_prefix(name), None, limits, &mut |_, value| {
-                sealed = crate::seal::peek(value).is_some_and(|(_, s)| s);
-                strata_store::Visit::Stop
-            })
-            .map_err(|e| CollectionError::store(name, e))?;
-        Ok(sealed)
+    /// Whether collection `name` is sealed for this handle (`declared`: opened
+    /// [`CollectionOptions::sealed`]). It is when declared, when the database or the
+    /// collection carries its sealed mark, or (stores sealed before marks existed) when its
+    /// first document is sealed. Declared sealed without the key: [`CollectionError::NoKey`];
+    /// declared sealed (or the database sealed) over documents in clear:
+    /// [`CollectionError::HoldsClearDocuments`]. Nothing is written here.
+    fn seal_state(&self, name: &str, declared: bool) -> Result<SealState, CollectionError> {
+        let store = &self.inner.store;
+        let db_marked = crate::seal::mark::database_is_marked(store).map_err(seal_err(name))?;
+        let marked = db_marked
+            || crate::seal::mark::collection_is_marked(store, name).map_err(seal_err(name))?;
+        let first = if marked {
+            None
+        } else {
+            first_document_sealed(store, name)?
+        };
+        let holds_sealed = first == Some(true);
+        if declared && self.inner.sealer.is_none() {
+            return Err(CollectionError::NoKey {
+                collection: name.to_string(),
+            });
+        }
+        if declared && first == Some(false) {
+            return Err(CollectionError::HoldsClearDocuments {
+                collection: name.to_string(),
+            });
+        }
+        let sealed = declared || marked || holds_sealed;
+        Ok(SealState {
+            sealed,
+            // Marked once, by the first handle that seals it (or finds it sealed).
+            mark: sealed && !marked,
+            holds_sealed,
+        })
     }
 
     /// True when a JSON Schema baseline is persisted for `name` (the collection is under

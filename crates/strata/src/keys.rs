@@ -17,6 +17,7 @@
 //! | `__nx/keys/database` | the database keyring | `seal` |
 //! | `__nx/keys/collection/<collection>` | sealed-collection keyring | `seal` |
 //! | `__nx/rotate/<collection>` | data-key rotation checkpoint (`NXRT`) | `seal` rotation |
+//! | `__nx/sealed/database`, `__nx/sealed/collection/<collection>` | sealed marks (`NXSM`) | [`crate::Database`] |
 //! | `__nx/manifest/<op>/<scope>` | bulk-operation manifest (JSON: count + digest) | migrate, sweep, cutover |
 //! | `__nx/copy/…` | copy progress and manifest (JSON) | `strata copy` |
 //! | `__nx/crdt/…` | the 14 Numax sync tables | `strata-sync` (see [`crate::numax`]) |
@@ -49,6 +50,8 @@ pub const COLLECTION_KEYRING_PREFIX: &[u8] = b"__nx/keys/collection/";
 pub const DATABASE_KEYRING_KEY: &[u8] = b"__nx/keys/database";
 /// Data-key rotation checkpoints: `__nx/rotate/<collection>`.
 pub const ROTATION_PREFIX: &[u8] = b"__nx/rotate/";
+/// Sealed marks: `__nx/sealed/database`, `__nx/sealed/collection/<collection>`.
+pub const SEALED_PREFIX: &[u8] = b"__nx/sealed/";
 /// The Numax sync tables live under this prefix.
 pub const CRDT_PREFIX: &[u8] = b"__nx/crdt/";
 
@@ -74,6 +77,7 @@ pub const ALL: &[&[u8]] = &[
     COLLECTION_KEYRING_PREFIX,
     DATABASE_KEYRING_KEY,
     ROTATION_PREFIX,
+    SEALED_PREFIX,
     CRDT_PREFIX,
     MANIFEST_PREFIX,
     COPY_PREFIX,

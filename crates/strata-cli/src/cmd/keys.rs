@@ -168,6 +168,19 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         KeysCommand::Status { json } => {
             let ring = Keyring::database();
             let Some((_, rec)) = ring.read(&store)? else {
+                // "Nothing is sealed" only when no record is: sealed records without their
+                // keyring cannot be opened (exit 4, as corrupt metadata).
+                if let Some(record) =
+                    strata::seal::first_sealed_document(&store, strata::keys::DOC_PREFIX)?
+                {
+                    return Err(Failure::with_code(
+                        crate::exit::UNSUPPORTED,
+                        SealError::KeyringMissing {
+                            keyring: ring.store_key().to_vec(),
+                            record,
+                        },
+                    ));
+                }
                 if json {
                     writeln!(out, "{}", serde_json::json!({"format": 1, "keyring": null}))?;
                 } else {

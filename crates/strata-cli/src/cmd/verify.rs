@@ -1,12 +1,15 @@
 //! `strata verify`: a read-only superset of `strata status`. It first checks the metadata
 //! `status` checks (the catalog of collections and every table's schema header) and
 //! fails with the same exit codes (4 future or corrupt, 3 migration required), plus the
-//! fence record, the persisted schema baselines and the sweep markers (4 when one is
-//! unreadable); then it certifies every record of every managed table (current tables
-//! too). Exit 0 when all of that passes; exit 1 with the first bad table and key when a
-//! record does not decode. Last it recounts every table and collection a bulk operation
-//! certified (`__nx/manifest/…`, see `strata_store::manifest`): exit 4 when certified
-//! records are missing or changed although nothing wrote to that scope through strata.
+//! fence record, the persisted schema baselines, the sweep markers and the database
+//! keyring (4 when one is unreadable); then it certifies every record of every managed
+//! table (current tables too). Exit 0 when all of that passes; exit 1 with the first bad
+//! table and key when a record does not decode, or when a sealed record fails
+//! authentication (with the key) or its envelope check (without). Exit 4 when sealed
+//! records exist but the keyring that sealed them does not. Last it recounts every table
+//! and collection a bulk operation certified (`__nx/manifest/…`, see
+//! `strata_store::manifest`): exit 4 when certified records are missing or changed
+//! although nothing wrote to that scope through strata.
 
 use crate::cmd::migrate::Reporter;
 use crate::cmd::status::{inspect_tables, verdict};
@@ -263,6 +266,12 @@ fn policy_problems(store: &Store, catalog: &Catalog) -> Result<Vec<String>, Fail
     if let Err(e @ strata::PolicyError::Corrupted { .. }) = Fence::read(store) {
         problems.push(e.to_string());
     }
+    // The database keyring decodes without the key; without it no sealed record opens.
+    if let Err(e @ strata::seal::SealError::CorruptedKeyring { .. }) =
+        strata::seal::Keyring::database().read(store)
+    {
+        problems.push(e.to_string());
+    }
     for t in catalog
         .tables()
         .iter()
@@ -375,6 +384,19 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         // Records strata certified are gone (or changed) without a write through strata:
         // corrupt data, as `strata status` reports corrupt metadata.
         return Err(Failure::with_code(UNSUPPORTED, VerifyError::from(bad)));
+    }
+    if sealed.sealed() > 0 && !strata::seal::has_keyring(&store)? {
+        // Sealed records whose keyring is gone (with the key, unlocking said so already).
+        if let Some(record) = strata::seal::first_sealed_document(&store, strata::keys::DOC_PREFIX)?
+        {
+            return Err(Failure::with_code(
+                UNSUPPORTED,
+                strata::seal::SealError::KeyringMissing {
+                    keyring: strata::seal::DATABASE_KEYRING_KEY.to_vec(),
+                    record,
+                },
+            ));
+        }
     }
     if sealed.failed() > 0 {
         let first = &sealed.failures[0];

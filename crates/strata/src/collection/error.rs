@@ -290,8 +290,19 @@ pub enum CollectionError {
         source: crate::seal::SealError,
     },
     /// A collection declared sealed on a database opened without a key.
-    #[error("collection `{collection}` is declared sealed but the database was opened without a key; open it with `Database::builder(..).key(..)`")]
+    #[error("collection `{collection}` is declared sealed but the database was opened without a key; nothing was written; open it with `Database::builder(..).key(..)`")]
     NoKey {
+        /// The collection.
+        collection: String,
+    },
+    /// A database opened [`DatabaseBuilder::sealed`](crate::database::DatabaseBuilder::sealed)
+    /// without [`DatabaseBuilder::key`](crate::database::DatabaseBuilder::key).
+    #[error("the database is to be sealed but no key was given; nothing was written; add `.key(..)` to `Database::builder(..)`")]
+    SealedWithoutKey,
+    /// A collection declared sealed (or a database sealed as a whole) already holds
+    /// documents in clear: they would not open as sealed ones.
+    #[error("collection `{collection}` holds documents in clear and cannot be sealed in place; nothing was written; keep it clear, or copy its documents into a new sealed collection")]
+    HoldsClearDocuments {
         /// The collection.
         collection: String,
     },

@@ -12,13 +12,18 @@ pub const SALT_LEN: usize = 16;
 
 pub(super) const KIND_PASSPHRASE: u8 = 1;
 pub(super) const KIND_RAW: u8 = 2;
-/// Upper bound on the Argon2 memory cost accepted from a stored keyring (4 GiB), so a
-/// corrupted record cannot ask for an absurd allocation.
-const MAX_STORED_M_COST_KIB: u32 = 4 * 1024 * 1024;
-/// Upper bound on the Argon2 time cost accepted from a stored keyring.
-const MAX_STORED_T_COST: u32 = 1024;
-/// Upper bound on the Argon2 parallelism accepted from a stored keyring.
-const MAX_STORED_PARALLELISM: u32 = 64;
+/// Upper bound on the Argon2 memory cost (2 GiB, the largest of RFC 9106's
+/// recommendations), checked on every entry created and every entry read, so a tampered
+/// keyring cannot ask for an absurd allocation.
+pub const MAX_KDF_M_COST_KIB: u32 = 2 * 1024 * 1024;
+/// Upper bound on the Argon2 work, memory × passes (8 GiB·passes: 2 GiB × 4 passes, or the
+/// default 19 MiB × 431 passes; several seconds of one core), so a tampered keyring cannot
+/// make an unlock run for hours.
+pub const MAX_KDF_WORK_KIB: u64 = 8 * 1024 * 1024;
+/// Upper bound on the Argon2 passes.
+pub const MAX_KDF_T_COST: u32 = 1024;
+/// Upper bound on the Argon2 lanes.
+pub const MAX_KDF_PARALLELISM: u32 = 64;
 
 /// Argon2id parameters for deriving a key-encryption key from a passphrase. Stored in the
 /// passphrase's wrapping entry, so unlocking always uses the parameters it was created
@@ -27,6 +32,12 @@ const MAX_STORED_PARALLELISM: u32 = 64;
 /// The default is the OWASP recommendation for Argon2id (19 MiB of memory, 2 passes, 1
 /// lane): about 20-50 ms per unlock on a current machine. Raise `m_cost_kib` for stronger
 /// protection of weak passphrases; tests may use [`KdfParams::insecure_fast`].
+///
+/// Every entry created and every entry read is checked against [`MAX_KDF_M_COST_KIB`]
+/// (2 GiB), [`MAX_KDF_WORK_KIB`] (memory × passes ≤ 8 GiB), [`MAX_KDF_T_COST`] and
+/// [`MAX_KDF_PARALLELISM`] before Argon2 runs: larger parameters are refused when
+/// creating an entry, and a stored entry asking for them is a corrupted keyring (a
+/// tampered record cannot make an unlock allocate gigabytes or run for hours).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct KdfParams {
     /// Memory cost in KiB (≥ 8 × `parallelism`).
@@ -58,18 +69,29 @@ impl KdfParams {
         }
     }
 
-    pub(super) fn argon2(&self) -> Result<Argon2<'static>, SealError> {
-        if self.m_cost_kib > MAX_STORED_M_COST_KIB
-            || self.t_cost > MAX_STORED_T_COST
-            || self.parallelism > MAX_STORED_PARALLELISM
+    /// Checks the parameters against this build's limits ([`MAX_KDF_M_COST_KIB`],
+    /// [`MAX_KDF_WORK_KIB`], [`MAX_KDF_T_COST`], [`MAX_KDF_PARALLELISM`]) without running
+    /// Argon2: `Err` says which limit is exceeded.
+    pub(super) fn check(&self) -> Result<(), String> {
+        let work = u64::from(self.m_cost_kib) * u64::from(self.t_cost);
+        if self.m_cost_kib > MAX_KDF_M_COST_KIB
+            || work > MAX_KDF_WORK_KIB
+            || self.t_cost > MAX_KDF_T_COST
+            || self.parallelism > MAX_KDF_PARALLELISM
         {
-            return Err(SealError::InvalidParameters {
-                reason: format!(
-                    "Argon2id parameters {}/{}/{} exceed the limits (memory ≤ {MAX_STORED_M_COST_KIB} KiB, passes ≤ {MAX_STORED_T_COST}, lanes ≤ {MAX_STORED_PARALLELISM})",
-                    self.m_cost_kib, self.t_cost, self.parallelism
-                ),
-            });
+            return Err(format!(
+                "Argon2id parameters {} KiB × {} passes × {} lanes exceed this build's limits (memory ≤ {MAX_KDF_M_COST_KIB} KiB, memory × passes ≤ {MAX_KDF_WORK_KIB} KiB, passes ≤ {MAX_KDF_T_COST}, lanes ≤ {MAX_KDF_PARALLELISM})",
+                self.m_cost_kib, self.t_cost, self.parallelism
+            ));
         }
+        Ok(())
+    }
+
+    pub(super) fn argon2(&self) -> Result<Argon2<'static>, SealError> {
+        self.check()
+            .map_err(|reason| SealError::InvalidParameters {
+                reason: format!("{reason}; choose smaller `KdfParams`"),
+            })?;
         let params = Params::new(
             self.m_cost_kib,
             self.t_cost,
@@ -147,10 +169,22 @@ impl Credential {
         self
     }
 
+    /// An empty passphrase protects nothing (an unset variable read with
+    /// `unwrap_or_default()` gives one): refused.
+    fn check_not_empty(&self) -> Result<(), SealError> {
+        if self.secret.is_empty() {
+            return Err(SealError::InvalidParameters {
+                reason: "the passphrase is empty, which protects nothing; pass a non-empty passphrase (check that the variable or file it comes from is set)".into(),
+            });
+        }
+        Ok(())
+    }
+
     /// A fresh KEK specification for a new entry wrapped by this credential.
     pub(super) fn new_spec(&self) -> Result<KekSpec, SealError> {
         Ok(match self.kind {
             CredentialKind::Passphrase => {
+                self.check_not_empty()?;
                 self.kdf.argon2()?;
                 KekSpec::Passphrase {
                     salt: cipher::random::<SALT_LEN>()?,
@@ -169,6 +203,7 @@ impl Credential {
         let mut kek = Zeroizing::new([0u8; DATA_KEY_LEN]);
         match (spec, self.kind) {
             (KekSpec::Passphrase { salt, params }, CredentialKind::Passphrase) => {
+                self.check_not_empty()?;
                 params
                     .argon2()?
                     .hash_password_into(&self.secret, salt, kek.as_mut_slice())

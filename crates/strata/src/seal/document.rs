@@ -15,6 +15,7 @@
 
 use super::{RecordContext, SealError, Sealer};
 use crate::payload::envelope::{Envelope, ENVELOPE_FORMAT, ENVELOPE_HEADER_LEN, ENVELOPE_MAGIC};
+use strata_store::{KvRead, ScanLimits, StoreError};
 
 /// The envelope format of a document whose body is sealed.
 pub const SEALED_ENVELOPE_FORMAT: u8 = 2;
@@ -96,6 +97,31 @@ pub fn open_document(
         body,
     )?;
     Ok((env, json))
+}
+
+/// The store key of the first sealed document value (envelope format 2) under `prefix`,
+/// in key order: the scan stops there (it reads every value under `prefix` when none is
+/// sealed).
+pub fn first_sealed_document<S: KvRead + ?Sized>(
+    store: &S,
+    prefix: &[u8],
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let limits = ScanLimits::new(512, 64 << 20)?;
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let page = store.scan(prefix, after.as_deref(), limits)?;
+        if let Some(r) = page
+            .records
+            .iter()
+            .find(|r| matches!(peek(&r.value), Some((_, true))))
+        {
+            return Ok(Some(r.key.clone()));
+        }
+        match (page.more, page.records.last()) {
+            (true, Some(last)) => after = Some(last.key.clone()),
+            _ => return Ok(None),
+        }
+    }
 }
 
 /// True when a document value must be re-sealed by a data-key rotation: a sealed value

@@ -58,6 +58,15 @@ pub enum SealError {
         /// The keyring's store key.
         keyring: Vec<u8>,
     },
+    /// No keyring exists, but sealed records do: the keyring that sealed them was deleted
+    /// or lost. A new keyring would hold another data key, so none is created.
+    #[error("no keyring at `{}`, but record `{}` is sealed: the keyring that sealed it was deleted or lost, and a new one could not open its records; nothing was written; restore the keyring record `{}` from a backup", escape_key(.keyring), escape_key(.record), escape_key(.keyring))]
+    KeyringMissing {
+        /// The keyring's store key.
+        keyring: Vec<u8>,
+        /// The first sealed record found.
+        record: Vec<u8>,
+    },
     /// A keyring already exists where one was to be created.
     #[error("keyring `{}` already exists: {scope} is already sealed; unlock it instead of creating it", escape_key(.keyring))]
     KeyringExists {

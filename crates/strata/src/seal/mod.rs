@@ -30,6 +30,13 @@
 //! issue allows keys "per database (or per collection)"; one key per database is the
 //! choice made).
 //!
+//! **Which collections are sealed** is persisted apart from the documents ([`mark`]):
+//! `__nx/sealed/collection/<name>` when a collection is first opened
+//! `CollectionOptions::sealed()`, `__nx/sealed/database` for a database opened
+//! `DatabaseBuilder::sealed()` (every collection). A marked collection is sealed for every
+//! handle: with the key it seals even without `sealed()`, without the key its sets are
+//! refused — so no document lands in clear in it, also while it is still empty.
+//!
 //! Key material is zeroized on drop and never appears in `Debug`, `Display`, errors or
 //! logs. Document ids (store keys) and envelope headers stay in clear. Byte layouts:
 //! `docs/format.md`, "Sealed documents".
@@ -41,14 +48,19 @@ mod document;
 mod error;
 mod keyring;
 mod live;
+pub mod mark;
 mod record;
 
 pub use cipher::{
     body_key_id, RecordContext, DATA_KEY_LEN, KEY_ID_LEN, NONCE_LEN, SEAL_OVERHEAD, TAG_LEN,
 };
-pub use credential::{Credential, KdfParams, SALT_LEN};
+pub use credential::{
+    Credential, KdfParams, MAX_KDF_M_COST_KIB, MAX_KDF_PARALLELISM, MAX_KDF_T_COST,
+    MAX_KDF_WORK_KIB, SALT_LEN,
+};
 pub use document::{
-    needs_reseal, open_document, peek, seal_document, sealed_header, SEALED_ENVELOPE_FORMAT,
+    first_sealed_document, needs_reseal, open_document, peek, seal_document, sealed_header,
+    SEALED_ENVELOPE_FORMAT,
 };
 pub(crate) use document::{seal_clear_row, unseal_in_place, unseal_row};
 pub use error::SealError;

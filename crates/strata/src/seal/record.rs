@@ -288,14 +288,17 @@ impl KeyringRecord {
                 KIND_PASSPHRASE => {
                     let mut salt = [0u8; SALT_LEN];
                     salt.copy_from_slice(r.take(SALT_LEN, "salt")?);
-                    KekSpec::Passphrase {
-                        salt,
-                        params: KdfParams {
-                            m_cost_kib: r.u32("memory cost")?,
-                            t_cost: r.u32("time cost")?,
-                            parallelism: r.u32("parallelism")?,
-                        },
+                    let params = KdfParams {
+                        m_cost_kib: r.u32("memory cost")?,
+                        t_cost: r.u32("time cost")?,
+                        parallelism: r.u32("parallelism")?,
+                    };
+                    // Checked before Argon2 ever runs: a tampered record must not make an
+                    // unlock allocate gigabytes or run for hours.
+                    if let Err(reason) = params.check() {
+                        return Err(corrupted(keyring, format!("entry `{label}`: {reason}")));
                     }
+                    KekSpec::Passphrase { salt, params }
                 }
                 KIND_RAW => KekSpec::Raw,
                 other => {

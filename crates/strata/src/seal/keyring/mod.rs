@@ -151,10 +151,37 @@ impl Keyring {
         &self,
         store: &S,
     ) -> Result<(Vec<u8>, KeyringRecord), SealError> {
-        self.read(store)?.ok_or_else(|| SealError::NoKeyring {
-            scope: self.scope.to_string(),
-            keyring: self.key.clone(),
-        })
+        match self.read(store)? {
+            Some(found) => Ok(found),
+            None => Err(self.missing(store)?),
+        }
+    }
+
+    /// The documents this keyring's scope seals: every collection's for the database
+    /// keyring, one collection's for a collection keyring.
+    fn doc_prefix(&self) -> Vec<u8> {
+        match &self.scope {
+            KeyScope::Database => crate::keys::DOC_PREFIX.to_vec(),
+            KeyScope::Collection(name) => crate::keys::doc_prefix(name),
+        }
+    }
+
+    /// The error for an absent keyring: [`SealError::KeyringMissing`] when sealed
+    /// documents exist in its scope (the keyring was lost), else
+    /// [`SealError::NoKeyring`].
+    fn missing<S: KvRead + ?Sized>(&self, store: &S) -> Result<SealError, SealError> {
+        Ok(
+            match super::first_sealed_document(store, &self.doc_prefix())? {
+                Some(record) => SealError::KeyringMissing {
+                    keyring: self.key.clone(),
+                    record,
+                },
+                None => SealError::NoKeyring {
+                    scope: self.scope.to_string(),
+                    keyring: self.key.clone(),
+                },
+            },
+        )
     }
 
     fn wrong_key(&self) -> SealError {
@@ -253,7 +280,9 @@ impl Keyring {
     }
 
     /// Creates the keyring: a fresh random data key (id 1), wrapped by `cred` in an entry
-    /// named `label`. Refused when a keyring exists (nothing is overwritten).
+    /// named `label`. Refused when a keyring exists (nothing is overwritten), and with
+    /// [`SealError::KeyringMissing`] when sealed documents exist in its scope without one
+    /// (the keyring that sealed them was lost: a fresh data key could not open them).
     pub fn create<S: KvRead + KvWrite + ?Sized>(
         &self,
         store: &S,
@@ -268,8 +297,11 @@ impl Keyring {
         if store.get(&self.key)?.is_some() {
             return Err(exists());
         }
-        let keys = vec![(1u32, cipher::new_data_key()?)];
         let spec = cred.new_spec()?;
+        if let e @ SealError::KeyringMissing { .. } = self.missing(store)? {
+            return Err(e);
+        }
+        let keys = vec![(1u32, cipher::new_data_key()?)];
         let Some(kek) = cred.kek(&spec)? else {
             return Err(self.wrong_key());
         };

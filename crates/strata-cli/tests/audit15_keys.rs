@@ -1,0 +1,209 @@
+//! The CLI over a damaged keyring (issue 15 audit): a keyring deleted while sealed
+//! records remain, or one that no longer decodes, is corrupt metadata — `verify` and
+//! `keys status` say so with exit 4 (DESIGN §5) instead of "every record ok" or "nothing
+//! is sealed", and nothing is written. An error document printed under `--json` to a
+//! reader that went away does not crash the command.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use strata::collection::CollectionOptions;
+use strata::seal::{Credential, KdfParams, DATABASE_KEYRING_KEY};
+use strata::Database;
+use strata_store::{Batch, KvWrite, Store};
+
+const PASSPHRASE: &str = "audit15 cli passphrase";
+const KEY_ENV: (&str, &str) = ("STRATA_AUDIT15_PASSPHRASE", PASSPHRASE);
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Acct {
+    id: String,
+    note: String,
+}
+
+fn strata(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .env(KEY_ENV.0, KEY_ENV.1)
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A redb store with three sealed `accounts` documents and one clear `notes` document.
+fn seed(path: &Path) {
+    let store = Store::new(strata_redb::RedbStore::create(path).unwrap());
+    let db = Database::builder(store.clone())
+        .key(Credential::passphrase(PASSPHRASE).with_kdf(KdfParams::insecure_fast()))
+        .open()
+        .unwrap();
+    let c = db
+        .collection::<Acct>("accounts", CollectionOptions::new().sealed())
+        .unwrap();
+    for id in ["a1", "a2", "a3"] {
+        c.put(
+            id,
+            &Acct {
+                id: id.into(),
+                note: "secret".into(),
+            },
+        )
+        .unwrap();
+    }
+    let n = db
+        .collection::<Acct>("notes", CollectionOptions::new())
+        .unwrap();
+    n.put(
+        "n1",
+        &Acct {
+            id: "n1".into(),
+            note: "clear".into(),
+        },
+    )
+    .unwrap();
+    store.flush().unwrap();
+}
+
+fn set_keyring(path: &Path, value: Option<&[u8]>) {
+    let store = Store::new(strata_redb::RedbStore::open_existing(path).unwrap());
+    let batch = match value {
+        Some(v) => Batch::new().set(DATABASE_KEYRING_KEY.to_vec(), v.to_vec()),
+        None => Batch::new().delete(DATABASE_KEYRING_KEY.to_vec()),
+    };
+    store.apply(batch).unwrap();
+    store.flush().unwrap();
+}
+
+/// Runs each command and checks its exit code, that its output contains `needle`, and that
+/// the file is byte-for-byte unchanged.
+fn expect(path: &Path, runs: &[(&[&str], i32, &str)]) {
+    let db = path.to_str().unwrap();
+    for (args, code, needle) in runs {
+        let before = std::fs::read(path).unwrap();
+        let mut all = vec!["--db", db];
+        all.extend_from_slice(args);
+        let out = strata(&all);
+        // `verify` prints metadata problems on stdout (as `status`), errors on stderr.
+        let err = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+        assert_eq!(out.status.code(), Some(*code), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(std::fs::read(path).unwrap(), before, "{args:?} wrote");
+    }
+}
+
+#[test]
+fn a_deleted_keyring_over_sealed_records_is_corrupt_metadata_not_an_unsealed_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bank.redb");
+    seed(&path);
+    set_keyring(&path, None);
+    let missing = "no keyring at `__nx/keys/database`, but record `__nx/doc/accounts/a1` is sealed";
+    expect(
+        &path,
+        &[
+            (&["keys", "status"], 4, missing),
+            (&["verify"], 4, missing),
+            (&["verify", "--passphrase-env", KEY_ENV.0], 4, missing),
+            (
+                &["inspect", "accounts", "--passphrase-env", KEY_ENV.0],
+                4,
+                missing,
+            ),
+            (
+                &["keys", "rotate", "--passphrase-env", KEY_ENV.0],
+                4,
+                missing,
+            ),
+        ],
+    );
+    // `keys status` never claims "nothing is sealed" here.
+    let out = strata(&["--db", path.to_str().unwrap(), "keys", "status"]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("nothing"));
+}
+
+#[test]
+fn a_store_without_sealed_records_has_no_keyring_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plain.redb");
+    {
+        let store = Store::new(strata_redb::RedbStore::create(&path).unwrap());
+        let db = Database::builder(store.clone()).open().unwrap();
+        db.collection::<Acct>("notes", CollectionOptions::new())
+            .unwrap()
+            .put(
+                "n1",
+                &Acct {
+                    id: "n1".into(),
+                    note: "clear".into(),
+                },
+            )
+            .unwrap();
+        store.flush().unwrap();
+    }
+    let out = strata(&["--db", path.to_str().unwrap(), "keys", "status"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no database keyring"));
+    let out = strata(&["--db", path.to_str().unwrap(), "verify"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn a_keyring_that_does_not_decode_fails_verify_with_exit_4_with_or_without_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bank.redb");
+    seed(&path);
+    set_keyring(&path, Some(b"NXKR\x01\0\0"));
+    let corrupt = "keyring `__nx/keys/database` is corrupted";
+    expect(
+        &path,
+        &[
+            (&["verify"], 4, corrupt),
+            (&["verify", "--passphrase-env", KEY_ENV.0], 4, corrupt),
+            (&["keys", "status"], 4, corrupt),
+            (
+                &["inspect", "accounts", "--passphrase-env", KEY_ENV.0],
+                4,
+                corrupt,
+            ),
+        ],
+    );
+    // Without the key, verify says why and that no record was scanned.
+    let out = strata(&["--db", path.to_str().unwrap(), "verify"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(corrupt), "{stdout}");
+    assert!(!stdout.contains("records ok"), "{stdout}");
+}
+
+/// `strata verify --json --passphrase-env WRONG | head -0`: the error document meets a
+/// closed pipe; the command still exits with its code (1), without a panic.
+#[test]
+fn an_error_document_written_to_a_closed_pipe_does_not_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bank.redb");
+    seed(&path);
+    // The reader is closed before the command starts: every write to stdout fails.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args([
+            "--db",
+            path.to_str().unwrap(),
+            "verify",
+            "--json",
+            "--passphrase-env",
+            "STRATA_AUDIT15_WRONG",
+        ])
+        .env("STRATA_AUDIT15_WRONG", "not the passphrase")
+        .stdout(Stdio::from(writer))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("wrong key for the database"), "{err}");
+}

@@ -1,0 +1,109 @@
+//! The persisted "sealed" marks: which collections are sealed, stored apart from their
+//! documents so that it holds before the first document is written.
+//!
+//! * `__nx/sealed/database` — every collection of the database is sealed (written by
+//!   [`DatabaseBuilder::sealed`](crate::database::DatabaseBuilder::sealed));
+//! * `__nx/sealed/collection/<name>` — collection `<name>` is sealed (written when a
+//!   collection is first opened [`sealed`](crate::collection::CollectionOptions::sealed)).
+//!
+//! The value is the 5 bytes `NXSM 01`; a reader checks presence only, so a damaged value
+//! still reads as sealed (the safe side: nothing is ever written in clear because a mark
+//! was damaged). A mark is never removed by strata. Without a mark (stores sealed before
+//! marks existed) a collection whose first stored document is sealed counts as sealed.
+//!
+//! What a mark changes: a handle **with** the key seals every write of a marked collection
+//! even when it did not declare it sealed; a handle **without** the key reads headers and
+//! deletes, but every set is refused ([`SealError::NeedsKey`]),
+//! so no document lands in clear in a sealed collection — also while it is still empty.
+
+use super::SealError;
+use strata_store::{Batch, KvRead, KvWrite};
+
+/// Prefix of every sealed mark.
+pub const SEALED_MARK_PREFIX: &[u8] = b"__nx/sealed/";
+/// The mark of a database whose every collection is sealed.
+pub const SEALED_DATABASE_KEY: &[u8] = b"__nx/sealed/database";
+/// Prefix of per-collection marks (followed by the collection name).
+pub const SEALED_COLLECTION_PREFIX: &[u8] = b"__nx/sealed/collection/";
+/// The value of a mark: magic `NXSM`, format 1.
+pub const SEALED_MARK_VALUE: &[u8; 5] = b"NXSM\x01";
+
+/// The store key of collection `name`'s mark.
+pub fn collection_mark_key(name: &str) -> Vec<u8> {
+    let mut k = SEALED_COLLECTION_PREFIX.to_vec();
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+/// True when the database carries the database-wide mark.
+pub fn database_is_marked<S: KvRead + ?Sized>(store: &S) -> Result<bool, SealError> {
+    Ok(store.get(SEALED_DATABASE_KEY)?.is_some())
+}
+
+/// True when collection `name` carries its own mark (the database-wide mark is checked
+/// by [`database_is_marked`]).
+pub fn collection_is_marked<S: KvRead + ?Sized>(store: &S, name: &str) -> Result<bool, SealError> {
+    Ok(store.get(&collection_mark_key(name))?.is_some())
+}
+
+/// Writes the mark at `key` unless one is there (one batch guarded by its absence; a
+/// concurrent writer of the same mark is fine).
+fn mark<S: KvRead + KvWrite + ?Sized>(store: &S, key: Vec<u8>) -> Result<(), SealError> {
+    if store.get(&key)?.is_some() {
+        return Ok(());
+    }
+    let batch = Batch::new()
+        .require_absent(key.clone())
+        .set(key.clone(), SEALED_MARK_VALUE.to_vec());
+    match store.apply(batch) {
+        Ok(()) => {
+            tracing::info!(mark = %strata_store::escape_key(&key), "sealed mark written");
+            Ok(())
+        }
+        // Written by another handle meanwhile: the mark is there either way.
+        Err(e) if e.is_conflict() => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Marks collection `name` sealed.
+pub fn mark_collection<S: KvRead + KvWrite + ?Sized>(
+    store: &S,
+    name: &str,
+) -> Result<(), SealError> {
+    mark(store, collection_mark_key(name))
+}
+
+/// Marks every collection of the database sealed.
+pub fn mark_database<S: KvRead + KvWrite + ?Sized>(store: &S) -> Result<(), SealError> {
+    mark(store, SEALED_DATABASE_KEY.to_vec())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use strata_store::{MemoryStore, Store};
+
+    #[test]
+    fn marks_are_written_once_and_read_by_presence() {
+        let store = Store::new(MemoryStore::new());
+        assert!(!collection_is_marked(&store, "a").unwrap());
+        assert!(!database_is_marked(&store).unwrap());
+        mark_collection(&store, "a").unwrap();
+        mark_collection(&store, "a").unwrap();
+        assert!(collection_is_marked(&store, "a").unwrap());
+        assert!(!collection_is_marked(&store, "b").unwrap());
+        assert_eq!(
+            store.get(b"__nx/sealed/collection/a").unwrap().unwrap(),
+            b"NXSM\x01"
+        );
+        mark_database(&store).unwrap();
+        assert!(database_is_marked(&store).unwrap());
+        // A damaged value still reads as sealed.
+        store
+            .apply(Batch::new().set(collection_mark_key("b"), b"junk".to_vec()))
+            .unwrap();
+        assert!(collection_is_marked(&store, "b").unwrap());
+    }
+}
