@@ -64,6 +64,12 @@ fn detect(path: &Path) -> Result<Detected, StoreError> {
         let empty = std::fs::read_dir(path)
             .map(|mut d| d.next().is_none())
             .unwrap_or(false);
+        if strata_sled::has_foreign_conf(path) {
+            return Err(StoreError::CannotOpen {
+                path: path.to_path_buf(),
+                reason: "it holds a `conf` that is not sled's configuration, so it is not a sled datastore and not a strata store; it was left untouched (point --db at a redb file or a sled directory)".into(),
+            });
+        }
         if std::fs::symlink_metadata(path.join("conf")).is_ok() {
             // A sled `conf` that fails the checks: let sled's checks say what is wrong.
             return strata_sled::SledStore::open_existing(path).map(|_| Detected::Sled);
@@ -122,6 +128,9 @@ fn check_explicit(path: &Path, want: Detected, create: bool) -> Result<(), Store
                 refuse("it is a file, not a sled datastore directory")
             }
         }
+        Detected::Sled if meta.is_dir() && strata_sled::has_foreign_conf(path) => refuse(
+            "it holds a `conf` that is not sled's configuration, so it is not a sled datastore",
+        ),
         Detected::Sled
             if meta.is_dir()
                 && std::fs::symlink_metadata(path.join("conf")).is_err()
