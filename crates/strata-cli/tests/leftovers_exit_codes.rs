@@ -139,3 +139,52 @@ fn damaged_stores_exit_4_and_say_damaged() {
         "something was changed or created"
     );
 }
+
+/// A path given to `copy --from/--to` or `schema diff --against` that is not a store is
+/// refused naming that option (not `--db`, which the command does not read).
+#[test]
+fn a_refusal_names_the_option_that_named_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, b"not a store\n").unwrap();
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("mine"), b"x").unwrap();
+    let schema = dir.path().join("s.json");
+    std::fs::write(&schema, br#"{"type":"object"}"#).unwrap();
+    let new = dir.path().join("new.redb");
+    let source = dir.path().join("source.redb");
+    drop(strata_redb::RedbStore::create(&source).unwrap());
+    let before = files(dir.path());
+    let t = text.to_str().unwrap();
+    let o = other.to_str().unwrap();
+    let n = new.to_str().unwrap();
+    let src = source.to_str().unwrap();
+    let s = schema.to_str().unwrap();
+    for (args, flag) in [
+        (vec!["copy", "--from", t, "--to", n], "--from"),
+        (vec!["copy", "--from", o, "--to", n], "--from"),
+        (vec!["copy", "--from", src, "--to", t], "--to"),
+        (vec!["copy", "--from", src, "--to", o], "--to"),
+        (
+            vec!["schema", "diff", s, "--against", t, "users"],
+            "--against",
+        ),
+        (
+            vec!["schema", "diff", s, "--against", o, "users"],
+            "--against",
+        ),
+    ] {
+        let out = common::strata(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("not a strata store"), "{args:?}: {err}");
+        assert!(err.contains(&format!("point {flag} at")), "{args:?}: {err}");
+        assert!(!err.contains("--db"), "{args:?}: {err}");
+    }
+    assert_eq!(
+        files(dir.path()),
+        before,
+        "something was changed or created"
+    );
+}
