@@ -170,9 +170,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             let Some((_, rec)) = ring.read(&store)? else {
                 // "Nothing is sealed" only when no record is: sealed records without their
                 // keyring cannot be opened (exit 4, as corrupt metadata).
-                if let Some(record) =
-                    strata::seal::first_sealed_document(&store, strata::keys::DOC_PREFIX)?
-                {
+                if let Some(record) = strata::seal::first_sealed_document(&store, None)? {
                     return Err(Failure::with_code(
                         crate::exit::UNSUPPORTED,
                         SealError::KeyringMissing {

@@ -46,9 +46,11 @@ mod cipher;
 mod credential;
 mod document;
 mod error;
+mod header;
 mod keyring;
 mod live;
 pub mod mark;
+pub use mark::first_sealed_document;
 mod record;
 
 pub use cipher::{
@@ -59,8 +61,7 @@ pub use credential::{
     MAX_KDF_WORK_KIB, SALT_LEN,
 };
 pub use document::{
-    first_sealed_document, needs_reseal, open_document, peek, seal_document, sealed_header,
-    SEALED_ENVELOPE_FORMAT,
+    needs_reseal, open_document, peek, seal_document, sealed_header, SEALED_ENVELOPE_FORMAT,
 };
 pub(crate) use document::{seal_clear_row, unseal_in_place, unseal_row};
 pub use error::SealError;
