@@ -38,12 +38,14 @@ enum Detected {
 }
 
 /// Detects the kind of store at a plain path; refuses anything that is not a store.
-fn detect(path: &Path) -> Result<Detected, StoreError> {
+fn detect(path: &Path, flag: &str) -> Result<Detected, StoreError> {
     let Ok(meta) = std::fs::metadata(path) else {
         if std::fs::symlink_metadata(path).is_ok() {
             return Err(StoreError::CannotOpen {
                 path: path.to_path_buf(),
-                reason: "it is a symlink to a missing file; point --db at the real location".into(),
+                reason: format!(
+                    "it is a symlink to a missing file; point {flag} at the real location"
+                ),
             });
         }
         return Ok(Detected::Missing);
@@ -54,7 +56,7 @@ fn detect(path: &Path) -> Result<Detected, StoreError> {
         }
         return Err(StoreError::CannotOpen {
             path: path.to_path_buf(),
-            reason: "it is neither a redb file nor a sled directory, so it is not a strata store; it was left untouched (point --db at a store, or say which with redb:PATH / sled:PATH)".into(),
+            reason: format!("it is neither a redb file nor a sled directory, so it is not a strata store; it was left untouched (point {flag} at a store, or say which with redb:PATH / sled:PATH)"),
         });
     }
     if meta.is_dir() {
@@ -64,6 +66,12 @@ fn detect(path: &Path) -> Result<Detected, StoreError> {
         let empty = std::fs::read_dir(path)
             .map(|mut d| d.next().is_none())
             .unwrap_or(false);
+        if strata_sled::has_foreign_conf(path) {
+            return Err(StoreError::CannotOpen {
+                path: path.to_path_buf(),
+                reason: format!("it holds a `conf` that is not sled's configuration, so it is not a sled datastore and not a strata store; it was left untouched (point {flag} at a redb file or a sled directory)"),
+            });
+        }
         if std::fs::symlink_metadata(path.join("conf")).is_ok() {
             // A sled `conf` that fails the checks: let sled's checks say what is wrong.
             return strata_sled::SledStore::open_existing(path).map(|_| Detected::Sled);
@@ -77,7 +85,7 @@ fn detect(path: &Path) -> Result<Detected, StoreError> {
         };
         return Err(StoreError::CannotOpen {
             path: path.to_path_buf(),
-            reason: format!("{what} not a strata store; point --db at a redb file or a sled directory (nothing was created)"),
+            reason: format!("{what} not a strata store; point {flag} at a redb file or a sled directory (nothing was created)"),
         });
     }
     Err(StoreError::CannotOpen {
@@ -90,14 +98,14 @@ fn detect(path: &Path) -> Result<Detected, StoreError> {
 /// store of that backend, saying what is there (a missing path, and a file or directory
 /// that looks like one, are left to the backend's own checks). With `create` (a store
 /// that may be created), an empty directory for sled is allowed.
-fn check_explicit(path: &Path, want: Detected, create: bool) -> Result<(), StoreError> {
+fn check_explicit(path: &Path, want: Detected, create: bool, flag: &str) -> Result<(), StoreError> {
     let Ok(meta) = std::fs::metadata(path) else {
         return Ok(());
     };
     let refuse = |what: &str| {
         Err(StoreError::CannotOpen {
             path: path.to_path_buf(),
-            reason: format!("{what}, so it is not a strata store; it was left untouched (point --db at a store, or say which with redb:PATH / sled:PATH)"),
+            reason: format!("{what}, so it is not a strata store; it was left untouched (point {flag} at a store, or say which with redb:PATH / sled:PATH)"),
         })
     };
     match want {
@@ -122,6 +130,9 @@ fn check_explicit(path: &Path, want: Detected, create: bool) -> Result<(), Store
                 refuse("it is a file, not a sled datastore directory")
             }
         }
+        Detected::Sled if meta.is_dir() && strata_sled::has_foreign_conf(path) => refuse(
+            "it holds a `conf` that is not sled's configuration, so it is not a sled datastore",
+        ),
         Detected::Sled
             if meta.is_dir()
                 && std::fs::symlink_metadata(path.join("conf")).is_err()
@@ -143,28 +154,32 @@ fn check_explicit(path: &Path, want: Detected, create: bool) -> Result<(), Store
 /// Parses `--db`: an explicit scheme, or a plain path that must already hold a store
 /// (`create`: a missing plain path is a new redb store instead of an error).
 pub fn target(db: &Path, create: bool) -> Result<Target, StoreError> {
+    target_named(db, create, "--db")
+}
+
+/// [`target`] of a store named by the option `flag` (`--from`, `--to`, `--against`): a
+/// refusal says which option to point elsewhere.
+pub fn target_named(db: &Path, create: bool, flag: &str) -> Result<Target, StoreError> {
     if let Some(s) = db.to_str() {
         if is_postgres_url(s) {
             return Ok(Target::Postgres(s.to_string()));
         }
         if let Some(p) = s.strip_prefix("redb:") {
             let path = PathBuf::from(p);
-            check_explicit(&path, Detected::Redb, create)?;
+            check_explicit(&path, Detected::Redb, create, flag)?;
             return Ok(Target::Redb(path));
         }
         if let Some(p) = s.strip_prefix("sled:") {
             let path = PathBuf::from(p);
-            check_explicit(&path, Detected::Sled, create)?;
+            check_explicit(&path, Detected::Sled, create, flag)?;
             return Ok(Target::Sled(path));
         }
     }
-    match detect(db)? {
+    match detect(db, flag)? {
         Detected::Redb => Ok(Target::Redb(db.to_path_buf())),
         Detected::Sled => Ok(Target::Sled(db.to_path_buf())),
         Detected::Missing if create => Ok(Target::Redb(db.to_path_buf())),
-        Detected::Missing => Err(StoreError::NotFound {
-            path: db.to_path_buf(),
-        }),
+        Detected::Missing => Err(StoreError::not_found(db)),
     }
 }
 

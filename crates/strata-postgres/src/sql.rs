@@ -38,6 +38,10 @@ pub(crate) const TABLE_SHAPE: &str = r#"SELECT c.relkind::text,
         ORDER BY a.attnum)
 FROM pg_class c WHERE c.oid = to_regclass(quote_ident($1))"#;
 
+/// The schema a new table goes to (`current_schema()`, `NULL` when no schema of the
+/// search path exists) and the schemas a table name is looked up in.
+pub(crate) const SCHEMAS: &str = "SELECT current_schema()::text, current_schemas(false)::text[]";
+
 /// What is wrong with a relation of shape `(relkind, columns, primary key)` (see
 /// [`TABLE_SHAPE`]) as a store table, or `None` when it is exactly
 /// `(k bytea primary key, v bytea not null)`.

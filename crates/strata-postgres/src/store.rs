@@ -274,10 +274,14 @@ impl PgStore {
                         problem,
                     }));
                 }
-                return Ok(true);
+                return Ok(None);
             }
             if !options.create_table {
-                return Ok(false);
+                // Missing: where it was looked for, and where it would be created.
+                let row = client.query_one(sql::SCHEMAS, &[]).await?;
+                let current: Option<String> = row.try_get(0)?;
+                let searched: Vec<String> = row.try_get(1)?;
+                return Ok(Some((current, searched)));
             }
             // Serialize concurrent creators (CREATE TABLE IF NOT EXISTS can still race on
             // the catalog) with the table-wide lock.
@@ -288,14 +292,12 @@ impl PgStore {
             tx.batch_execute(&sql::create_table(&table)).await?;
             tx.commit().await?;
             tracing::info!(%target, %table, "created the postgres store table");
-            Ok(true)
+            Ok(None)
         });
-        let exists = flatten(setup)
+        let missing = flatten(setup)
             .map_err(|f| failure_error(f, "connect", &table, &target, pool.timeouts()))?;
-        if !exists {
-            return Err(StoreError::NotFound {
-                path: format!("{target} table {table}").into(),
-            });
+        if let Some((current, searched)) = missing {
+            return Err(table_not_found(&table, &target, current, &searched));
         }
         // The first connection becomes the pool's first: preparing its statements now
         // makes a table of the wrong shape fail here, not on first use.
@@ -604,6 +606,37 @@ fn check_table_name(name: &str) -> Result<()> {
 }
 
 /// `host:port/database as user`, for messages (never the password).
+/// [`StoreError::NotFound`] of a missing store table: where it was looked for (the
+/// schemas of the connection's search path), where it would be created (`current`, the
+/// first of them that exists) and what creates it.
+fn table_not_found(
+    table: &str,
+    target: &str,
+    current: Option<String>,
+    searched: &[String],
+) -> StoreError {
+    let searched = match searched {
+        [] => "no schema (the connection's search_path names none that exists)".to_string(),
+        [one] => format!("schema `{one}`"),
+        many => format!(
+            "schemas {}",
+            many.iter()
+                .map(|s| format!("`{s}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let created_in = match current {
+        Some(schema) => format!("in schema `{schema}` "),
+        None => String::new(),
+    };
+    StoreError::NotFound {
+        path: format!("{target} table {table}").into(),
+        what: format!("postgres table `{table}` in {target} (searched {searched})"),
+        remedy: format!("it is created {created_in}by the first connection with table creation on (`PgStore::connect`, the default: the application's first start) or by `strata copy --from SOURCE --to` this URL; strata's read, migrate and admin commands never create it (check the URL's database and `strata_table`)"),
+    }
+}
+
 fn describe(config: &Config) -> String {
     use tokio_postgres::config::Host;
     let hosts: Vec<String> = config

@@ -191,9 +191,7 @@ impl RedbOptions {
 
     fn check_existing(&self, path: &Path) -> Result<()> {
         if !path.exists() {
-            return Err(StoreError::NotFound {
-                path: path.to_path_buf(),
-            });
+            return Err(StoreError::not_found(path));
         }
         if !is_redb_file(path) {
             return Err(StoreError::Damaged {

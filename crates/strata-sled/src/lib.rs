@@ -82,7 +82,7 @@ mod values;
 mod values_tests;
 
 pub use open::SledOptions;
-pub use safety::is_sled_dir;
+pub use safety::{has_foreign_conf, is_sled_dir};
 
 use cache::GuardCache;
 use std::fmt;

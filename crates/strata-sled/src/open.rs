@@ -133,9 +133,7 @@ impl SledOptions {
     pub fn open_existing(&self, path: impl AsRef<Path>) -> Result<SledStore> {
         let path = path.as_ref();
         match safety::inspect(path)? {
-            safety::Found::Nothing => Err(StoreError::NotFound {
-                path: path.to_path_buf(),
-            }),
+            safety::Found::Nothing => Err(not_found(path)),
             safety::Found::Sled => {
                 let seal = safety::prepare_existing(path, self.lock_wait)?;
                 self.open_at(path, seal)
@@ -158,9 +156,7 @@ impl SledOptions {
     pub fn open_read_only(&self, path: impl AsRef<Path>) -> Result<SledStore> {
         let path = path.as_ref();
         if safety::inspect(path)? == safety::Found::Nothing {
-            return Err(StoreError::NotFound {
-                path: path.to_path_buf(),
-            });
+            return Err(not_found(path));
         }
         let copy = PrivateCopy::of(path, self.lock_wait)?;
         let db = safety::prepare_existing(copy.path(), Duration::ZERO)
@@ -233,6 +229,19 @@ impl SledOptions {
                 self.write_cache_bytes,
             )),
         }
+    }
+}
+
+/// [`StoreError::NotFound`] of `path`: missing, or a directory without sled's files.
+fn not_found(path: &Path) -> StoreError {
+    if path.is_dir() {
+        StoreError::NotFound {
+            path: path.to_path_buf(),
+            what: format!("a sled datastore in directory `{}`", path.display()),
+            remedy: "the directory holds no sled `conf` and `db`; check the path (a store is never created by opening it to read or migrate)".into(),
+        }
+    } else {
+        StoreError::not_found(path)
     }
 }
 

@@ -75,7 +75,7 @@ impl PrivateCopy {
         };
         match e {
             StoreError::InUse { path } => StoreError::InUse { path: fix(path) },
-            StoreError::NotFound { path } => StoreError::NotFound { path: fix(path) },
+            StoreError::NotFound { path, .. } => StoreError::not_found(fix(path)),
             StoreError::Damaged { path, reason } => StoreError::Damaged {
                 path: fix(path),
                 reason,

@@ -62,6 +62,19 @@ pub fn is_sled_dir(dir: &Path) -> bool {
     matches!(inspect(dir), Ok(Found::Sled))
 }
 
+/// True when `dir` holds a `conf` regular file that is not sled's configuration text (a
+/// directory of another program, not a sled datastore). Reads only `conf`.
+pub fn has_foreign_conf(dir: &Path) -> bool {
+    let conf = dir.join("conf");
+    let regular = fs::symlink_metadata(&conf).is_ok_and(|m| m.is_file());
+    let mut text = Vec::new();
+    regular
+        && fs::File::open(&conf)
+            .and_then(|f| f.take(4096).read_to_end(&mut text))
+            .is_ok()
+        && !is_sled_conf(&text)
+}
+
 /// Checks the signature at `dir` without writing anything.
 pub(crate) fn inspect(dir: &Path) -> Result<Found> {
     let meta = match fs::metadata(dir) {

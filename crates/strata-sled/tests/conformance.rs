@@ -30,7 +30,7 @@ fn open_existing_refuses_a_missing_path_and_creates_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope").join("db");
     match SledStore::open_existing(&missing) {
-        Err(StoreError::NotFound { path }) => assert_eq!(path, missing),
+        Err(StoreError::NotFound { path, .. }) => assert_eq!(path, missing),
         other => panic!("expected NotFound, got {other:?}"),
     }
     assert!(!missing.exists(), "open_existing created the datastore");

@@ -52,11 +52,17 @@ pub enum StoreError {
         /// The datastore path.
         path: PathBuf,
     },
-    /// The datastore does not exist and the caller asked not to create it.
-    #[error("datastore `{}` does not exist; check the path (a store is never created by opening it to read or migrate)", .path.display())]
+    /// The datastore does not exist and the caller asked not to create it. Made with
+    /// [`StoreError::not_found`] for a datastore path (file or directory); a backend whose
+    /// store is not a path (a PostgreSQL table) says what is missing and what creates it.
+    #[error("{what} does not exist; {remedy}")]
     NotFound {
-        /// The datastore path.
+        /// The datastore path (PostgreSQL: the server and the table).
         path: PathBuf,
+        /// What is missing, as shown (``datastore `PATH` ``, ``postgres table `T` in …``).
+        what: String,
+        /// What to do about it.
+        remedy: String,
     },
     /// The datastore's files exist but cannot be read as a datastore (truncated, corrupted,
     /// or not a datastore of this backend). The reason says whether the files were left
@@ -106,6 +112,17 @@ impl StoreError {
         StoreError::Backend {
             backend,
             source: source.into(),
+        }
+    }
+
+    /// [`StoreError::NotFound`] of the datastore at `path` (a file or a directory).
+    pub fn not_found(path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        StoreError::NotFound {
+            what: format!("datastore `{}`", path.display()),
+            remedy: "check the path (a store is never created by opening it to read or migrate)"
+                .into(),
+            path,
         }
     }
 

@@ -2,7 +2,7 @@
 //! A tampered sealed row among stale ones (issue 15 audit): with an eager upcast and
 //! read-repair on, `get`, `iter` and the sweep each fail that row only with an
 //! authentication error and never rewrite or delete it; the other rows are upcast and
-//! stay sealed. (`update` over it: see the ignored test at the end.)
+//! stay sealed; an `update` over it fails the same way and changes nothing.
 
 use serde::{Deserialize, Serialize};
 use strata::collection::CollectionOptions;
@@ -94,11 +94,10 @@ fn a_tampered_stale_row_fails_every_path_alone_and_is_never_rewritten() {
 
 /// `update(key, value, expected_lock)` over a tampered row: the lock version it compares
 /// is the row's clear header, which only authenticates together with the body; the
-/// update should authenticate the stored row (and fail like a read) before replacing it,
+/// update authenticates the stored row (and fails like a read) before replacing it,
 /// instead of overwriting the tampered record — the evidence the error message tells the
-/// user to restore from a backup.
+/// user to restore from a backup. An intact row updates as usual.
 #[test]
-#[ignore = "bug: Collection::update overwrites a sealed row that fails authentication (collection/write.rs checks only the clear lock version); returns Ok(2)"]
 fn update_over_a_tampered_row_fails_and_changes_nothing() {
     let store = Store::new(MemoryStore::new());
     let db = Database::builder(store.clone()).key(pass()).open().unwrap();
@@ -130,4 +129,15 @@ fn update_over_a_tampered_row_fails_and_changes_nothing() {
         .unwrap_err();
     assert!(is_auth(&e), "{e:?}");
     assert_eq!(store.get(&key).unwrap().unwrap(), v);
+    // Restored, the same update goes through.
+    v[at] ^= 0x01;
+    store
+        .apply(Batch::new().set(key.clone(), v.clone()))
+        .unwrap();
+    let gold = Acct {
+        id: "a1".into(),
+        tier: "gold".into(),
+    };
+    assert_eq!(c.update("a1", &gold, 1).unwrap(), 2);
+    assert_eq!(c.get("a1").unwrap().unwrap(), gold);
 }

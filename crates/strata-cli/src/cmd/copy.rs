@@ -285,8 +285,8 @@ pub fn run(args: Args) -> CmdResult {
     let from_shown = db::describe(&args.from);
     let to_shown = db::describe(&args.to);
     let limits = ScanLimits::new(args.max_records, args.max_bytes).map_err(Failure::error)?;
-    let from_target = db::target(&args.from, false)?;
-    let to_target = db::target(&args.to, true)?;
+    let from_target = db::target_named(&args.from, false, "--from")?;
+    let to_target = db::target_named(&args.to, true, "--to")?;
     if same_store(&from_target, &to_target) {
         return Err(Failure::error(CopyError::SameStore(from_shown)));
     }

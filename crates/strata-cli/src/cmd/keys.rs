@@ -355,9 +355,7 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
             let Some((_, rec)) = ring.read(&store)? else {
                 // "Nothing is sealed" only when no record is: sealed records without their
                 // keyring cannot be opened (exit 4, as corrupt metadata).
-                if let Some(record) =
-                    strata::seal::first_sealed_document(&store, strata::keys::DOC_PREFIX)?
-                {
+                if let Some(record) = strata::seal::first_sealed_document(&store, None)? {
                     return Err(Failure::with_code(
                         crate::exit::UNSUPPORTED,
                         SealError::KeyringMissing {

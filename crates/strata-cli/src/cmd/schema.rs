@@ -195,7 +195,7 @@ struct Earlier {
 /// store without history), oldest first.
 fn stored_versions(db_arg: &str, collection: &str) -> Result<Vec<Earlier>, Failure> {
     let db_path = Path::new(db_arg);
-    let store = db::open_for_reading(db_path)?;
+    let store = db::open_target_for_reading(&db::target_named(db_path, false, "--against")?)?;
     let history = strata::policy::read_history(&store, collection)?;
     if !history.is_empty() {
         return Ok(history

@@ -387,8 +387,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     }
     if sealed.sealed() > 0 && !strata::seal::has_keyring(&store)? {
         // Sealed records whose keyring is gone (with the key, unlocking said so already).
-        if let Some(record) = strata::seal::first_sealed_document(&store, strata::keys::DOC_PREFIX)?
-        {
+        if let Some(record) = strata::seal::first_sealed_document(&store, None)? {
             return Err(Failure::with_code(
                 UNSUPPORTED,
                 strata::seal::SealError::KeyringMissing {

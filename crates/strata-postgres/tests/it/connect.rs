@@ -105,6 +105,14 @@ fn a_missing_table_is_not_found_when_creation_is_off() {
         .unwrap_err();
     assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
     assert!(err.to_string().contains(&table), "{err}");
+    // Where it was looked for and what creates it; no "check the path".
+    let text = err.to_string();
+    assert!(text.contains("(searched schema"), "{text}");
+    assert!(
+        text.contains("first connection with table creation on"),
+        "{text}"
+    );
+    assert!(!text.contains("check the path"), "{text}");
     // Still missing: looking did not create it.
     let err = PgStore::connect_with(&url, PgOptions::new().table(&table).create_table(false))
         .unwrap_err();

@@ -61,6 +61,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         if value.is_some() && self.inner.sealed_without_key {
             return Err(self.inner.needs_key(&self.inner.key_of(key)));
         }
+        if let (Expect::Lock(_), Some(_), Some(_)) = (expect, value, &self.inner.sealer) {
+            self.authenticate_stored(key)?;
+        }
         match value {
             Some(v) => {
                 let json = self.encode_json(key, v)?;
@@ -68,6 +71,21 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     .write_json(key, Some((json, &|| self.encode_json(key, v))), expect)
             }
             None => self.inner.write_json(key, None, expect),
+        }
+    }
+
+    /// Before an update of a sealed collection: the stored row must authenticate. Its lock
+    /// version is in the clear header, which is authenticated only together with the
+    /// body, so a compare-and-swap on it must not take a tampered row's word (it fails like
+    /// a read of that row, and changes nothing). The write itself still checks the lock
+    /// version under the store's lock.
+    #[cold]
+    #[inline(never)]
+    fn authenticate_stored(&self, key: &str) -> Result<(), CollectionError> {
+        let full = self.inner.key_of(key);
+        match self.inner.get_raw(&full)? {
+            Some(stored) => self.unseal(&full, &stored).map(|_| ()),
+            None => Ok(()),
         }
     }
 

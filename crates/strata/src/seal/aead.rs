@@ -57,8 +57,16 @@ impl XChaCha {
         }
     }
 
-    /// ring's ChaCha20-Poly1305 key and 96-bit nonce for the XChaCha20 `nonce`.
-    fn inner(&self, nonce: &[u8; XNONCE_LEN]) -> Result<(LessSafeKey, Nonce), SealError> {
+    /// Runs `f` with ring's ChaCha20-Poly1305 key under the HChaCha20 subkey of `nonce`
+    /// and the 96-bit nonce `0^4 ‖ nonce[16..24]`. Inlined into its caller, so ring's key
+    /// (544 bytes) is built in the frame that uses it instead of being moved out of a
+    /// helper on every record.
+    #[inline(always)]
+    fn with_key<R>(
+        &self,
+        nonce: &[u8; XNONCE_LEN],
+        f: impl FnOnce(&LessSafeKey, Nonce) -> R,
+    ) -> Result<R, SealError> {
         let (head, tail) = nonce.split_at(16);
         let head: &[u8; 16] = head
             .try_into()
@@ -69,7 +77,8 @@ impl XChaCha {
         let unbound = unbound.map_err(|_| invalid("ring refused a 32-byte ChaCha20 key"))?;
         let mut n = [0u8; 12];
         n[4..].copy_from_slice(tail);
-        Ok((LessSafeKey::new(unbound), Nonce::assume_unique_for_key(n)))
+        let key = LessSafeKey::new(unbound);
+        Ok(f(&key, Nonce::assume_unique_for_key(n)))
     }
 
     /// Encrypts `in_out` in place under `nonce`, returning the tag.
@@ -79,9 +88,10 @@ impl XChaCha {
         aad: &[u8],
         in_out: &mut [u8],
     ) -> Result<[u8; TAG_LEN], SealError> {
-        let (key, n) = self.inner(nonce)?;
-        let tag = key
-            .seal_in_place_separate_tag(n, Aad::from(aad), in_out)
+        let tag = self
+            .with_key(nonce, |key, n| {
+                key.seal_in_place_separate_tag(n, Aad::from(aad), in_out)
+            })?
             .map_err(|_| invalid("plaintext too long for XChaCha20-Poly1305"))?;
         let mut out = [0u8; TAG_LEN];
         out.copy_from_slice(tag.as_ref());
@@ -115,11 +125,11 @@ impl XChaCha {
         if shift > in_out.len() {
             return false;
         }
-        let Ok((key, n)) = self.inner(nonce) else {
-            return false;
-        };
-        key.open_in_place_separate_tag(n, Aad::from(aad), Tag::from(*tag), in_out, shift..)
-            .is_ok()
+        self.with_key(nonce, |key, n| {
+            key.open_in_place_separate_tag(n, Aad::from(aad), Tag::from(*tag), in_out, shift..)
+                .is_ok()
+        })
+        .unwrap_or(false)
     }
 }
 

@@ -55,25 +55,16 @@ pub struct RecordContext<'a> {
 /// Associated data up to this long is built on the stack (no allocation per record).
 const AAD_INLINE: usize = 256;
 
-/// A record's associated data: in `inline` when it fits [`AAD_INLINE`], else in `heap`.
-pub(crate) struct RecordAad {
-    inline: [u8; AAD_INLINE],
-    len: usize,
-    heap: Vec<u8>,
-}
-
-impl RecordAad {
-    pub(crate) fn as_slice(&self) -> &[u8] {
-        if self.heap.is_empty() {
-            &self.inline[..self.len]
-        } else {
-            &self.heap
-        }
-    }
-}
-
 impl RecordContext<'_> {
-    pub(crate) fn aad(&self, key_id: u32) -> Result<RecordAad, SealError> {
+    /// Runs `f` with the record's associated data for data key `key_id` (see the module
+    /// docs), built in this frame: on the stack when it fits [`AAD_INLINE`] bytes, else in
+    /// a vector.
+    #[inline(always)]
+    pub(crate) fn with_aad<R>(
+        &self,
+        key_id: u32,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, SealError> {
         let key_len = u32::try_from(self.key.len()).map_err(|_| SealError::InvalidParameters {
             reason: "record key longer than 4 GiB".into(),
         })?;
@@ -92,21 +83,16 @@ impl RecordContext<'_> {
             &key_id.to_be_bytes(),
         ];
         let len: usize = parts.iter().map(|p| p.len()).sum();
-        let mut aad = RecordAad {
-            inline: [0u8; AAD_INLINE],
-            len,
-            heap: Vec::new(),
-        };
         if len > AAD_INLINE {
-            aad.heap = parts.concat();
-            return Ok(aad);
+            return Ok(f(&parts.concat()));
         }
+        let mut inline = [0u8; AAD_INLINE];
         let mut at = 0;
         for p in parts {
-            aad.inline[at..at + p.len()].copy_from_slice(p);
+            inline[at..at + p.len()].copy_from_slice(p);
             at += p.len();
         }
-        Ok(aad)
+        Ok(f(&inline[..len]))
     }
 }
 
@@ -209,13 +195,8 @@ mod tests {
             want.push(17);
             want.extend_from_slice(&header);
             want.extend_from_slice(&[0, 0, 0, 7]);
-            let aad = ctx.aad(7).unwrap();
-            assert_eq!(aad.as_slice(), want.as_slice(), "key length {key_len}");
-            assert_eq!(
-                aad.heap.is_empty(),
-                want.len() <= AAD_INLINE,
-                "key length {key_len}"
-            );
+            let aad = ctx.with_aad(7, <[u8]>::to_vec).unwrap();
+            assert_eq!(aad, want, "key length {key_len}");
         }
     }
 
@@ -229,14 +210,15 @@ mod tests {
             collection_id: 1,
             header: b"h",
         };
-        let aad = ctx.aad(1).unwrap();
+        let aad = ctx.with_aad(1, <[u8]>::to_vec).unwrap();
         let mut sealed = Vec::new();
-        seal_raw(&c, aad.as_slice(), b"{}", &mut sealed).unwrap();
-        assert_eq!(open_raw(&c, aad.as_slice(), &sealed).unwrap(), b"{}");
+        seal_raw(&c, &aad, b"{}", &mut sealed).unwrap();
+        assert_eq!(open_raw(&c, &aad, &sealed).unwrap(), b"{}");
         let other = RecordContext {
             key: &key[..999],
             ..ctx
         };
-        assert!(open_raw(&c, other.aad(1).unwrap().as_slice(), &sealed).is_none());
+        let other_aad = other.with_aad(1, <[u8]>::to_vec).unwrap();
+        assert!(open_raw(&c, &other_aad, &sealed).is_none());
     }
 }

@@ -1,9 +1,7 @@
 //! The clear header of a sealed document value (envelope format 2), readable without the
-//! key, and a scan for the first sealed document of a prefix. A leaf of the seal module
-//! (the keyring uses it to tell whether sealed records exist; `document` builds on it).
+//! key: a leaf of the seal layer (the keyring and the sealed marks read it too).
 
 use crate::payload::envelope::{Envelope, ENVELOPE_FORMAT, ENVELOPE_HEADER_LEN, ENVELOPE_MAGIC};
-use strata_store::{KvRead, ScanLimits, StoreError};
 
 /// The envelope format of a document whose body is sealed.
 pub const SEALED_ENVELOPE_FORMAT: u8 = 2;
@@ -35,29 +33,4 @@ pub fn peek(value: &[u8]) -> Option<(Envelope, bool)> {
         Envelope::new(payload_version, u64::from_be_bytes(lock)),
         sealed,
     ))
-}
-
-/// The store key of the first sealed document value (envelope format 2) under `prefix`,
-/// in key order: the scan stops there (it reads every value under `prefix` when none is
-/// sealed).
-pub fn first_sealed_document<S: KvRead + ?Sized>(
-    store: &S,
-    prefix: &[u8],
-) -> Result<Option<Vec<u8>>, StoreError> {
-    let limits = ScanLimits::new(512, 64 << 20)?;
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let page = store.scan(prefix, after.as_deref(), limits)?;
-        if let Some(r) = page
-            .records
-            .iter()
-            .find(|r| matches!(peek(&r.value), Some((_, true))))
-        {
-            return Ok(Some(r.key.clone()));
-        }
-        match (page.more, page.records.last()) {
-            (true, Some(last)) => after = Some(last.key.clone()),
-            _ => return Ok(None),
-        }
-    }
 }

@@ -16,8 +16,9 @@
 //! deletes, but every set is refused ([`SealError::NeedsKey`]),
 //! so no document lands in clear in a sealed collection — also while it is still empty.
 
+use super::header::peek;
 use super::SealError;
-use strata_store::{Batch, KvRead, KvWrite};
+use strata_store::{Batch, KvRead, KvWrite, ScanLimits, StoreError};
 
 /// Prefix of every sealed mark.
 pub const SEALED_MARK_PREFIX: &[u8] = b"__nx/sealed/";
@@ -79,6 +80,49 @@ pub fn mark_database<S: KvRead + KvWrite + ?Sized>(store: &S) -> Result<(), Seal
     mark(store, SEALED_DATABASE_KEY.to_vec())
 }
 
+/// The store key of a sealed document value (envelope format 2) of collection
+/// `collection`, or of any collection of the catalog (`None`), if there is one. A
+/// collection is sealed or clear as a whole, so its first document (in key order) tells:
+/// this reads one document per collection, however many the store holds.
+pub fn first_sealed_document<S: KvRead + ?Sized>(
+    store: &S,
+    collection: Option<&str>,
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let first_of = |name: &[u8]| -> Result<Option<Vec<u8>>, StoreError> {
+        let prefix = [crate::keys::DOC_PREFIX, name, b"/"].concat();
+        let mut found = None;
+        store.scan_visit(
+            &prefix,
+            None,
+            ScanLimits::new(1, 1 << 31)?,
+            &mut |key, value| {
+                if matches!(peek(value), Some((_, true))) {
+                    found = Some(key.to_vec());
+                }
+                strata_store::Visit::Stop
+            },
+        )?;
+        Ok(found)
+    };
+    if let Some(name) = collection {
+        return first_of(name.as_bytes());
+    }
+    let limits = ScanLimits::new(512, 1 << 20)?;
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let page = store.scan(crate::keys::CATALOG_PREFIX, after.as_deref(), limits)?;
+        for r in &page.records {
+            if let Some(found) = first_of(&r.key[crate::keys::CATALOG_PREFIX.len()..])? {
+                return Ok(Some(found));
+            }
+        }
+        match (page.more, page.records.last()) {
+            (true, Some(last)) => after = Some(last.key.clone()),
+            _ => return Ok(None),
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
@@ -105,5 +149,39 @@ mod tests {
             .apply(Batch::new().set(collection_mark_key("b"), b"junk".to_vec()))
             .unwrap();
         assert!(collection_is_marked(&store, "b").unwrap());
+    }
+
+    /// A sealed document is found by each collection's first document: among clear
+    /// collections, for one collection, and not at all in a clear store.
+    #[test]
+    fn first_sealed_document_reads_one_document_per_collection() {
+        use crate::seal::{Credential, KdfParams};
+        use crate::{CollectionOptions, Database};
+        let store = Store::new(MemoryStore::new());
+        let key = Credential::passphrase("p").with_kdf(KdfParams::insecure_fast());
+        let db = Database::builder(store.clone()).key(key).open().unwrap();
+        let doc = serde_json::json!({"n": 1});
+        for name in ["a", "c"] {
+            let c = db
+                .collection::<serde_json::Value>(name, CollectionOptions::new())
+                .unwrap();
+            c.put("x", &doc).unwrap();
+            c.put("y", &doc).unwrap();
+        }
+        assert_eq!(first_sealed_document(&store, None).unwrap(), None);
+        let b = db
+            .collection::<serde_json::Value>("b", CollectionOptions::new().sealed())
+            .unwrap();
+        b.put("k", &doc).unwrap();
+        assert_eq!(
+            first_sealed_document(&store, None).unwrap(),
+            Some(b"__nx/doc/b/k".to_vec())
+        );
+        assert_eq!(
+            first_sealed_document(&store, Some("b")).unwrap(),
+            Some(b"__nx/doc/b/k".to_vec())
+        );
+        assert_eq!(first_sealed_document(&store, Some("a")).unwrap(), None);
+        assert_eq!(first_sealed_document(&store, Some("nope")).unwrap(), None);
     }
 }

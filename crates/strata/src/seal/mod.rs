@@ -50,6 +50,7 @@ mod header;
 mod keyring;
 mod live;
 pub mod mark;
+pub use mark::first_sealed_document;
 mod record;
 
 pub use cipher::{
@@ -64,7 +65,6 @@ pub use document::{
 };
 pub(crate) use document::{seal_clear_row, unseal_in_place, unseal_row};
 pub use error::SealError;
-pub use header::first_sealed_document;
 pub use keyring::{KeyScope, Keyring, Sealer, COLLECTION_KEYRING_PREFIX, DATABASE_KEYRING_KEY};
 pub use live::LiveSealer;
 pub use record::{

@@ -157,12 +157,11 @@ impl Keyring {
         }
     }
 
-    /// The documents this keyring's scope seals: every collection's for the database
-    /// keyring, one collection's for a collection keyring.
-    fn doc_prefix(&self) -> Vec<u8> {
+    /// The collection this keyring seals (`None`: every collection of the database).
+    fn sealed_collection(&self) -> Option<&str> {
         match &self.scope {
-            KeyScope::Database => crate::keys::DOC_PREFIX.to_vec(),
-            KeyScope::Collection(name) => crate::keys::doc_prefix(name),
+            KeyScope::Database => None,
+            KeyScope::Collection(name) => Some(name),
         }
     }
 
@@ -171,7 +170,7 @@ impl Keyring {
     /// [`SealError::NoKeyring`].
     fn missing<S: KvRead + ?Sized>(&self, store: &S) -> Result<SealError, SealError> {
         Ok(
-            match super::header::first_sealed_document(store, &self.doc_prefix())? {
+            match super::mark::first_sealed_document(store, self.sealed_collection())? {
                 Some(record) => SealError::KeyringMissing {
                     keyring: self.key.clone(),
                     record,

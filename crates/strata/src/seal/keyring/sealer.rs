@@ -120,9 +120,10 @@ impl Sealer {
     ) -> Result<(), SealError> {
         let active = self.inner.active;
         let cipher = self.key_for(&ctx, active)?;
-        let aad = ctx.aad(active)?;
-        out.extend_from_slice(&active.to_be_bytes());
-        seal_raw(cipher, aad.as_slice(), plaintext, out)
+        ctx.with_aad(active, |aad| {
+            out.extend_from_slice(&active.to_be_bytes());
+            seal_raw(cipher, aad, plaintext, out)
+        })?
     }
 
     /// Opens a sealed body for `ctx`, returning the plaintext. A body that was altered,
@@ -149,8 +150,7 @@ impl Sealer {
         let (id, sealed) = body.split_first_chunk::<KEY_ID_LEN>().ok_or_else(auth)?;
         let key_id = u32::from_be_bytes(*id);
         let cipher = self.key_for(&ctx, key_id)?;
-        let aad = ctx.aad(key_id)?;
-        if open_raw_into(cipher, aad.as_slice(), sealed, out) {
+        if ctx.with_aad(key_id, |aad| open_raw_into(cipher, aad, sealed, out))? {
             Ok(())
         } else {
             Err(auth())
@@ -182,10 +182,12 @@ impl Sealer {
         let (_, tag) = body.split_last_chunk::<TAG_LEN>().ok_or_else(auth)?;
         let (key_id, nonce, tag) = (u32::from_be_bytes(*id), *nonce, *tag);
         let cipher = self.key_for(&ctx, key_id)?;
-        let aad = ctx.aad(key_id)?;
         let end = buf.len() - TAG_LEN;
         let shift = KEY_ID_LEN + NONCE_LEN;
-        if !cipher.open_within(&nonce, aad.as_slice(), &tag, &mut buf[at..end], shift) {
+        let body = &mut buf[at..end];
+        if !ctx.with_aad(key_id, |aad| {
+            cipher.open_within(&nonce, aad, &tag, body, shift)
+        })? {
             return Err(auth());
         }
         buf.truncate(end - shift);
