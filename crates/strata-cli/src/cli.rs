@@ -53,7 +53,8 @@ enum Command {
     Fence(cmd::fence::Args),
     /// Copy a whole store to another (any two backends), resumable and verified.
     Copy(cmd::copy::Args),
-    /// The database keyring of sealed collections: status, data-key rotation.
+    /// The database keyring of sealed collections: status, wrapping entries (add, rewrap,
+    /// remove), data-key rotation.
     Keys(cmd::keys::Args),
     /// List stuck or corrupt metadata (checkpoints, markers, fence, catalog, leases) and,
     /// with `--apply`, fix it in one atomic batch (never touches data records).

@@ -35,8 +35,37 @@ fn stderr(o: &Output) -> String {
 }
 
 /// A redb store with three sealed `accounts` documents and one clear `notes` document.
+/// The store at `path`: a sled directory when the name ends in `.sled`, else a redb file.
+fn open(path: &Path, create: bool) -> Store {
+    if path.extension().is_some_and(|e| e == "sled") {
+        return strata_sled::SledStore::open_store(path).unwrap();
+    }
+    match create {
+        true => Store::new(strata_redb::RedbStore::create(path).unwrap()),
+        false => Store::new(strata_redb::RedbStore::open_existing(path).unwrap()),
+    }
+}
+
+/// Every file under `path` (or the file itself) with its bytes and mtime.
+fn files(path: &Path) -> Vec<(std::path::PathBuf, Vec<u8>, std::time::SystemTime)> {
+    let meta = std::fs::metadata(path).unwrap();
+    if meta.is_file() {
+        return vec![(
+            path.to_path_buf(),
+            std::fs::read(path).unwrap(),
+            meta.modified().unwrap(),
+        )];
+    }
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(path).unwrap() {
+        out.extend(files(&entry.unwrap().path()));
+    }
+    out.sort();
+    out
+}
+
 fn seed(path: &Path) {
-    let store = Store::new(strata_redb::RedbStore::create(path).unwrap());
+    let store = open(path, true);
     let db = Database::builder(store.clone())
         .key(Credential::passphrase(PASSPHRASE).with_kdf(KdfParams::insecure_fast()))
         .open()
@@ -69,7 +98,7 @@ fn seed(path: &Path) {
 }
 
 fn set_keyring(path: &Path, value: Option<&[u8]>) {
-    let store = Store::new(strata_redb::RedbStore::open_existing(path).unwrap());
+    let store = open(path, false);
     let batch = match value {
         Some(v) => Batch::new().set(DATABASE_KEYRING_KEY.to_vec(), v.to_vec()),
         None => Batch::new().delete(DATABASE_KEYRING_KEY.to_vec()),
@@ -83,7 +112,7 @@ fn set_keyring(path: &Path, value: Option<&[u8]>) {
 fn expect(path: &Path, runs: &[(&[&str], i32, &str)]) {
     let db = path.to_str().unwrap();
     for (args, code, needle) in runs {
-        let before = std::fs::read(path).unwrap();
+        let before = files(path);
         let mut all = vec!["--db", db];
         all.extend_from_slice(args);
         let out = strata(&all);
@@ -91,14 +120,20 @@ fn expect(path: &Path, runs: &[(&[&str], i32, &str)]) {
         let err = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
         assert_eq!(out.status.code(), Some(*code), "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
-        assert_eq!(std::fs::read(path).unwrap(), before, "{args:?} wrote");
+        assert!(files(path) == before, "{args:?} wrote");
     }
 }
 
 #[test]
 fn a_deleted_keyring_over_sealed_records_is_corrupt_metadata_not_an_unsealed_store() {
+    for name in ["bank.redb", "bank.sled"] {
+        deleted_keyring(name);
+    }
+}
+
+fn deleted_keyring(name: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bank.redb");
+    let path = dir.path().join(name);
     seed(&path);
     set_keyring(&path, None);
     let missing = "no keyring at `__nx/keys/database`, but record `__nx/doc/accounts/a1` is sealed";
@@ -153,8 +188,14 @@ fn a_store_without_sealed_records_has_no_keyring_and_says_so() {
 
 #[test]
 fn a_keyring_that_does_not_decode_fails_verify_with_exit_4_with_or_without_the_key() {
+    for name in ["bank.redb", "bank.sled"] {
+        undecodable_keyring(name);
+    }
+}
+
+fn undecodable_keyring(name: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bank.redb");
+    let path = dir.path().join(name);
     seed(&path);
     set_keyring(&path, Some(b"NXKR\x01\0\0"));
     let corrupt = "keyring `__nx/keys/database` is corrupted";
@@ -206,4 +247,210 @@ fn an_error_document_written_to_a_closed_pipe_does_not_panic() {
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("wrong key for the database"), "{err}");
+}
+
+fn run_env(path: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_strata"));
+    c.arg("--db").arg(path).args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+/// `keys add|rewrap|remove`: a second passphrase and a raw key open the database; a
+/// re-wrap makes the old passphrase fail with the typed error and the new one work; the
+/// last entry is never removed; a wrong current key, an unset or empty new passphrase,
+/// a bad label or a duplicate one change nothing.
+#[test]
+fn keys_add_rewrap_and_remove_manage_the_wrapping_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bank.redb");
+    seed(&path);
+    let key_file = dir.path().join("kms.key");
+    std::fs::write(&key_file, "ab".repeat(32)).unwrap();
+    let kf = key_file.to_str().unwrap();
+    let env = [
+        KEY_ENV,
+        ("AUDIT15_P2", "second passphrase"),
+        ("AUDIT15_P3", "third passphrase"),
+        ("AUDIT15_WRONG", "wrong"),
+        ("AUDIT15_EMPTY", ""),
+    ];
+    let ok = |args: &[&str]| {
+        let out = run_env(&path, args, &env);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let fails = |args: &[&str], code: i32, needle: &str| {
+        let before = std::fs::read(&path).unwrap();
+        let out = run_env(&path, args, &env);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("second passphrase"), "{err}");
+        assert!(std::fs::read(&path).unwrap() == before, "{args:?} wrote");
+    };
+    let opens =
+        |flag: &str, value: &str| run_env(&path, &["verify", flag, value], &env).status.code();
+
+    ok(&[
+        "keys",
+        "add",
+        "backup",
+        "--new-passphrase-env",
+        "AUDIT15_P2",
+        "--passphrase-env",
+        KEY_ENV.0,
+    ]);
+    ok(&[
+        "keys",
+        "add",
+        "kms",
+        "--new-key-file",
+        kf,
+        "--passphrase-env",
+        "AUDIT15_P2",
+    ]);
+    let status = ok(&["keys", "status"]);
+    for label in ["`primary`", "`backup`", "`kms`"] {
+        assert!(status.contains(label), "{status}");
+    }
+    assert_eq!(opens("--passphrase-env", "AUDIT15_P2"), Some(0));
+    assert_eq!(opens("--key-file", kf), Some(0));
+
+    let wrong = "wrong key for the database";
+    fails(
+        &[
+            "keys",
+            "add",
+            "x",
+            "--new-passphrase-env",
+            "AUDIT15_P3",
+            "--passphrase-env",
+            "AUDIT15_WRONG",
+        ],
+        1,
+        wrong,
+    );
+    fails(
+        &[
+            "keys",
+            "add",
+            "x",
+            "--new-passphrase-env",
+            "AUDIT15_EMPTY",
+            "--passphrase-env",
+            KEY_ENV.0,
+        ],
+        1,
+        "`--new-passphrase-env`) is empty",
+    );
+    fails(
+        &[
+            "keys",
+            "add",
+            "x",
+            "--new-passphrase-env",
+            "AUDIT15_UNSET",
+            "--passphrase-env",
+            KEY_ENV.0,
+        ],
+        1,
+        "`AUDIT15_UNSET`",
+    );
+    fails(
+        &[
+            "keys",
+            "add",
+            "bad label",
+            "--new-passphrase-env",
+            "AUDIT15_P3",
+            "--passphrase-env",
+            KEY_ENV.0,
+        ],
+        1,
+        "invalid keyring entry label",
+    );
+    fails(
+        &[
+            "keys",
+            "add",
+            "backup",
+            "--new-passphrase-env",
+            "AUDIT15_P3",
+            "--passphrase-env",
+            KEY_ENV.0,
+        ],
+        1,
+        "already has an entry labelled `backup`",
+    );
+    fails(
+        &["keys", "add", "x", "--new-passphrase-env", "AUDIT15_P3"],
+        2,
+        "needs a current key",
+    );
+    fails(
+        &[
+            "keys",
+            "rewrap",
+            "--new-passphrase-env",
+            "AUDIT15_P3",
+            "--passphrase-env",
+            "AUDIT15_WRONG",
+        ],
+        1,
+        wrong,
+    );
+    fails(
+        &["keys", "remove", "kms", "--passphrase-env", "AUDIT15_WRONG"],
+        1,
+        wrong,
+    );
+
+    // Starting a rotation needs a credential for every entry: refused without a write.
+    fails(
+        &["keys", "rotate", "--passphrase-env", KEY_ENV.0],
+        1,
+        "needs a credential for every entry; none given opens backup, kms",
+    );
+
+    // Re-wrap `primary` under P3: the old passphrase fails with the typed error.
+    ok(&[
+        "keys",
+        "rewrap",
+        "--new-passphrase-env",
+        "AUDIT15_P3",
+        "--passphrase-env",
+        KEY_ENV.0,
+    ]);
+    let out = run_env(&path, &["verify", "--passphrase-env", KEY_ENV.0], &env);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains(wrong), "{}", stderr(&out));
+    assert_eq!(opens("--passphrase-env", "AUDIT15_P3"), Some(0));
+
+    ok(&["keys", "remove", "backup", "--passphrase-env", "AUDIT15_P3"]);
+    ok(&["keys", "remove", "kms", "--key-file", kf]);
+    assert_eq!(opens("--passphrase-env", "AUDIT15_P2"), Some(1));
+    fails(
+        &[
+            "keys",
+            "remove",
+            "primary",
+            "--passphrase-env",
+            "AUDIT15_P3",
+        ],
+        1,
+        "the last entry",
+    );
+    fails(
+        &["keys", "remove", "nosuch", "--passphrase-env", "AUDIT15_P3"],
+        1,
+        "no entry labelled `nosuch`",
+    );
+    let status = ok(&["keys", "status"]);
+    assert!(
+        status.contains("`primary`") && !status.contains("`backup`"),
+        "{status}"
+    );
 }

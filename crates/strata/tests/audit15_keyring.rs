@@ -190,6 +190,29 @@ fn hostile_stored_argon2_parameters_are_refused_without_running_argon2() {
     }
 }
 
+/// Parameters Argon2 itself rejects (no memory, no pass, no lane) are a corrupted keyring
+/// too, named as such when the keyring is read.
+#[test]
+fn invalid_stored_argon2_parameters_are_a_corrupted_keyring() {
+    for (m, t, p) in [(0, 1, 1), (8, 0, 1), (8, 1, 0)] {
+        let store = sealed_store();
+        set_stored_params(
+            &store,
+            KdfParams {
+                m_cost_kib: m,
+                t_cost: t,
+                parallelism: p,
+            },
+        );
+        let err = Keyring::database().read(&store).unwrap_err();
+        assert!(
+            matches!(err, SealError::CorruptedKeyring { .. }),
+            "{m}/{t}/{p}: {err:?}"
+        );
+        assert!(err.to_string().contains("entry `primary`"), "{err}");
+    }
+}
+
 /// Creating an entry with such parameters is refused too (what this build cannot open,
 /// it must not write).
 #[test]

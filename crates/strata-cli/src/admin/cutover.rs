@@ -9,6 +9,14 @@ use strata::policy::{CutoverOptions, Fence};
 
 impl Extension {
     pub(super) fn cutover(&self, db_path: &Path, args: CutoverArgs) -> CmdResult {
+        let names: Vec<&str> = self
+            .admin
+            .collections
+            .iter()
+            .filter(|reg| reg.options.schema_options().persists())
+            .map(|reg| reg.name.as_str())
+            .collect();
+        super::check_key(db_path, &args.key, &names)?;
         let store = db::open_existing(db_path)?;
         let shown = db::describe(db_path);
         let database = super::open_database(&store, &args.key)?;

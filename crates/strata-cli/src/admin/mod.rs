@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use strata::payload::{SweepOptions, SweepReport};
 use strata::{Collection, CollectionError, CollectionOptions, Database};
-use strata_store::Store;
+use strata_store::{KvRead, Store};
 
 /// The operations the admin needs from a typed collection.
 trait AdminCollection {
@@ -214,6 +214,41 @@ fn open_database(store: &Store, key: &crate::cmd::keys::KeyArgs) -> Result<Datab
         Some(e) => Err(Failure::error(e)),
         None => Err(Failure::error("no credential was given")),
     }
+}
+
+/// Before the writable open of `sweep`, `schema plan` and `cutover`: on a read-only open,
+/// resolves the key flags and checks that one of them opens the keyring, or, without
+/// them, that none of collections `names` is sealed in the store (marked, or its first
+/// document sealed). A refusal leaves the datastore's files as they were (opening a redb
+/// file for writing rewrites its header).
+fn check_key(
+    db_path: &Path,
+    key: &crate::cmd::keys::KeyArgs,
+    names: &[&str],
+) -> Result<(), Failure> {
+    let reading = crate::db::open_for_reading(db_path)?;
+    if !key.is_empty() {
+        key.unlock(&reading)?;
+        return Ok(());
+    }
+    let db_marked = strata::seal::mark::database_is_marked(&reading)?;
+    for name in names {
+        let first = reading.scan(
+            &strata::keys::doc_prefix(name),
+            None,
+            strata_store::ScanLimits::new(1, 1 << 31)?,
+        )?;
+        let first_sealed = first
+            .records
+            .first()
+            .is_some_and(|r| matches!(strata::seal::peek(&r.value), Some((_, true))));
+        if db_marked || first_sealed || strata::seal::mark::collection_is_marked(&reading, name)? {
+            return Err(Failure::error(format!(
+                "collection `{name}` is sealed (its documents are encrypted) and no key was given; nothing was written; pass the key: `--passphrase-env VAR` or `--key-file PATH`"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// True for a wrong key at open.

@@ -124,6 +124,7 @@ impl Extension {
     pub(super) fn schema_plan(&self, db_path: &Path, args: PlanArgs) -> CmdResult {
         use std::collections::{BTreeMap, BTreeSet};
         let reg = self.registered(&args.collection)?;
+        super::check_key(db_path, &args.key, &[&reg.name])?;
         let store = db::open_existing(db_path)?;
         let shown = db::describe(db_path);
         let Some(table) = strata::database::read_catalog(&store)

@@ -17,6 +17,7 @@ use strata_store::{escape_key, KvRead, Pages, ScanLimits, Store};
 impl Extension {
     pub(super) fn sweep(&self, db_path: &Path, args: SweepArgs) -> CmdResult {
         let reg = self.registered(&args.collection)?;
+        super::check_key(db_path, &args.key, &[&reg.name])?;
         let store = db::open_existing(db_path)?;
         let shown = db::describe(db_path);
         let recorded = strata::database::read_catalog(&store)

@@ -1,4 +1,4 @@
-//! `strata keys status|rotate` and the key flags other commands share
+//! `strata keys status|add|rewrap|remove|rotate` and the key flags other commands share
 //! (`--passphrase-env VAR`, `--key-file PATH`).
 //!
 //! A passphrase is never taken from the command line (it would show in `ps` and in shell
@@ -12,9 +12,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use strata::pass::PassLimits;
 use strata::seal::{
-    rotation_checkpoint_key, Credential, Keyring, RotateOptions, SealError, Sealer,
+    rotation_checkpoint_key, Credential, Keyring, KeyringRecord, RotateOptions, SealError, Sealer,
 };
-use strata_store::{KvRead, Store};
+use strata_store::{KvRead, KvWrite, Store};
 
 /// The key flags: how to obtain the credential(s) of the database keyring.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -37,17 +37,22 @@ impl KeyArgs {
     /// The credentials the flags name, read now (errors name the variable or file, never
     /// the secret).
     pub fn credentials(&self) -> Result<Vec<Credential>, Failure> {
+        self.credentials_from("--passphrase-env")
+    }
+
+    /// [`KeyArgs::credentials`], naming `flag` in its errors.
+    fn credentials_from(&self, flag: &str) -> Result<Vec<Credential>, Failure> {
         let mut out = Vec::new();
         for var in &self.passphrase_env {
             let value = std::env::var(var).map_err(|_| {
                 Failure::error(format!(
-                    "environment variable `{var}` (from `--passphrase-env`) is not set or not UTF-8; export the passphrase in it"
+                    "environment variable `{var}` (from `{flag}`) is not set or not UTF-8; export the passphrase in it"
                 ))
             })?;
             let value = value.strip_suffix('\n').unwrap_or(&value).to_string();
             if value.is_empty() {
                 return Err(Failure::error(format!(
-                    "environment variable `{var}` (from `--passphrase-env`) is empty; export the passphrase in it"
+                    "environment variable `{var}` (from `{flag}`) is empty; export the passphrase in it"
                 )));
             }
             out.push(Credential::passphrase(value));
@@ -79,6 +84,84 @@ impl KeyArgs {
             keyring: ring.store_key().to_vec(),
         })))
     }
+}
+
+/// The credential of a new wrapping entry: exactly one of `--new-passphrase-env VAR` or
+/// `--new-key-file PATH`.
+#[derive(Debug, Clone, clap::Args)]
+#[group(required = true, multiple = false)]
+pub struct NewKeyArgs {
+    /// The environment variable holding the new passphrase (Argon2id with the default
+    /// parameters).
+    #[arg(long = "new-passphrase-env", value_name = "VAR")]
+    new_passphrase_env: Option<String>,
+    /// A file holding the new raw 256-bit key (32 bytes, or 64 hex digits).
+    #[arg(long = "new-key-file", value_name = "PATH")]
+    new_key_file: Option<PathBuf>,
+}
+
+impl NewKeyArgs {
+    /// The new credential, read now.
+    fn credential(&self) -> Result<Credential, Failure> {
+        let args = KeyArgs {
+            passphrase_env: self.new_passphrase_env.iter().cloned().collect(),
+            key_file: self.new_key_file.iter().cloned().collect(),
+        };
+        let mut creds = args.credentials_from("--new-passphrase-env")?;
+        creds.pop().ok_or_else(|| {
+            Failure::with_code(
+                crate::exit::USAGE,
+                "pass the new key: `--new-passphrase-env VAR` or `--new-key-file PATH`",
+            )
+        })
+    }
+}
+
+/// Checks on a read-only open that `key` names credentials and that one of them opens the
+/// database keyring (a wrong key leaves the datastore's files as they were), then opens
+/// the store for writing: the store and the credential that opened the keyring.
+///
+/// `precheck` runs on the keyring read there too: what it refuses (a bad or duplicate
+/// label, the last entry) is refused before the writable open, which alone rewrites a
+/// redb file's header.
+fn open_for_keyring_change(
+    db_path: &Path,
+    key: &KeyArgs,
+    command: &str,
+    precheck: impl Fn(&KeyringRecord) -> Result<(), SealError>,
+) -> Result<(Store, Credential), Failure> {
+    if key.is_empty() {
+        return Err(Failure::with_code(
+            crate::exit::USAGE,
+            format!("`strata keys {command}` needs a current key of the keyring: `--passphrase-env VAR` or `--key-file PATH`"),
+        ));
+    }
+    let creds = key.credentials()?;
+    let reading = db::open_for_reading(db_path)?;
+    let ring = Keyring::database();
+    let mut opened = None;
+    let mut last = None;
+    for c in creds {
+        match ring.unlock(&reading, &c) {
+            Ok(_) => {
+                opened = Some(c);
+                break;
+            }
+            Err(e @ SealError::WrongKey { .. }) => last = Some(e),
+            Err(e) => return Err(Failure::error(e)),
+        }
+    }
+    let Some(cred) = opened else {
+        return Err(Failure::error(last.unwrap_or(SealError::WrongKey {
+            scope: ring.scope().to_string(),
+            keyring: ring.store_key().to_vec(),
+        })));
+    };
+    if let Some((_, rec)) = ring.read(&reading)? {
+        precheck(&rec)?;
+    }
+    drop(reading);
+    Ok((db::open_existing(db_path)?, cred))
 }
 
 fn read_key_file(path: &Path) -> Result<Credential, Failure> {
@@ -125,6 +208,31 @@ enum KeysCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Add a wrapping entry: the data key wrapped under a new passphrase or raw key too
+    /// (one atomic write), authorized by a current key.
+    Add {
+        /// The new entry's label (1-64 characters of `A-Z a-z 0-9 _ - .`).
+        label: String,
+        #[command(flatten)]
+        new: NewKeyArgs,
+        #[command(flatten)]
+        key: KeyArgs,
+    },
+    /// Re-wrap the entry a current key opens under a new passphrase or raw key (same
+    /// label; one atomic write): the old passphrase or key no longer opens the keyring.
+    Rewrap {
+        #[command(flatten)]
+        new: NewKeyArgs,
+        #[command(flatten)]
+        key: KeyArgs,
+    },
+    /// Remove a wrapping entry (never the last one), authorized by a current key.
+    Remove {
+        /// The label of the entry to remove (see `strata keys status`).
+        label: String,
+        #[command(flatten)]
+        key: KeyArgs,
+    },
     /// Rotate the data key: a fresh key, every sealed record re-encrypted under it
     /// (resumable: rerun after an interruption), then the old key removed. Starting needs
     /// a credential for every keyring entry; resuming needs one.
@@ -143,7 +251,71 @@ enum KeysCommand {
 
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
-    let store = match &args.command {
+    let ring = Keyring::database();
+    match args.command {
+        KeysCommand::Add { label, new, key } => {
+            strata::seal::validate_label(&label)?;
+            let new = new.credential()?;
+            let (store, cred) = open_for_keyring_change(db_path, &key, "add", |rec| {
+                match rec.entries().iter().any(|e| e.label == label) {
+                    true => Err(SealError::DuplicateLabel {
+                        keyring: ring.store_key().to_vec(),
+                        label: label.clone(),
+                    }),
+                    false => Ok(()),
+                }
+            })?;
+            ring.add_entry(&store, &cred, &label, &new)?;
+            store.flush()?;
+            writeln!(
+                std::io::stdout(),
+                "added entry `{label}` to keyring `__nx/keys/database`"
+            )?;
+            Ok(0)
+        }
+        KeysCommand::Rewrap { new, key } => {
+            let new = new.credential()?;
+            let (store, cred) = open_for_keyring_change(db_path, &key, "rewrap", |_| Ok(()))?;
+            ring.rewrap(&store, &cred, &new)?;
+            store.flush()?;
+            writeln!(
+                std::io::stdout(),
+                "re-wrapped the entry of keyring `__nx/keys/database` the given key opened: the old passphrase or key no longer opens it"
+            )?;
+            Ok(0)
+        }
+        KeysCommand::Remove { label, key } => {
+            let (store, cred) = open_for_keyring_change(db_path, &key, "remove", |rec| {
+                let entries = rec.entries();
+                let keyring = ring.store_key().to_vec();
+                let label = label.clone();
+                if !entries.iter().any(|e| e.label == label) {
+                    Err(SealError::NoSuchEntry { keyring, label })
+                } else if entries.len() == 1 {
+                    Err(SealError::LastEntry { keyring, label })
+                } else {
+                    Ok(())
+                }
+            })?;
+            ring.remove_entry(&store, &cred, &label)?;
+            store.flush()?;
+            writeln!(
+                std::io::stdout(),
+                "removed entry `{label}` from keyring `__nx/keys/database`"
+            )?;
+            Ok(0)
+        }
+        command => status_or_rotate(db_path, command),
+    }
+}
+
+/// `keys status` and `keys rotate`.
+fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
+    let store = match &command {
+        // Handled by `run`.
+        KeysCommand::Add { .. } | KeysCommand::Rewrap { .. } | KeysCommand::Remove { .. } => {
+            return Ok(0)
+        }
         KeysCommand::Status { .. } => db::open_for_reading(db_path)?,
         KeysCommand::Rotate { key, .. } => {
             if key.is_empty() {
@@ -156,15 +328,28 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             // wrong key leaves the datastore's files as they were (bytes and mtime).
             let reading = db::open_for_reading(db_path)?;
             let ring = Keyring::database();
-            for c in &key.credentials()? {
+            let creds = key.credentials()?;
+            for c in &creds {
                 ring.unlock(&reading, c)?;
+            }
+            // Starting needs a credential for every entry: refused here too.
+            if let Some((_, rec)) = ring.read(&reading)? {
+                let refs: Vec<&Credential> = creds.iter().collect();
+                let missing = ring.entries_not_opened_by(&reading, &refs)?;
+                if rec.retiring_key_id().is_none() && !missing.is_empty() {
+                    return Err(Failure::error(SealError::RotationNeedsEveryEntry {
+                        keyring: ring.store_key().to_vec(),
+                        missing,
+                    }));
+                }
             }
             drop(reading);
             db::open_existing(db_path)?
         }
     };
     let mut out = std::io::stdout().lock();
-    match args.command {
+    match command {
+        KeysCommand::Add { .. } | KeysCommand::Rewrap { .. } | KeysCommand::Remove { .. } => Ok(0),
         KeysCommand::Status { json } => {
             let ring = Keyring::database();
             let Some((_, rec)) = ring.read(&store)? else {
@@ -244,8 +429,10 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                         .unwrap_or_default();
                     writeln!(
                         out,
-                        "entry `{}`        {}{kdf}, wraps keys {:?}",
-                        e.label, e.kind, e.key_ids
+                        "{:<17} {}{kdf}, wraps keys {:?}",
+                        format!("entry `{}`", e.label),
+                        e.kind,
+                        e.key_ids
                     )?;
                 }
                 if !rotating.is_empty() {

@@ -1,10 +1,12 @@
 //! Checking the sealed records of a store: with the key every sealed record is
 //! authenticated (opened); without it only its clear envelope is checked (the header
 //! decodes, the body is long enough to hold a key id, a nonce and a tag) — and the report
-//! says which of the two was done.
+//! says which of the two was done. Either way a record stored in clear in a sealed
+//! collection (one carrying its sealed mark or the database's, or holding a sealed
+//! record) is a failure.
 
 use crate::payload::envelope::ENVELOPE_HEADER_LEN;
-use crate::seal::{open_document, peek, SealError, Sealer, SEAL_OVERHEAD};
+use crate::seal::{mark, open_document, peek, SealError, Sealer, SEAL_OVERHEAD};
 use serde::Serialize;
 use strata_store::{KvRead, Pages, ScanLimits, Store};
 
@@ -19,11 +21,13 @@ pub struct SealedCollection {
     /// Records with a sealed body (envelope format 2).
     pub sealed: u64,
     /// Records in clear (envelope format 1, or no envelope: `strata verify` certifies those).
+    /// In a sealed collection (one carrying its sealed mark or the database's, or holding
+    /// a sealed record) each of them also counts in `failed`.
     pub clear: u64,
     /// Sealed records that authenticated (0 without the key).
     pub authenticated: u64,
     /// Sealed records that failed (authentication with the key; the envelope check
-    /// without).
+    /// without), plus the records stored in clear in a sealed collection.
     pub failed: u64,
 }
 
@@ -76,6 +80,7 @@ pub fn verify_sealed(
         ..SealedReport::default()
     };
     let limits = ScanLimits::new(512, 64 << 20)?;
+    let db_marked = mark::database_is_marked(store)?;
     for def in catalog
         .tables()
         .iter()
@@ -86,10 +91,17 @@ pub fn verify_sealed(
             ..SealedCollection::default()
         };
         let prefix = crate::collection::layout::doc_prefix(def.name());
+        // A sealed collection (marked, or holding a sealed record) is sealed as a whole:
+        // a record in clear in it is a failure, with or without the key.
+        let marked = db_marked || mark::collection_is_marked(store, def.name())?;
+        let mut clear_keys = Vec::new();
         for rec in Pages::new(store, &prefix, limits).records() {
             let rec = rec?;
             if !matches!(peek(&rec.value), Some((_, true))) {
                 row.clear += 1;
+                if clear_keys.len() < MAX_LISTED_FAILURES {
+                    clear_keys.push(rec.key);
+                }
                 continue;
             }
             row.sealed += 1;
@@ -114,6 +126,22 @@ pub fn verify_sealed(
                             reason,
                         });
                     }
+                }
+            }
+        }
+        if row.clear > 0 && (marked || row.sealed > 0) {
+            row.failed += row.clear;
+            for key in clear_keys {
+                if report.failures.len() < MAX_LISTED_FAILURES {
+                    report.failures.push(SealedFailure {
+                        collection: def.name().to_string(),
+                        key: strata_store::escape_key(&key),
+                        reason: format!(
+                            "record `{}` of sealed collection `{}` is stored in clear: it was written behind strata's back or by a build that did not seal it, and a sealed handle refuses to read it; delete it or restore it from a backup",
+                            strata_store::escape_key(&key),
+                            def.name()
+                        ),
+                    });
                 }
             }
         }

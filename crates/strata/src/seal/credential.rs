@@ -84,7 +84,19 @@ impl KdfParams {
                 self.m_cost_kib, self.t_cost, self.parallelism
             ));
         }
-        Ok(())
+        Params::new(
+            self.m_cost_kib,
+            self.t_cost,
+            self.parallelism,
+            Some(DATA_KEY_LEN),
+        )
+        .map(|_| ())
+        .map_err(|e| {
+            format!(
+                "Argon2id parameters {} KiB × {} passes × {} lanes are invalid ({e})",
+                self.m_cost_kib, self.t_cost, self.parallelism
+            )
+        })
     }
 
     pub(super) fn argon2(&self) -> Result<Argon2<'static>, SealError> {

@@ -68,7 +68,8 @@ pub use error::SealError;
 pub use keyring::{KeyScope, Keyring, Sealer, COLLECTION_KEYRING_PREFIX, DATABASE_KEYRING_KEY};
 pub use live::LiveSealer;
 pub use record::{
-    EntryInfo, KeyringRecord, KEYRING_FORMAT, KEYRING_MAGIC, MAX_LABEL_LEN, WRAPPED_KEY_LEN,
+    validate_label, EntryInfo, KeyringRecord, KEYRING_FORMAT, KEYRING_MAGIC, MAX_LABEL_LEN,
+    WRAPPED_KEY_LEN,
 };
 // Facade: rotation and verification live in `crate::ops` (above collections); their
 // public items keep their `strata::seal::` paths.

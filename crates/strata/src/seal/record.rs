@@ -145,7 +145,9 @@ fn corrupted(keyring: &[u8], reason: impl Into<String>) -> SealError {
     }
 }
 
-pub(super) fn validate_label(label: &str) -> Result<(), SealError> {
+/// Checks a wrapping-entry label: 1-[`MAX_LABEL_LEN`] characters of
+/// `A-Z a-z 0-9 _ - .` ([`SealError::InvalidLabel`] otherwise).
+pub fn validate_label(label: &str) -> Result<(), SealError> {
     let ok = !label.is_empty()
         && label.len() <= MAX_LABEL_LEN
         && label

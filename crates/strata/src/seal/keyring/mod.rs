@@ -425,6 +425,29 @@ impl Keyring {
         Ok(())
     }
 
+    /// The labels of the entries none of `credentials` opens (read-only). Starting a
+    /// rotation ([`Keyring::begin_rotation`]) needs this to be empty; a caller can check
+    /// it before opening a store for writing.
+    pub fn entries_not_opened_by<S: KvRead + ?Sized>(
+        &self,
+        store: &S,
+        credentials: &[&Credential],
+    ) -> Result<Vec<String>, SealError> {
+        let (_, rec) = self.read_existing(store)?;
+        let mut missing = Vec::new();
+        'entries: for entry in &rec.entries {
+            for cred in credentials {
+                if let Some(kek) = cred.kek(&entry.spec)? {
+                    if entry.unwrap_all(&self.key, &kek)?.is_some() {
+                        continue 'entries;
+                    }
+                }
+            }
+            missing.push(entry.label.clone());
+        }
+        Ok(missing)
+    }
+
     /// Starts a data-key rotation: a fresh data key becomes active (new seals use it) and
     /// the old one is kept, both wrapped under every entry, so every record stays readable
     /// while the bulk pass re-seals them. Needs a credential for every entry (the new key
