@@ -19,6 +19,7 @@ mod read;
 pub(crate) mod rewrite;
 mod write;
 
+pub(crate) use error::with_causes;
 pub use error::{CollectionError, Expect, GuardError};
 pub use iter::{Iter, ITER_PAGE_BYTES};
 pub use options::{CollectionOptions, WriteGuard};

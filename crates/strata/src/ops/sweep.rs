@@ -898,7 +898,8 @@ impl<T: Serialize + DeserializeOwned> Processor for SweepProcessor<'_, T> {
                     RowOutcome::Rewritten
                 }
                 Err(e) => {
-                    tracing::warn!(collection = %name, error = %e, "sweep: row cannot be upcast; it blocks completion");
+                    let error = crate::collection::with_causes(&e);
+                    tracing::warn!(collection = %name, error, "sweep: row cannot be upcast; it blocks completion");
                     RowOutcome::Failed
                 }
             },

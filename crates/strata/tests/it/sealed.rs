@@ -322,3 +322,60 @@ fn the_coordinated_cutover_rewrites_sealed_rows_sealed() {
     }
     assert_no_plaintext(&store);
 }
+
+/// A tampered sealed row stops the cutover, and its error keeps the cause: the chain
+/// printed as one line names the record and says it failed authentication.
+#[test]
+fn a_cutover_over_a_tampered_sealed_row_says_it_failed_authentication() {
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    {
+        let db = Database::builder(store.clone())
+            .key(key("open sesame"))
+            .policy(config(&clock))
+            .open()
+            .unwrap();
+        let c = db
+            .collection::<Acct>(
+                "accounts",
+                CollectionOptions::new()
+                    .sealed()
+                    .schema(SchemaOptions::of::<Acct>()),
+            )
+            .unwrap();
+        for i in 0..3 {
+            c.put(&format!("a{i}"), &acct(i)).unwrap();
+        }
+        let bad = c.key_of("a1");
+        let mut v = store.get(&bad).unwrap().unwrap();
+        let at = v.len() - 3;
+        v[at] ^= 0x01;
+        store.apply(Batch::new().set(bad, v)).unwrap();
+    }
+    let db = Database::builder(store.clone())
+        .key(key("open sesame"))
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    db.collection::<Renamed>(
+        "accounts",
+        CollectionOptions::new()
+            .sealed()
+            .schema(
+                SchemaOptions::of::<Renamed>().strategy(coordinated_cutover(|d| {
+                    Ok(json!({"id": d["id"], "memo": d["note"], "cents": d["cents"]}))
+                })),
+            ),
+    )
+    .unwrap();
+    let err = db.run_schema_cutover(CutoverOptions::new()).unwrap_err();
+    let mut line = err.to_string();
+    let mut source = std::error::Error::source(&err);
+    while let Some(s) = source {
+        line.push_str(": ");
+        line.push_str(&s.to_string());
+        source = s.source();
+    }
+    assert!(line.contains("failed authentication"), "{line}");
+    assert!(line.contains("a1"), "{line}");
+}

@@ -125,7 +125,7 @@ impl SchemaGate {
                     Err(CollectionError::Transform { reason, .. }) => {
                         return Err(RecordError::new(reason))
                     }
-                    Err(e) => return Err(RecordError::new(e.to_string())),
+                    Err(e) => return Err(RecordError::new(crate::collection::with_causes(&e))),
                 }
                 Ok(())
             };
