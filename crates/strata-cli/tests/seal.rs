@@ -170,6 +170,17 @@ fn verify_authenticates_with_the_key_and_says_so_without() {
             && stderr.contains("__nx/doc/accounts/a05"),
         "{stderr}"
     );
+    // Under --json the document's verdict says so too (not "ok" beside exit 1).
+    let out = with_key(&["verify", "--db", db_s, "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let doc: serde_json::Value = serde_json::Deserializer::from_str(&stdout)
+        .into_iter::<serde_json::Value>()
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(doc["verdict"], "failed", "{stdout}");
+    assert_eq!(doc["sealed"]["collections"][0]["failed"], 1, "{stdout}");
 }
 
 #[test]

@@ -339,6 +339,14 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let manifest = crate::cmd::copy::check_manifest(&store)?;
     let scopes = check_scopes(&store)?;
     let sealed = strata::seal::verify_sealed(&store, &catalog, sealer.as_ref())?;
+    // The verdict the exit code below gives: certified records gone or sealed records
+    // without their keyring are corrupt data (4), sealed records that fail are errors (1).
+    let keyring_lost = sealed.sealed() > 0 && !strata::seal::has_keyring(&store)?;
+    if scopes.iter().any(|c| !c.ok()) || keyring_lost {
+        word = "unsupported";
+    } else if sealed.failed() > 0 {
+        word = "failed";
+    }
     if args.json {
         let doc = VerifyDoc {
             format: 1,
@@ -385,7 +393,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         // corrupt data, as `strata status` reports corrupt metadata.
         return Err(Failure::with_code(UNSUPPORTED, VerifyError::from(bad)));
     }
-    if sealed.sealed() > 0 && !strata::seal::has_keyring(&store)? {
+    if keyring_lost {
         // Sealed records whose keyring is gone (with the key, unlocking said so already).
         if let Some(record) = strata::seal::first_sealed_document(&store, None)? {
             return Err(Failure::with_code(
