@@ -93,3 +93,60 @@ fn a_refused_key_leaves_the_redb_file_byte_identical() {
         }
     }
 }
+
+/// With the right key, `sweep --dry-run` and `schema plan` only read: the redb file stays
+/// byte-for-byte as it was (they open it read-only), and they still report the sealed
+/// rows behind.
+#[test]
+fn dry_run_and_plan_with_the_key_leave_the_redb_file_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bank.redb");
+    {
+        let store = Store::new(strata_redb::RedbStore::create(&path).unwrap());
+        let db = Database::builder(store)
+            .key(Credential::raw_key(&KEY).unwrap())
+            .open()
+            .unwrap();
+        let c = db
+            .collection::<Acct>("accounts", CollectionOptions::new().sealed())
+            .unwrap();
+        for i in 0..3 {
+            c.put(
+                &format!("a{i}"),
+                &Acct {
+                    id: format!("a{i}"),
+                    tier: None,
+                },
+            )
+            .unwrap();
+        }
+    }
+    let right = dir.path().join("right.key");
+    std::fs::write(&right, hex::encode(KEY)).unwrap();
+    let right = right.to_str().unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+    for command in [
+        vec!["sweep", "accounts", "--dry-run"],
+        vec!["schema", "plan", "accounts"],
+    ] {
+        let mut args = vec!["bank-admin"];
+        args.extend(&command);
+        args.extend(["--key-file", right]);
+        let code = admin(&path).run_from(args.clone());
+        assert_eq!(code, ExitCode::SUCCESS, "{args:?}");
+        assert!(
+            std::fs::read(&path).unwrap() == before,
+            "{args:?} changed the file"
+        );
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().modified().unwrap(),
+            modified,
+            "{args:?}"
+        );
+    }
+    // The real sweep still writes (and seals).
+    let code = admin(&path).run_from(["bank-admin", "sweep", "accounts", "--key-file", right]);
+    assert_eq!(code, ExitCode::SUCCESS);
+    assert!(std::fs::read(&path).unwrap() != before);
+}

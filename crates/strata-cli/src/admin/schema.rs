@@ -125,7 +125,8 @@ impl Extension {
         use std::collections::{BTreeMap, BTreeSet};
         let reg = self.registered(&args.collection)?;
         super::check_key(db_path, &args.key, &[&reg.name])?;
-        let store = db::open_existing(db_path)?;
+        // A plan only reads: the datastore is opened read-only.
+        let store = db::open_for_reading(db_path)?;
         let shown = db::describe(db_path);
         let Some(table) = strata::database::read_catalog(&store)
             .map_err(Failure::error)?

@@ -18,7 +18,13 @@ impl Extension {
     pub(super) fn sweep(&self, db_path: &Path, args: SweepArgs) -> CmdResult {
         let reg = self.registered(&args.collection)?;
         super::check_key(db_path, &args.key, &[&reg.name])?;
-        let store = db::open_existing(db_path)?;
+        // A dry run only reads: the datastore is opened read-only (its files stay as they
+        // were, a redb header included).
+        let store = if args.dry_run {
+            db::open_for_reading(db_path)?
+        } else {
+            db::open_existing(db_path)?
+        };
         let shown = db::describe(db_path);
         let recorded = strata::database::read_catalog(&store)
             .map_err(Failure::error)?
