@@ -353,3 +353,47 @@ fn collections_counts_sealed_rows_by_version_without_the_key() {
     let (stdout, _) = text(&out);
     assert!(!stdout.contains("unreadable"), "{stdout}");
 }
+
+/// `--passphrase-env` uses the variable exactly as the application's
+/// `Credential::passphrase(std::env::var(..))` does: a passphrase ending in a newline that
+/// sealed the store opens it from the CLI, and the same text without the newline does not.
+#[test]
+fn a_passphrase_variable_is_used_exactly_as_the_library_uses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    {
+        let store = strata_sled::SledStore::open_store(&db).unwrap();
+        let cred = Credential::passphrase("with newline\n").with_kdf(KdfParams::insecure_fast());
+        let d = Database::builder(store.clone()).key(cred).open().unwrap();
+        let c = d
+            .collection::<Acct>("accounts", CollectionOptions::new().sealed())
+            .unwrap();
+        c.put(
+            "a1",
+            &Acct {
+                id: "a1".into(),
+                note: MARKER.into(),
+            },
+        )
+        .unwrap();
+        store.flush().unwrap();
+    }
+    let db_s = db.to_str().unwrap();
+    let exact = strata(
+        &["verify", "--db", db_s, "--passphrase-env", "P"],
+        &[("P", "with newline\n")],
+    );
+    let (stdout, stderr) = text(&exact);
+    assert_eq!(exact.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("1 of 1 authenticated"), "{stdout}");
+    let trimmed = strata(
+        &["verify", "--db", db_s, "--passphrase-env", "P"],
+        &[("P", "with newline")],
+    );
+    assert_eq!(trimmed.status.code(), Some(1));
+    assert!(
+        text(&trimmed).1.contains("wrong key"),
+        "{}",
+        text(&trimmed).1
+    );
+}

@@ -49,7 +49,8 @@ impl KeyArgs {
                     "environment variable `{var}` (from `{flag}`) is not set or not UTF-8; export the passphrase in it"
                 ))
             })?;
-            let value = value.strip_suffix('\n').unwrap_or(&value).to_string();
+            // Used exactly as the application's `Credential::passphrase(env::var(..))` would
+            // use it (no trimming): the same variable opens the same keyring in both.
             if value.is_empty() {
                 return Err(Failure::error(format!(
                     "environment variable `{var}` (from `{flag}`) is empty; export the passphrase in it"
