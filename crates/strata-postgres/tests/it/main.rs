@@ -14,6 +14,7 @@ mod hints;
 mod lease;
 mod manifest;
 mod model;
+mod sealed;
 mod tls;
 mod write_paths;
 

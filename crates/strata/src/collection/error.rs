@@ -489,6 +489,23 @@ fn of_collection(collection: &str) -> String {
     }
 }
 
+/// `e`'s message followed by each of its sources' (`a: b: c`), skipping a source whose
+/// text the message already holds: for a log line or a reason string that must keep the
+/// cause ("failed authentication", "wrong key") that `Display` leaves to the chain.
+pub(crate) fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -540,21 +557,4 @@ mod tests {
             .to_string()
             .starts_with("store error in the collection catalog: "));
     }
-}
-
-/// `e`'s message followed by each of its sources' (`a: b: c`), skipping a source whose
-/// text the message already holds: for a log line or a reason string that must keep the
-/// cause ("failed authentication", "wrong key") that `Display` leaves to the chain.
-pub(crate) fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
 }
