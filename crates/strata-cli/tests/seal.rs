@@ -397,3 +397,45 @@ fn a_passphrase_variable_is_used_exactly_as_the_library_uses_it() {
         text(&trimmed).1
     );
 }
+
+/// `keys status` lists which collections are sealed (no key needed): the sealed one and
+/// not the clear one; a database sealed as a whole says so, empty collections included.
+#[test]
+fn keys_status_lists_the_sealed_collections() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    seed(&db);
+    let db_s = db.to_str().unwrap();
+    let out = strata(&["keys", "status", "--db", db_s], &[]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("sealed            accounts\n"), "{stdout}");
+    let out = strata(&["keys", "status", "--db", db_s, "--json"], &[]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["sealed"]["collections"],
+        serde_json::json!(["accounts"])
+    );
+    assert_eq!(doc["sealed"]["every_collection"], false);
+
+    let whole = dir.path().join("whole");
+    {
+        let store = strata_sled::SledStore::open_store(&whole).unwrap();
+        let cred = Credential::passphrase(PASSPHRASE).with_kdf(KdfParams::insecure_fast());
+        let d = Database::builder(store.clone())
+            .key(cred)
+            .sealed()
+            .open()
+            .unwrap();
+        d.collection::<Acct>("empty", CollectionOptions::new())
+            .unwrap();
+        store.flush().unwrap();
+    }
+    let out = strata(&["keys", "status", "--db", whole.to_str().unwrap()], &[]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("sealed            every collection"),
+        "{stdout}"
+    );
+}

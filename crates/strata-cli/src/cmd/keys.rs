@@ -378,9 +378,20 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
             };
             let catalog = db::catalog(&store).map_err(Failure::error)?;
             let mut rotating = Vec::new();
+            // Which collections are sealed: the database mark, else each collection's mark
+            // or (stores sealed before marks existed) its first document.
+            let every = strata::seal::mark::database_is_marked(&store)?;
+            let mut sealed = Vec::new();
             for t in catalog.tables() {
                 if store.get(&rotation_checkpoint_key(t.name()))?.is_some() {
                     rotating.push(t.name().to_string());
+                }
+                if t.id() >= strata::collection::layout::FIRST_COLLECTION_ID
+                    && (every
+                        || strata::seal::mark::collection_is_marked(&store, t.name())?
+                        || strata::seal::first_sealed_document(&store, Some(t.name()))?.is_some())
+                {
+                    sealed.push(t.name().to_string());
                 }
             }
             if json {
@@ -405,7 +416,8 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
                         "retiring_key_id": rec.retiring_key_id(),
                         "entries": entries,
                         "rotation_checkpoints": rotating,
-                    }
+                    },
+                    "sealed": {"every_collection": every, "collections": sealed},
                 });
                 serde_json::to_writer_pretty(&mut out, &doc)?;
                 writeln!(out)?;
@@ -439,6 +451,12 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
                 if !rotating.is_empty() {
                     writeln!(out, "rotation checkpoints: {}", rotating.join(", "))?;
                 }
+                let which = match (every, sealed.is_empty()) {
+                    (true, _) => "every collection (the database is sealed as a whole)".to_string(),
+                    (false, true) => "none yet".to_string(),
+                    (false, false) => sealed.join(", "),
+                };
+                writeln!(out, "sealed            {which}")?;
             }
             Ok(0)
         }
