@@ -37,30 +37,34 @@ fn admin(path: &std::path::Path) -> Admin {
         .collection::<Acct>("accounts", options())
 }
 
+/// A redb file `bank.redb` in `dir` with three sealed accounts at payload v1.
+fn sealed_bank(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("bank.redb");
+    let store = Store::new(strata_redb::RedbStore::create(&path).unwrap());
+    let db = Database::builder(store)
+        .key(Credential::raw_key(&KEY).unwrap())
+        .open()
+        .unwrap();
+    let c = db
+        .collection::<Acct>("accounts", CollectionOptions::new().sealed())
+        .unwrap();
+    for i in 0..3 {
+        c.put(
+            &format!("a{i}"),
+            &Acct {
+                id: format!("a{i}"),
+                tier: None,
+            },
+        )
+        .unwrap();
+    }
+    path
+}
+
 #[test]
 fn a_refused_key_leaves_the_redb_file_byte_identical() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bank.redb");
-    {
-        let store = Store::new(strata_redb::RedbStore::create(&path).unwrap());
-        let db = Database::builder(store)
-            .key(Credential::raw_key(&KEY).unwrap())
-            .open()
-            .unwrap();
-        let c = db
-            .collection::<Acct>("accounts", CollectionOptions::new().sealed())
-            .unwrap();
-        for i in 0..3 {
-            c.put(
-                &format!("a{i}"),
-                &Acct {
-                    id: format!("a{i}"),
-                    tier: None,
-                },
-            )
-            .unwrap();
-        }
-    }
+    let path = sealed_bank(dir.path());
     let wrong = dir.path().join("wrong.key");
     std::fs::write(&wrong, hex::encode([9u8; 32])).unwrap();
     let wrong = wrong.to_str().unwrap();
@@ -100,27 +104,7 @@ fn a_refused_key_leaves_the_redb_file_byte_identical() {
 #[test]
 fn dry_run_and_plan_with_the_key_leave_the_redb_file_byte_identical() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bank.redb");
-    {
-        let store = Store::new(strata_redb::RedbStore::create(&path).unwrap());
-        let db = Database::builder(store)
-            .key(Credential::raw_key(&KEY).unwrap())
-            .open()
-            .unwrap();
-        let c = db
-            .collection::<Acct>("accounts", CollectionOptions::new().sealed())
-            .unwrap();
-        for i in 0..3 {
-            c.put(
-                &format!("a{i}"),
-                &Acct {
-                    id: format!("a{i}"),
-                    tier: None,
-                },
-            )
-            .unwrap();
-        }
-    }
+    let path = sealed_bank(dir.path());
     let right = dir.path().join("right.key");
     std::fs::write(&right, hex::encode(KEY)).unwrap();
     let right = right.to_str().unwrap();

@@ -241,19 +241,12 @@ fn create_keyring(store: &Store, cred: &Credential) -> Result<Sealer, Collection
     }
 }
 
-/// Whether the first stored document of collection `name` is sealed (its clear envelope
-/// header says so; the body is not read): `None` when the collection holds no document.
-/// A collection is sealed or clear as a whole, so the first document tells.
+/// Whether the first stored document of collection `name` is sealed
+/// ([`mark::first_document`]): `None` when the collection holds no document.
 fn first_document_sealed(store: &Store, name: &str) -> Result<Option<bool>, CollectionError> {
-    let limits = ScanLimits::new(1, 1 << 31).map_err(|e| CollectionError::store(name, e))?;
-    let mut first = None;
-    store
-        .scan_visit(&layout::doc_prefix(name), None, limits, &mut |_, value| {
-            first = Some(crate::seal::peek(value).is_some_and(|(_, s)| s));
-            strata_store::Visit::Stop
-        })
-        .map_err(|e| CollectionError::store(name, e))?;
-    Ok(first)
+    mark::first_document(store, name.as_bytes())
+        .map(|first| first.map(|(_, sealed)| sealed))
+        .map_err(|e| CollectionError::store(name, e))
 }
 
 /// What [`Database::seal_state`] decided for one collection.

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use strata::payload::{SweepOptions, SweepReport};
 use strata::{Collection, CollectionError, CollectionOptions, Database};
-use strata_store::{KvRead, Store};
+use strata_store::Store;
 
 /// The operations the admin needs from a typed collection.
 trait AdminCollection {
@@ -231,18 +231,8 @@ fn check_key(
         key.unlock(&reading)?;
         return Ok(());
     }
-    let db_marked = strata::seal::mark::database_is_marked(&reading)?;
     for name in names {
-        let first = reading.scan(
-            &strata::keys::doc_prefix(name),
-            None,
-            strata_store::ScanLimits::new(1, 1 << 31)?,
-        )?;
-        let first_sealed = first
-            .records
-            .first()
-            .is_some_and(|r| matches!(strata::seal::peek(&r.value), Some((_, true))));
-        if db_marked || first_sealed || strata::seal::mark::collection_is_marked(&reading, name)? {
+        if strata::seal::mark::is_sealed_collection(&reading, name)? {
             return Err(Failure::error(format!(
                 "collection `{name}` is sealed (its documents are encrypted) and no key was given; nothing was written; pass the key: `--passphrase-env VAR` or `--key-file PATH`"
             )));

@@ -387,9 +387,7 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
                     rotating.push(t.name().to_string());
                 }
                 if t.id() >= strata::collection::layout::FIRST_COLLECTION_ID
-                    && (every
-                        || strata::seal::mark::collection_is_marked(&store, t.name())?
-                        || strata::seal::first_sealed_document(&store, Some(t.name()))?.is_some())
+                    && (every || strata::seal::mark::is_sealed_collection(&store, t.name())?)
                 {
                     sealed.push(t.name().to_string());
                 }

@@ -80,6 +80,36 @@ pub fn mark_database<S: KvRead + KvWrite + ?Sized>(store: &S) -> Result<(), Seal
     mark(store, SEALED_DATABASE_KEY.to_vec())
 }
 
+/// The first stored document of collection `name` (in key order): its store key and
+/// whether it is sealed (envelope format 2); `None` when the collection holds none. One
+/// read, the body untouched.
+pub fn first_document<S: KvRead + ?Sized>(
+    store: &S,
+    name: &[u8],
+) -> Result<Option<(Vec<u8>, bool)>, StoreError> {
+    let prefix = [crate::keys::DOC_PREFIX, name, b"/"].concat();
+    let mut first = None;
+    store.scan_visit(
+        &prefix,
+        None,
+        ScanLimits::new(1, 1 << 31)?,
+        &mut |key, value| {
+            first = Some((key.to_vec(), matches!(peek(value), Some((_, true)))));
+            strata_store::Visit::Stop
+        },
+    )?;
+    Ok(first)
+}
+
+/// True when collection `name` is sealed in the store: the database or the collection
+/// carries its mark, or (a store sealed before marks existed) its first document is
+/// sealed.
+pub fn is_sealed_collection<S: KvRead + ?Sized>(store: &S, name: &str) -> Result<bool, SealError> {
+    Ok(database_is_marked(store)?
+        || collection_is_marked(store, name)?
+        || first_document(store, name.as_bytes())?.is_some_and(|(_, sealed)| sealed))
+}
+
 /// The store key of a sealed document value (envelope format 2) of collection
 /// `collection`, or of any collection of the catalog (`None`), if there is one. A
 /// collection is sealed or clear as a whole, so its first document (in key order) tells:
@@ -89,20 +119,7 @@ pub fn first_sealed_document<S: KvRead + ?Sized>(
     collection: Option<&str>,
 ) -> Result<Option<Vec<u8>>, StoreError> {
     let first_of = |name: &[u8]| -> Result<Option<Vec<u8>>, StoreError> {
-        let prefix = [crate::keys::DOC_PREFIX, name, b"/"].concat();
-        let mut found = None;
-        store.scan_visit(
-            &prefix,
-            None,
-            ScanLimits::new(1, 1 << 31)?,
-            &mut |key, value| {
-                if matches!(peek(value), Some((_, true))) {
-                    found = Some(key.to_vec());
-                }
-                strata_store::Visit::Stop
-            },
-        )?;
-        Ok(found)
+        Ok(first_document(store, name)?.and_then(|(key, sealed)| sealed.then_some(key)))
     };
     if let Some(name) = collection {
         return first_of(name.as_bytes());

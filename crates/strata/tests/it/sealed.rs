@@ -271,31 +271,37 @@ struct Renamed {
     cents: i64,
 }
 
-#[test]
-fn the_coordinated_cutover_rewrites_sealed_rows_sealed() {
-    let store = mem();
-    let clock = ManualClock::new(1_000);
-    {
-        let db = Database::builder(store.clone())
-            .key(key("open sesame"))
-            .policy(config(&clock))
-            .open()
-            .unwrap();
-        let c = db
-            .collection::<Acct>(
-                "accounts",
-                CollectionOptions::new()
-                    .sealed()
-                    .schema(SchemaOptions::of::<Acct>()),
-            )
-            .unwrap();
-        for i in 0..5 {
-            c.put(&format!("a{i}"), &acct(i)).unwrap();
-        }
-    }
+/// `n` sealed accounts under a persisted schema, then `after` on their collection.
+fn seed_under_policy(
+    store: &Store,
+    clock: &ManualClock,
+    n: usize,
+    after: impl FnOnce(&strata::Collection<Acct>),
+) {
     let db = Database::builder(store.clone())
         .key(key("open sesame"))
-        .policy(config(&clock))
+        .policy(config(clock))
+        .open()
+        .unwrap();
+    let c = db
+        .collection::<Acct>(
+            "accounts",
+            CollectionOptions::new()
+                .sealed()
+                .schema(SchemaOptions::of::<Acct>()),
+        )
+        .unwrap();
+    for i in 0..n {
+        c.put(&format!("a{i}"), &acct(i)).unwrap();
+    }
+    after(&c);
+}
+
+/// A new build renaming `note` to `memo`: the coordinated cutover it declares is pending.
+fn pending_rename(store: &Store, clock: &ManualClock) -> (Database, strata::Collection<Renamed>) {
+    let db = Database::builder(store.clone())
+        .key(key("open sesame"))
+        .policy(config(clock))
         .open()
         .unwrap();
     let c = db
@@ -310,6 +316,15 @@ fn the_coordinated_cutover_rewrites_sealed_rows_sealed() {
                 ),
         )
         .unwrap();
+    (db, c)
+}
+
+#[test]
+fn the_coordinated_cutover_rewrites_sealed_rows_sealed() {
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    seed_under_policy(&store, &clock, 5, |_| {});
+    let (db, c) = pending_rename(&store, &clock);
     let report = db.run_schema_cutover(CutoverOptions::new()).unwrap();
     assert_eq!(report.records, 5, "{report:?}");
     for i in 0..5 {
@@ -329,45 +344,14 @@ fn the_coordinated_cutover_rewrites_sealed_rows_sealed() {
 fn a_cutover_over_a_tampered_sealed_row_says_it_failed_authentication() {
     let store = mem();
     let clock = ManualClock::new(1_000);
-    {
-        let db = Database::builder(store.clone())
-            .key(key("open sesame"))
-            .policy(config(&clock))
-            .open()
-            .unwrap();
-        let c = db
-            .collection::<Acct>(
-                "accounts",
-                CollectionOptions::new()
-                    .sealed()
-                    .schema(SchemaOptions::of::<Acct>()),
-            )
-            .unwrap();
-        for i in 0..3 {
-            c.put(&format!("a{i}"), &acct(i)).unwrap();
-        }
+    seed_under_policy(&store, &clock, 3, |c| {
         let bad = c.key_of("a1");
         let mut v = store.get(&bad).unwrap().unwrap();
         let at = v.len() - 3;
         v[at] ^= 0x01;
         store.apply(Batch::new().set(bad, v)).unwrap();
-    }
-    let db = Database::builder(store.clone())
-        .key(key("open sesame"))
-        .policy(config(&clock))
-        .open()
-        .unwrap();
-    db.collection::<Renamed>(
-        "accounts",
-        CollectionOptions::new()
-            .sealed()
-            .schema(
-                SchemaOptions::of::<Renamed>().strategy(coordinated_cutover(|d| {
-                    Ok(json!({"id": d["id"], "memo": d["note"], "cents": d["cents"]}))
-                })),
-            ),
-    )
-    .unwrap();
+    });
+    let (db, _) = pending_rename(&store, &clock);
     let err = db.run_schema_cutover(CutoverOptions::new()).unwrap_err();
     let mut line = err.to_string();
     let mut source = std::error::Error::source(&err);
