@@ -356,7 +356,20 @@ impl Database {
     ) -> Result<Collection<T>, CollectionError> {
         layout::check_name(name)?;
         let parts = options.into_parts();
-        let chain = UpcastChain::new(name, parts.steps)?;
+        let start = parts
+            .retired_below
+            .unwrap_or(crate::payload::INITIAL_PAYLOAD_VERSION);
+        let chain = UpcastChain::starting_at(name, start, parts.steps)?;
+        let retired = layout::retired_below(&self.inner.store, name)?;
+        if chain.start_version() > crate::payload::INITIAL_PAYLOAD_VERSION
+            && retired.is_none_or(|below| below < chain.start_version())
+        {
+            return Err(CollectionError::RetirementMissing {
+                collection: name.to_string(),
+                start: chain.start_version(),
+                recorded: retired,
+            });
+        }
         // Sealed or clear, decided before anything is written.
         let seal = self.seal_state(name, parts.sealed)?;
         let table_id = self.register(name)?;
@@ -380,7 +393,8 @@ impl Database {
         }
         let mut guards = self.inner.guards.clone();
         guards.extend(parts.guards);
-        let upcaster = Upcaster::new(chain, parts.protected, parts.version_field);
+        let upcaster =
+            Upcaster::new(chain, parts.protected, parts.version_field).with_retired_below(retired);
         let (schema, strategies) = parts.schema.into_parts();
         let persist = schema.is_some();
         if let Some(schema) = schema {

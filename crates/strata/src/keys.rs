@@ -20,6 +20,7 @@
 //! | `__nx/sealed/database`, `__nx/sealed/collection/<collection>` | sealed marks (`NXSM`) | [`crate::Database`] |
 //! | `__nx/manifest/<op>/<scope>` | bulk-operation manifest (JSON: count + digest) | migrate, sweep, cutover |
 //! | `__nx/copy/…` | copy progress and manifest (JSON) | `strata copy` |
+//! | `__nx/retired/<collection>` | retirement record (`NXRV`) | [`crate::ops::retire`] |
 //! | `__nx/crdt/…` | the 14 Numax sync tables | `strata-sync` (see [`crate::numax`]) |
 
 /// Every engine key starts with this.
@@ -52,6 +53,8 @@ pub const DATABASE_KEYRING_KEY: &[u8] = b"__nx/keys/database";
 pub const ROTATION_PREFIX: &[u8] = b"__nx/rotate/";
 /// Sealed marks: `__nx/sealed/database`, `__nx/sealed/collection/<collection>`.
 pub const SEALED_PREFIX: &[u8] = b"__nx/sealed/";
+/// Retirement records: `__nx/retired/<collection>` (see [`crate::payload::retired`]).
+pub const RETIRED_PREFIX: &[u8] = b"__nx/retired/";
 /// The Numax sync tables live under this prefix.
 pub const CRDT_PREFIX: &[u8] = b"__nx/crdt/";
 
@@ -78,6 +81,7 @@ pub const ALL: &[&[u8]] = &[
     DATABASE_KEYRING_KEY,
     ROTATION_PREFIX,
     SEALED_PREFIX,
+    RETIRED_PREFIX,
     CRDT_PREFIX,
     MANIFEST_PREFIX,
     COPY_PREFIX,

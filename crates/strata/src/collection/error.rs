@@ -41,6 +41,14 @@ impl fmt::Display for FoundLock {
     }
 }
 
+/// "records no retirement" / "records only a retirement below vN".
+fn recorded_retirement(recorded: Option<i32>) -> String {
+    match recorded {
+        None => "records no retirement of its older versions".to_string(),
+        Some(v) => format!("records only a retirement below v{v}"),
+    }
+}
+
 pub(crate) fn esc(key: &str) -> String {
     escape_key(key.as_bytes())
 }
@@ -68,7 +76,7 @@ pub enum CollectionError {
         reason: String,
     },
     /// The upcast chain skips a version.
-    #[error("upcast chain of collection `{collection}` has a gap: expected a step from v{expected}, found one from v{found}; declare every step from 1 up without holes")]
+    #[error("upcast chain of collection `{collection}` has a gap: expected a step from v{expected}, found one from v{found}; declare every step from 1 up without holes (or, when the steps below v{found} were retired with `retire --below {found}`, declare `retired_below({found})`)")]
     ChainGap {
         /// The collection.
         collection: String,
@@ -92,6 +100,51 @@ pub enum CollectionError {
         collection: String,
         /// The offending `from` version.
         from: i32,
+    },
+    /// A step from below the version the chain declares it starts at.
+    #[error("upcast chain of collection `{collection}` starts at v{start} (the steps below it are retired) but declares a step from v{from}; drop that step or lower `retired_below`")]
+    ChainBelowStart {
+        /// The collection.
+        collection: String,
+        /// The offending `from` version.
+        from: i32,
+        /// The version the chain starts at.
+        start: i32,
+    },
+    /// The chain starts above v1 (`retired_below`) but the store does not record that
+    /// retirement: rows below it may still be stored.
+    #[error("collection `{collection}` declares its upcast chain from v{start} (steps below it retired), but the store {}; run `retire {collection} --below {start}` (it checks that no row is stored below v{start}) before dropping the steps, or declare them again", recorded_retirement(*.recorded))]
+    RetirementMissing {
+        /// The collection.
+        collection: String,
+        /// The version the chain starts at.
+        start: i32,
+        /// The store's retirement (`None`: none recorded).
+        recorded: Option<i32>,
+    },
+    /// A row stored below the collection's retired versions.
+    #[error("document `{}` in collection `{collection}` is stored at payload v{stored}, but versions below v{below} were retired (`__nx/retired/{collection}`: no step reads them any more); it was restored from a backup, copied in or written by an old build — delete it or rewrite it at v{below} or newer", esc(.key))]
+    Retired {
+        /// The collection.
+        collection: String,
+        /// The document key.
+        key: String,
+        /// The payload version stored.
+        stored: i32,
+        /// Versions below this one are retired.
+        below: i32,
+    },
+    /// A row stored below the version this build's chain starts at.
+    #[error("document `{}` in collection `{collection}` is stored at payload v{stored}, below v{start} where this build's upcast chain starts (its steps below v{start} were dropped); declare them again, or delete or rewrite the row", esc(.key))]
+    BelowChain {
+        /// The collection.
+        collection: String,
+        /// The document key.
+        key: String,
+        /// The payload version stored.
+        stored: i32,
+        /// The version the chain starts at.
+        start: i32,
     },
     /// The collection's catalog record or sequence counter is unreadable.
     #[error("corrupted catalog record `{}`{}: {reason}; restore it from a backup", escape_key(.key), of_collection(.collection))]
@@ -366,11 +419,66 @@ impl From<crate::payload::chain::ChainError> for CollectionError {
             ChainError::BelowInitial { collection, from } => {
                 CollectionError::ChainBelowInitial { collection, from }
             }
+            ChainError::BelowStart {
+                collection,
+                from,
+                start,
+            } => CollectionError::ChainBelowStart {
+                collection,
+                from,
+                start,
+            },
         }
     }
 }
 
 impl CollectionError {
+    /// The error of an upcast of document `key` of `collection`, stored at `stored`, that
+    /// failed with `failure`.
+    pub(crate) fn upcast_failure(
+        collection: &str,
+        key: &str,
+        stored: i32,
+        failure: crate::payload::chain::UpcastFailure,
+    ) -> Self {
+        use crate::payload::chain::UpcastFailure;
+        match failure {
+            UpcastFailure::InvalidVersion { found } => CollectionError::InvalidPayloadVersion {
+                collection: collection.to_string(),
+                key: key.to_string(),
+                found,
+            },
+            UpcastFailure::Retired { found, below } => CollectionError::Retired {
+                collection: collection.to_string(),
+                key: key.to_string(),
+                stored: found,
+                below,
+            },
+            UpcastFailure::Unreachable { found, start } => CollectionError::BelowChain {
+                collection: collection.to_string(),
+                key: key.to_string(),
+                stored: found,
+                start,
+            },
+            UpcastFailure::Step { from, source } => CollectionError::Upcast {
+                collection: collection.to_string(),
+                key: key.to_string(),
+                stored,
+                from,
+                to: from.saturating_add(1),
+                source,
+            },
+        }
+    }
+
+    /// True for a row refused because its version was retired (or is below the chain).
+    pub fn is_retired(&self) -> bool {
+        matches!(
+            self,
+            CollectionError::Retired { .. } | CollectionError::BelowChain { .. }
+        )
+    }
+
     /// True for an optimistic-lock conflict (re-read and retry).
     pub fn is_conflict(&self) -> bool {
         matches!(self, CollectionError::Conflict { .. })
@@ -411,6 +519,8 @@ impl CollectionError {
             CollectionError::ChainGap { .. }
                 | CollectionError::ChainDuplicate { .. }
                 | CollectionError::ChainBelowInitial { .. }
+                | CollectionError::ChainBelowStart { .. }
+                | CollectionError::RetirementMissing { .. }
         )
     }
 

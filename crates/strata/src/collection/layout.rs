@@ -204,6 +204,29 @@ pub fn table_def(collection: &str, table_id: u16) -> TableDef {
     .with_decoder(decoder)
 }
 
+/// The version below which `collection`'s rows are retired, from its retirement record
+/// (see [`crate::payload::retired`]); a damaged record is [`CollectionError::Corrupted`].
+pub fn decode_retired(collection: &str, bytes: &[u8]) -> Result<i32, CollectionError> {
+    crate::payload::retired::decode(collection, bytes).map_err(|e| CollectionError::Corrupted {
+        collection: collection.to_string(),
+        key: String::from_utf8_lossy(&crate::payload::retired::retired_key(collection))
+            .into_owned(),
+        reason: e.reason,
+    })
+}
+
+/// The version below which `collection`'s rows are retired in `store` (`None`: none).
+pub fn retired_below<S: strata_store::KvRead + ?Sized>(
+    store: &S,
+    collection: &str,
+) -> Result<Option<i32>, CollectionError> {
+    match store.get(&crate::payload::retired::retired_key(collection)) {
+        Ok(None) => Ok(None),
+        Ok(Some(bytes)) => decode_retired(collection, &bytes).map(Some),
+        Err(e) => Err(CollectionError::store(collection, e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

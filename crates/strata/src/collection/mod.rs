@@ -24,7 +24,7 @@ pub use error::{CollectionError, Expect, GuardError};
 pub use iter::{Iter, ITER_PAGE_BYTES};
 pub use options::{CollectionOptions, WriteGuard};
 
-use crate::payload::chain::{JsonObject, UpcastChain, UpcastFailure, Upcaster};
+use crate::payload::chain::{JsonObject, UpcastChain, Upcaster};
 use crate::payload::envelope::{self, Envelope};
 use std::collections::HashSet;
 use std::marker::PhantomData;
@@ -540,21 +540,12 @@ impl<T> Collection<T> {
             })?;
         match self.inner.upcaster.upcast(&mut obj, stored) {
             Ok(v) => Ok((obj, v)),
-            Err(UpcastFailure::InvalidVersion { found }) => {
-                Err(CollectionError::InvalidPayloadVersion {
-                    collection: self.inner.name.clone(),
-                    key: key.to_string(),
-                    found,
-                })
-            }
-            Err(UpcastFailure::Step { from, source }) => Err(CollectionError::Upcast {
-                collection: self.inner.name.clone(),
-                key: key.to_string(),
+            Err(f) => Err(CollectionError::upcast_failure(
+                &self.inner.name,
+                key,
                 stored,
-                from,
-                to: from.saturating_add(1),
-                source,
-            }),
+                f,
+            )),
         }
     }
 }

@@ -56,6 +56,7 @@ pub struct CollectionOptions {
     guards: Vec<Arc<dyn WriteGuard>>,
     schema: SchemaOptions,
     sealed: bool,
+    retired_below: Option<i32>,
 }
 
 impl CollectionOptions {
@@ -99,6 +100,55 @@ impl CollectionOptions {
     {
         self.steps.push(UpcastStep::new(from, mode, step));
         self
+    }
+
+    /// Declares that this build's chain starts at `version`: the steps below it were
+    /// retired and are no longer declared. Accepted only when the store records a
+    /// retirement of the versions below `version` (or higher), made by
+    /// [`crate::ops::retire::retire`] (`retire <collection> --below K` in the admin) after
+    /// it proved that no row is stored below it; opening the collection otherwise fails
+    /// with [`CollectionError::RetirementMissing`](crate::collection::CollectionError::RetirementMissing).
+    /// Steps are then declared from `version` up.
+    pub fn retired_below(mut self, version: i32) -> Self {
+        self.retired_below = Some(version);
+        self
+    }
+
+    /// The version declared with [`CollectionOptions::retired_below`], if any.
+    pub fn retired_below_version(&self) -> Option<i32> {
+        self.retired_below
+    }
+
+    /// The protected fields (identity fields, then the lock field), as the engine
+    /// restores them after every step.
+    pub fn protected_fields(&self) -> Vec<String> {
+        let mut protected = self.identity.clone();
+        if let Some(l) = &self.lock_field {
+            if !protected.contains(l) {
+                protected.push(l.clone());
+            }
+        }
+        protected
+    }
+
+    /// The upcaster these options declare for `collection` (chain validated as
+    /// [`Database::collection`](crate::database::Database::collection) validates it, protected
+    /// fields, version field), without a store: what a test of the chain runs. The store's
+    /// retirement record is not consulted.
+    pub fn upcaster(
+        &self,
+        collection: &str,
+    ) -> Result<crate::payload::chain::Upcaster, crate::payload::chain::ChainError> {
+        let start = self
+            .retired_below
+            .unwrap_or(crate::payload::chain::INITIAL_PAYLOAD_VERSION);
+        let chain =
+            crate::payload::chain::UpcastChain::starting_at(collection, start, self.steps.clone())?;
+        Ok(crate::payload::chain::Upcaster::new(
+            chain,
+            self.protected_fields(),
+            self.version_field.clone(),
+        ))
     }
 
     /// Adds an already built step.
@@ -157,6 +207,7 @@ impl CollectionOptions {
         }
         OptionParts {
             protected,
+            retired_below: self.retired_below,
             version_field: self.version_field,
             steps: self.steps,
             read_repair: self.read_repair,
@@ -169,6 +220,7 @@ impl CollectionOptions {
 
 pub(crate) struct OptionParts {
     pub(crate) protected: Vec<String>,
+    pub(crate) retired_below: Option<i32>,
     pub(crate) version_field: Option<String>,
     pub(crate) steps: Vec<UpcastStep>,
     pub(crate) read_repair: bool,

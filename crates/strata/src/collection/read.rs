@@ -36,6 +36,14 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 found: env.payload_version,
             });
         }
+        if let Some(refused) = self.inner.upcaster.check_retired(env.payload_version) {
+            return Err(CollectionError::upcast_failure(
+                &self.inner.name,
+                key,
+                env.payload_version,
+                refused,
+            ));
+        }
         if !self.inner.upcaster.is_behind(env.payload_version) {
             return Ok(Decoded::Direct(env));
         }

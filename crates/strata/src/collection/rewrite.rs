@@ -17,7 +17,7 @@
 //!    as a write would.
 
 use super::CollectionError;
-use crate::payload::chain::{JsonObject, UpcastFailure, Upcaster, INITIAL_PAYLOAD_VERSION};
+use crate::payload::chain::{JsonObject, Upcaster, INITIAL_PAYLOAD_VERSION};
 use crate::payload::envelope::{self, Envelope};
 use crate::policy::Transform;
 use serde_json::Value;
@@ -139,17 +139,9 @@ impl RowRewriter<'_> {
         stored: i32,
         obj: &mut JsonObject,
     ) -> Result<i32, CollectionError> {
-        self.upcaster.upcast(obj, stored).map_err(|f| match f {
-            UpcastFailure::InvalidVersion { found } => self.invalid_version(key, found),
-            UpcastFailure::Step { from, source } => CollectionError::Upcast {
-                collection: self.collection.to_string(),
-                key: key.to_string(),
-                stored,
-                from,
-                to: from.saturating_add(1),
-                source,
-            },
-        })
+        self.upcaster
+            .upcast(obj, stored)
+            .map_err(|f| CollectionError::upcast_failure(self.collection, key, stored, f))
     }
 
     /// Steps 4 and 5 for an object already upcast to `version` (read-repair enters

@@ -155,13 +155,35 @@ pub enum ChainError {
         /// The offending `from` version.
         from: i32,
     },
+    /// A step from below the version the chain declares it starts at
+    /// ([`CollectionOptions::retired_below`](crate::collection::CollectionOptions::retired_below)).
+    #[error("upcast chain of collection `{collection}` starts at v{start} (the steps below it are retired) but declares a step from v{from}; drop that step or lower `retired_below`")]
+    BelowStart {
+        /// The collection.
+        collection: String,
+        /// The offending `from` version.
+        from: i32,
+        /// The version the chain starts at.
+        start: i32,
+    },
 }
 
-/// A validated, contiguous chain of steps starting at [`INITIAL_PAYLOAD_VERSION`].
+/// A validated, contiguous chain of steps starting at [`INITIAL_PAYLOAD_VERSION`] (or, when
+/// the steps below a version were retired, at that version: [`UpcastChain::starting_at`]).
 /// Cloning is cheap and shares the steps.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct UpcastChain {
     steps: Arc<[UpcastStep]>,
+    start: i32,
+}
+
+impl Default for UpcastChain {
+    fn default() -> Self {
+        UpcastChain {
+            steps: Arc::from(Vec::new()),
+            start: INITIAL_PAYLOAD_VERSION,
+        }
+    }
 }
 
 impl UpcastChain {
@@ -185,11 +207,44 @@ impl UpcastChain {
     /// assert!(gap.is_err());
     /// # Ok::<(), strata::payload::chain::ChainError>(())
     /// ```
-    pub fn new(collection: &str, mut steps: Vec<UpcastStep>) -> Result<Self, ChainError> {
+    pub fn new(collection: &str, steps: Vec<UpcastStep>) -> Result<Self, ChainError> {
+        Self::starting_at(collection, INITIAL_PAYLOAD_VERSION, steps)
+    }
+
+    /// [`UpcastChain::new`] for a chain whose steps below `start` were retired (proven
+    /// unneeded by the store, see [`crate::ops::retire`]): the steps must run from `start`
+    /// up without holes; a step from below `start` is [`ChainError::BelowStart`]. With
+    /// no step, the chain's current version is `start`.
+    ///
+    /// ```
+    /// use strata::payload::{Mode, UpcastStep, UpcastChain};
+    /// let chain = UpcastChain::starting_at("accounts", 3, vec![
+    ///     UpcastStep::new(3, Mode::Eager, |_| Ok(())),
+    /// ])?;
+    /// assert_eq!(chain.start_version(), 3);
+    /// assert_eq!(chain.current_version(), 4);
+    /// assert!(UpcastChain::starting_at("accounts", 3, vec![
+    ///     UpcastStep::new(2, Mode::Lazy, |_| Ok(())),
+    /// ]).is_err());
+    /// # Ok::<(), strata::payload::chain::ChainError>(())
+    /// ```
+    pub fn starting_at(
+        collection: &str,
+        start: i32,
+        mut steps: Vec<UpcastStep>,
+    ) -> Result<Self, ChainError> {
         if let Some(s) = steps.iter().find(|s| s.from < INITIAL_PAYLOAD_VERSION) {
             return Err(ChainError::BelowInitial {
                 collection: collection.to_string(),
                 from: s.from,
+            });
+        }
+        let start = start.max(INITIAL_PAYLOAD_VERSION);
+        if let Some(s) = steps.iter().find(|s| s.from < start) {
+            return Err(ChainError::BelowStart {
+                collection: collection.to_string(),
+                from: s.from,
+                start,
             });
         }
         steps.sort_by_key(|s| s.from);
@@ -201,7 +256,7 @@ impl UpcastChain {
                 });
             }
         }
-        let mut expected = INITIAL_PAYLOAD_VERSION;
+        let mut expected = start;
         for s in &steps {
             if s.from != expected {
                 return Err(ChainError::Gap {
@@ -214,14 +269,19 @@ impl UpcastChain {
         }
         Ok(UpcastChain {
             steps: steps.into(),
+            start,
         })
     }
 
-    /// The newest payload version this build knows: 1 + the number of steps.
+    /// The version the chain starts at: 1, or the version below which steps were retired.
+    pub fn start_version(&self) -> i32 {
+        self.start
+    }
+
+    /// The newest payload version this build knows: the start version (1) + the number
+    /// of steps.
     pub fn current_version(&self) -> i32 {
-        self.steps
-            .last()
-            .map_or(INITIAL_PAYLOAD_VERSION, |s| s.to())
+        self.steps.last().map_or(self.start, |s| s.to())
     }
 
     /// True when at least one step is declared.
@@ -248,7 +308,7 @@ impl UpcastChain {
 
     /// The step upcasting from `from`, if declared.
     pub fn step_from(&self, from: i32) -> Option<&UpcastStep> {
-        let idx = usize::try_from(from.checked_sub(INITIAL_PAYLOAD_VERSION)?).ok()?;
+        let idx = usize::try_from(from.checked_sub(self.start)?).ok()?;
         self.steps.get(idx)
     }
 }
@@ -259,6 +319,8 @@ pub struct Upcaster {
     chain: UpcastChain,
     protected: Arc<[String]>,
     version_field: Option<Arc<str>>,
+    /// The store's retirement: rows stored below this version are refused.
+    retired_below: Option<i32>,
 }
 
 /// Why an upcast failed (without collection or key; the caller adds them).
@@ -268,6 +330,21 @@ pub enum UpcastFailure {
     InvalidVersion {
         /// The version found.
         found: i32,
+    },
+    /// The stored version is below the collection's retired versions.
+    Retired {
+        /// The version found.
+        found: i32,
+        /// Versions below this one are retired.
+        below: i32,
+    },
+    /// The chain cannot read the stored version: it starts above it (steps retired) and
+    /// the store records no retirement that would explain the row.
+    Unreachable {
+        /// The version found.
+        found: i32,
+        /// The version the chain starts at.
+        start: i32,
     },
     /// A step returned an error.
     Step {
@@ -286,7 +363,40 @@ impl Upcaster {
             chain,
             protected: protected.into(),
             version_field: version_field.map(Into::into),
+            retired_below: None,
         }
+    }
+
+    /// This upcaster refusing rows stored below `below` (the store's retirement record,
+    /// see [`crate::ops::retire`]); `None`: nothing retired.
+    pub fn with_retired_below(mut self, below: Option<i32>) -> Self {
+        self.retired_below = below;
+        self
+    }
+
+    /// Versions below this one are retired in the store (rows there are refused).
+    pub fn retired_below(&self) -> Option<i32> {
+        self.retired_below
+    }
+
+    /// The refusal of a row stored at `version`, when it is below the retired versions
+    /// (or below a chain that starts above 1): the failure to report, else `None`.
+    pub fn check_retired(&self, version: i32) -> Option<UpcastFailure> {
+        if let Some(below) = self.retired_below {
+            if version < below {
+                return Some(UpcastFailure::Retired {
+                    found: version,
+                    below,
+                });
+            }
+        }
+        let start = self.chain.start_version();
+        (version < start && version >= INITIAL_PAYLOAD_VERSION).then_some(
+            UpcastFailure::Unreachable {
+                found: version,
+                start,
+            },
+        )
     }
 
     /// The chain.
@@ -323,6 +433,9 @@ impl Upcaster {
     pub fn upcast(&self, obj: &mut JsonObject, stored: i32) -> Result<i32, UpcastFailure> {
         if stored < INITIAL_PAYLOAD_VERSION {
             return Err(UpcastFailure::InvalidVersion { found: stored });
+        }
+        if let Some(refused) = self.check_retired(stored) {
+            return Err(refused);
         }
         let current = self.chain.current_version();
         if stored >= current {
@@ -363,9 +476,11 @@ impl Upcaster {
         Upcaster {
             chain: UpcastChain {
                 steps: steps.into(),
+                start: INITIAL_PAYLOAD_VERSION,
             },
             protected: Arc::from(Vec::new()),
             version_field: None,
+            retired_below: None,
         }
     }
 

@@ -9,6 +9,7 @@
 
 pub mod chain;
 pub mod envelope;
+pub mod retired;
 
 pub use chain::{
     ChainError, JsonObject, Mode, StepError, UpcastChain, UpcastFailure, UpcastStep, Upcaster,

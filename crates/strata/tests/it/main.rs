@@ -13,6 +13,7 @@ mod pass;
 mod payload;
 mod policy;
 mod policy_util;
+mod retire;
 mod sealed;
 mod sweep;
 mod validation;
