@@ -59,6 +59,11 @@ enum Command {
     /// List stuck or corrupt metadata (checkpoints, markers, fence, catalog, leases) and,
     /// with `--apply`, fix it in one atomic batch (never touches data records).
     Repair(cmd::repair::Args),
+    /// Prove that no row of a collection is stored below a payload version and record
+    /// it, so the application may drop its upcast steps below it.
+    Retire(cmd::retire::Args),
+    /// Capture a collection into a portable fixture (read-only) for `strata-testkit`.
+    Fixture(cmd::fixture::Args),
     /// A guided tour: legacy store, refusal, migration, serving, restart, payload evolution, shape policy.
     Demo(cmd::demo::Args),
 }
@@ -136,6 +141,8 @@ pub(crate) fn run(args: Vec<OsString>, ext: Option<&Extension>) -> ExitCode {
         Command::Copy(args) => cmd::copy::run(args),
         Command::Keys(args) => cmd::keys::run(&cli.db, args),
         Command::Repair(args) => cmd::repair::run(&cli.db, args),
+        Command::Retire(args) => cmd::retire::run(&cli.db, args),
+        Command::Fixture(args) => cmd::fixture::run(&cli.db, args),
         Command::Demo(args) => cmd::demo::run(args),
     };
     exit::finish(result, json)

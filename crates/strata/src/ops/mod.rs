@@ -14,6 +14,7 @@
 //! `strata::policy::CutoverOptions`, `strata::seal::rotate_data_key`, ...).
 
 pub mod cutover;
+pub mod fixture;
 pub mod retire;
 pub mod rotate;
 pub mod sweep;
