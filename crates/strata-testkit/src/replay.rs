@@ -90,6 +90,9 @@ pub struct ReplayReport {
     /// `schema check` against the fixture's schema history: its exit code (0 compatible
     /// or a cutover the strategies plan, 6 rejected), when the collection has a schema.
     pub schema_check: Option<u8>,
+    /// `schema plan` of the collection on the loaded fixture: its exit code (0 clean, 1
+    /// rows that fail — the reads name them —, 6 rejected).
+    pub schema_plan: Option<u8>,
     /// Problems that are not about one row.
     pub problems: Vec<String>,
     /// What was not checked, and why.
@@ -138,6 +141,9 @@ impl fmt::Display for ReplayReport {
         )?;
         if let Some(code) = self.schema_check {
             writeln!(f, "schema check: exit {code}")?;
+        }
+        if let Some(code) = self.schema_plan {
+            writeln!(f, "schema plan: exit {code}")?;
         }
         for p in &self.problems {
             writeln!(f, "problem: {p}")?;
@@ -330,9 +336,49 @@ impl<T: Serialize + DeserializeOwned + 'static> Replay<T> {
             }
             expected
         };
+        // 2 and 3: the sweep, uninterrupted and killed (a failure here is reported and
+        // the schema checks still run).
+        if let Err(e) = self.sweeps(dir.path(), &base, &expected, run_index, report) {
+            report.problems.push(e);
+        }
+        // 4. schema check.
+        if self.schema_check && self.options.schema_options().schema_value().is_some() {
+            let path = dir.path().join("schema.redb");
+            copy(&base, &path)?;
+            let code = self.admin(&path, &["schema", "check", self.name(), "--json"]);
+            report.schema_check = Some(code);
+            if code != 0 {
+                report.problems.push(format!(
+                    "`schema check` of `{}` against the fixture's schema history exited {code} (6: the change is rejected by the collection's strategies)",
+                    self.name()
+                ));
+            }
+            let plan = self.admin(&path, &["schema", "plan", self.name(), "--json"]);
+            report.schema_plan = Some(plan);
+            if plan != 0 && !(plan == 1 && !report.failures.is_empty()) {
+                report.problems.push(format!(
+                    "`schema plan` of `{}` on the fixture exited {plan}",
+                    self.name()
+                ));
+            }
+        } else if self.schema_check && !self.fixture.header.schema_history.is_empty() {
+            report.notes.push("the fixture has a schema history but the options declare no schema: `schema check` not run".into());
+        }
+        Ok(())
+    }
+
+    /// Steps 2 and 3 of [`Replay::run`].
+    fn sweeps(
+        &self,
+        dir: &Path,
+        base: &Path,
+        expected: &BTreeMap<String, Value>,
+        run_index: usize,
+        report: &mut ReplayReport,
+    ) -> Result<(), String> {
         // 2. The uninterrupted sweep.
-        let reference = dir.path().join("reference.redb");
-        copy(&base, &reference)?;
+        let reference = dir.join("reference.redb");
+        copy(base, &reference)?;
         let boundaries = Arc::new(AtomicUsize::new(0));
         let reference_rows = {
             let store = open(&reference)?;
@@ -349,7 +395,7 @@ impl<T: Serialize + DeserializeOwned + 'static> Replay<T> {
             rows_of(&store, self.name())?
         };
         report.boundaries = boundaries.load(Ordering::SeqCst);
-        let before = rows_of(&open(&base)?, self.name())?;
+        let before = rows_of(&open(base)?, self.name())?;
         for r in &self.fixture.rows {
             let key = &r.key;
             let (Some(now), Some(was)) = (reference_rows.get(key), before.get(key)) else {
@@ -419,8 +465,8 @@ impl<T: Serialize + DeserializeOwned + 'static> Replay<T> {
             let points = spread(report.boundaries, self.max_kills);
             for k in points {
                 report.kills += 1;
-                let path = dir.path().join(format!("kill-{k}.redb"));
-                copy(&base, &path)?;
+                let path = dir.join(format!("kill-{k}.redb"));
+                copy(base, &path)?;
                 let runner = format!("strata-testkit-kill-{k}");
                 match &test {
                     Some(test) => self.kill_child(test, run_index, &path, k, &runner)?,
@@ -450,27 +496,20 @@ impl<T: Serialize + DeserializeOwned + 'static> Replay<T> {
                 }
             }
         }
-        // 4. schema check.
-        if self.schema_check && self.options.schema_options().schema_value().is_some() {
-            let path = dir.path().join("schema.redb");
-            copy(&base, &path)?;
-            let code = strata_cli::Admin::new()
-                .name("strata-testkit")
-                .database(&path)
-                .collection::<T>(self.name().to_string(), self.options.clone())
-                .run_from(["strata-testkit", "schema", "check", self.name(), "--json"]);
-            let code = exit_code(code);
-            report.schema_check = Some(code);
-            if code != 0 {
-                report.problems.push(format!(
-                    "`schema check` of `{}` against the fixture's schema history exited {code} (6: the change is rejected by the collection's strategies)",
-                    self.name()
-                ));
-            }
-        } else if self.schema_check && !self.fixture.header.schema_history.is_empty() {
-            report.notes.push("the fixture has a schema history but the options declare no schema: `schema check` not run".into());
-        }
         Ok(())
+    }
+
+    /// Runs the embedded admin with this collection on the store at `path`; its exit code.
+    fn admin(&self, path: &Path, args: &[&str]) -> u8 {
+        let mut all = vec!["strata-testkit", "--db"];
+        let db = path.display().to_string();
+        all.push(&db);
+        all.extend_from_slice(args);
+        let code = strata_cli::Admin::new()
+            .name("strata-testkit")
+            .collection::<T>(self.name().to_string(), self.options.clone())
+            .run_from(all);
+        exit_code(code)
     }
 
     fn failure(

@@ -135,3 +135,59 @@ fn retire_through_the_admin_is_refused_then_recorded() {
         Some(4)
     );
 }
+
+#[test]
+fn a_sealed_collection_is_captured_only_with_its_key_decrypted_and_redacted() {
+    use strata::seal::Credential;
+    let dir = tempfile::tempdir().unwrap();
+    let db_path = dir.path().join("sealed.redb");
+    let key = [7u8; 32];
+    {
+        let store = strata_redb::RedbStore::create_store(&db_path).unwrap();
+        let db = strata::Database::builder(store)
+            .key(Credential::raw_key(&key).unwrap())
+            .open()
+            .unwrap();
+        let c = db
+            .collection::<Account>("accounts", options().sealed())
+            .unwrap();
+        for i in 0..3 {
+            let a = Account {
+                id: format!("a{i}"),
+                balance_cents: i,
+                tier: "gold".into(),
+                email: format!("secret{i}@example.com"),
+                steps: 0,
+            };
+            c.put(&a.id, &a).unwrap();
+        }
+    }
+    let store = strata_redb::RedbStore::open_read_only(&db_path)
+        .unwrap()
+        .into_store();
+    let no_key = capture(&store, "accounts", &CaptureOptions::new()).unwrap_err();
+    assert!(no_key.to_string().contains("is sealed"), "{no_key}");
+    let sealer = strata::seal::Keyring::database()
+        .unlock(&store, &Credential::raw_key(&key).unwrap())
+        .unwrap();
+    let fixture = capture(
+        &store,
+        "accounts",
+        &CaptureOptions::new()
+            .sealer(Some(sealer))
+            .redact(RedactPath::parse("email").unwrap()),
+    )
+    .unwrap();
+    assert!(fixture.header.sealed);
+    assert_eq!(fixture.rows.len(), 3);
+    for r in &fixture.rows {
+        assert_eq!(r.body["email"], "redacted");
+        assert_eq!(r.body["tier"], "gold", "bodies are decrypted");
+    }
+    // The sealed marks are not among the records: a replay needs no key.
+    assert!(fixture
+        .header
+        .records
+        .iter()
+        .all(|r| !r.key.starts_with("__nx/sealed/") && !r.key.starts_with("__nx/keys/")));
+}

@@ -119,3 +119,37 @@ fn options_with_step3(
     }
     o.upcast(3, Mode::Eager, step)
 }
+
+/// A later build's shape that drops `tier`: not additive.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+struct Slim {
+    id: String,
+    balance_cents: i64,
+    email: String,
+    steps: i64,
+}
+
+#[test]
+fn schema_check_and_plan_run_against_the_fixtures_history() {
+    use strata::policy::additive_only;
+    use strata::SchemaOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let store = seeded_redb(&dir.path().join("app.redb"), 8);
+    // The v4 build declares its schema: the baseline and its history are recorded.
+    let governed = || options().schema(SchemaOptions::of::<Account>().strategy(additive_only()));
+    strata::Database::builder(store.clone())
+        .open()
+        .unwrap()
+        .collection::<Account>("accounts", governed())
+        .unwrap();
+    let f = capture(&store, "accounts", &CaptureOptions::new()).unwrap();
+    assert_eq!(f.header.schema_history.len(), 1);
+    let same = Replay::<Account>::new(&f, governed()).kills(false).run();
+    same.assert_ok();
+    assert_eq!((same.schema_check, same.schema_plan), (Some(0), Some(0)));
+    // A build that drops a field under `additive_only` is rejected by the check.
+    let slim = options().schema(SchemaOptions::of::<Slim>().strategy(additive_only()));
+    let rejected = Replay::<Slim>::new(&f, slim).kills(false).run();
+    assert_eq!(rejected.schema_check, Some(6), "{rejected}");
+    assert!(!rejected.is_ok());
+}

@@ -9,7 +9,7 @@ use strata::{CollectionOptions, Database, Mode, StepError};
 use strata_store::{Batch, KvWrite, Store};
 
 /// The v4 shape.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Account {
     pub id: String,
     pub balance_cents: i64,
