@@ -19,6 +19,10 @@ pub const UNSUPPORTED: u8 = 4;
 pub const RECORD_LIMIT: u8 = 5;
 /// `schema diff` found a non-additive change.
 pub const NON_ADDITIVE: u8 = 6;
+/// The store is the target of an unfinished `strata copy` (it holds only part of its
+/// source): reported by `status`, `verify` and `collections`; `migrate` refuses it. Resume
+/// the copy or delete the store.
+pub const UNFINISHED: u8 = 7;
 
 /// A failed command: the exit code and the error to print.
 #[derive(Debug)]

@@ -11,4 +11,5 @@ pub mod migrate;
 pub mod repair;
 pub mod schema;
 pub mod status;
+pub mod unfinished;
 pub mod verify;

@@ -62,6 +62,9 @@ struct VerifyDoc<'a> {
     sealed: Option<&'a strata::seal::SealedReport>,
     /// Every bulk-operation manifest compared with its scope.
     scopes: &'a [ScopeCheck],
+    /// Unfinished work (see `strata status`); an unfinished copy is the verdict
+    /// `unfinished_copy` (exit 7) and nothing is scanned.
+    unfinished: &'a [crate::cmd::unfinished::Unfinished],
     /// Why the run fails (the stderr line and the exit code), when it does: the one
     /// document of a failed run.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -306,7 +309,34 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         (code, word) = (UNSUPPORTED, "unsupported");
         problems.extend(policy);
     }
+    let unfinished = crate::cmd::unfinished::find(&store, &catalog, &db::describe(db_path))?;
     let mut out = std::io::stdout().lock();
+    if let Some(copy) = unfinished.iter().find(|u| u.operation == "copy") {
+        // Part of a source: nothing here is certified or judged, not even what it holds.
+        if args.json {
+            let doc = VerifyDoc {
+                format: 1,
+                db: db::describe(db_path),
+                verdict: "unfinished_copy",
+                problems: &problems,
+                report: None,
+                manifest: None,
+                sealed: None,
+                scopes: &[],
+                unfinished: &unfinished,
+                error: None,
+            };
+            serde_json::to_writer_pretty(&mut out, &doc)?;
+            writeln!(out)?;
+        } else {
+            writeln!(out, "{}", copy.line())?;
+            writeln!(
+                out,
+                "\nverification not done: this store is an unfinished copy; no record was certified"
+            )?;
+        }
+        return Ok(crate::exit::UNFINISHED);
+    }
     if code == UNSUPPORTED {
         // This build must not trust the store: no record scan.
         if args.json {
@@ -319,6 +349,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 manifest: None,
                 sealed: None,
                 scopes: &[],
+                unfinished: &unfinished,
                 error: None,
             };
             serde_json::to_writer_pretty(&mut out, &doc)?;
@@ -370,6 +401,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             manifest: manifest.clone(),
             sealed: (sealed.sealed() > 0 || sealer.is_some()).then_some(&sealed),
             scopes: &scopes,
+            unfinished: &unfinished,
             error,
         };
         serde_json::to_writer_pretty(&mut out, &doc)?;
@@ -391,6 +423,9 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             writeln!(out, "{}", c.describe())?;
         }
         write_sealed(&mut out, &sealed)?;
+        for u in &unfinished {
+            writeln!(out, "{}", u.line())?;
+        }
         if code == MIGRATION_REQUIRED {
             for p in &problems {
                 writeln!(out, "{p}")?;
