@@ -296,6 +296,10 @@ pub fn run(args: Args) -> CmdResult {
             from: from_shown,
         }));
     }
+    // A refusal writes nothing: an existing target is first read read-only (a redb file
+    // opened for writing rewrites its header), and only a target this copy may write
+    // (empty, or its own unfinished copy) is opened for writing.
+    precheck_target(&to_target, &from_shown, &to_shown)?;
     let target = db::open_target(&to_target, true)?;
     let outcome = copy(&source, &target, limits, &from_shown, &to_shown)?;
     let mut out = std::io::stdout().lock();
@@ -336,6 +340,56 @@ pub fn run(args: Args) -> CmdResult {
     Ok(OK)
 }
 
+/// The checks `copy` makes on its target before it writes, on a read-only open of an
+/// existing target: [`CopyError::TargetNotEmpty`], [`CopyError::OtherSource`] and
+/// [`CopyError::BadProgress`] refuse it without changing one byte. A missing target (or
+/// an empty file or directory a new store may be created in) needs no check.
+fn precheck_target(target: &Target, from: &str, to: &str) -> Result<(), Failure> {
+    let exists = match target {
+        Target::Redb(path) => std::fs::metadata(path).is_ok_and(|m| m.len() > 0),
+        Target::Sled(path) => strata_sled::is_sled_dir(path),
+        Target::Postgres(_) => true,
+    };
+    if !exists {
+        return Ok(());
+    }
+    let store = match db::open_target_for_reading(target) {
+        Ok(store) => store,
+        // A PostgreSQL table that does not exist yet: the copy creates it.
+        Err(StoreError::NotFound { .. }) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    start_point(&store, from, to)?;
+    Ok(())
+}
+
+/// Where a copy into `target` starts: `None` for an empty target, else the progress
+/// record of this same copy (raw and decoded), which it resumes.
+fn start_point(
+    target: &Store,
+    from: &str,
+    to: &str,
+) -> Result<Option<(Vec<u8>, Progress)>, CopyError> {
+    let Some(bytes) = target.get(PROGRESS_KEY)? else {
+        if target.prefix_exists(b"")? {
+            return Err(CopyError::TargetNotEmpty { to: to.to_string() });
+        }
+        return Ok(None);
+    };
+    let p: Progress = serde_json::from_slice(&bytes).map_err(|e| CopyError::BadProgress {
+        to: to.to_string(),
+        detail: e.to_string(),
+    })?;
+    if p.from != from {
+        return Err(CopyError::OtherSource {
+            to: to.to_string(),
+            started_from: p.from,
+            from: from.to_string(),
+        });
+    }
+    Ok(Some((bytes, p)))
+}
+
 /// Progress lines on stderr: one per batch when `STRATA_PROGRESS=batch` (used by the
 /// crash tests to kill at batch boundaries), otherwise at most one a second.
 struct Reporter {
@@ -370,32 +424,22 @@ fn copy(
         to: to.to_string(),
         detail,
     };
-    let mut raw = target.get(PROGRESS_KEY)?;
-    let resumed = raw.is_some();
-    let mut progress = match &raw {
-        Some(bytes) => {
-            let p: Progress = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
-            if p.from != from {
-                return Err(CopyError::OtherSource {
-                    to: to.to_string(),
-                    started_from: p.from,
-                    from: from.to_string(),
-                });
-            }
+    let start = start_point(target, from, to)?;
+    let resumed = start.is_some();
+    let (mut raw, mut progress) = match start {
+        Some((bytes, p)) => {
             eprintln!("copy: resuming after {} records", p.copied);
-            p
+            (Some(bytes), p)
         }
-        None => {
-            if target.prefix_exists(b"")? {
-                return Err(CopyError::TargetNotEmpty { to: to.to_string() });
-            }
+        None => (
+            None,
             Progress {
                 format: 1,
                 from: from.to_string(),
                 cursor: String::new(),
                 copied: 0,
-            }
-        }
+            },
+        ),
     };
     let cursor = if progress.cursor.is_empty() {
         None
