@@ -171,10 +171,15 @@ fn create_private_file(path: &Path) -> std::io::Result<fs::File> {
     options.open(path)
 }
 
-/// Creates and locks the owner lock of the copy directory `dir`.
+/// Creates and locks the owner lock of the copy directory `dir`. The file is locked
+/// under a temporary name and then renamed into place, so another run looking for stale
+/// copies never finds an `owner.lock` that is not locked yet (it would take it for a
+/// killed run's and remove the directory).
 fn owner_lock(dir: &Path) -> std::io::Result<fs::File> {
-    let file = create_private_file(&dir.join(OWNER_LOCK))?;
+    let fresh = dir.join(format!("{OWNER_LOCK}.new"));
+    let file = create_private_file(&fresh)?;
     file.try_lock().map_err(std::io::Error::from)?;
+    fs::rename(&fresh, dir.join(OWNER_LOCK))?;
     Ok(file)
 }
 
