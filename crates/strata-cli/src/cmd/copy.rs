@@ -301,7 +301,13 @@ pub fn run(args: Args) -> CmdResult {
     // (empty, or its own unfinished copy) is opened for writing.
     precheck_target(&to_target, &from_shown, &to_shown)?;
     let target = db::open_target(&to_target, true)?;
-    let outcome = copy(&source, &target, limits, &from_shown, &to_shown)?;
+    let outcome = match copy(&source, &target, limits, &from_shown, &to_shown) {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            close_within(target, CLOSE_DEADLINE, &to_shown);
+            return Err(e.into());
+        }
+    };
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = CopyDoc {
@@ -388,6 +394,30 @@ fn start_point(
         });
     }
     Ok(Some((bytes, p)))
+}
+
+/// How long a failed copy waits for its target to close before it reports anyway.
+const CLOSE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Closes `target` (its last handle: a sled target flushes and seals on close) on a
+/// thread of its own and waits for it at most `deadline`. After a failure — a full disk
+/// above all — sled's flush on close can block for good; the command then reports its
+/// error and exits anyway (the batches already committed stay committed, and a rerun
+/// resumes from the progress record).
+fn close_within(target: Store, deadline: Duration, to: &str) {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("strata-close-target".into())
+        .spawn(move || {
+            drop(target);
+            let _ = done_tx.send(());
+        });
+    if spawned.is_err() {
+        return;
+    }
+    if done_rx.recv_timeout(deadline).is_err() {
+        tracing::warn!(target = %to, ?deadline, "the copy target did not close in time after the failure; exiting without waiting for it");
+    }
 }
 
 /// Progress lines on stderr: one per batch when `STRATA_PROGRESS=batch` (used by the
