@@ -11,7 +11,7 @@
 //! | `__nx/catalog/<collection>` | unreadable, duplicate id | rewrite from the collection's schema header, or delete when nothing is stored under it; else manual |
 //! | `__nx/catalog-seq` | malformed, missing or behind the recorded ids | rewrite to the highest recorded id |
 //! | `__nx/sweep/<collection>` | unreadable, or of an unrecorded collection | delete (the marker is a hint; the next sweep rescans) |
-//! | `__nx/fence` | unreadable | rewrite as a normal fence at the highest generation the clients recorded |
+//! | `__nx/fence` | unreadable | rewrite as a normal fence at the highest generation the clients recorded, keeping pending every cutover whose checkpoint is in the store (toward the schema it names), so the cutover resumes and repair stays idempotent |
 //! | `__nx/clients/<id>` | unreadable, or no heartbeat within the stale window | delete (a live client rewrites it at its next heartbeat) |
 //! | `__nx/cutover/<collection>` | no cutover of the collection pending | delete |
 //! | `__nx/jsonschema/<collection>` | unreadable | rewrite from the newest schema-history version, else manual |
