@@ -19,6 +19,10 @@ pub const UNSUPPORTED: u8 = 4;
 pub const RECORD_LIMIT: u8 = 5;
 /// `schema diff` found a non-additive change.
 pub const NON_ADDITIVE: u8 = 6;
+/// The store is the target of an unfinished `strata copy` (it holds only part of its
+/// source): reported by `status`, `verify` and `collections`; `migrate` refuses it. Resume
+/// the copy or delete the store.
+pub const UNFINISHED: u8 = 7;
 
 /// A failed command: the exit code and the error to print.
 #[derive(Debug)]
@@ -64,6 +68,41 @@ impl Failure {
             error: e.into(),
         }
     }
+
+    /// This failure, after the command printed its `--json` document with the error in
+    /// it: [`finish`] then prints only the stderr line, so a run prints one document.
+    pub fn reported_in_json(self) -> Self {
+        Failure {
+            code: self.code,
+            error: Box::new(InJson(self.error)),
+        }
+    }
+}
+
+/// An error already carried by the `--json` document the command printed.
+#[derive(Debug)]
+struct InJson(Box<dyn Error + Send + Sync>);
+
+impl std::fmt::Display for InJson {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl Error for InJson {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// The line [`finish`] prints for `f` (without `strata: `): its message and the
+/// command-line hint.
+pub fn failure_line(f: &Failure) -> String {
+    let mut line = message(f.error.as_ref());
+    if let Some(hint) = cli_hint(f.error.as_ref()) {
+        line.push_str(hint);
+    }
+    line
 }
 
 /// An error with command-line advice appended to its message. Its sources are the
@@ -149,8 +188,13 @@ pub fn code_of(e: &(dyn Error + 'static)) -> u8 {
     }
 }
 
-/// `e` followed by each of its sources, outermost first.
+/// `e` followed by each of its sources, outermost first (an error already in the
+/// `--json` document counts as the error it carries).
 fn chain<'a>(e: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn Error + 'static)> {
+    let e: &'a (dyn Error + 'static) = match e.downcast_ref::<InJson>() {
+        Some(inner) => &*inner.0,
+        None => e,
+    };
     std::iter::successors(Some(e), |&err| err.source())
 }
 
@@ -199,12 +243,9 @@ pub fn finish(result: CmdResult, json: bool) -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(f) if f.code == OK || is_broken_pipe(f.error.as_ref()) => ExitCode::SUCCESS,
         Err(f) => {
-            let mut line = message(f.error.as_ref());
-            if let Some(hint) = cli_hint(f.error.as_ref()) {
-                line.push_str(hint);
-            }
+            let line = failure_line(&f);
             eprintln!("strata: {line}");
-            if json {
+            if json && f.error.downcast_ref::<InJson>().is_none() {
                 // A reader that went away (`| head`) does not change the exit code.
                 use std::io::Write;
                 let _ = writeln!(std::io::stdout(), "{}", error_document(&line, f.code));

@@ -267,7 +267,13 @@ fn repaired(
     assert!(!f["problem"].as_str().unwrap().is_empty(), "{f}");
     assert!(!f["why"].as_str().unwrap().is_empty(), "{f}");
     let text = strata_db(db, &["repair"]);
-    assert_eq!(text.status.code(), Some(4));
+    assert_eq!(
+        text.status.code(),
+        Some(4),
+        "{}{}",
+        stdout(&text),
+        stderr(&text)
+    );
     assert!(stdout(&text).contains(key), "{}", stdout(&text));
     assert!(stdout(&text).contains("strata repair --apply"));
     assert_eq!(all(db), before, "a listing writes nothing");
@@ -285,7 +291,13 @@ fn repaired(
     let st = strata_db(db, &["status"]);
     assert_eq!(st.status.code(), Some(status_after), "{}", stdout(&st));
     let v = strata_db(db, &["verify"]);
-    assert_eq!(v.status.code(), Some(status_after), "{}", stdout(&v));
+    assert_eq!(
+        v.status.code(),
+        Some(status_after),
+        "{}{}",
+        stdout(&v),
+        stderr(&v)
+    );
     let again = strata_db(db, &["repair", "--json"]);
     assert_eq!(again.status.code(), Some(0), "{}", stdout(&again));
     assert!(

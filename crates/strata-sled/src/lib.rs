@@ -73,6 +73,7 @@
 
 mod batch;
 mod cache;
+mod log;
 mod open;
 mod private_copy;
 mod read;

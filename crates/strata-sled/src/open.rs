@@ -3,7 +3,7 @@
 
 use crate::private_copy::PrivateCopy;
 use crate::values::ValueCache;
-use crate::{backend_error, safety, Sealer, SledStore};
+use crate::{backend_error, log, safety, Sealer, SledStore};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,7 +114,10 @@ impl SledOptions {
     pub fn open(&self, path: impl AsRef<Path>) -> Result<SledStore> {
         let path = path.as_ref();
         let seal = match safety::inspect(path)? {
-            safety::Found::Sled => safety::prepare_existing(path, self.lock_wait)?,
+            safety::Found::Sled => {
+                self.probe_unsealed(path)?;
+                safety::prepare_existing(path, self.lock_wait)?
+            }
             safety::Found::Nothing => None,
         };
         self.open_at(path, seal)
@@ -127,18 +130,43 @@ impl SledOptions {
     /// Before sled sees the directory: `conf` must be sled's configuration and `conf`/`db`
     /// regular files (not symlinks), else [`StoreError::Damaged`] naming the file; a `db`
     /// shorter than at the last clean close is [`StoreError::Damaged`] (sled would cut it
-    /// down to what it can read); an empty `snap.*.generating` leftover is removed, any
-    /// other is reported; media sled cannot write are [`StoreError::CannotOpen`] (sled
-    /// writes on every open). A panic inside sled while opening is [`StoreError::Damaged`].
+    /// down to what it can read); without a seal, sled first runs on a private copy and a
+    /// log that holds more than sled recovers is [`StoreError::Damaged`], the datastore
+    /// untouched; a `snap.*.generating` leftover (never the last good snapshot) is
+    /// removed, as sled itself would; media sled cannot write are
+    /// [`StoreError::CannotOpen`] (sled writes on every open). A panic inside sled while
+    /// opening is [`StoreError::Damaged`].
     pub fn open_existing(&self, path: impl AsRef<Path>) -> Result<SledStore> {
         let path = path.as_ref();
         match safety::inspect(path)? {
             safety::Found::Nothing => Err(not_found(path)),
             safety::Found::Sled => {
+                self.probe_unsealed(path)?;
                 let seal = safety::prepare_existing(path, self.lock_wait)?;
                 self.open_at(path, seal)
             }
         }
+    }
+
+    /// Before a datastore without a seal (never closed by strata, or killed while open) is
+    /// opened for writing: sled is first run on a private copy, and a log that holds
+    /// more than sled recovers from it ([`check_log`]) is [`StoreError::Damaged`] — sled
+    /// would overwrite and cut away what it does not recover, so the datastore is not
+    /// opened and stays byte for byte as it was. A sealed datastore needs no probe: its
+    /// seal catches a `db` cut short.
+    fn probe_unsealed(&self, path: &Path) -> Result<()> {
+        if safety::has_seal(path) {
+            return Ok(());
+        }
+        let copy = PrivateCopy::of(path, self.lock_wait)?;
+        let before = log_segments(copy.path());
+        let db = safety::prepare_existing(copy.path(), Duration::ZERO)
+            .and_then(|seal| self.open_checked(copy.path(), seal))
+            .map_err(|e| copy.rename(e))?;
+        let checked = check_log(path, &before, copy.path());
+        drop(db);
+        drop(copy);
+        checked
     }
 
     /// Opens an existing datastore at `path` for reading only, without writing anything
@@ -159,9 +187,11 @@ impl SledOptions {
             return Err(not_found(path));
         }
         let copy = PrivateCopy::of(path, self.lock_wait)?;
+        let before = log_segments(copy.path());
         let db = safety::prepare_existing(copy.path(), Duration::ZERO)
             .and_then(|seal| self.open_checked(copy.path(), seal))
             .map_err(|e| copy.rename(e))?;
+        check_log(path, &before, copy.path())?;
         Ok(self.store(path, db, Some(copy)))
     }
 
@@ -230,6 +260,53 @@ impl SledOptions {
             )),
         }
     }
+}
+
+/// The segment headers of the log in `dir` and its segment size, read before sled opens
+/// it (`None` when `conf` names no segment size or the log cannot be read: sled's open
+/// reports that).
+fn log_segments(dir: &Path) -> Option<(Vec<log::Segment>, u64)> {
+    let conf = std::fs::read(dir.join("conf")).ok()?;
+    let size = log::segment_size(&conf)?;
+    let segments = log::segments(&dir.join("db"), size).ok()?;
+    Some((segments, size))
+}
+
+/// After sled opened the log at `opened` (whose headers were `before`): a header written
+/// when the log was completely written past the point sled recovered it to proves that
+/// once-durable log is gone from the file (a `db` cut short by an interrupted copy or
+/// restore: sled then replays only what precedes the first lost segment and overwrites
+/// the rest). [`StoreError::Damaged`] naming `original`'s `db` and what was found.
+fn check_log(
+    original: &Path,
+    before: &Option<(Vec<log::Segment>, u64)>,
+    opened: &Path,
+) -> Result<()> {
+    let Some((segments, size)) = before else {
+        return Ok(());
+    };
+    let recovered = log::recovered_lsn(opened)
+        .map_err(|e| backend_error(original, sled::Error::Io(e)))?
+        .unwrap_or(0);
+    let lost = log::beyond_recovered(segments, recovered);
+    let Some(newest) = lost.iter().map(|s| s.stable).max() else {
+        return Ok(());
+    };
+    let mut offsets: Vec<String> = lost.iter().take(3).map(|s| s.offset.to_string()).collect();
+    if lost.len() > 3 {
+        offsets.push("…".into());
+    }
+    let len = std::fs::metadata(original.join("db"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    Err(StoreError::Damaged {
+        path: original.join("db"),
+        reason: format!(
+            "the sled log ({len} bytes) holds {} segment(s) of {size} bytes (at offsets {}) written after log position {newest} was complete, but sled recovers the log only to position {recovered}: the file holds more than sled recovers (cut short or overwritten: an interrupted copy or restore?), and sled would overwrite and cut away the rest; nothing was opened for writing and the file is unchanged; restore the datastore directory from a complete copy",
+            lost.len(),
+            offsets.join(", "),
+        ),
+    })
 }
 
 /// [`StoreError::NotFound`] of `path`: missing, or a directory without sled's files.

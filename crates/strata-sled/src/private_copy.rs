@@ -15,10 +15,29 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use strata_store::{Result, StoreError};
 
+/// The prefix of every private copy's directory in `TMPDIR`.
+const COPY_PREFIX: &str = "strata-sled-read-";
+/// The lock file a live copy holds in its directory (beside the copied datastore).
+const OWNER_LOCK: &str = "owner.lock";
+/// The copied datastore, inside the copy's directory.
+const STORE_DIR: &str = "store";
+/// A copy directory without an owner lock file younger than this may be one another run
+/// is creating right now; older, it is a leftover.
+const UNLOCKED_GRACE: Duration = Duration::from_secs(600);
+
 /// A private copy of a datastore; removed when dropped (after sled released it).
+///
+/// Owner-only: the directory in `TMPDIR` is created with mode 0700 and every copied file
+/// with 0600 (sub-directories 0700), so a datastore kept in a private directory stays
+/// private while a command reads it. The copy holds a lock on `owner.lock` in its
+/// directory for as long as it lives; a copy left by a killed run (its lock released by
+/// the kernel) is removed by the next private copy made in the same `TMPDIR`.
 pub(crate) struct PrivateCopy {
     dir: Option<tempfile::TempDir>,
+    store: PathBuf,
     original: PathBuf,
+    /// Locked while the copy lives.
+    _owner: Option<fs::File>,
 }
 
 impl PrivateCopy {
@@ -40,15 +59,18 @@ impl PrivateCopy {
             ),
         }
         };
-        let dir = tempfile::Builder::new()
-            .prefix("strata-sled-read-")
-            .tempdir()
-            .map_err(no_room)?;
+        let dir = private_dir().map_err(no_room)?;
+        let owner = owner_lock(dir.path()).map_err(no_room)?;
+        remove_stale_copies(dir.path());
+        let store = dir.path().join(STORE_DIR);
         let copy = PrivateCopy {
             dir: Some(dir),
+            store,
             original: original.to_path_buf(),
+            _owner: Some(owner),
         };
-        copy_tree(original, copy.path()).map_err(no_room)?;
+        create_private_dir(&copy.store).map_err(no_room)?;
+        copy_tree(original, &copy.store).map_err(no_room)?;
         drop(file); // releases the lock: the copy is complete.
         tracing::debug!(
             datastore = %original.display(),
@@ -61,7 +83,7 @@ impl PrivateCopy {
     /// The copy's directory.
     pub(crate) fn path(&self) -> &Path {
         match &self.dir {
-            Some(dir) => dir.path(),
+            Some(_) => &self.store,
             None => &self.original,
         }
     }
@@ -102,8 +124,8 @@ impl Drop for PrivateCopy {
         let Some(dir) = self.dir.take() else {
             return;
         };
-        if let Ok(file) = fs::File::open(dir.path().join("db")) {
-            if let Err(e) = safety::lock(&file, dir.path(), Duration::from_secs(5)) {
+        if let Ok(file) = fs::File::open(self.store.join("db")) {
+            if let Err(e) = safety::lock(&file, &self.store, Duration::from_secs(5)) {
                 tracing::warn!(copy = %dir.path().display(), error = %e, "sled still holds the private copy; removing it anyway");
             }
         }
@@ -114,47 +136,135 @@ impl Drop for PrivateCopy {
     }
 }
 
+/// A new directory `strata-sled-read-*` in `TMPDIR`, mode 0700 from its creation.
+fn private_dir() -> std::io::Result<tempfile::TempDir> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(COPY_PREFIX);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(fs::Permissions::from_mode(0o700));
+    }
+    builder.tempdir()
+}
+
+/// Creates `dir` (owner-only on unix).
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = fs::DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
+/// Creates a new file at `path` that only its owner can read and write.
+fn create_private_file(path: &Path) -> std::io::Result<fs::File> {
+    let mut options = fs::OpenOptions::new();
+    options.read(true).write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path)
+}
+
+/// Creates and locks the owner lock of the copy directory `dir`. The file is locked
+/// under a temporary name and then renamed into place, so another run looking for stale
+/// copies never finds an `owner.lock` that is not locked yet (it would take it for a
+/// killed run's and remove the directory).
+fn owner_lock(dir: &Path) -> std::io::Result<fs::File> {
+    let fresh = dir.join(format!("{OWNER_LOCK}.new"));
+    let file = create_private_file(&fresh)?;
+    file.try_lock().map_err(std::io::Error::from)?;
+    fs::rename(&fresh, dir.join(OWNER_LOCK))?;
+    Ok(file)
+}
+
+/// Removes the private copies in the parent of `ours` (the `TMPDIR` of this run) that no
+/// live run holds: their owner lock can be taken (its holder was killed), or, without one,
+/// they are older than [`UNLOCKED_GRACE`]. Only directories of this user (the owner of
+/// `ours`) are touched; failures are logged, never fatal.
+fn remove_stale_copies(ours: &Path) {
+    let Some(parent) = ours.parent() else {
+        return;
+    };
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    #[cfg(unix)]
+    let me = {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(ours).map(|m| m.uid()).ok()
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path == ours || !entry.file_name().to_string_lossy().starts_with(COPY_PREFIX) {
+            continue;
+        }
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.is_dir() {
+            continue;
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            if Some(meta.uid()) != me {
+                continue;
+            }
+        }
+        let stale = match fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path.join(OWNER_LOCK))
+        {
+            // Held by a live run: WouldBlock. Taken: its holder is gone (the lock is
+            // released when the file closes, however the run ended).
+            Ok(lock) => lock.try_lock().is_ok(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => meta
+                .modified()
+                .ok()
+                .and_then(|m| m.elapsed().ok())
+                .is_some_and(|age| age > UNLOCKED_GRACE),
+            Err(_) => false,
+        };
+        if stale {
+            match fs::remove_dir_all(&path) {
+                Ok(()) => {
+                    tracing::info!(copy = %path.display(), "removed a private copy of a sled datastore left by a killed run")
+                }
+                Err(e) => {
+                    tracing::warn!(copy = %path.display(), error = %e, "could not remove a stale private copy of a sled datastore")
+                }
+            }
+        }
+    }
+}
+
 /// Copies the regular files and directories below `from` into `to` (an existing empty
-/// directory), each file writable by its owner (sled opens them for writing). Symlinks
-/// and special files are skipped: sled's own files are regular files
-/// ([`safety::inspect`] refuses a `conf` or `db` that is not).
+/// directory): every file created owner-only (0600: readable and writable by its owner,
+/// as sled opens them for writing), every directory 0700. Symlinks and special files are
+/// skipped: sled's own files are regular files ([`safety::inspect`] refuses a `conf` or
+/// `db` that is not).
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     for entry in fs::read_dir(from)? {
         let entry = entry?;
         let kind = entry.file_type()?;
         let target = to.join(entry.file_name());
         if kind.is_dir() {
-            fs::create_dir(&target)?;
+            create_private_dir(&target)?;
             copy_tree(&entry.path(), &target)?;
         } else if kind.is_file() {
-            fs::copy(entry.path(), &target)?;
-            owner_writable(&target)?;
+            let mut source = fs::File::open(entry.path())?;
+            let mut copy = create_private_file(&target)?;
+            std::io::copy(&mut source, &mut copy)?;
         } else {
             tracing::debug!(file = %entry.path().display(), "not copied: not a regular file or directory");
         }
-    }
-    Ok(())
-}
-
-#[cfg(unix)]
-fn owner_writable(file: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut permissions = fs::metadata(file)?.permissions();
-    let mode = permissions.mode();
-    if mode & 0o200 == 0 {
-        permissions.set_mode(mode | 0o200);
-        fs::set_permissions(file, permissions)?;
-    }
-    Ok(())
-}
-
-#[cfg(not(unix))]
-fn owner_writable(file: &Path) -> std::io::Result<()> {
-    let mut permissions = fs::metadata(file)?.permissions();
-    if permissions.readonly() {
-        #[allow(clippy::permissions_set_readonly_false)]
-        permissions.set_readonly(false);
-        fs::set_permissions(file, permissions)?;
     }
     Ok(())
 }

@@ -15,10 +15,11 @@
 //!   is deliberately not refreshed while open, because sled's crash recovery may cut the
 //!   log below a length recorded while open (docs/format.md, "sled length seal").
 //! * **Leftover snapshot**: `snap.*.generating` is a snapshot sled was writing when it
-//!   stopped (disk full, crash); sled then reads it as the newest snapshot and fails with
-//!   "Read corrupted data" forever. One of 12 bytes or fewer cannot hold a snapshot (its
-//!   trailer alone is 12 bytes): it is removed (under the datastore's lock). Any other is
-//!   reported with what to do.
+//!   stopped (disk full, a kill during an open); sled would read it as the newest snapshot
+//!   and fail with "Read corrupted data" forever. sled renames a snapshot only once it is
+//!   complete and removes the older ones only after that, so a `.generating` file is never
+//!   the last good snapshot: it is removed (under the datastore's lock; on a read-only
+//!   open, from the private copy only), as sled's next snapshot would.
 //! * **Writable**: sled writes on every open; on read-only media or without write
 //!   permission it is refused in one line, before sled can fail half-way.
 
@@ -148,6 +149,11 @@ fn is_sled_conf(bytes: &[u8]) -> bool {
     keys.next() == Some("segment_size")
         && keys.next() == Some("use_compression")
         && keys.next() == Some("version")
+}
+
+/// True when `dir` holds a seal (a clean close by strata since the last open).
+pub(crate) fn has_seal(dir: &Path) -> bool {
+    read_seal(dir).is_some()
 }
 
 /// What a clean close recorded in the seal.
@@ -286,17 +292,15 @@ pub(crate) fn prepare_existing(dir: &Path, lock_wait: Duration) -> Result<Option
             ));
         }
     }
+    // sled writes a snapshot to `snap.<lsn>.generating`, syncs it and renames it; only
+    // then does it remove the older snapshots. So a `.generating` file is never the last
+    // good snapshot (the previous one is still there, or the log is replayed from its
+    // start), and sled itself removes it after its next snapshot — but it reads it first,
+    // as the newest, and fails. It is removed here, as sled would.
     for leftover in generating_snapshots(dir)? {
         let size = fs::metadata(&leftover).map(|m| m.len()).unwrap_or(0);
-        if size <= 12 {
-            tracing::warn!(file = %leftover.display(), size, "removing an incomplete sled snapshot left by an interrupted write");
-            fs::remove_file(&leftover).map_err(|e| io(&leftover, e))?;
-        } else {
-            return Err(damaged(
-                &leftover,
-                "it is a snapshot sled did not finish writing (disk full or a crash), and sled cannot open the datastore while it is there; after freeing space, move it out of the directory (sled rebuilds its snapshot from the log) and retry",
-            ));
-        }
+        tracing::warn!(file = %leftover.display(), size, "removing a sled snapshot left unfinished by an interrupted open (never the last good snapshot)");
+        fs::remove_file(&leftover).map_err(|e| io(&leftover, e))?;
     }
     // The seal is consumed: a crash from here on must not be compared with it later.
     match fs::remove_file(dir.join(SEAL)) {

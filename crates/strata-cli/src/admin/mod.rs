@@ -219,14 +219,21 @@ fn open_database(store: &Store, key: &crate::cmd::keys::KeyArgs) -> Result<Datab
 /// Before the writable open of `sweep`, `schema plan` and `cutover`: on a read-only open,
 /// resolves the key flags and checks that one of them opens the keyring, or, without
 /// them, that none of collections `names` is sealed in the store (marked, or its first
-/// document sealed). A refusal leaves the datastore's files as they were (opening a redb
-/// file for writing rewrites its header).
+/// document sealed), and that the store is not an unfinished copy (exit 7). A refusal
+/// leaves the datastore's files as they were (opening a redb file for writing rewrites
+/// its header).
 fn check_key(
     db_path: &Path,
     key: &crate::cmd::keys::KeyArgs,
     names: &[&str],
 ) -> Result<(), Failure> {
     let reading = crate::db::open_for_reading(db_path)?;
+    // The sweep and the cutover certify what they leave: never part of a copy.
+    crate::cmd::unfinished::refuse_partial_copy(
+        &reading,
+        &crate::db::describe(db_path),
+        "the bulk operation",
+    )?;
     if !key.is_empty() {
         key.unlock(&reading)?;
         return Ok(());

@@ -15,7 +15,9 @@ use strata_store::{escape_key, Pages, ScanLimits};
 
 impl Extension {
     pub(super) fn schema_check(&self, db_path: &Path, args: CheckArgs) -> CmdResult {
-        let store = db::open_existing(db_path)?;
+        // Read-only whatever the keys and collections: only baselines are read, so the
+        // store is opened read-only (a redb file keeps its bytes and mtime).
+        let store = db::open_for_reading(db_path)?;
         let shown = db::describe(db_path);
         let selected: Vec<&Registered> = if args.collections.is_empty() {
             self.admin.collections.iter().collect()

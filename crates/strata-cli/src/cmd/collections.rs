@@ -124,7 +124,12 @@ impl CollectionSurvey {
 struct CollectionsDoc<'a> {
     format: u32,
     db: String,
+    /// `ok`, or `unfinished_copy` (exit 7) when the store is the target of an unfinished
+    /// `strata copy`.
+    verdict: &'static str,
     collections: &'a [CollectionSurvey],
+    /// Unfinished work (see `strata status`).
+    unfinished: &'a [crate::cmd::unfinished::Unfinished],
 }
 
 /// The fence record, read once per command.
@@ -267,24 +272,36 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
 pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdResult {
     let store = db::open_for_reading(db_path)?;
     let surveys = survey_all(&store, code)?;
+    let shown = db::describe(db_path);
+    let catalog = db::catalog(&store).map_err(crate::cmd::verify::catalog_failure)?;
+    let unfinished = crate::cmd::unfinished::find(&store, &catalog, &shown)?;
+    let (exit, verdict) = if unfinished.iter().any(|u| u.operation == "copy") {
+        (crate::exit::UNFINISHED, "unfinished_copy")
+    } else {
+        (OK, "ok")
+    };
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = CollectionsDoc {
             format: 1,
-            db: db::describe(db_path),
+            db: shown,
+            verdict,
             collections: &surveys,
+            unfinished: &unfinished,
         };
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
-        return Ok(OK);
+        return Ok(exit);
     }
     if surveys.is_empty() {
         writeln!(
             out,
-            "no collections in `{}` (an application records one when it first opens it)",
-            db::describe(db_path)
+            "no collections in `{shown}` (an application records one when it first opens it)"
         )?;
-        return Ok(OK);
+        for u in &unfinished {
+            writeln!(out, "{}", u.line())?;
+        }
+        return Ok(exit);
     }
     let name_w = surveys
         .iter()
@@ -348,5 +365,11 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
             pending.join(", ")
         )?;
     }
-    Ok(OK)
+    if !unfinished.is_empty() {
+        writeln!(out)?;
+    }
+    for u in &unfinished {
+        writeln!(out, "{}", u.line())?;
+    }
+    Ok(exit)
 }

@@ -296,8 +296,18 @@ pub fn run(args: Args) -> CmdResult {
             from: from_shown,
         }));
     }
+    // A refusal writes nothing: an existing target is first read read-only (a redb file
+    // opened for writing rewrites its header), and only a target this copy may write
+    // (empty, or its own unfinished copy) is opened for writing.
+    precheck_target(&to_target, &from_shown, &to_shown)?;
     let target = db::open_target(&to_target, true)?;
-    let outcome = copy(&source, &target, limits, &from_shown, &to_shown)?;
+    let outcome = match copy(&source, &target, limits, &from_shown, &to_shown) {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            close_within(target, CLOSE_DEADLINE, &to_shown);
+            return Err(e.into());
+        }
+    };
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = CopyDoc {
@@ -336,6 +346,80 @@ pub fn run(args: Args) -> CmdResult {
     Ok(OK)
 }
 
+/// The checks `copy` makes on its target before it writes, on a read-only open of an
+/// existing target: [`CopyError::TargetNotEmpty`], [`CopyError::OtherSource`] and
+/// [`CopyError::BadProgress`] refuse it without changing one byte. A missing target (or
+/// an empty file or directory a new store may be created in) needs no check.
+fn precheck_target(target: &Target, from: &str, to: &str) -> Result<(), Failure> {
+    let exists = match target {
+        Target::Redb(path) => std::fs::metadata(path).is_ok_and(|m| m.len() > 0),
+        Target::Sled(path) => strata_sled::is_sled_dir(path),
+        Target::Postgres(_) => true,
+    };
+    if !exists {
+        return Ok(());
+    }
+    let store = match db::open_target_for_reading(target) {
+        Ok(store) => store,
+        // A PostgreSQL table that does not exist yet: the copy creates it.
+        Err(StoreError::NotFound { .. }) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    start_point(&store, from, to)?;
+    Ok(())
+}
+
+/// Where a copy into `target` starts: `None` for an empty target, else the progress
+/// record of this same copy (raw and decoded), which it resumes.
+fn start_point(
+    target: &Store,
+    from: &str,
+    to: &str,
+) -> Result<Option<(Vec<u8>, Progress)>, CopyError> {
+    let Some(bytes) = target.get(PROGRESS_KEY)? else {
+        if target.prefix_exists(b"")? {
+            return Err(CopyError::TargetNotEmpty { to: to.to_string() });
+        }
+        return Ok(None);
+    };
+    let p: Progress = serde_json::from_slice(&bytes).map_err(|e| CopyError::BadProgress {
+        to: to.to_string(),
+        detail: e.to_string(),
+    })?;
+    if p.from != from {
+        return Err(CopyError::OtherSource {
+            to: to.to_string(),
+            started_from: p.from,
+            from: from.to_string(),
+        });
+    }
+    Ok(Some((bytes, p)))
+}
+
+/// How long a failed copy waits for its target to close before it reports anyway.
+const CLOSE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Closes `target` (its last handle: a sled target flushes and seals on close) on a
+/// thread of its own and waits for it at most `deadline`. After a failure — a full disk
+/// above all — sled's flush on close can block for good; the command then reports its
+/// error and exits anyway (the batches already committed stay committed, and a rerun
+/// resumes from the progress record).
+fn close_within(target: Store, deadline: Duration, to: &str) {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("strata-close-target".into())
+        .spawn(move || {
+            drop(target);
+            let _ = done_tx.send(());
+        });
+    if spawned.is_err() {
+        return;
+    }
+    if done_rx.recv_timeout(deadline).is_err() {
+        tracing::warn!(target = %to, ?deadline, "the copy target did not close in time after the failure; exiting without waiting for it");
+    }
+}
+
 /// Progress lines on stderr: one per batch when `STRATA_PROGRESS=batch` (used by the
 /// crash tests to kill at batch boundaries), otherwise at most one a second.
 struct Reporter {
@@ -370,32 +454,22 @@ fn copy(
         to: to.to_string(),
         detail,
     };
-    let mut raw = target.get(PROGRESS_KEY)?;
-    let resumed = raw.is_some();
-    let mut progress = match &raw {
-        Some(bytes) => {
-            let p: Progress = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
-            if p.from != from {
-                return Err(CopyError::OtherSource {
-                    to: to.to_string(),
-                    started_from: p.from,
-                    from: from.to_string(),
-                });
-            }
+    let start = start_point(target, from, to)?;
+    let resumed = start.is_some();
+    let (mut raw, mut progress) = match start {
+        Some((bytes, p)) => {
             eprintln!("copy: resuming after {} records", p.copied);
-            p
+            (Some(bytes), p)
         }
-        None => {
-            if target.prefix_exists(b"")? {
-                return Err(CopyError::TargetNotEmpty { to: to.to_string() });
-            }
+        None => (
+            None,
             Progress {
                 format: 1,
                 from: from.to_string(),
                 cursor: String::new(),
                 copied: 0,
-            }
-        }
+            },
+        ),
     };
     let cursor = if progress.cursor.is_empty() {
         None

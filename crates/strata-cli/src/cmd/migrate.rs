@@ -54,9 +54,18 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             max_bytes: args.max_bytes,
         },
     };
+    // Checked on a read-only open, so a refusal writes nothing: an unfinished copy is
+    // never certified or migrated (resume the copy or delete the store).
+    let reading = db::open_for_reading(db_path)?;
+    crate::cmd::unfinished::refuse_partial_copy(
+        &reading,
+        &db::describe(db_path),
+        "strata migrate",
+    )?;
     let store = if args.dry_run {
-        db::open_for_reading(db_path)?
+        reading
     } else {
+        drop(reading);
         db::open_existing(db_path)?
     };
     let report = migrate_with_progress(&store, limits, args.dry_run)?;

@@ -11,7 +11,7 @@
 //! | `__nx/catalog/<collection>` | unreadable, duplicate id | rewrite from the collection's schema header, or delete when nothing is stored under it; else manual |
 //! | `__nx/catalog-seq` | malformed, missing or behind the recorded ids | rewrite to the highest recorded id |
 //! | `__nx/sweep/<collection>` | unreadable, or of an unrecorded collection | delete (the marker is a hint; the next sweep rescans) |
-//! | `__nx/fence` | unreadable | rewrite as a normal fence at the highest generation the clients recorded |
+//! | `__nx/fence` | unreadable | rewrite as a normal fence at the highest generation the clients recorded, keeping pending every cutover whose checkpoint is in the store (toward the schema it names), so the cutover resumes and repair stays idempotent |
 //! | `__nx/clients/<id>` | unreadable, or no heartbeat within the stale window | delete (a live client rewrites it at its next heartbeat) |
 //! | `__nx/cutover/<collection>` | no cutover of the collection pending | delete |
 //! | `__nx/jsonschema/<collection>` | unreadable | rewrite from the newest schema-history version, else manual |
@@ -464,21 +464,52 @@ fn policy_findings(
     };
     match FenceDoc::decode(&bytes) {
         Err(e) => {
+            // A cutover interrupted under the damaged fence left its checkpoint: the
+            // rewritten fence keeps it pending (toward the schema its checkpoint names),
+            // so its writes stay fenced and the next `cutover` resumes after the
+            // checkpoint instead of transforming the rows it already transformed again;
+            // and no later repair takes the checkpoint for a leftover.
+            let mut pending = Vec::new();
+            let mut checkpoints = Vec::new();
+            for (key, value) in records(store, CUTOVER_PREFIX)? {
+                let name = String::from_utf8_lossy(&key[CUTOVER_PREFIX.len()..]).into_owned();
+                if let Some(target_hash) = strata::ops::cutover::checkpoint_target(&value) {
+                    pending.push(strata::policy::PendingCutover {
+                        collection: name,
+                        target_hash,
+                    });
+                    checkpoints.push((key, value));
+                }
+            }
             let doc = FenceDoc {
                 generation,
+                pending: pending.clone(),
                 ..FenceDoc::default()
+            };
+            let kept = if pending.is_empty() {
+                "cutovers it listed are forgotten: reopening their collections declares them again"
+                    .to_string()
+            } else {
+                let names: Vec<&str> = pending.iter().map(|p| p.collection.as_str()).collect();
+                format!(
+                    "the cutovers of {} stay pending, as their checkpoints show: their writes stay fenced and the next `cutover` resumes each after its checkpoint, so no row is transformed twice; other cutovers it listed are forgotten",
+                    names.join(", ")
+                )
             };
             let mut f = Finding::new(FENCE_KEY, "fence", Some(bytes), e.to_string()).rewrite(
                 doc.encode(),
                 format!(
-                    "rewrite it as a normal fence at generation {generation}, the highest any client recorded (cutovers it listed are forgotten: reopening their collections declares them again; `strata fence abort --reset-corrupt N` picks another generation)"
+                    "rewrite it as a normal fence at generation {generation}, the highest any client recorded ({kept}; `strata fence abort --reset-corrupt N` picks another generation)"
                 ),
             );
             for (k, v) in &clients {
                 f = f.depends_on(k, Some(v.clone()));
             }
+            for (k, v) in checkpoints {
+                f = f.depends_on(&k, Some(v));
+            }
             out.push(f);
-            Ok(None)
+            Ok(Some(pending.into_iter().map(|p| p.collection).collect()))
         }
         Ok(doc) => {
             if doc.state != FenceState::Normal && doc.lease_until_ms < now_ms {

@@ -4,7 +4,7 @@
 use crate::cmd::collections::{read_fence, survey};
 use crate::cmd::verify::catalog_failure;
 use crate::db;
-use crate::exit::{CmdResult, Failure, MIGRATION_REQUIRED, OK, UNSUPPORTED};
+use crate::exit::{CmdResult, Failure, MIGRATION_REQUIRED, OK, UNFINISHED, UNSUPPORTED};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -32,6 +32,9 @@ struct StatusDoc<'a> {
     /// Collections with rows at an older payload version (not an error: they are upcast on
     /// read; the application's sweep rewrites them).
     sweep_pending: Vec<SweepPending>,
+    /// Unfinished work: a copy into this store (verdict `unfinished_copy`, exit 7), a
+    /// sweep, cutover, rotation or migration (listed; their exit code is the state's).
+    unfinished: &'a [crate::cmd::unfinished::Unfinished],
 }
 
 /// One collection whose sweep is pending.
@@ -90,7 +93,14 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let store = db::open_for_reading(db_path)?;
     let catalog = db::catalog(&store).map_err(catalog_failure)?;
     let (tables, _) = inspect_tables(&store, &catalog)?;
-    let (code, word) = verdict(&tables);
+    let (mut code, mut word) = verdict(&tables);
+    let shown = db::describe(db_path);
+    let unfinished = crate::cmd::unfinished::find(&store, &catalog, &shown)?;
+    let partial_copy = unfinished.iter().any(|u| u.operation == "copy");
+    if partial_copy {
+        // Only part of the source is here: its tables' states say nothing of the store.
+        (code, word) = (UNFINISHED, "unfinished_copy");
+    }
     // Stale rows are a report, not an error: count them for readable collections.
     let fence = read_fence(&store)?;
     let mut pending = Vec::new();
@@ -111,16 +121,18 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     if args.json {
         let doc = StatusDoc {
             format: 1,
-            db: db::describe(db_path),
+            db: shown,
             verdict: word,
             tables: &tables,
             sweep_pending: pending,
+            unfinished: &unfinished,
         };
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
     } else {
         write_table(&mut out, &tables, &pending)?;
         let summary = match code {
+            UNFINISHED => "this store is an unfinished copy: resume the copy or delete the store (no command certifies or migrates it until then)".to_string(),
             OK => "every table is current or empty".to_string(),
             MIGRATION_REQUIRED => {
                 "a migration is required: run `strata migrate` (it is resumable and safe to interrupt)".to_string()
@@ -128,6 +140,9 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             _ => "this build cannot open the store: future or corrupt schema metadata (`strata repair` lists what it can fix)".to_string(),
         };
         writeln!(out, "\n{summary}")?;
+        for u in &unfinished {
+            writeln!(out, "{}", u.line())?;
+        }
         if !pending.is_empty() {
             let names: Vec<&str> = pending.iter().map(|p| p.collection.as_str()).collect();
             writeln!(

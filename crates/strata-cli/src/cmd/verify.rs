@@ -8,8 +8,9 @@
 //! authentication (with the key) or its envelope check (without). Exit 4 when sealed
 //! records exist but the keyring that sealed them does not. Last it recounts every table
 //! and collection a bulk operation certified (`__nx/manifest/…`, see
-//! `strata_store::manifest`): exit 4 when certified records are missing or changed
-//! although nothing wrote to that scope through strata.
+//! `strata_store::manifest`): exit 4 when certified records are missing (fewer than
+//! certified) although nothing wrote to that scope through strata; records added or
+//! changed since are reported as such, never as an alarm.
 
 use crate::cmd::migrate::Reporter;
 use crate::cmd::status::{inspect_tables, verdict};
@@ -61,6 +62,13 @@ struct VerifyDoc<'a> {
     sealed: Option<&'a strata::seal::SealedReport>,
     /// Every bulk-operation manifest compared with its scope.
     scopes: &'a [ScopeCheck],
+    /// Unfinished work (see `strata status`); an unfinished copy is the verdict
+    /// `unfinished_copy` (exit 7) and nothing is scanned.
+    unfinished: &'a [crate::cmd::unfinished::Unfinished],
+    /// Why the run fails (the stderr line and the exit code), when it does: the one
+    /// document of a failed run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ErrorDoc>,
 }
 
 /// One bulk-operation manifest (`__nx/manifest/<operation>/<scope>`) compared with its
@@ -83,24 +91,41 @@ pub struct ScopeCheck {
     pub digest: Option<String>,
     /// Digest now.
     pub now_digest: Option<String>,
-    /// `intact`, `missing` (fewer records than certified), `changed` (as many or more,
-    /// different digest) or `unreadable`.
+    /// The key prefix whose records were compared, escaped (absent when the manifest is
+    /// unreadable).
+    pub prefix: Option<String>,
+    /// What was compared: [`COMPARED`].
+    pub compared: &'static str,
+    /// `intact`, `missing` (fewer records than certified: records are provably missing),
+    /// `changed` (as many or more, different digest: records were added or changed
+    /// since, which is not an error) or `unreadable`.
     pub verdict: &'static str,
 }
 
+/// What `verify` compares for each bulk-operation manifest.
+pub const COMPARED: &str =
+    "the record count and the order-independent digest of every key and value under the prefix";
+
 impl ScopeCheck {
+    /// True unless records are provably missing or the manifest is unreadable: records
+    /// added or changed since are another writer's legitimate work, never an alarm.
     fn ok(&self) -> bool {
-        self.verdict == "intact"
+        matches!(self.verdict, "intact" | "changed")
     }
 
     fn describe(&self) -> String {
         let op = self.operation.as_deref().unwrap_or("?");
         let scope = self.scope.as_deref().unwrap_or("?");
         let at = self.at.as_deref().unwrap_or("?");
+        let prefix = self.prefix.as_deref().unwrap_or("?");
         match self.verdict {
             "intact" => format!(
-                "manifest: `{scope}` holds exactly the {} records `{op}` certified at {at}",
+                "manifest: `{scope}` holds exactly the {} records `{op}` certified at {at} (compared the record count and the digest of every key and value under `{prefix}`)",
                 self.records
+            ),
+            "changed" => format!(
+                "manifest: `{scope}` was written since `{op}` certified it at {at} ({} records then, {} now, different digest of the keys and values under `{prefix}`): records were added or changed since, none is missing by count; this is not an error and nothing needs restoring",
+                self.records, self.now_records
             ),
             _ => VerifyError::from(self).to_string(),
         }
@@ -115,20 +140,6 @@ pub enum VerifyError {
     Missing {
         /// Certified minus now.
         missing: u64,
-        /// The certifying operation.
-        operation: String,
-        /// When.
-        at: String,
-        /// The table or collection.
-        scope: String,
-        /// Records certified.
-        records: u64,
-        /// Records now.
-        now: u64,
-    },
-    /// Same or more records, different digest, and no write through strata since.
-    #[error("`{scope}` differs from what `{operation}` certified at {at} ({records} records then, {now} now, different digest) though nothing wrote to it through strata since: records were changed behind strata's back; restore it from a backup")]
-    Changed {
         /// The certifying operation.
         operation: String,
         /// When.
@@ -156,13 +167,6 @@ impl From<&ScopeCheck> for VerifyError {
         match c.verdict {
             "missing" => VerifyError::Missing {
                 missing: c.records - c.now_records,
-                operation,
-                at,
-                scope,
-                records: c.records,
-                now: c.now_records,
-            },
-            "changed" => VerifyError::Changed {
                 operation,
                 at,
                 scope,
@@ -213,6 +217,8 @@ pub fn check_scopes(store: &Store) -> Result<Vec<ScopeCheck>, strata_store::Stor
                     now_records: 0,
                     digest: None,
                     now_digest: None,
+                    prefix: None,
+                    compared: COMPARED,
                     verdict: "unreadable",
                 });
                 continue;
@@ -232,6 +238,8 @@ pub fn check_scopes(store: &Store) -> Result<Vec<ScopeCheck>, strata_store::Stor
             records: m.records,
             now_records: now.records,
             now_digest: Some(now.digest()),
+            prefix: Some(strata_store::escape_key(&m.prefix_bytes())),
+            compared: COMPARED,
             digest: Some(m.digest),
             operation: Some(m.operation),
             scope: Some(m.scope),
@@ -301,7 +309,34 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         (code, word) = (UNSUPPORTED, "unsupported");
         problems.extend(policy);
     }
+    let unfinished = crate::cmd::unfinished::find(&store, &catalog, &db::describe(db_path))?;
     let mut out = std::io::stdout().lock();
+    if let Some(copy) = unfinished.iter().find(|u| u.operation == "copy") {
+        // Part of a source: nothing here is certified or judged, not even what it holds.
+        if args.json {
+            let doc = VerifyDoc {
+                format: 1,
+                db: db::describe(db_path),
+                verdict: "unfinished_copy",
+                problems: &problems,
+                report: None,
+                manifest: None,
+                sealed: None,
+                scopes: &[],
+                unfinished: &unfinished,
+                error: None,
+            };
+            serde_json::to_writer_pretty(&mut out, &doc)?;
+            writeln!(out)?;
+        } else {
+            writeln!(out, "{}", copy.line())?;
+            writeln!(
+                out,
+                "\nverification not done: this store is an unfinished copy; no record was certified"
+            )?;
+        }
+        return Ok(crate::exit::UNFINISHED);
+    }
     if code == UNSUPPORTED {
         // This build must not trust the store: no record scan.
         if args.json {
@@ -314,6 +349,8 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 manifest: None,
                 sealed: None,
                 scopes: &[],
+                unfinished: &unfinished,
+                error: None,
             };
             serde_json::to_writer_pretty(&mut out, &doc)?;
             writeln!(out)?;
@@ -347,7 +384,14 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     } else if sealed.failed() > 0 {
         word = "failed";
     }
+    // The failure the exit code below reports, decided before anything is printed so
+    // that `--json` prints one document carrying it.
+    let failure = final_failure(&store, &scopes, keyring_lost, &sealed, &manifest, &args)?;
     if args.json {
+        let error = failure.as_ref().map(|f| ErrorDoc {
+            message: crate::exit::failure_line(f),
+            exit_code: f.code,
+        });
         let doc = VerifyDoc {
             format: 1,
             db: db::describe(db_path),
@@ -357,6 +401,8 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             manifest: manifest.clone(),
             sealed: (sealed.sealed() > 0 || sealer.is_some()).then_some(&sealed),
             scopes: &scopes,
+            unfinished: &unfinished,
+            error,
         };
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
@@ -377,6 +423,9 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             writeln!(out, "{}", c.describe())?;
         }
         write_sealed(&mut out, &sealed)?;
+        for u in &unfinished {
+            writeln!(out, "{}", u.line())?;
+        }
         if code == MIGRATION_REQUIRED {
             for p in &problems {
                 writeln!(out, "{p}")?;
@@ -388,26 +437,55 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         }
     }
     out.flush()?;
+    match failure {
+        Some(f) if args.json => Err(f.reported_in_json()),
+        Some(f) => Err(f),
+        None => Ok(code),
+    }
+}
+
+/// The `error` member of `verify --json` when the run fails: the message of the stderr
+/// line (without `strata: `) and the exit code.
+#[derive(Debug, Serialize)]
+struct ErrorDoc {
+    message: String,
+    exit_code: u8,
+}
+
+/// The failure `verify` ends with, if any: certified records missing (4), sealed records
+/// without their keyring (4), sealed records that fail (1), a copy manifest that differs
+/// under `--strict-manifest` (1).
+fn final_failure(
+    store: &Store,
+    scopes: &[ScopeCheck],
+    keyring_lost: bool,
+    sealed: &strata::seal::SealedReport,
+    manifest: &Option<crate::cmd::copy::ManifestCheck>,
+    args: &Args,
+) -> Result<Option<Failure>, Failure> {
     if let Some(bad) = scopes.iter().find(|c| !c.ok()) {
-        // Records strata certified are gone (or changed) without a write through strata:
-        // corrupt data, as `strata status` reports corrupt metadata.
-        return Err(Failure::with_code(UNSUPPORTED, VerifyError::from(bad)));
+        // Records strata certified are provably gone (fewer than certified) without a
+        // write through strata: corrupt data, as `strata status` reports corrupt metadata.
+        return Ok(Some(Failure::with_code(
+            UNSUPPORTED,
+            VerifyError::from(bad),
+        )));
     }
     if keyring_lost {
         // Sealed records whose keyring is gone (with the key, unlocking said so already).
-        if let Some(record) = strata::seal::first_sealed_document(&store, None)? {
-            return Err(Failure::with_code(
+        if let Some(record) = strata::seal::first_sealed_document(store, None)? {
+            return Ok(Some(Failure::with_code(
                 UNSUPPORTED,
                 strata::seal::SealError::KeyringMissing {
                     keyring: strata::seal::DATABASE_KEYRING_KEY.to_vec(),
                     record,
                 },
-            ));
+            )));
         }
     }
     if sealed.failed() > 0 {
         let first = &sealed.failures[0];
-        return Err(Failure::error(format!(
+        return Ok(Some(Failure::error(format!(
             "{} sealed record(s) failed {}; the first: `{}` in collection `{}`: {}",
             sealed.failed(),
             if sealed.authenticated_with_key {
@@ -418,17 +496,17 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             first.key,
             first.collection,
             first.reason
-        )));
+        ))));
     }
     match manifest {
-        Some(m) if args.strict_manifest && !m.matches => Err(Failure::error(
+        Some(m) if args.strict_manifest && !m.matches => Ok(Some(Failure::error(
             crate::cmd::copy::CopyError::ManifestDiffers {
-                operation: m.operation,
+                operation: m.operation.clone(),
                 records: m.records,
                 now: m.now_records,
             },
-        )),
-        _ => Ok(code),
+        ))),
+        _ => Ok(None),
     }
 }
 

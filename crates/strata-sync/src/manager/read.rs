@@ -107,8 +107,11 @@ impl SyncManager {
         Ok((t.stored.is_some() || t.early.is_some()).then_some(t.state))
     }
 
-    /// Every stored CRDT state record, ordered (bounded scans; holds them all in memory,
-    /// for tests and small stores).
+    /// Every CRDT key with its state, ordered (bounded scans; holds them all in memory,
+    /// for tests and small stores): every stored state record, and every counter stored
+    /// in the early layout — a materialized value and no state record — with the state
+    /// Numax hydrates for it (the value credited to this handle's node), as
+    /// [`SyncManager::state`] serves it.
     pub fn states(&self) -> Result<BTreeMap<(Family, String), CrdtState>, SyncError> {
         let limits = self.options.limits()?;
         let mut out = BTreeMap::new();
@@ -122,6 +125,26 @@ impl SyncManager {
                     let state =
                         CrdtState::decode(family, value).map_err(|e| with_key(e, suffix))?;
                     out.insert((family, key.to_string()), state);
+                    Ok(())
+                },
+            )?;
+        }
+        for family in [Family::GCounter, Family::PNCounter] {
+            let local = self.options.node_id.clone();
+            scan_all(
+                &self.store,
+                family.materialized_prefix(),
+                limits,
+                |suffix, value| {
+                    let key = suffix_str(family.materialized_table(), suffix)?;
+                    if out.contains_key(&(family, key.to_string())) {
+                        return Ok(());
+                    }
+                    if let Some(state) = CrdtState::from_early_layout(family, &local, value)
+                        .map_err(|e| with_key(e, suffix))?
+                    {
+                        out.insert((family, key.to_string()), state);
+                    }
                     Ok(())
                 },
             )?;

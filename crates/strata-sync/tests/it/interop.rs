@@ -325,3 +325,43 @@ fn a_state_without_materialized_record_is_hydrated_like_numax() {
     );
     assert!(sync.verify().unwrap().is_consistent());
 }
+
+/// Listing a Numax store's CRDT keys includes the counters stored in the early layout (a
+/// materialized value, no state record), with the state Numax hydrates for them — as
+/// Numax's hydration lists and serves them — from `SyncManager::states()` and through
+/// the runtime. Before #23 they were missing from the listing.
+#[test]
+fn early_layout_counters_are_listed_like_numax_hydrates_them() {
+    let f = load("early-layout-counters");
+    let store = store_with(&f.input);
+    let options = SyncOptions::default().node_id("numax-local");
+    let sync = SyncManager::open_with(store.clone(), options.clone()).unwrap();
+    let rt = strata_sync::Runtime::with_store(store, options).unwrap();
+    for (what, states) in [
+        ("manager", sync.states().unwrap()),
+        ("runtime", rt.sync().states().unwrap()),
+    ] {
+        let mut g = GCounterState::default();
+        g.counts.insert("numax-local".into(), 12);
+        assert_eq!(
+            states.get(&(Family::GCounter, "visits".to_string())),
+            Some(&strata_sync::CrdtState::GCounter(g)),
+            "{what}: {states:?}"
+        );
+        let mut pn = PNCounterState::default();
+        pn.negative.counts.insert("numax-local".into(), 6);
+        assert_eq!(
+            states.get(&(Family::PNCounter, "stock".to_string())),
+            Some(&strata_sync::CrdtState::PNCounter(pn)),
+            "{what}: {states:?}"
+        );
+        // Every listed key is served with the same state.
+        for ((family, key), state) in &states {
+            assert_eq!(
+                sync.state(*family, key).unwrap().as_ref(),
+                Some(state),
+                "{what}: {key}"
+            );
+        }
+    }
+}

@@ -111,13 +111,14 @@ fn random_runner_id() -> String {
 }
 
 impl SweepOptions {
-    /// Defaults: a fresh runner id, the bulk pass's default limits
-    /// ([`PassLimits::default`]: 512 rows, 4 MiB), never aborts, 60 s lease, a progress line
-    /// at most every 5 s, the system clock.
+    /// Defaults: a fresh runner id, [`DEFAULT_BATCH_SIZE`] rows (256, the payload seed's
+    /// batch) and the bulk pass's default byte budget (4 MiB) per batch, never aborts,
+    /// 60 s lease, a progress line at most every 5 s, the system clock.
     pub fn new() -> Self {
         SweepOptions {
             runner_id: random_runner_id(),
-            limits: PassLimits::default(),
+            limits: PassLimits::new(DEFAULT_BATCH_SIZE, crate::pass::DEFAULT_MAX_BYTES)
+                .unwrap_or_default(),
             abort: None,
             lease_ms: DEFAULT_LEASE_MS,
             lease_wait: Duration::ZERO,

@@ -30,18 +30,30 @@ fn lose(store: &Store, key: Vec<u8>) {
         .unwrap();
 }
 
+/// A table strata owns (a collection's id and prefix), without its header.
+fn own_catalog() -> strata::Catalog {
+    strata::Catalog::new()
+        .with(strata::TableDef::new(
+            "own",
+            1024,
+            b"__nx/doc/own/".to_vec(),
+            1,
+        ))
+        .unwrap()
+}
+
 #[test]
-fn migrate_certifies_each_table_it_migrated() {
+fn migrate_certifies_each_table_strata_owns() {
     let store = Store::new(MemoryStore::new());
     let mut b = Batch::new();
     for i in 0..30u64 {
         b = b.set(
-            format!("__nx/crdt/gcounter/c{i:02}").into_bytes(),
+            format!("__nx/doc/own/c{i:02}").into_bytes(),
             i.to_le_bytes().to_vec(),
         );
     }
     store.apply(b).unwrap();
-    Migrator::new(Registry::numax())
+    Migrator::new(Registry::certification(&own_catalog()))
         .unwrap()
         .run(&store)
         .unwrap();
@@ -56,22 +68,55 @@ fn migrate_certifies_each_table_it_migrated() {
     let (_, intact, _) = check(&store, key).unwrap();
     assert!(intact);
     // Lost behind strata's back: the count shows it.
-    lose(&store, b"__nx/crdt/gcounter/c07".to_vec());
+    lose(&store, b"__nx/doc/own/c07".to_vec());
     let (m, intact, now) = check(&store, key).unwrap();
     assert!(!intact);
     assert_eq!((m.records, now), (30, 29));
+}
+
+/// Numax keeps writing its 14 sync tables after strata migrated them: a migration
+/// certifies none of them (no manifest), so the store is byte for byte what Numax's own
+/// migration leaves — the records plus the 14 v1 headers. (Before #23 this test asserted
+/// a manifest on `gcounter-materialized`.)
+#[test]
+fn migrate_certifies_no_numax_table_and_leaves_numaxs_bytes() {
+    let store = Store::new(MemoryStore::new());
+    let mut b = Batch::new();
+    for i in 0..30u64 {
+        b = b.set(
+            format!("__nx/crdt/gcounter/c{i:02}").into_bytes(),
+            i.to_le_bytes().to_vec(),
+        );
+    }
+    store.apply(b).unwrap();
+    let limits = strata_store::ScanLimits::new(10_000, 1 << 24).unwrap();
+    let before = store.scan(b"", None, limits).unwrap().records;
+    Migrator::new(Registry::numax())
+        .unwrap()
+        .run(&store)
+        .unwrap();
+    assert!(read_manifests(&store).unwrap().is_empty());
+    let after = store.scan(b"", None, limits).unwrap().records;
+    let mut expected: std::collections::BTreeMap<Vec<u8>, Vec<u8>> =
+        before.into_iter().map(|r| (r.key, r.value)).collect();
+    for (id, name, _) in strata::numax::NUMAX_TABLES {
+        expected.insert(
+            format!("__nx/schema/{name}").into_bytes(),
+            [&b"NXDB"[..], &1u16.to_be_bytes(), &id.to_be_bytes()].concat(),
+        );
+    }
+    let after: std::collections::BTreeMap<Vec<u8>, Vec<u8>> =
+        after.into_iter().map(|r| (r.key, r.value)).collect();
+    assert_eq!(after, expected);
 }
 
 #[test]
 fn a_write_through_strata_after_migrate_retires_the_manifest() {
     let store = Store::new(MemoryStore::new());
     store
-        .apply(Batch::new().set(
-            b"__nx/crdt/gcounter/a".to_vec(),
-            1u64.to_le_bytes().to_vec(),
-        ))
+        .apply(Batch::new().set(b"__nx/doc/own/a".to_vec(), 1u64.to_le_bytes().to_vec()))
         .unwrap();
-    Migrator::new(Registry::numax())
+    Migrator::new(Registry::certification(&own_catalog()))
         .unwrap()
         .run(&store)
         .unwrap();
@@ -83,7 +128,7 @@ fn a_write_through_strata_after_migrate_retires_the_manifest() {
         .0;
     // A legitimate delete through the store: the manifest goes with it, atomically.
     store
-        .apply(Batch::new().delete(b"__nx/crdt/gcounter/a".to_vec()))
+        .apply(Batch::new().delete(b"__nx/doc/own/a".to_vec()))
         .unwrap();
     assert_eq!(store.get(&key).unwrap(), None);
 }

@@ -836,3 +836,44 @@ fn with_no_concurrent_writer_the_rows_are_not_read_again_at_commit() {
         "{with} checks with the epoch, {without} without"
     );
 }
+
+/// The eager sweep's default batch is the payload seed's 256 rows
+/// (`sweep::DEFAULT_BATCH_SIZE`), not the bulk pass's 512: stopped at the first batch
+/// boundary, a default sweep has rewritten exactly 256 rows.
+#[test]
+fn the_default_sweep_batch_is_the_seeds_256_rows() {
+    use strata::payload::sweep::DEFAULT_BATCH_SIZE;
+    assert_eq!(DEFAULT_BATCH_SIZE, 256);
+    assert_eq!(
+        SweepOptions::new().get_limits(),
+        strata::pass::PassLimits::new(DEFAULT_BATCH_SIZE, strata::pass::DEFAULT_MAX_BYTES).unwrap()
+    );
+    let (store, db) = mem_db();
+    let c = coll(&db);
+    seed(&store, 700);
+    let (_, clock) = clock();
+    // Polled at every batch boundary: the first poll (before any batch) goes on, the
+    // second stops after exactly one batch.
+    let polls = Arc::new(AtomicUsize::new(0));
+    let p = polls.clone();
+    let _ = c.sweep(
+        SweepOptions::new()
+            .runner_id("default-batch")
+            .clock(clock)
+            .abort_when(move || p.fetch_add(1, Ordering::SeqCst) >= 1),
+    );
+    let rewritten = (0..700)
+        .filter(|i| {
+            let raw = store
+                .get(&layout::doc_key("acc", &format!("r{i:05}")))
+                .unwrap()
+                .unwrap();
+            strata::payload::envelope::decode(&raw)
+                .unwrap()
+                .0
+                .payload_version
+                > 1
+        })
+        .count();
+    assert_eq!(rewritten, DEFAULT_BATCH_SIZE);
+}

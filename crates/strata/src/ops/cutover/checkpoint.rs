@@ -71,6 +71,18 @@ impl CutoverCheckpoint {
     }
 }
 
+/// The schema hash the cutover checkpoint `value` moves its collection toward (`None`
+/// when it is not a readable cutover checkpoint): what a repaired fence needs to keep that
+/// cutover pending and resumable.
+pub fn checkpoint_target(value: &[u8]) -> Option<String> {
+    if value.len() < 7 || value[..4] != CUTOVER_MAGIC || value[4] != 1 || value[5] > 1 {
+        return None;
+    }
+    let n = usize::from(value[6]);
+    let hash = value.get(7..7 + n)?;
+    String::from_utf8(hash.to_vec()).ok()
+}
+
 impl CheckpointCodec for CutoverCheckpoint {
     fn key(&self) -> &[u8] {
         &self.key
@@ -104,5 +116,12 @@ mod tests {
         let other = CutoverCheckpoint::new("inv", "ffff");
         assert!(other.decode(&v).unwrap_err().contains("toward schema ab12"));
         assert!(c.decode(b"NXMG\x01").is_err());
+        assert_eq!(checkpoint_target(&v).as_deref(), Some("ab12"));
+        assert_eq!(
+            checkpoint_target(&c.finished().unwrap()).as_deref(),
+            Some("ab12")
+        );
+        assert_eq!(checkpoint_target(b"NXCU\x01\x00\x09ab"), None);
+        assert_eq!(checkpoint_target(b"NXMG\x01\x00\x00"), None);
     }
 }

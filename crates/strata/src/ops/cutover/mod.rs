@@ -31,7 +31,7 @@
 mod checkpoint;
 mod rewrite;
 
-pub use checkpoint::{cutover_key, CutoverCheckpoint, CUTOVER_PREFIX};
+pub use checkpoint::{checkpoint_target, cutover_key, CutoverCheckpoint, CUTOVER_PREFIX};
 
 /// Per collection: the tally its rewrite proved exact, and its scope armed since then
 /// (a write through this store touching it sends `complete` back to a recount).

@@ -1,0 +1,158 @@
+//! Unfinished work, as every read-only command reports it (#23 item 3): an unfinished
+//! `strata copy` into this store (its progress record `__nx/copy/progress`), a sweep
+//! running or interrupted (its marker's `in_progress`), a cutover pending or interrupted
+//! (the fence), a data-key rotation interrupted (its checkpoint, or a keyring with a
+//! retiring key), a migration interrupted (a resumable checkpoint).
+//!
+//! An unfinished copy is its own verdict, `unfinished_copy`, with its own exit code
+//! ([`crate::exit::UNFINISHED`], 7): the store holds only part of its source, so `status`,
+//! `verify` and `collections` say so instead of judging the part, and no command
+//! certifies or migrates it — the only ways forward are resuming the copy or deleting the
+//! target. The others are listed (`unfinished` in `--json`) with the exit code their
+//! state already has.
+
+use crate::exit::{Failure, UNFINISHED};
+use serde::Serialize;
+use strata::collection::layout::{sweep_key, FIRST_COLLECTION_ID};
+use strata::migrate::{check_checkpoint, CheckpointCheck, Registry};
+use strata::payload::SweepMarker;
+use strata::policy::Fence;
+use strata::Catalog;
+use strata_store::{KvRead, Store};
+
+/// One piece of unfinished work.
+#[derive(Debug, Clone, Serialize)]
+pub struct Unfinished {
+    /// `copy`, `sweep`, `cutover`, `rotation` or `migration`.
+    pub operation: &'static str,
+    /// The collection or table, when the work is about one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// What was found.
+    pub detail: String,
+    /// What to do.
+    pub next: String,
+}
+
+impl Unfinished {
+    /// One line for humans.
+    pub fn line(&self) -> String {
+        match &self.scope {
+            Some(scope) => format!(
+                "unfinished {} of `{scope}`: {}; {}",
+                self.operation, self.detail, self.next
+            ),
+            None => format!(
+                "unfinished {}: {}; {}",
+                self.operation, self.detail, self.next
+            ),
+        }
+    }
+}
+
+/// The unfinished copy into `store`, if its progress record is there.
+pub fn copy(store: &Store, shown: &str) -> Result<Option<Unfinished>, Failure> {
+    let Some(bytes) = store.get(crate::cmd::copy::PROGRESS_KEY)? else {
+        return Ok(None);
+    };
+    let progress: Result<serde_json::Value, _> = serde_json::from_slice(&bytes);
+    let (from, copied) = match &progress {
+        Ok(p) => (
+            p["from"].as_str().unwrap_or("?").to_string(),
+            p["copied"].as_u64().unwrap_or(0),
+        ),
+        Err(_) => ("?".to_string(), 0),
+    };
+    Ok(Some(Unfinished {
+        operation: "copy",
+        scope: None,
+        detail: format!(
+            "this store is the target of a `strata copy` from `{from}` that stopped after {copied} records (its progress record `__nx/copy/progress` is here), so it holds only part of its source"
+        ),
+        next: format!(
+            "resume it (rerun `strata copy --from {from} --to {shown}`) or delete this store; no command certifies or migrates it until then"
+        ),
+    }))
+}
+
+/// Refuses (exit 7) to certify or migrate a store that is an unfinished copy.
+pub fn refuse_partial_copy(store: &Store, shown: &str, command: &str) -> Result<(), Failure> {
+    match copy(store, shown)? {
+        Some(u) => Err(Failure::with_code(
+            UNFINISHED,
+            format!(
+                "`{command}` refused: {} ({}); nothing was written",
+                u.detail, u.next
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Every piece of unfinished work in `store` (the copy first).
+pub fn find(store: &Store, catalog: &Catalog, shown: &str) -> Result<Vec<Unfinished>, Failure> {
+    let mut out = Vec::new();
+    out.extend(copy(store, shown)?);
+    let registry = Registry::certification(catalog);
+    for tm in registry.tables() {
+        if let Ok(CheckpointCheck::Resumable { from, to, .. }) = check_checkpoint(store, tm) {
+            out.push(Unfinished {
+                operation: "migration",
+                scope: Some(tm.table().name().to_string()),
+                detail: format!("step v{from} -> v{to} was interrupted (its checkpoint is here)"),
+                next: "run `strata migrate`: it resumes after the checkpoint".into(),
+            });
+        }
+    }
+    for t in catalog
+        .tables()
+        .iter()
+        .filter(|t| t.id() >= FIRST_COLLECTION_ID)
+    {
+        if let Some(bytes) = store.get(&sweep_key(t.name()))? {
+            if let Ok(m) = SweepMarker::decode(t.name(), &bytes) {
+                if let Some(target) = m.in_progress {
+                    out.push(Unfinished {
+                        operation: "sweep",
+                        scope: Some(t.name().to_string()),
+                        detail: format!("a sweep to payload v{target} is running or was interrupted ({} rows scanned)", m.counters.scanned),
+                        next: "run the application's `sweep` again: it resumes after its cursor (rows are upcast on read meanwhile)".into(),
+                    });
+                }
+            }
+        }
+        if store
+            .get(&strata::seal::rotation_checkpoint_key(t.name()))?
+            .is_some()
+        {
+            out.push(Unfinished {
+                operation: "rotation",
+                scope: Some(t.name().to_string()),
+                detail: "a data-key rotation was interrupted while re-sealing this collection (its checkpoint is here)".into(),
+                next: "run `strata keys rotate` with the key: it resumes".into(),
+            });
+        }
+    }
+    if let Ok(fence) = Fence::read(store) {
+        let state = fence.state.as_str();
+        if state != "normal" || !fence.pending.is_empty() {
+            let names: Vec<&str> = fence
+                .pending
+                .iter()
+                .map(|p| p.collection.as_str())
+                .collect();
+            out.push(Unfinished {
+                operation: "cutover",
+                scope: None,
+                detail: format!(
+                    "the fence is `{state}` with {} pending ({}); writes to them are fenced",
+                    names.len(),
+                    names.join(", ")
+                ),
+                next: "run the application's `cutover` (it resumes), or `strata fence abort`"
+                    .into(),
+            });
+        }
+    }
+    Ok(out)
+}
