@@ -106,6 +106,11 @@ pub struct CollectionSurvey {
     pub rows_behind: u64,
     /// Rows stored above the reference version (written by a newer build).
     pub rows_ahead: u64,
+    /// Versions below this one are retired (`retire`): no build reads rows stored there.
+    pub retired_below: Option<i32>,
+    /// Rows stored below [`CollectionSurvey::retired_below`] (restored from a backup,
+    /// copied in or written by an old build): every read refuses them.
+    pub rows_retired: u64,
     /// The sweep marker.
     pub sweep: SweepState,
     /// The fence.
@@ -248,6 +253,11 @@ pub(crate) fn survey(
             cutover_pending: false,
         },
     };
+    // A damaged retirement record is `strata verify`'s business (and a read's error).
+    let retired_below = strata::ops::retire::retired_below(store, name)
+        .ok()
+        .flatten();
+    let rows_retired = retired_below.map_or(0, |k| versions.range(..k).map(|(_, n)| n).sum());
     Ok(CollectionSurvey {
         collection: name.to_string(),
         table_id: table.id(),
@@ -258,9 +268,19 @@ pub(crate) fn survey(
         newest_version_source,
         rows_behind,
         rows_ahead,
+        retired_below,
+        rows_retired,
         sweep,
         fence,
     })
+}
+
+/// The line naming rows stored below a collection's retired versions.
+pub(crate) fn retired_line(collection: &str, rows: u64, below: Option<i32>) -> String {
+    let below = below.unwrap_or(0);
+    format!(
+        "{collection}: {rows} row(s) stored below v{below}, whose versions were retired: no build reads them (restored from a backup, copied in or written by an old build); delete them or rewrite them at v{below} or newer (`strata verify` names them)"
+    )
 }
 
 /// Runs the command.
@@ -323,6 +343,9 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
         if s.unreadable > 0 {
             hist.push(format!("unreadable:{}", s.unreadable));
         }
+        if s.rows_retired > 0 {
+            hist.push(format!("retired:{}", s.rows_retired));
+        }
         let hist = if hist.is_empty() {
             "-".to_string()
         } else {
@@ -352,6 +375,13 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
             s.collection, s.rows, hist, newest, s.rows_behind, s.rows_ahead, sweep, fence
         );
         writeln!(out, "{}", line.trim_end())?;
+    }
+    for s in surveys.iter().filter(|s| s.rows_retired > 0) {
+        writeln!(
+            out,
+            "{}",
+            retired_line(&s.collection, s.rows_retired, s.retired_below)
+        )?;
     }
     let pending: Vec<&str> = surveys
         .iter()

@@ -35,6 +35,17 @@ struct StatusDoc<'a> {
     /// Unfinished work: a copy into this store (verdict `unfinished_copy`, exit 7), a
     /// sweep, cutover, rotation or migration (listed; their exit code is the state's).
     unfinished: &'a [crate::cmd::unfinished::Unfinished],
+    /// Collections with rows stored below their retired versions (`retire`): every read
+    /// refuses them (`strata verify` fails on them).
+    retired_rows: Vec<RetiredRows>,
+}
+
+/// Rows of one collection stored below its retired versions.
+#[derive(Debug, Serialize)]
+pub(crate) struct RetiredRows {
+    collection: String,
+    rows: u64,
+    retired_below: Option<i32>,
 }
 
 /// One collection whose sweep is pending.
@@ -104,9 +115,17 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     // Stale rows are a report, not an error: count them for readable collections.
     let fence = read_fence(&store)?;
     let mut pending = Vec::new();
+    let mut retired = Vec::new();
     for (t, s) in catalog.tables().iter().zip(&tables) {
         if t.id() >= FIRST_COLLECTION_ID && s.state == TableState::Current {
             let survey = survey(&store, t, fence.as_ref(), None)?;
+            if survey.rows_retired > 0 {
+                retired.push(RetiredRows {
+                    collection: survey.collection.clone(),
+                    rows: survey.rows_retired,
+                    retired_below: survey.retired_below,
+                });
+            }
             if survey.sweep_pending() {
                 pending.push(SweepPending {
                     collection: survey.collection,
@@ -126,6 +145,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             tables: &tables,
             sweep_pending: pending,
             unfinished: &unfinished,
+            retired_rows: retired,
         };
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
@@ -142,6 +162,13 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         writeln!(out, "\n{summary}")?;
         for u in &unfinished {
             writeln!(out, "{}", u.line())?;
+        }
+        for r in &retired {
+            writeln!(
+                out,
+                "{}",
+                crate::cmd::collections::retired_line(&r.collection, r.rows, r.retired_below)
+            )?;
         }
         if !pending.is_empty() {
             let names: Vec<&str> = pending.iter().map(|p| p.collection.as_str()).collect();

@@ -62,6 +62,9 @@ struct VerifyDoc<'a> {
     sealed: Option<&'a strata::seal::SealedReport>,
     /// Every bulk-operation manifest compared with its scope.
     scopes: &'a [ScopeCheck],
+    /// Rows stored below their collection's retired versions (`retire`): no build reads
+    /// them; the verdict is `failed` (exit 1).
+    retired_rows: &'a [RetiredRows],
     /// Unfinished work (see `strata status`); an unfinished copy is the verdict
     /// `unfinished_copy` (exit 7) and nothing is scanned.
     unfinished: &'a [crate::cmd::unfinished::Unfinished],
@@ -69,6 +72,54 @@ struct VerifyDoc<'a> {
     /// document of a failed run.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<ErrorDoc>,
+}
+
+/// Rows of one collection stored below its retired versions.
+#[derive(Debug, Clone, Serialize)]
+pub struct RetiredRows {
+    /// The collection.
+    pub collection: String,
+    /// Versions below this one are retired.
+    pub retired_below: i32,
+    /// How many rows are stored below it.
+    pub rows: u64,
+    /// The first such row's document key (escaped).
+    pub first: String,
+}
+
+/// Every collection's rows stored below its retired versions (read from the envelope
+/// headers, clear or sealed: no key needed). A damaged retirement record is an error.
+fn retired_rows(store: &Store, catalog: &Catalog) -> Result<Vec<RetiredRows>, Failure> {
+    let mut out = Vec::new();
+    for t in catalog
+        .tables()
+        .iter()
+        .filter(|t| t.id() >= FIRST_COLLECTION_ID)
+    {
+        let Some(below) =
+            strata::ops::retire::retired_below(store, t.name()).map_err(Failure::error)?
+        else {
+            continue;
+        };
+        let mut found: Option<RetiredRows> = None;
+        crate::scan::each_record(store, t.prefix(), crate::scan::limits()?, |key, value| {
+            let version = match strata::payload::envelope::decode(value) {
+                Ok((env, _)) => Some(env.payload_version),
+                Err(_) => strata::seal::peek(value).map(|(env, _)| env.payload_version),
+            };
+            if version.is_some_and(|v| v < below) {
+                let r = found.get_or_insert_with(|| RetiredRows {
+                    collection: t.name().to_string(),
+                    retired_below: below,
+                    rows: 0,
+                    first: strata_store::escape_key(&key[t.prefix().len().min(key.len())..]),
+                });
+                r.rows += 1;
+            }
+        })?;
+        out.extend(found);
+    }
+    Ok(out)
 }
 
 /// One bulk-operation manifest (`__nx/manifest/<operation>/<scope>`) compared with its
@@ -323,6 +374,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 manifest: None,
                 sealed: None,
                 scopes: &[],
+                retired_rows: &[],
                 unfinished: &unfinished,
                 error: None,
             };
@@ -349,6 +401,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 manifest: None,
                 sealed: None,
                 scopes: &[],
+                retired_rows: &[],
                 unfinished: &unfinished,
                 error: None,
             };
@@ -379,14 +432,23 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     // The verdict the exit code below gives: certified records gone or sealed records
     // without their keyring are corrupt data (4), sealed records that fail are errors (1).
     let keyring_lost = sealed.sealed() > 0 && !strata::seal::has_keyring(&store)?;
+    let retired = retired_rows(&store, &catalog)?;
     if scopes.iter().any(|c| !c.ok()) || keyring_lost {
         word = "unsupported";
-    } else if sealed.failed() > 0 {
+    } else if sealed.failed() > 0 || !retired.is_empty() {
         word = "failed";
     }
     // The failure the exit code below reports, decided before anything is printed so
     // that `--json` prints one document carrying it.
-    let failure = final_failure(&store, &scopes, keyring_lost, &sealed, &manifest, &args)?;
+    let failure = match final_failure(&store, &scopes, keyring_lost, &sealed, &manifest, &args)? {
+        None => retired.first().map(|r| {
+            Failure::error(format!(
+                "{} row(s) of collection `{}` are stored below v{}, whose versions were retired: no build reads them (the first: `{}`); delete them or rewrite them at v{} or newer",
+                r.rows, r.collection, r.retired_below, r.first, r.retired_below
+            ))
+        }),
+        other => other,
+    };
     if args.json {
         let error = failure.as_ref().map(|f| ErrorDoc {
             message: crate::exit::failure_line(f),
@@ -401,6 +463,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             manifest: manifest.clone(),
             sealed: (sealed.sealed() > 0 || sealer.is_some()).then_some(&sealed),
             scopes: &scopes,
+            retired_rows: &retired,
             unfinished: &unfinished,
             error,
         };
@@ -423,6 +486,13 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             writeln!(out, "{}", c.describe())?;
         }
         write_sealed(&mut out, &sealed)?;
+        for r in &retired {
+            writeln!(
+                out,
+                "{}",
+                crate::cmd::collections::retired_line(&r.collection, r.rows, Some(r.retired_below))
+            )?;
+        }
         for u in &unfinished {
             writeln!(out, "{}", u.line())?;
         }
