@@ -2,6 +2,8 @@
 //! old steps, recorded once they don't; rows that appear below it afterwards are reported
 //! by `collections`, `status` and `verify` (exit 1); a capture writes nothing.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use common::*;
