@@ -119,6 +119,13 @@ fn every_record_kind_reads_its_frozen_format_1_fixture() {
         b"\x00\x00",
     );
     check(
+        "retired_record",
+        &3i32,
+        |below| strata::payload::retired::encode(*below).to_vec(),
+        |b| strata::payload::retired::decode("accounts", b),
+        b"NXRV\x02\x00\x00\x00\x03",
+    );
+    check(
         "sweep_marker",
         &SweepMarker {
             format: 1,
