@@ -31,7 +31,7 @@ pub fn encode(below: i32) -> [u8; RETIRED_LEN] {
 
 /// Why a retirement record cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("corrupted retirement record `__nx/retired/{collection}`: {reason}; `strata repair` lists it (restore the record from a backup, or delete it and run `retire` again)")]
+#[error("corrupted retirement record `__nx/retired/{collection}`: {reason}; restore the record from a backup, or delete it and run `retire` again (it proves the retirement anew)")]
 pub struct RetiredRecordError {
     /// The collection.
     pub collection: String,
