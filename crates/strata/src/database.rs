@@ -429,7 +429,6 @@ impl Database {
             sweeping: Arc::clone(&self.inner.sweeping),
             sealer,
             sealed_without_key,
-            hints: crate::collection::hint::Hints::new(self.inner.store.remote_reads()),
         }))
     }
 

@@ -11,7 +11,6 @@
 //! (when asked) and the ahead guard.
 
 mod error;
-pub(crate) mod hint;
 mod iter;
 pub mod layout;
 mod options;
@@ -77,9 +76,6 @@ pub(crate) struct CollectionInner {
     /// True when the collection holds sealed documents and this handle has no key: it
     /// refuses every set (a new document would be written in clear beside sealed ones).
     pub(crate) sealed_without_key: bool,
-    /// The bytes of documents this handle wrote last ([`hint`]): a `put` of one of them
-    /// needs no read.
-    pub(crate) hints: hint::Hints,
 }
 
 // The errors of the read and write paths, built out of their line and shared by every
