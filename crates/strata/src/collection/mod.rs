@@ -17,11 +17,13 @@ mod options;
 mod read;
 pub(crate) mod rewrite;
 mod write;
+pub mod write_set;
 
 pub(crate) use error::with_causes;
 pub use error::{CollectionError, Expect, GuardError};
 pub use iter::{Iter, ITER_PAGE_BYTES};
 pub use options::{CollectionOptions, WriteGuard};
+pub use write_set::{WriteSet, WriteSetError, Written};
 
 use crate::payload::chain::{JsonObject, UpcastChain, UpcastFailure, Upcaster};
 use crate::payload::envelope::{self, Envelope};
@@ -345,7 +347,14 @@ impl<T> Collection<T> {
         self.inner.table_id
     }
 
-    /// The store under this collection.
+    /// The raw store under this collection.
+    ///
+    /// **Raw writes through it bypass every check strata makes**: the schema gate and the
+    /// fence, the write guards, sealing (a value written through it is stored in clear),
+    /// the lock version and the ahead guard — and a hand-encoded envelope skips the
+    /// payload rules. Read through it, or write keys outside strata's `__nx/` prefix; to
+    /// write several documents atomically use `Database::write` and the `*_in` methods
+    /// ([`WriteSet`]).
     pub fn store(&self) -> &Store {
         &self.inner.store
     }

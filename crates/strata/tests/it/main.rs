@@ -16,3 +16,4 @@ mod policy_util;
 mod sealed;
 mod sweep;
 mod validation;
+mod write_set;
