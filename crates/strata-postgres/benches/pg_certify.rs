@@ -483,19 +483,8 @@ impl strata_store::KvRead for Timed {
         self.add(0, t.elapsed());
         r
     }
-    fn scan(
-        &self,
-        prefix: &[u8],
-        after: Option<&[u8]>,
-        limits: strata_store::ScanLimits,
-    ) -> strata_store::Result<strata_store::ScanPage> {
-        let t = Instant::now();
-        let r = self.inner.scan(prefix, after, limits);
-        self.add(1, t.elapsed());
-        r
-    }
-    fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
-        self.inner.prefix_exists(prefix)
+    fn capabilities(&self) -> strata_store::Capabilities<'_> {
+        self.inner.capabilities()
     }
     fn scan_visit(
         &self,
@@ -511,9 +500,13 @@ impl strata_store::KvRead for Timed {
     }
 }
 impl KvWrite for Timed {
-    fn apply(&self, batch: Batch) -> strata_store::Result<()> {
+    fn read_modify_write(
+        &self,
+        reads: &[&[u8]],
+        decide: &mut strata_store::Decide<'_>,
+    ) -> strata_store::Result<bool> {
         let t = Instant::now();
-        let r = self.inner.apply(batch);
+        let r = self.inner.read_modify_write(reads, decide);
         self.add(2, t.elapsed());
         r
     }
@@ -524,8 +517,5 @@ impl KvWrite for Timed {
 impl strata_store::Backend for Timed {
     fn name(&self) -> &'static str {
         "timed"
-    }
-    fn cross_process_lease(&self) -> Option<&dyn strata_store::CrossProcessLease> {
-        self.inner.cross_process_lease()
     }
 }

@@ -1,6 +1,7 @@
 //! [`PgStore`]: the store trait over one PostgreSQL table.
 
 pub(crate) mod function;
+mod hints;
 pub(crate) mod one_message;
 mod write;
 
@@ -14,8 +15,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 use strata_store::{
-    escape_key, Backend, CrossProcessLease, HeldLease, KvRead, NamedLease, Offer, PageBuilder,
-    Result, ScanLimits, ScanPage, Store, StoreError, Visit, VisitEnd,
+    escape_key, Backend, Capabilities, CrossProcessLease, HeldLease, KvRead, NamedLease, Offer,
+    PageBuilder, Result, ScanLimits, ScanPage, Store, StoreError, Visit, VisitEnd,
 };
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
@@ -125,7 +126,7 @@ impl PgOptions {
 /// whole key space of a store, shared by every process and machine connected to it.
 ///
 /// * Reads are single statements (one consistent snapshot each).
-/// * [`KvRead::scan`] sends values only for the records the page takes: the server
+/// * A scan sends values only for the records the page takes: the server
 ///   computes the running byte total and the client's [`PageBuilder`] decides with key and
 ///   value *length* before any value is copied, so an oversized record is reported without
 ///   its value ever crossing the wire.
@@ -154,6 +155,9 @@ pub struct PgStore {
     /// The lease holder committed batches without waiting for the WAL flush since the
     /// last [`KvWrite::flush`](strata_store::KvWrite::flush).
     unflushed: AtomicBool,
+    /// The bytes of keys this handle wrote last (module `hints`): a read-modify-write of
+    /// one of them decides without reading it.
+    hints: hints::Hints,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -309,6 +313,7 @@ impl PgStore {
             table,
             drop_table_on_drop: options.drop_table_on_drop,
             unflushed: AtomicBool::new(false),
+            hints: hints::Hints::new(true),
         })
     }
 
@@ -680,15 +685,10 @@ impl KvRead for PgStore {
         })
     }
 
-    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
-        self.with_conn("scan", async |conn| {
-            self.scan_rows(conn, prefix, after, limits).await
-        })
-    }
-
     /// Without copying a record: the page's rows are received whole (one query), and
     /// keys and values are handed over as slices of them. Pages larger than one query's
-    /// rows go through [`KvRead::scan`].
+    /// rows are fetched as a page first (the server computes the running byte total, so an
+    /// oversized record's value never crosses the wire).
     fn scan_visit(
         &self,
         prefix: &[u8],
@@ -698,7 +698,10 @@ impl KvRead for PgStore {
     ) -> Result<VisitEnd> {
         let query = PageQuery::new(prefix, after, limits);
         if query.row_limit > FETCH_ROWS as i64 {
-            return Ok(self.scan(prefix, after, limits)?.visit(visit));
+            let page = self.with_conn("scan", async |conn| {
+                self.scan_rows(conn, prefix, after, limits).await
+            })?;
+            return Ok(page.visit(visit));
         }
         let rows = self.with_conn("scan", async |conn| {
             Ok(conn
@@ -710,7 +713,19 @@ impl KvRead for PgStore {
             .map_err(|e| self.error(e, "scan"))
     }
 
-    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities {
+            // Every read is a statement on the server.
+            remote_reads: true,
+            cross_process_lease: Some(self),
+            write_epoch: None,
+        }
+    }
+}
+
+impl PgStore {
+    /// True when at least one key starts with `prefix`: one indexed probe.
+    pub fn prefix_exists_probe(&self, prefix: &[u8]) -> Result<bool> {
         self.with_conn("prefix_exists", async |conn| {
             let row = match successor(prefix) {
                 Some(upper) => {
@@ -732,15 +747,6 @@ impl KvRead for PgStore {
 impl Backend for PgStore {
     fn name(&self) -> &'static str {
         crate::BACKEND
-    }
-
-    fn cross_process_lease(&self) -> Option<&dyn CrossProcessLease> {
-        Some(self)
-    }
-
-    /// Every read is a statement on the server.
-    fn remote_reads(&self) -> bool {
-        true
     }
 }
 

@@ -4,11 +4,12 @@
 //! values), strata tables being key prefixes, so a scan is one ordered range scan and a
 //! batch spanning tables is one redb write transaction. The store is **one file**.
 //!
-//! **Conditional batches**: every [`Batch`] is one redb write transaction. redb runs one
-//! write transaction at a time per database, so a batch's preconditions are read inside
-//! the transaction that then writes its mutations: check-then-write is atomic against
-//! every other writer, and a failed precondition aborts the transaction, writing nothing
-//! ([`StoreError::Conflict`]). redb locks the file, so another process opening it gets
+//! **The write primitive**: every write ([`KvWrite::read_modify_write`], and so every
+//! batch) is one redb write transaction. redb runs one write transaction at a time per
+//! database, so the keys a write decides on are read inside the transaction that then
+//! checks the decided batch's preconditions and writes its mutations: read-decide-write
+//! is atomic against every other writer, and a refusal or a failed precondition aborts
+//! the transaction, writing nothing ([`StoreError::Conflict`]). redb locks the file, so another process opening it gets
 //! [`StoreError::InUse`], as does a second open in this process.
 //!
 //! **Durability** (chosen deliberately, see [`RedbDurability`]): by default every batch is
@@ -48,8 +49,8 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use strata_store::{
-    Backend, Batch, KvRead, KvWrite, Mutation, Offer, PageBuilder, Result, ScanLimits, ScanPage,
-    Store, StoreError, Visit, VisitBudget, VisitEnd,
+    Backend, Capabilities, Decide, KvRead, KvWrite, Mutation, Result, ScanLimits, Store,
+    StoreError, Visit, VisitBudget, VisitEnd,
 };
 
 /// The backend name used in messages and [`StoreError::Backend`].
@@ -141,7 +142,7 @@ impl RedbOptions {
                     .map_err(|e| open_error(path, e.into()))?;
                 // Create the table now, so that a read-only open of a new store finds it.
                 let store = RedbStore::from_db(path, Db::Rw(db), self.durability);
-                store.write(Vec::new(), &[], true)?;
+                store.write(&[], &mut |_| None, true)?;
                 Ok(store)
             }
             Err(e) => Err(io_error(path, e)),
@@ -324,14 +325,11 @@ impl RedbStore {
         }
     }
 
-    /// One write transaction: checks `preconditions`, applies `mutations`, commits (with
-    /// `Durability::Immediate` when `durable` or the store's durability asks for it).
-    fn write(
-        &self,
-        mutations: Vec<Mutation>,
-        preconditions: &[strata_store::Precondition],
-        durable: bool,
-    ) -> Result<()> {
+    /// One write transaction: reads `reads`, hands them to `decide`, checks the decided
+    /// batch's preconditions, applies its mutations, commits (with
+    /// `Durability::Immediate` when `durable` or the store's durability asks for it). A
+    /// refusal (or an empty batch) aborts the transaction: nothing is written.
+    fn write(&self, reads: &[&[u8]], decide: &mut Decide<'_>, durable: bool) -> Result<bool> {
         let db = match &self.inner.db {
             Db::Rw(db) => db,
             Db::Ro(_) => {
@@ -341,39 +339,79 @@ impl RedbStore {
                 })
             }
         };
-        let mut txn = db.begin_write().map_err(|e| self.error(e))?;
+        let mut txn = self.guard(|| db.begin_write().map_err(|e| self.error(e)))?;
         if !durable && self.inner.durability == RedbDurability::Deferred {
             txn.set_durability(redb::Durability::None)
                 .map_err(|e| self.error(e))?;
         }
+        // `Some(true)`: commit; `Some(false)`: nothing to commit (abort).
         let outcome = (|| {
-            let mut table = txn.open_table(TABLE).map_err(|e| self.error(e))?;
-            for p in preconditions {
-                let current = table.get(p.key()).map_err(|e| self.error(e))?;
-                p.check(current.as_ref().map(|g| g.value()))?;
+            let mut table = self.guard(|| txn.open_table(TABLE).map_err(|e| self.error(e)))?;
+            let batch = {
+                // The values are read inside this write transaction: redb runs one at a
+                // time, so they are current until it commits.
+                let mut guards = Vec::with_capacity(reads.len());
+                for key in reads {
+                    guards.push(self.guard(|| table.get(*key).map_err(|e| self.error(e)))?);
+                }
+                let values: Vec<Option<&[u8]>> = guards
+                    .iter()
+                    .map(|g| g.as_ref().map(|v| v.value()))
+                    .collect();
+                // The caller's decision runs outside the panic guard: its panic is its own.
+                decide(&values)
+            };
+            let Some(batch) = batch else {
+                return Ok(false);
+            };
+            batch.validate()?;
+            if batch.is_empty() {
+                return Ok(false);
             }
-            for m in mutations {
-                match m {
-                    Mutation::Set { key, value } => {
-                        table
-                            .insert(key.as_slice(), value.as_slice())
-                            .map_err(|e| self.error(e))?;
-                    }
-                    Mutation::Delete { key } => {
-                        table.remove(key.as_slice()).map_err(|e| self.error(e))?;
+            let (mutations, preconditions) = batch.into_parts();
+            self.guard(|| {
+                for p in &preconditions {
+                    let current = table.get(p.key()).map_err(|e| self.error(e))?;
+                    p.check(current.as_ref().map(|g| g.value()))?;
+                }
+                for m in mutations {
+                    match m {
+                        Mutation::Set { key, value } => {
+                            table
+                                .insert(key.as_slice(), value.as_slice())
+                                .map_err(|e| self.error(e))?;
+                        }
+                        Mutation::Delete { key } => {
+                            table.remove(key.as_slice()).map_err(|e| self.error(e))?;
+                        }
                     }
                 }
-            }
-            Ok(())
+                Ok(())
+            })?;
+            Ok(true)
         })();
         match outcome {
-            Ok(()) => txn.commit().map_err(|e| self.error(e)),
+            Ok(true) => self
+                .guard(|| txn.commit().map_err(|e| self.error(e)))
+                .map(|()| true),
+            // An empty commit when asked for durability (`flush`), else nothing to do.
+            Ok(false) if durable => self
+                .guard(|| txn.commit().map_err(|e| self.error(e)))
+                .map(|()| false),
+            Ok(false) => {
+                self.abort(txn);
+                Ok(false)
+            }
             Err(e) => {
-                if let Err(abort) = txn.abort() {
-                    tracing::warn!(path = %self.inner.path.display(), error = %abort, "aborting a redb write transaction failed");
-                }
+                self.abort(txn);
                 Err(e)
             }
+        }
+    }
+
+    fn abort(&self, txn: redb::WriteTransaction) {
+        if let Err(abort) = txn.abort() {
+            tracing::warn!(path = %self.inner.path.display(), error = %abort, "aborting a redb write transaction failed");
         }
     }
 }
@@ -397,10 +435,6 @@ impl KvRead for RedbStore {
         })
     }
 
-    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
-        self.guard(|| self.scan_page(prefix, after, limits))
-    }
-
     fn scan_visit(
         &self,
         prefix: &[u8],
@@ -411,53 +445,12 @@ impl KvRead for RedbStore {
         self.visit_range(prefix, after, limits, visit)
     }
 
-    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
-        self.guard(|| {
-            let Some(table) = self.read_table()? else {
-                return Ok(false);
-            };
-            let mut range = table
-                .range::<&[u8]>((Bound::Included(prefix), Bound::Unbounded))
-                .map_err(|e| self.error(e))?;
-            match range.next() {
-                None => Ok(false),
-                Some(Ok((key, _))) => Ok(key.value().starts_with(prefix)),
-                Some(Err(e)) => Err(self.error(e)),
-            }
-        })
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::default()
     }
 }
 
 impl RedbStore {
-    /// [`KvRead::scan`] without the panic guard.
-    fn scan_page(
-        &self,
-        prefix: &[u8],
-        after: Option<&[u8]>,
-        limits: ScanLimits,
-    ) -> Result<ScanPage> {
-        let mut page = PageBuilder::new(limits);
-        let Some(table) = self.read_table()? else {
-            return Ok(page.finish());
-        };
-        let range = table
-            .range::<&[u8]>((start_bound(prefix, after), Bound::Unbounded))
-            .map_err(|e| self.error(e))?;
-        for item in range {
-            let (key, value) = item.map_err(|e| self.error(e))?;
-            let (key, value) = (key.value(), value.value());
-            if !key.starts_with(prefix) {
-                break;
-            }
-            // Decide on the length first: an oversize value is never copied.
-            match page.offer(key, value.len())? {
-                Offer::Take => page.push(key.to_vec(), value.to_vec()),
-                Offer::Stop => break,
-            }
-        }
-        Ok(page.finish())
-    }
-
     /// [`KvRead::scan_visit`]: every call into redb is guarded, `visit` (the caller's code)
     /// is not, so a panic of the caller stays the caller's.
     fn visit_range(
@@ -490,14 +483,11 @@ impl RedbStore {
     }
 }
 
+/// One redb write transaction per write: the keys read, the decision, the
+/// preconditions and the mutations (redb runs one write transaction at a time).
 impl KvWrite for RedbStore {
-    fn apply(&self, batch: Batch) -> Result<()> {
-        batch.validate()?;
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let (mutations, preconditions) = batch.into_parts();
-        self.guard(|| self.write(mutations, &preconditions, false))
+    fn read_modify_write(&self, reads: &[&[u8]], decide: &mut Decide<'_>) -> Result<bool> {
+        self.write(reads, decide, false)
     }
 
     fn flush(&self) -> Result<()> {
@@ -505,9 +495,7 @@ impl KvWrite for RedbStore {
             // Every commit was already durable; a read-only store has nothing to flush.
             (Db::Ro(_), _) | (_, RedbDurability::Immediate) => Ok(()),
             // An empty durable commit makes every earlier non-durable one durable.
-            (Db::Rw(_), RedbDurability::Deferred) => {
-                self.guard(|| self.write(Vec::new(), &[], true))
-            }
+            (Db::Rw(_), RedbDurability::Deferred) => self.write(&[], &mut |_| None, true).map(drop),
         }
     }
 }
@@ -572,6 +560,7 @@ impl From<RedbStore> for Store {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
+    use strata_store::Batch;
 
     #[test]
     fn create_refuses_a_foreign_file_and_leaves_it_unchanged() {

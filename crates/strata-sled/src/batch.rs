@@ -1,13 +1,12 @@
-//! The write paths: plain batches, conditional batches (checked under the exclusive side
-//! of the writer lock, through the guard cache) and the single-key compare-and-swap.
+//! The write path: the one primitive — plain batches, conditional batches and decided
+//! writes (read, decided and checked under the exclusive side of the writer lock, guards
+//! through the guard cache), a conditional single key as one sled compare-and-swap.
 
 use crate::cache::{length_bit, GuardEntries};
 use crate::SledStore;
 use std::sync::atomic::Ordering;
 use std::sync::{PoisonError, RwLockReadGuard, RwLockWriteGuard};
-use strata_store::{
-    Batch, KeyDecision, KeyWrite, KvWrite, Mutation, Precondition, Result, StoreError,
-};
+use strata_store::{Batch, Decide, KvWrite, Mutation, Precondition, Result, StoreError};
 
 impl SledStore {
     /// The exclusive side of `writers`, which holds the guard cache. A panic while it was
@@ -107,33 +106,6 @@ impl SledStore {
         Ok(())
     }
 
-    /// [`KvWrite::apply_or_return`] of a conditional batch of several mutations: the
-    /// checks of [`SledStore::apply_conditional`] on borrowed parts, so a batch refused by
-    /// a precondition is handed back without having been copied.
-    fn apply_conditional_or_return(
-        &self,
-        batch: Batch,
-    ) -> std::result::Result<(), strata_store::Refused> {
-        use strata_store::Refused;
-        batch.validate().map_err(|e| Refused::new(e, None))?;
-        // Exclusive: no other write lands between the checks and the write.
-        let mut cache = self.exclusive();
-        let (mutations, preconditions, vouched) = batch.into_parts_observed(&self.epoch);
-        let to_check = preconditions.get(vouched..).unwrap_or_default();
-        self.checks
-            .fetch_add(to_check.len() as u64, Ordering::Relaxed);
-        if let Err(e) = self.check_all(&mut cache, &mutations, to_check) {
-            return Err(Refused::new(
-                e,
-                Some(Batch::from_parts(mutations, preconditions)),
-            ));
-        }
-        for m in &mutations {
-            cache.forget(m.key());
-        }
-        self.write(mutations).map_err(|e| Refused::new(e, None))
-    }
-
     /// Checks a precondition on a key the batch does not write, through the guard cache
     /// (filled from sled on a miss). The caller holds the exclusive side of `writers`.
     fn check_guard(&self, cache: &mut GuardEntries, p: &Precondition) -> Result<()> {
@@ -143,117 +115,6 @@ impl SledStore {
         let current = self.current(p.key())?;
         let result = p.check(current.as_deref());
         cache.fill(&self.guards.lengths, p.key(), current.as_deref());
-        result
-    }
-
-    /// The exclusive side of `writers` for a write of `key` under `guards`: the guards
-    /// checked through the guard cache (counted as precondition checks, with the key's own
-    /// precondition), and `key` dropped from the guard cache when a cached guard key has
-    /// its length (the write may change it).
-    fn exclusive_checked(
-        &self,
-        key: &[u8],
-        guards: &[Precondition],
-    ) -> Result<RwLockWriteGuard<'_, GuardEntries>> {
-        let mut cache = self.exclusive();
-        // Counted under the exclusive side (see `apply_conditional`).
-        let checked = self.checks.load(Ordering::Relaxed);
-        self.checks
-            .store(checked + guards.len() as u64 + 1, Ordering::Relaxed);
-        for p in guards {
-            self.check_guard(&mut cache, p)?;
-        }
-        if self.guards.lengths.load(Ordering::Relaxed) & length_bit(key) != 0 {
-            cache.forget(key);
-        }
-        Ok(cache)
-    }
-
-    /// [`KvWrite::compare_and_swap`]: the guards checked through the guard cache, then
-    /// one sled compare-and-swap — [`SledStore::apply_conditional`]'s path for a batch of
-    /// one mutation conditioned on its own key, without the batch.
-    fn compare_and_swap_key(&self, write: KeyWrite) -> Result<()> {
-        let KeyWrite {
-            key,
-            expected,
-            new,
-            guards,
-        } = write;
-        // Held to the end: no other write lands between the checks and the write.
-        let _exclusive = self.exclusive_checked(&key, &guards)?;
-        self.cas(key, expected.as_deref(), new)
-    }
-
-    /// [`strata_store::Backend::write_key_with`]: under the exclusive side of `writers`
-    /// (no other write of the datastore can land meanwhile) and the key's write-cache
-    /// stripe, the guards are checked, the current value comes from the write cache
-    /// (exactly sled's) or, when the cache does not hold the key, is guessed absent — sled's
-    /// compare-and-swap then reports the value it holds, which is decided again (a
-    /// decision to write nothing on the guess is checked with a read of sled). No separate
-    /// read, no second lock of the stripe, no copy of the current value.
-    pub(crate) fn write_key_decided(
-        &self,
-        key: Vec<u8>,
-        guards: Vec<Precondition>,
-        decide: &mut dyn FnMut(Option<&[u8]>) -> KeyDecision,
-    ) -> Result<()> {
-        if !self.values.enabled() || guards.iter().any(|g| g.key() == key.as_slice()) {
-            return strata_store::write_key_with_reads(self, self, key, guards, decide);
-        }
-        // Held to the end: no other write lands between the checks and the write.
-        let _exclusive = self.exclusive_checked(&key, &guards)?;
-        let mut values = self.values.lock_key(&key);
-        let mut known = values.cached(&key);
-        let mut guessed = known.is_none();
-        let result = loop {
-            let new = match decide(known.as_deref()) {
-                KeyDecision::Set(v) => Some(sled::IVec::from(v)),
-                KeyDecision::Delete => None,
-                KeyDecision::Nothing if guessed => {
-                    // Nothing to write if the key is absent: read whether it is.
-                    guessed = false;
-                    match self.db.get(&key) {
-                        Ok(None) => break Ok(()),
-                        Ok(Some(current)) => {
-                            known = Some(current);
-                            continue;
-                        }
-                        Err(e) => break Err(self.error(e)),
-                    }
-                }
-                KeyDecision::Nothing => break Ok(()),
-            };
-            match self
-                .db
-                .compare_and_swap(&key, known.as_deref(), new.clone())
-            {
-                Ok(Ok(())) => {
-                    values.record(key, new);
-                    break Ok(());
-                }
-                Ok(Err(e)) if guessed => {
-                    // The key exists: decide again on the value sled reported (no write
-                    // can land meanwhile: the exclusive side is held).
-                    guessed = false;
-                    known = e.current;
-                }
-                Ok(Err(e)) => {
-                    // A cached value sled does not hold (the cache is exact, so this
-                    // cannot happen): record what sled reports and refuse.
-                    values.record(key.clone(), e.current);
-                    break Err(StoreError::Conflict {
-                        key,
-                        reason: strata_store::ConflictReason::Changed,
-                    });
-                }
-                Err(e) => {
-                    values.forget(&key);
-                    break Err(self.error(e));
-                }
-            }
-        };
-        // After the write (if any), under the writer lock.
-        self.epoch.advance();
         result
     }
 
@@ -366,9 +227,10 @@ impl SledStore {
     }
 }
 
-impl KvWrite for SledStore {
-    fn apply(&self, batch: Batch) -> Result<()> {
-        self.writable()?;
+impl SledStore {
+    /// A batch (a write that reads nothing): a plain one takes the shared side of
+    /// `writers`, a conditional one the exclusive side for its checks and its write.
+    fn apply_batch(&self, batch: Batch) -> Result<()> {
         if batch.mutations().len() > 1 {
             // (One mutation cannot repeat a key.)
             batch.validate()?;
@@ -401,28 +263,43 @@ impl KvWrite for SledStore {
             self.apply_conditional(&mut cache, mutations, preconditions)
         }
     }
+}
 
-    fn apply_or_return(&self, batch: Batch) -> std::result::Result<(), strata_store::Refused> {
-        if let Err(e) = self.writable() {
-            return Err(strata_store::Refused::new(e, None));
-        }
-        if batch.mutations().len() > 1 && !batch.preconditions().is_empty() {
-            return self.apply_conditional_or_return(batch);
-        }
-        // A plain batch cannot conflict; a one-mutation conditional batch is cheap to copy
-        // (and takes the single compare-and-swap path, which consumes it).
-        let copy = (!batch.preconditions().is_empty()).then(|| batch.clone());
-        self.apply(batch)
-            .map_err(|e| strata_store::Refused::new(e, copy))
-    }
-
-    fn compare_and_swap(&self, write: KeyWrite) -> Result<()> {
+/// The write primitive. A write that reads keys is one critical section: the exclusive
+/// side of `writers` (which every writer of the datastore takes, see the crate
+/// documentation) is held while the keys are read (the write cache, else sled), the
+/// decision is made, the decided batch's guards are checked (through the guard cache)
+/// and its mutations written — no other write can land in between, so the values read
+/// need no precondition of their own. A write that reads nothing is a batch
+/// ([`SledStore::apply_batch`]).
+impl KvWrite for SledStore {
+    fn read_modify_write(&self, reads: &[&[u8]], decide: &mut Decide<'_>) -> Result<bool> {
         self.writable()?;
-        if write.guards.iter().any(|g| g.key() == write.key.as_slice()) {
-            // A guard on the key itself: checked as in a batch.
-            return self.apply(write.into_batch());
+        if reads.is_empty() {
+            let Some(batch) = decide(&[]) else {
+                return Ok(false);
+            };
+            return self.apply_batch(batch).map(|()| true);
         }
-        self.compare_and_swap_key(write)
+        let mut cache = self.exclusive();
+        let mut current = Vec::with_capacity(reads.len());
+        for key in reads {
+            current.push(self.current(key)?);
+        }
+        let values: Vec<Option<&[u8]>> = current.iter().map(|v| v.as_deref()).collect();
+        let Some(batch) = decide(&values) else {
+            return Ok(false);
+        };
+        drop(values);
+        if batch.mutations().len() > 1 {
+            batch.validate()?;
+        }
+        if batch.is_empty() {
+            return Ok(true);
+        }
+        let (mutations, preconditions) = batch.into_parts_to_check(&self.epoch);
+        self.apply_conditional(&mut cache, mutations, preconditions)
+            .map(|()| true)
     }
 
     fn flush(&self) -> Result<()> {

@@ -40,11 +40,12 @@
 //! checks. A write holds the cache stripes of its keys from before its sled call until it
 //! has recorded the outcome, so for a cached key the entry and sled's value change together
 //! (module `values`; tests in `values_tests`). Bounded by entries and bytes
-//! ([`SledOptions::write_cache`], 8192 entries / 8 MiB by default). A key it does not hold
-//! [peeks](strata_store::KvRead::peek) as [`Unread`](strata_store::Peek::Unread): a writer
-//! may try its compare-and-swap on a guess ("absent") instead of reading first, and a
-//! compare-and-swap that fails records the value sled reported, so the retry's read is
-//! served from the cache.
+//! ([`SledOptions::write_cache`], 8192 entries / 8 MiB by default). A compare-and-swap that
+//! fails records the value sled reported, so the retry's read is served from the cache.
+//!
+//! The one write primitive ([`strata_store::KvWrite::read_modify_write`]) is one critical
+//! section: a write that reads keys holds the exclusive side of the writer lock while it
+//! reads them (write cache, else sled), decides, checks its guards and writes.
 //!
 //! What this crate is not: it adds no layout of its own (the engine above decides the key
 //! encoding), and it never exposes `sled` types: sled errors become
@@ -239,20 +240,6 @@ impl From<SledStore> for Store {
 impl Backend for SledStore {
     fn name(&self) -> &'static str {
         NAME
-    }
-
-    fn reads_under_write(&self) -> bool {
-        self.values.enabled()
-    }
-
-    fn write_key_with(
-        &self,
-        key: Vec<u8>,
-        guards: Vec<strata_store::Precondition>,
-        decide: &mut dyn FnMut(Option<&[u8]>) -> strata_store::KeyDecision,
-    ) -> Result<()> {
-        self.writable()?;
-        self.write_key_decided(key, guards, decide)
     }
 }
 

@@ -2,10 +2,7 @@
 
 use crate::SledStore;
 use std::ops::Bound;
-use strata_store::{
-    KvRead, Offer, PageBuilder, Peek, Result, ScanLimits, ScanPage, Visit, VisitBudget, VisitEnd,
-    WriteEpoch,
-};
+use strata_store::{Capabilities, KvRead, Result, ScanLimits, Visit, VisitBudget, VisitEnd};
 
 impl KvRead for SledStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -17,39 +14,6 @@ impl KvRead for SledStore {
             .get(key)
             .map(|v| v.map(|v| v.to_vec()))
             .map_err(|e| self.error(e))
-    }
-
-    fn peek(&self, key: &[u8]) -> Result<Peek> {
-        if let Some(v) = self.values.get_copy(key) {
-            return Ok(Peek::Value(Some(v)));
-        }
-        if !self.values.enabled() {
-            return self.get(key).map(Peek::Value);
-        }
-        // A single-key compare-and-swap that fails on the key's own precondition is one
-        // traversal (as a read would be) and records the value sled reported in the write
-        // cache (see `SledStore::cas`): the promise of `Peek::Unread`.
-        Ok(Peek::Unread)
-    }
-
-    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
-        let start = match after {
-            Some(a) if a >= prefix => Bound::Excluded(a),
-            _ => Bound::Included(prefix),
-        };
-        let mut page = PageBuilder::new(limits);
-        for item in self.db.range::<&[u8], _>((start, Bound::Unbounded)) {
-            let (key, value) = item.map_err(|e| self.error(e))?;
-            if !key.starts_with(prefix) {
-                break;
-            }
-            // Decide on the length first: an oversize value is never copied.
-            match page.offer(&key, value.len())? {
-                Offer::Take => page.push(key.to_vec(), value.to_vec()),
-                Offer::Stop => break,
-            }
-        }
-        Ok(page.finish())
     }
 
     fn scan_visit(
@@ -76,15 +40,10 @@ impl KvRead for SledStore {
         Ok(budget.exhausted())
     }
 
-    fn write_epoch(&self) -> Option<WriteEpoch> {
-        Some(self.epoch.observe())
-    }
-
-    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
-        match self.db.scan_prefix(prefix).keys().next() {
-            None => Ok(false),
-            Some(Ok(_)) => Ok(true),
-            Some(Err(e)) => Err(self.error(e)),
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities {
+            write_epoch: Some(&self.epoch),
+            ..Capabilities::default()
         }
     }
 }

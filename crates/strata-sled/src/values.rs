@@ -367,14 +367,6 @@ impl WriteLock<'_> {
         }
     }
 
-    /// The cached value of `key` (exactly sled's value: held by this lock, no write of
-    /// the key can land until the outcome is recorded), if the cache holds it. (Cloned, one
-    /// reference count: taking it out and recording it again measured ≈ 0.3k
-    /// instructions more per write.)
-    pub(crate) fn cached(&mut self, key: &[u8]) -> Option<IVec> {
-        self.stripe(key)?.map.get(key).cloned()
-    }
-
     /// `key` now holds `value` in sled (`None`: absent, or unknown after a failed write).
     pub(crate) fn record(&mut self, key: Vec<u8>, value: Option<IVec>) {
         let bounds = self.cache.bounds;

@@ -352,12 +352,10 @@ fn racing_writers_and_readers_keep_the_cache_exact() {
     assert_exact(&store, &keys);
 }
 
-/// `peek` of a key the cache does not hold is `Unread`; a compare-and-swap that fails on
-/// that key leaves sled's current value in the cache (the promise of `Peek::Unread`), and
-/// an absent key's failure caches nothing.
+/// A compare-and-swap that fails on a key the cache does not hold leaves sled's current
+/// value in the cache, and an absent key's failure caches nothing.
 #[test]
 fn a_failed_compare_and_swap_caches_the_value_sled_reported() {
-    use strata_store::Peek;
     let dir = tempfile::tempdir().unwrap();
     {
         let store = open(dir.path());
@@ -370,8 +368,7 @@ fn a_failed_compare_and_swap_caches_the_value_sled_reported() {
         .cache_capacity(4 << 20)
         .open_existing(dir.path().join("db"))
         .unwrap();
-    assert_eq!(store.peek(b"k").unwrap(), Peek::Unread);
-    assert_eq!(store.peek(b"absent").unwrap(), Peek::Unread);
+    assert_eq!(cached(&store, b"k"), None);
     // The guess "absent" fails on the key itself.
     let guess = Batch::new()
         .require(b"k".to_vec(), None)
@@ -381,21 +378,14 @@ fn a_failed_compare_and_swap_caches_the_value_sled_reported() {
         StoreError::Conflict { ref key, .. } if key == b"k"
     ));
     assert_eq!(cached(&store, b"k").as_deref(), Some(&b"stored"[..]));
-    assert_eq!(
-        store.peek(b"k").unwrap(),
-        Peek::Value(Some(b"stored".to_vec()))
-    );
     // The same through a single-key write.
-    assert_eq!(store.peek(b"k2").unwrap(), Peek::Unread);
+    assert_eq!(cached(&store, b"k2"), None);
     let guess = KeyWrite::set(b"k2".to_vec(), None, b"new".to_vec());
     assert!(matches!(
         store.compare_and_swap(guess).unwrap_err(),
         StoreError::Conflict { ref key, .. } if key == b"k2"
     ));
-    assert_eq!(
-        store.peek(b"k2").unwrap(),
-        Peek::Value(Some(b"stored 2".to_vec()))
-    );
+    assert_eq!(cached(&store, b"k2").as_deref(), Some(&b"stored 2"[..]));
     // A wrong expected value on an absent key: sled reports it absent, nothing cached.
     let wrong = Batch::new()
         .require_eq(b"absent".to_vec(), b"x".to_vec())
@@ -403,26 +393,13 @@ fn a_failed_compare_and_swap_caches_the_value_sled_reported() {
     assert!(store.apply(wrong).is_err());
     assert_eq!(cached(&store, b"absent"), None);
     assert_exact(&store, &[b"k", b"k2", b"absent"]);
-    // A disabled cache never answers `Unread` (nothing would remember the failure).
-    drop(store);
-    let off = SledOptions::new()
-        .write_cache(0, 0)
-        .open_existing(dir.path().join("db"))
-        .unwrap();
-    assert_eq!(
-        off.peek(b"k").unwrap(),
-        Peek::Value(Some(b"stored".to_vec()))
-    );
-    assert_eq!(off.peek(b"absent").unwrap(), Peek::Value(None));
 }
 
-/// `write_key_with` on keys the write cache does not hold (a reopened store): the decision
-/// is first made on "absent" (no read of sled); sled's failed compare-and-swap reports the
-/// stored value, which is decided again; a decision to write nothing on the guess is
-/// checked with a read of sled. Every outcome is exactly sled's and cached as such.
+/// The write primitive on keys the write cache does not hold (a reopened store): the
+/// decision is made once, on sled's value read under the writer lock (absent when absent);
+/// its outcome is exactly sled's and cached as such; a refusal writes nothing.
 #[test]
-fn a_decided_write_guesses_absent_and_decides_again_on_what_sled_holds() {
-    use strata_store::{Backend, KeyDecision};
+fn a_decided_write_decides_once_on_what_sled_holds() {
     let dir = tempfile::tempdir().unwrap();
     {
         let store = open(dir.path());
@@ -432,52 +409,44 @@ fn a_decided_write_guesses_absent_and_decides_again_on_what_sled_holds() {
         store.flush().unwrap();
     }
     let store = open(dir.path());
-    assert!(store.reads_under_write());
     assert_eq!(cached(&store, b"k"), None);
-    let mut calls: Vec<Option<Vec<u8>>> = Vec::new();
+    let mut calls: Vec<Vec<Option<Vec<u8>>>> = Vec::new();
+    let mut record = |values: &[Option<&[u8]>]| {
+        calls.push(values.iter().map(|v| v.map(<[u8]>::to_vec)).collect());
+    };
     store
-        .write_key_with(b"k".to_vec(), Vec::new(), &mut |current| {
-            calls.push(current.map(<[u8]>::to_vec));
-            let mut next = current.unwrap_or_default().to_vec();
+        .read_modify_write(&[b"k"], &mut |values| {
+            record(values);
+            let mut next = values[0].unwrap_or_default().to_vec();
             next.push(b'!');
-            KeyDecision::Set(next)
+            Some(set(b"k", &next))
         })
         .unwrap();
-    assert_eq!(calls, vec![None, Some(b"stored".to_vec())]);
     assert_eq!(store.get(b"k").unwrap(), Some(b"stored!".to_vec()));
     assert_eq!(cached(&store, b"k").as_deref(), Some(&b"stored!"[..]));
-    // Nothing on the guess: sled is read, and the stored value decided on.
-    calls.clear();
+    // A refusal: nothing written.
+    assert!(!store
+        .read_modify_write(&[b"k2", b"absent"], &mut |values| {
+            record(values);
+            None
+        })
+        .unwrap());
+    assert_eq!(store.get(b"k2").unwrap(), Some(b"v".to_vec()));
+    // A cached key is decided on its cached value; a delete drops the entry.
     store
-        .write_key_with(b"k2".to_vec(), Vec::new(), &mut |current| {
-            calls.push(current.map(<[u8]>::to_vec));
-            match current {
-                None => KeyDecision::Nothing,
-                Some(_) => KeyDecision::Set(b"w".to_vec()),
-            }
+        .read_modify_write(&[b"k"], &mut |values| {
+            record(values);
+            Some(Batch::new().delete(b"k".to_vec()))
         })
         .unwrap();
-    assert_eq!(calls, vec![None, Some(b"v".to_vec())]);
-    assert_eq!(store.get(b"k2").unwrap(), Some(b"w".to_vec()));
-    // Nothing on an absent key: decided once, nothing written.
-    calls.clear();
-    store
-        .write_key_with(b"absent".to_vec(), Vec::new(), &mut |current| {
-            calls.push(current.map(<[u8]>::to_vec));
-            KeyDecision::Nothing
-        })
-        .unwrap();
-    assert_eq!(calls, vec![None]);
-    assert_eq!(store.get(b"absent").unwrap(), None);
-    // A cached key is decided once, on its cached value; a delete drops the entry.
-    calls.clear();
-    store
-        .write_key_with(b"k".to_vec(), Vec::new(), &mut |current| {
-            calls.push(current.map(<[u8]>::to_vec));
-            KeyDecision::Delete
-        })
-        .unwrap();
-    assert_eq!(calls, vec![Some(b"stored!".to_vec())]);
+    assert_eq!(
+        calls,
+        vec![
+            vec![Some(b"stored".to_vec())],
+            vec![Some(b"v".to_vec()), None],
+            vec![Some(b"stored!".to_vec())],
+        ]
+    );
     assert_eq!(store.get(b"k").unwrap(), None);
     assert_eq!(cached(&store, b"k"), None);
     assert_exact(&store, &[b"k", b"k2", b"absent"]);

@@ -21,7 +21,10 @@ fn open() -> (tempfile::TempDir, SledStore) {
 /// Observes the epoch, reads the rows, and builds their rewrite conditioned on the bytes
 /// read (what the bulk pass does with a page).
 fn observed_rewrite(store: &SledStore, keys: &[&str], suffix: &[u8]) -> Batch {
-    let epoch = store.write_epoch().expect("sled keeps a write epoch");
+    let epoch = store
+        .capabilities()
+        .write_epoch()
+        .expect("sled keeps a write epoch");
     let mut b = Batch::new();
     let mut sets = Vec::new();
     for key in keys {
@@ -142,7 +145,7 @@ fn concurrent_observed_rewrites_lose_no_update() {
                 start.wait();
                 let mut done = 0;
                 while done < EACH {
-                    let epoch = store.write_epoch().unwrap();
+                    let epoch = store.capabilities().write_epoch().unwrap();
                     let old = store.get(b"n").unwrap().unwrap();
                     let n: u64 = std::str::from_utf8(&old).unwrap().parse().unwrap();
                     // Let the others run between the read and the commit (what makes a

@@ -53,8 +53,10 @@ fn a_read_only_open_reads_everything_and_writes_nothing() {
             store.apply(Batch::new().set(b"t/x".to_vec(), b"1".to_vec())),
             store.compare_and_swap(KeyWrite::set(b"t/x".to_vec(), None, b"1".to_vec())),
             store
-                .apply_or_return(Batch::new().delete(b"t/00000001".to_vec()))
-                .map_err(|r| r.error),
+                .read_modify_write(&[b"t/00000001"], &mut |_| {
+                    Some(Batch::new().delete(b"t/00000001".to_vec()))
+                })
+                .map(drop),
         ];
         for result in refused {
             let err = result.unwrap_err();

@@ -1,6 +1,56 @@
 //! The capability traits every backend implements.
+//!
+//! A backend implements exactly this: [`KvRead::get`], [`KvRead::scan_visit`] (a
+//! visiting, bounded prefix scan), [`KvRead::capabilities`], the ONE write primitive
+//! [`KvWrite::read_modify_write`] and [`KvWrite::flush`]. Everything else on these traits
+//! ([`KvRead::scan`], [`KvRead::prefix_exists`], [`KvWrite::apply`],
+//! [`KvWrite::compare_and_swap`]) is a provided convenience built on them, which no
+//! backend or wrapper overrides: there is one write path, and every wrapper (fault
+//! injection, the exclusive session, read-only passes) forwards exactly it.
 
 use crate::{Batch, KeyWrite, Result, ScanLimits, ScanPage};
+
+/// What a write decides on the values it read: the batch to commit (its mutations, and
+/// its preconditions — guards on other keys — checked in the same atomic commit), or
+/// `None`: refuse, write nothing. See [`KvWrite::read_modify_write`].
+pub type Decide<'a> = dyn FnMut(&[Option<&[u8]>]) -> Option<Batch> + 'a;
+
+/// What a backend can do besides the primitives, as one value (see
+/// [`KvRead::capabilities`]).
+#[derive(Clone, Copy, Default)]
+pub struct Capabilities<'a> {
+    /// True when every read is a round trip to a server (PostgreSQL): a writer that can
+    /// skip one should. `false` for embedded backends.
+    pub remote_reads: bool,
+    /// The store lease that is exclusive across processes, for backends that several
+    /// processes write to (PostgreSQL). `None` for backends opened by one process at a
+    /// time (sled's and redb's file lock, memory): there the in-process write lease
+    /// already excludes every other writer. See
+    /// [`ExclusiveSession`](crate::ExclusiveSession).
+    pub cross_process_lease: Option<&'a dyn crate::CrossProcessLease>,
+    /// The backend's write epoch (see [`crate::epoch`]), for a backend whose writers are
+    /// all ordered by one in-process lock (memory, sled): a batch whose preconditions were
+    /// [observed](Batch::observed_at) at the current epoch is committed without reading
+    /// them again. `None` for the others (their batches' preconditions are all checked).
+    pub write_epoch: Option<&'a crate::EpochClock>,
+}
+
+impl Capabilities<'_> {
+    /// The current write epoch, when the backend keeps one.
+    pub fn write_epoch(&self) -> Option<crate::WriteEpoch> {
+        self.write_epoch.map(crate::EpochClock::observe)
+    }
+}
+
+impl std::fmt::Debug for Capabilities<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capabilities")
+            .field("remote_reads", &self.remote_reads)
+            .field("cross_process_lease", &self.cross_process_lease.is_some())
+            .field("write_epoch", &self.write_epoch.is_some())
+            .finish()
+    }
+}
 
 /// Reading: point lookups and bounded, cursor-resumed prefix scans.
 pub trait KvRead {
@@ -8,7 +58,8 @@ pub trait KvRead {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
 
     /// Records whose key starts with `prefix` and is strictly greater than `after` (when
-    /// given), in ascending byte order, bounded by `limits`:
+    /// given), in ascending byte order, handed to `visit` one at a time as borrowed slices
+    /// (no copy where the backend can avoid one), bounded by `limits`:
     ///
     /// * at most `max_records` records;
     /// * the sum of key+value lengths never exceeds `max_bytes`: the scan stops *before*
@@ -17,58 +68,44 @@ pub trait KvRead {
     ///   [`StoreError::RecordTooLarge`](crate::StoreError::RecordTooLarge), raised before
     ///   its value is copied (when it is the first record of the page; otherwise the page
     ///   ends before it and the next page reports it).
-    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage>;
-
-    /// True when at least one key starts with `prefix`.
-    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool>;
-
-    /// The backend's current write epoch, observed by a caller about to read values it
-    /// will write back only if they are unchanged (see [`Batch::observed_at`] and
-    /// [`crate::epoch`]). `None` (the default) for a backend that keeps no epoch — one
-    /// whose writers are not all ordered by one in-process lock, such as PostgreSQL —
-    /// and for wrappers that do not forward it: their batches' preconditions are all
-    /// checked.
-    fn write_epoch(&self) -> Option<crate::WriteEpoch> {
-        None
-    }
-
-    /// What the backend knows of `key` without reading the store itself: its value, or
-    /// [`Peek::Unread`] when learning it would take a read that a writer may skip by
-    /// trying its conditional write on a guess first. The default reads
-    /// ([`Peek::Value`] of [`KvRead::get`]): a backend answers `Unread` only when it keeps
-    /// the promise documented on that variant.
-    fn peek(&self, key: &[u8]) -> Result<Peek> {
-        self.get(key).map(Peek::Value)
-    }
-
-    /// The records [`KvRead::scan`] would return, handed to `visit` one at a time as
-    /// borrowed slices (no copy where the backend can avoid one), in order, under the same
-    /// limits and errors. `visit` may end the page early with [`Visit::Stop`] (the record
-    /// it just saw counts as taken). The default implementation goes through `scan`.
+    ///
+    /// `visit` may end the page early with [`Visit::Stop`] (the record it just saw counts
+    /// as taken).
     fn scan_visit(
         &self,
         prefix: &[u8],
         after: Option<&[u8]>,
         limits: ScanLimits,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
-    ) -> Result<VisitEnd> {
-        Ok(self.scan(prefix, after, limits)?.visit(visit))
-    }
-}
+    ) -> Result<VisitEnd>;
 
-/// What [`KvRead::peek`] knows of a key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Peek {
-    /// The key's current value (`None`: absent), exactly what [`KvRead::get`] returns.
-    Value(Option<Vec<u8>>),
-    /// Not known without a read of the store. The backend promises that a batch
-    /// conditioned on this key that fails on the key's own precondition costs about what
-    /// the read would have, and that it leaves the key's current value where the next
-    /// [`KvRead::get`] of it is served without reading the store (when the value fits the
-    /// backend's memory bounds). So a writer may apply its batch conditioned on a guess
-    /// (typically "absent") and read only after a conflict on that key: never more reads
-    /// of the store than reading first.
-    Unread,
+    /// What the backend can do besides the primitives (see [`Capabilities`]).
+    fn capabilities(&self) -> Capabilities<'_>;
+
+    /// The records [`KvRead::scan_visit`] visits, as one page (copied). A provided
+    /// convenience: backends do not override it.
+    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
+        let mut page = crate::PageBuilder::new(limits);
+        let end = self.scan_visit(prefix, after, limits, &mut |key, value| {
+            page.push(key.to_vec(), value.to_vec());
+            Visit::Continue
+        })?;
+        let mut page = page.finish();
+        page.more = end.more;
+        Ok(page)
+    }
+
+    /// True when at least one key starts with `prefix`. A provided convenience: backends
+    /// do not override it.
+    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
+        let one = ScanLimits::new(1, usize::MAX)?;
+        let mut found = false;
+        self.scan_visit(prefix, None, one, &mut |_, _| {
+            found = true;
+            Visit::Stop
+        })?;
+        Ok(found)
+    }
 }
 
 /// What a [`KvRead::scan_visit`] visitor wants after a record.
@@ -90,64 +127,61 @@ pub struct VisitEnd {
     pub more: bool,
 }
 
-/// Writing: atomic conditional batches and durability.
+/// Writing: the one read-modify-write primitive and durability.
 pub trait KvWrite {
-    /// Applies `batch` atomically: every precondition is checked and every mutation
-    /// applied, or — on the first failed precondition — nothing is written and
-    /// [`StoreError::Conflict`](crate::StoreError::Conflict) is returned. A batch that
-    /// touches one key twice is refused with
-    /// [`StoreError::DuplicateKey`](crate::StoreError::DuplicateKey).
-    fn apply(&self, batch: Batch) -> Result<()>;
+    /// THE write primitive. Inside the backend's own write transaction or lock (one redb
+    /// write transaction, one sled critical section, one in-memory write lock; on
+    /// PostgreSQL, values read are re-checked by the server in the statement that
+    /// writes), the backend reads the current value of every key of `reads` (`None`:
+    /// absent), hands them, in order, to `decide`, and commits what it decides:
+    ///
+    /// * `None`: the decision refused (or has nothing to write); nothing is written and
+    ///   the call returns `Ok(false)`;
+    /// * `Some(batch)`: the batch's preconditions (guards on any key) are checked and its
+    ///   mutations applied atomically together with the read — `Ok(true)` — or, on the
+    ///   first failed precondition, nothing is written and
+    ///   [`StoreError::Conflict`](crate::StoreError::Conflict) is returned. A batch that
+    ///   touches one key twice is refused with
+    ///   [`StoreError::DuplicateKey`](crate::StoreError::DuplicateKey).
+    ///
+    /// No other write of the store lands between the read and the commit: the values
+    /// handed to `decide` are still current when the batch commits, without the caller
+    /// adding preconditions on them.
+    ///
+    /// `decide` must not call into the store. It may be called more than once, each time
+    /// with freshly read values (a backend that validates optimistically retries after a
+    /// concurrent change); only the last call's batch is committed. When `reads` is
+    /// empty it is called exactly once.
+    fn read_modify_write(&self, reads: &[&[u8]], decide: &mut Decide<'_>) -> Result<bool>;
 
-    /// [`KvWrite::apply`] for a caller that may retry a refused batch (narrowed, say):
-    /// when a precondition fails ([`StoreError::is_conflict`](crate::StoreError::is_conflict))
-    /// the batch comes back in the [`Refused`] error, with its mutations and preconditions
-    /// as given, in order (its [observation](Batch::observed_at) dropped), so the caller
-    /// need not keep a copy of it. Any other error consumes it. The default keeps a copy
-    /// of a batch that has preconditions; a backend that can hand the batch back without
-    /// one overrides it. Same atomicity and rules as [`KvWrite::apply`].
-    fn apply_or_return(&self, batch: Batch) -> std::result::Result<(), Refused> {
-        let copy = (!batch.preconditions().is_empty()).then(|| batch.clone());
-        self.apply(batch).map_err(|error| Refused::new(error, copy))
+    /// Makes every committed write durable.
+    fn flush(&self) -> Result<()>;
+
+    /// Applies `batch` atomically: [`KvWrite::read_modify_write`] reading nothing and
+    /// deciding `batch`. Every precondition is checked and every mutation applied, or —
+    /// on the first failed precondition — nothing is written and
+    /// [`StoreError::Conflict`](crate::StoreError::Conflict) is returned. A provided
+    /// convenience: backends and wrappers do not override it.
+    fn apply(&self, batch: Batch) -> Result<()> {
+        let mut once = Some(batch);
+        let mut again = false;
+        self.read_modify_write(&[], &mut |_| {
+            let b = once.take();
+            again |= b.is_none();
+            b
+        })?;
+        if again {
+            return Err(crate::StoreError::InvalidArgument(
+                "the backend decided a write that reads nothing twice; a backend must call the decision of such a write exactly once (a bug in the backend or wrapper)".into(),
+            ));
+        }
+        Ok(())
     }
 
-    /// Applies one [`KeyWrite`]: exactly [`KvWrite::apply`] of
-    /// [`KeyWrite::into_batch`] (same atomicity, same conflicts), which is the default. A
-    /// backend that can check and write one key without a batch (sled: its guard cache and
-    /// one compare-and-swap) overrides it.
+    /// Applies one [`KeyWrite`]: exactly [`KvWrite::apply`] of [`KeyWrite::into_batch`].
+    /// A provided convenience: backends and wrappers do not override it.
     fn compare_and_swap(&self, write: KeyWrite) -> Result<()> {
         self.apply(write.into_batch())
-    }
-
-    /// Makes every applied batch durable.
-    fn flush(&self) -> Result<()>;
-}
-
-/// A batch [`KvWrite::apply_or_return`] did not apply: nothing of it was written.
-#[derive(Debug)]
-pub struct Refused {
-    /// Why.
-    pub error: crate::StoreError,
-    /// On a failed precondition: the batch as it was given (see
-    /// [`KvWrite::apply_or_return`]); `None` for any other error.
-    pub batch: Option<Box<Batch>>,
-}
-
-impl Refused {
-    /// The refusal of `batch` for `error`: the batch is kept only for a conflict.
-    pub fn new(error: crate::StoreError, batch: Option<Batch>) -> Self {
-        let batch = if error.is_conflict() {
-            batch.map(Box::new)
-        } else {
-            None
-        };
-        Refused { error, batch }
-    }
-}
-
-impl From<Refused> for crate::StoreError {
-    fn from(r: Refused) -> Self {
-        r.error
     }
 }
 
@@ -155,110 +189,19 @@ impl From<Refused> for crate::StoreError {
 pub trait Backend: KvRead + KvWrite + Send + Sync + std::fmt::Debug {
     /// Short backend name for messages (`memory`, `sled`, `postgres`).
     fn name(&self) -> &'static str;
-
-    /// The backend's store lease that is exclusive across processes, for backends that
-    /// several processes write to (PostgreSQL). `None` (the default) for backends opened
-    /// by one process at a time (sled's and redb's file lock, memory): there the
-    /// in-process write lease already excludes every other writer. See
-    /// [`ExclusiveSession`](crate::ExclusiveSession).
-    fn cross_process_lease(&self) -> Option<&dyn crate::CrossProcessLease> {
-        None
-    }
-
-    /// True when every read is a round trip to a server (PostgreSQL), so that a writer
-    /// that can skip one — a collection handle's write hints — should. `false` (the
-    /// default) for embedded backends, whose reads cost less than remembering values.
-    fn remote_reads(&self) -> bool {
-        false
-    }
-
-    /// True when [`Backend::write_key_with`] reads the key under the lock it writes with
-    /// (sled), so a writer gains by using it instead of a read and a
-    /// [`KvWrite::compare_and_swap`]. `false` (the default): it is that read and that
-    /// write.
-    fn reads_under_write(&self) -> bool {
-        false
-    }
-
-    /// Writes `key` with what `decide` makes of its current value (`None`: absent),
-    /// atomically: the decision is applied only if the key still holds the value it was
-    /// given and every guard holds ([`KeyWrite`]'s rules). `decide` may be called more
-    /// than once (a value that changed under a decision is decided again) and must not
-    /// call into the store; [`KeyDecision::Nothing`] writes nothing. A failed guard is the
-    /// guard's [`StoreError::Conflict`](crate::StoreError::Conflict). The default reads,
-    /// decides and applies a [`KeyWrite`], again when the key itself conflicts.
-    fn write_key_with(
-        &self,
-        key: Vec<u8>,
-        guards: Vec<crate::Precondition>,
-        decide: &mut dyn FnMut(Option<&[u8]>) -> KeyDecision,
-    ) -> Result<()> {
-        write_key_with_reads(self, self, key, guards, decide)
-    }
 }
 
-/// What [`Backend::write_key_with`]'s decision wants done with the key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyDecision {
-    /// Set it to these bytes.
-    Set(Vec<u8>),
-    /// Delete it.
-    Delete,
-    /// Write nothing (a refusal, or nothing to do).
-    Nothing,
-}
-
-/// How often [`write_key_with_reads`] reads and decides again after the key changed.
-const KEY_WRITE_ATTEMPTS: usize = 64;
-
-/// [`Backend::write_key_with`] by a read through `read` and a [`KvWrite::compare_and_swap`]
-/// through `write`, again (at most 64 times) when the key changed in between: the
-/// default, and the path of any backend or wrapper that does not read under its write.
-pub fn write_key_with_reads<R: KvRead + ?Sized, W: KvWrite + ?Sized>(
-    read: &R,
-    write: &W,
-    key: Vec<u8>,
-    guards: Vec<crate::Precondition>,
-    decide: &mut dyn FnMut(Option<&[u8]>) -> KeyDecision,
-) -> Result<()> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let current = read.get(&key)?;
-        let new = match decide(current.as_deref()) {
-            KeyDecision::Set(v) => Some(v),
-            KeyDecision::Delete => None,
-            KeyDecision::Nothing => return Ok(()),
-        };
-        let last = attempt >= KEY_WRITE_ATTEMPTS;
-        let result = write.compare_and_swap(KeyWrite {
-            key: key.clone(),
-            expected: current,
-            new,
-            guards: guards.clone(),
-        });
-        match result {
-            Err(crate::StoreError::Conflict { key: k, .. }) if k == key && !last => continue,
-            other => return other,
-        }
-    }
+/// The values of `reads` as the slices handed to a decision.
+pub fn borrowed<V: AsRef<[u8]>>(values: &[Option<V>]) -> Vec<Option<&[u8]>> {
+    values
+        .iter()
+        .map(|v| v.as_ref().map(AsRef::as_ref))
+        .collect()
 }
 
 impl<T: KvRead + ?Sized> KvRead for &T {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         (**self).get(key)
-    }
-    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
-        (**self).scan(prefix, after, limits)
-    }
-    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
-        (**self).prefix_exists(prefix)
-    }
-    fn write_epoch(&self) -> Option<crate::WriteEpoch> {
-        (**self).write_epoch()
-    }
-    fn peek(&self, key: &[u8]) -> Result<Peek> {
-        (**self).peek(key)
     }
     fn scan_visit(
         &self,
@@ -269,17 +212,14 @@ impl<T: KvRead + ?Sized> KvRead for &T {
     ) -> Result<VisitEnd> {
         (**self).scan_visit(prefix, after, limits, visit)
     }
+    fn capabilities(&self) -> Capabilities<'_> {
+        (**self).capabilities()
+    }
 }
 
 impl<T: KvWrite + ?Sized> KvWrite for &T {
-    fn apply(&self, batch: Batch) -> Result<()> {
-        (**self).apply(batch)
-    }
-    fn apply_or_return(&self, batch: Batch) -> std::result::Result<(), Refused> {
-        (**self).apply_or_return(batch)
-    }
-    fn compare_and_swap(&self, write: KeyWrite) -> Result<()> {
-        (**self).compare_and_swap(write)
+    fn read_modify_write(&self, reads: &[&[u8]], decide: &mut Decide<'_>) -> Result<bool> {
+        (**self).read_modify_write(reads, decide)
     }
     fn flush(&self) -> Result<()> {
         (**self).flush()

@@ -84,8 +84,8 @@ impl Precondition {
 /// The commonest conditional write: one key set (or deleted) over the value it must hold
 /// now, plus preconditions on other keys (*guards*: a fence record, a keyring) that must
 /// hold too — a document written over the bytes it was read with.
-/// [`KvWrite::compare_and_swap`] applies it without building a [`Batch`] (one copy of the
-/// key, no mutation vector); it means exactly [`KeyWrite::into_batch`].
+/// [`KvWrite::compare_and_swap`](crate::KvWrite::compare_and_swap) applies exactly
+/// [`KeyWrite::into_batch`].
 ///
 /// ```
 /// use strata_store::{KeyWrite, KvRead, KvWrite, MemoryStore, Store};
@@ -298,11 +298,6 @@ impl Batch {
             }
         }
         (self.mutations, preconditions)
-    }
-
-    /// Keeps the first `len` mutations (the store layer takes back what it added).
-    pub(crate) fn truncate_mutations(&mut self, len: usize) {
-        self.mutations.truncate(len);
     }
 
     /// Reassembles a batch from its parts (no [observation](Batch::observed_at)).

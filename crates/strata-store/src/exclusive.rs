@@ -7,7 +7,7 @@
 //! * sled, redb and memory are opened by one process at a time (a file lock, or no file at
 //!   all), so the in-process lease already excludes every other writer;
 //! * a shared server (PostgreSQL) is written by many processes and machines: its backend
-//!   offers a [`CrossProcessLease`] through [`Backend::cross_process_lease`], which keeps
+//!   offers a [`CrossProcessLease`] through [`Capabilities::cross_process_lease`](crate::Capabilities::cross_process_lease), which keeps
 //!   the writers of every other process waiting (bounded) while it is held and gives each
 //!   acquisition a growing fencing token that the holder's batches are checked against.
 //!
@@ -35,7 +35,7 @@
 //! # Ok(()) }
 //! ```
 
-use crate::{Batch, KvRead, KvWrite, Result, ScanLimits, ScanPage, Store, WriteLease};
+use crate::{KvRead, KvWrite, Result, ScanLimits, Store, WriteLease};
 use std::time::Duration;
 
 /// A lease on a whole store that is exclusive across processes and machines (implemented
@@ -75,7 +75,7 @@ impl NamedLease {
     /// backend has no cross-process lease.
     pub fn acquire(store: &Store, name: &str, holder: &str, wait: Duration) -> Result<Self> {
         let backend = store.unguarded_backend();
-        match backend.cross_process_lease() {
+        match backend.capabilities().cross_process_lease {
             Some(lease) => lease.acquire_named_lease(name, holder, wait),
             None => Ok(NamedLease::Local),
         }
@@ -131,7 +131,7 @@ impl ExclusiveSession {
     /// call this.
     pub fn acquire(store: &Store, holder: &str, wait: Option<Duration>) -> Result<Self> {
         let backend = store.unguarded_backend();
-        let cross = match backend.cross_process_lease() {
+        let cross = match backend.capabilities().cross_process_lease {
             Some(lease) => Some(lease.acquire_lease(holder, wait)?),
             None => None,
         };
@@ -156,12 +156,6 @@ impl KvRead for ExclusiveSession {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.lease.get(key)
     }
-    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
-        self.lease.scan(prefix, after, limits)
-    }
-    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
-        self.lease.prefix_exists(prefix)
-    }
     fn scan_visit(
         &self,
         prefix: &[u8],
@@ -171,11 +165,14 @@ impl KvRead for ExclusiveSession {
     ) -> Result<crate::VisitEnd> {
         self.lease.scan_visit(prefix, after, limits, visit)
     }
+    fn capabilities(&self) -> crate::Capabilities<'_> {
+        self.lease.capabilities()
+    }
 }
 
 impl KvWrite for ExclusiveSession {
-    fn apply(&self, batch: Batch) -> Result<()> {
-        self.lease.apply(batch)
+    fn read_modify_write(&self, reads: &[&[u8]], decide: &mut crate::Decide<'_>) -> Result<bool> {
+        self.lease.read_modify_write(reads, decide)
     }
     fn flush(&self) -> Result<()> {
         self.lease.flush()
@@ -186,7 +183,7 @@ impl KvWrite for ExclusiveSession {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
-    use crate::{Backend, MemoryStore};
+    use crate::{Backend, Batch, MemoryStore};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Mutex};
 
@@ -266,22 +263,30 @@ mod tests {
         fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
             self.inner.get(key)
         }
-        fn scan(
+        fn scan_visit(
             &self,
             prefix: &[u8],
             after: Option<&[u8]>,
-            limits: ScanLimits,
-        ) -> Result<ScanPage> {
-            self.inner.scan(prefix, after, limits)
+            limits: crate::ScanLimits,
+            visit: &mut dyn FnMut(&[u8], &[u8]) -> crate::Visit,
+        ) -> Result<crate::VisitEnd> {
+            self.inner.scan_visit(prefix, after, limits, visit)
         }
-        fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
-            self.inner.prefix_exists(prefix)
+        fn capabilities(&self) -> crate::Capabilities<'_> {
+            crate::Capabilities {
+                cross_process_lease: Some(self),
+                ..crate::Capabilities::default()
+            }
         }
     }
 
     impl KvWrite for Leased {
-        fn apply(&self, batch: Batch) -> Result<()> {
-            self.inner.apply(batch)
+        fn read_modify_write(
+            &self,
+            reads: &[&[u8]],
+            decide: &mut crate::Decide<'_>,
+        ) -> Result<bool> {
+            self.inner.read_modify_write(reads, decide)
         }
         fn flush(&self) -> Result<()> {
             Ok(())
@@ -291,9 +296,6 @@ mod tests {
     impl Backend for Leased {
         fn name(&self) -> &'static str {
             "leased"
-        }
-        fn cross_process_lease(&self) -> Option<&dyn CrossProcessLease> {
-            Some(self)
         }
     }
 

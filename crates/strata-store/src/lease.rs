@@ -1,7 +1,7 @@
 //! The cloneable [`Store`] handle and its in-process write lease.
 
 use crate::manifest::{ArmedScope, ManifestWatch};
-use crate::{Backend, Batch, KvRead, KvWrite, Result, ScanLimits, ScanPage};
+use crate::{Backend, KvRead, KvWrite, Result, ScanLimits};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, ThreadId};
@@ -166,7 +166,7 @@ impl Store {
 
     /// Wraps a shared backend in a handle (with a fresh gate).
     pub fn from_arc(backend: Arc<dyn Backend>) -> Self {
-        let shared = backend.cross_process_lease().is_some();
+        let shared = backend.capabilities().cross_process_lease.is_some();
         Store {
             backend,
             gate: Arc::new(Gate::default()),
@@ -182,37 +182,14 @@ impl Store {
         self.manifests.arm(prefix)
     }
 
+    /// True when `other` is a handle (a clone) of the same store: the same backend.
+    pub fn same_store(&self, other: &Store) -> bool {
+        Arc::ptr_eq(&self.backend, &other.backend)
+    }
+
     /// The backend's name (`memory`, `sled`, ...).
     pub fn backend_name(&self) -> &'static str {
         self.backend.name()
-    }
-
-    /// True when every read is a round trip to a server (see [`Backend::remote_reads`]).
-    pub fn remote_reads(&self) -> bool {
-        self.backend.remote_reads()
-    }
-
-    /// True when [`Store::write_key_with`] costs no separate read (see
-    /// [`Backend::reads_under_write`]).
-    pub fn reads_under_write(&self) -> bool {
-        self.backend.reads_under_write()
-    }
-
-    /// [`Backend::write_key_with`] through this handle: an ordinary write (the write gate,
-    /// the manifests it retires, the armed scopes it touches), from any thread but a
-    /// lease holder's as [`KvWrite::apply`].
-    pub fn write_key_with(
-        &self,
-        key: Vec<u8>,
-        guards: Vec<crate::Precondition>,
-        decide: &mut dyn FnMut(Option<&[u8]>) -> crate::KeyDecision,
-    ) -> Result<()> {
-        let _entry = SharedEntry {
-            gate: &self.gate,
-            counted: self.gate.enter_shared(),
-        };
-        self.manifests
-            .write_key_with(self.backend.as_ref(), key, guards, decide)
     }
 
     /// Takes the exclusive write lease, waiting for in-flight writes to finish. Held until
@@ -277,18 +254,6 @@ impl KvRead for Store {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.backend.get(key)
     }
-    fn peek(&self, key: &[u8]) -> Result<crate::Peek> {
-        self.backend.peek(key)
-    }
-    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
-        self.backend.scan(prefix, after, limits)
-    }
-    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
-        self.backend.prefix_exists(prefix)
-    }
-    fn write_epoch(&self) -> Option<crate::WriteEpoch> {
-        self.backend.write_epoch()
-    }
     fn scan_visit(
         &self,
         prefix: &[u8],
@@ -298,30 +263,22 @@ impl KvRead for Store {
     ) -> Result<crate::VisitEnd> {
         self.backend.scan_visit(prefix, after, limits, visit)
     }
+    fn capabilities(&self) -> crate::Capabilities<'_> {
+        self.backend.capabilities()
+    }
 }
 
+/// An ordinary write: the write gate (shared, waiting while another thread holds the
+/// lease), the manifests it retires and the armed scopes it touches, then the backend's
+/// primitive.
 impl KvWrite for Store {
-    fn apply(&self, batch: Batch) -> Result<()> {
-        let _entry = SharedEntry {
-            gate: &self.gate,
-            counted: self.gate.enter_shared(),
-        };
-        self.manifests.apply(self.backend.as_ref(), batch)
-    }
-    fn apply_or_return(&self, batch: Batch) -> std::result::Result<(), crate::Refused> {
-        let _entry = SharedEntry {
-            gate: &self.gate,
-            counted: self.gate.enter_shared(),
-        };
-        self.manifests.apply_or_return(self.backend.as_ref(), batch)
-    }
-    fn compare_and_swap(&self, write: crate::KeyWrite) -> Result<()> {
+    fn read_modify_write(&self, reads: &[&[u8]], decide: &mut crate::Decide<'_>) -> Result<bool> {
         let _entry = SharedEntry {
             gate: &self.gate,
             counted: self.gate.enter_shared(),
         };
         self.manifests
-            .compare_and_swap(self.backend.as_ref(), write)
+            .read_modify_write(self.backend.as_ref(), reads, decide)
     }
     fn flush(&self) -> Result<()> {
         self.backend.flush()
@@ -353,18 +310,6 @@ impl KvRead for WriteLease {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.store.backend.get(key)
     }
-    fn peek(&self, key: &[u8]) -> Result<crate::Peek> {
-        self.store.backend.peek(key)
-    }
-    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
-        self.store.backend.scan(prefix, after, limits)
-    }
-    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
-        self.store.backend.prefix_exists(prefix)
-    }
-    fn write_epoch(&self) -> Option<crate::WriteEpoch> {
-        self.store.backend.write_epoch()
-    }
     fn scan_visit(
         &self,
         prefix: &[u8],
@@ -374,23 +319,17 @@ impl KvRead for WriteLease {
     ) -> Result<crate::VisitEnd> {
         self.store.backend.scan_visit(prefix, after, limits, visit)
     }
+    fn capabilities(&self) -> crate::Capabilities<'_> {
+        self.store.backend.capabilities()
+    }
 }
 
+/// The holder's writes: the manifests, then the backend's primitive (no gate).
 impl KvWrite for WriteLease {
-    fn apply(&self, batch: Batch) -> Result<()> {
+    fn read_modify_write(&self, reads: &[&[u8]], decide: &mut crate::Decide<'_>) -> Result<bool> {
         self.store
             .manifests
-            .apply(self.store.backend.as_ref(), batch)
-    }
-    fn apply_or_return(&self, batch: Batch) -> std::result::Result<(), crate::Refused> {
-        self.store
-            .manifests
-            .apply_or_return(self.store.backend.as_ref(), batch)
-    }
-    fn compare_and_swap(&self, write: crate::KeyWrite) -> Result<()> {
-        self.store
-            .manifests
-            .compare_and_swap(self.store.backend.as_ref(), write)
+            .read_modify_write(self.store.backend.as_ref(), reads, decide)
     }
     fn flush(&self) -> Result<()> {
         self.store.backend.flush()
@@ -401,7 +340,7 @@ impl KvWrite for WriteLease {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
-    use crate::MemoryStore;
+    use crate::{Batch, MemoryStore};
     use std::sync::atomic::{AtomicBool, AtomicUsize};
     use std::sync::mpsc;
     use std::sync::Barrier;
@@ -420,16 +359,26 @@ mod tests {
         fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
             self.inner.get(key)
         }
-        fn scan(&self, p: &[u8], a: Option<&[u8]>, l: ScanLimits) -> Result<ScanPage> {
-            self.inner.scan(p, a, l)
+        fn scan_visit(
+            &self,
+            p: &[u8],
+            a: Option<&[u8]>,
+            l: ScanLimits,
+            v: &mut dyn FnMut(&[u8], &[u8]) -> crate::Visit,
+        ) -> Result<crate::VisitEnd> {
+            self.inner.scan_visit(p, a, l, v)
         }
-        fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
-            self.inner.prefix_exists(prefix)
+        fn capabilities(&self) -> crate::Capabilities<'_> {
+            self.inner.capabilities()
         }
     }
 
     impl KvWrite for Watched {
-        fn apply(&self, batch: Batch) -> Result<()> {
+        fn read_modify_write(
+            &self,
+            reads: &[&[u8]],
+            decide: &mut crate::Decide<'_>,
+        ) -> Result<bool> {
             self.in_flight.fetch_add(1, Ordering::SeqCst);
             assert!(
                 !self.leased.load(Ordering::SeqCst),
@@ -440,7 +389,7 @@ mod tests {
                 resume.recv().unwrap();
             }
             thread::yield_now();
-            let result = self.inner.apply(batch);
+            let result = self.inner.read_modify_write(reads, decide);
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
             result
         }

@@ -4,15 +4,23 @@
 //! sweeps and cutovers — is built on four primitives that every backend provides:
 //!
 //! * [`KvRead::get`] — one key;
-//! * [`KvRead::scan`] — a bounded prefix scan that resumes after a key cursor and stops at
-//!   a record limit **and** a byte budget (a single record larger than the budget is an
-//!   error raised before its value is copied);
-//! * [`KvRead::prefix_exists`];
-//! * [`KvWrite::apply`] — an atomic [`Batch`] of sets and deletes that may carry
-//!   [`Precondition`]s ("key K holds exactly V" / "key K is absent"). A failed precondition
-//!   fails the whole batch with [`StoreError::Conflict`] and writes nothing. This one
-//!   primitive gives compare-and-swap, optimistic locking, update-only writes and lease
-//!   claims.
+//! * [`KvRead::scan_visit`] — a bounded prefix scan that resumes after a key cursor and
+//!   stops at a record limit **and** a byte budget (a single record larger than the budget
+//!   is an error raised before its value is copied), visiting borrowed records;
+//! * [`KvWrite::read_modify_write`] — THE write primitive: the keys a write decides on are
+//!   read inside the backend's own write transaction or lock, handed to the caller's
+//!   decision (which may refuse: nothing is written), and the [`Batch`] it decides — sets,
+//!   deletes and [`Precondition`]s on other keys ("key K holds exactly V" / "key K is
+//!   absent") — commits atomically with the read. A failed precondition fails the whole
+//!   write with [`StoreError::Conflict`] and writes nothing. Compare-and-swap, optimistic
+//!   locking, update-only writes, lease claims, checkpoints and multi-document write sets
+//!   are all uses of it;
+//! * [`KvWrite::flush`] and [`KvRead::capabilities`].
+//!
+//! [`KvRead::scan`], [`KvRead::prefix_exists`], [`KvWrite::apply`] (a batch: the primitive
+//! reading nothing) and [`KvWrite::compare_and_swap`] are provided conveniences built on
+//! them. There are no optional write hooks: every backend and every wrapper has one write
+//! path.
 //!
 //! Backends implement [`KvRead`] + [`KvWrite`] (together: [`Backend`]); applications and
 //! the engine use the cloneable [`Store`] handle, which adds the **in-process write lease**:
@@ -55,9 +63,7 @@ mod memory;
 mod pages;
 pub(crate) mod scan;
 
-pub use backend::{
-    write_key_with_reads, Backend, KeyDecision, KvRead, KvWrite, Peek, Refused, Visit, VisitEnd,
-};
+pub use backend::{borrowed, Backend, Capabilities, Decide, KvRead, KvWrite, Visit, VisitEnd};
 pub use batch::{Batch, KeyWrite, Mutation, Precondition};
 pub use epoch::{EpochClock, WriteEpoch};
 pub use error::{ConflictReason, StoreError};

@@ -487,22 +487,23 @@ mod tests {
             .unwrap();
         assert!(armed.touched());
         drop(armed);
-        // A decided write (`write_key_with`) in a certified scope retires its manifest too,
-        // and touches an armed scope.
+        // A decided write (`read_modify_write`) in a certified scope retires its manifest
+        // too, and touches an armed scope; a refused one retires nothing.
         certify(&store);
         assert!(store.get(&key).unwrap().is_some());
+        let doc = vec![b't', b'/', 2];
+        assert!(!store.read_modify_write(&[&doc], &mut |_| None).unwrap());
+        assert!(store.get(&key).unwrap().is_some());
         store
-            .write_key_with(vec![b't', b'/', 2], Vec::new(), &mut |_| {
-                crate::KeyDecision::Set(b"d".to_vec())
+            .read_modify_write(&[&doc], &mut |_| {
+                Some(Batch::new().set(doc.clone(), b"d".to_vec()))
             })
             .unwrap();
         assert_eq!(store.get(&key).unwrap(), None);
         assert_eq!(store.get(&[b't', b'/', 2]).unwrap(), Some(b"d".to_vec()));
         let armed = store.arm_manifest_scope(b"t/");
         store
-            .write_key_with(vec![b't', b'/', 2], Vec::new(), &mut |_| {
-                crate::KeyDecision::Delete
-            })
+            .read_modify_write(&[&doc], &mut |_| Some(Batch::new().delete(doc.clone())))
             .unwrap();
         assert!(armed.touched());
         drop(armed);

@@ -1,8 +1,8 @@
 //! The in-memory backend.
 
-use crate::scan::{Offer, PageBuilder};
 use crate::{
-    Backend, Batch, EpochClock, KvRead, KvWrite, Mutation, Result, ScanLimits, ScanPage, WriteEpoch,
+    Backend, Capabilities, Decide, EpochClock, KvRead, KvWrite, Mutation, Result, ScanLimits,
+    Visit, VisitBudget, VisitEnd,
 };
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -59,43 +59,51 @@ impl KvRead for MemoryStore {
         Ok(self.read().get(key).cloned())
     }
 
-    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
+    ) -> Result<VisitEnd> {
         let map = self.read();
         let start = match after {
-            Some(a) if a >= prefix => Bound::Excluded(a.to_vec()),
-            _ => Bound::Included(prefix.to_vec()),
+            Some(a) if a >= prefix => Bound::Excluded(a),
+            _ => Bound::Included(prefix),
         };
-        let mut page = PageBuilder::new(limits);
-        for (k, v) in map.range((start, Bound::Unbounded)) {
+        let mut budget = VisitBudget::new(limits);
+        for (k, v) in map.range::<[u8], _>((start, Bound::Unbounded)) {
             if !k.starts_with(prefix) {
                 break;
             }
-            match page.offer(k, v.len())? {
-                Offer::Take => page.push(k.clone(), v.clone()),
-                Offer::Stop => break,
+            if !budget.admit(k, v.len())? || visit(k, v) == Visit::Stop {
+                return Ok(budget.more());
             }
         }
-        Ok(page.finish())
+        Ok(budget.exhausted())
     }
 
-    fn write_epoch(&self) -> Option<WriteEpoch> {
-        Some(self.epoch.observe())
-    }
-
-    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
-        let map = self.read();
-        Ok(map
-            .range(prefix.to_vec()..)
-            .next()
-            .is_some_and(|(k, _)| k.starts_with(prefix)))
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities {
+            write_epoch: Some(&self.epoch),
+            ..Capabilities::default()
+        }
     }
 }
 
 impl KvWrite for MemoryStore {
-    fn apply(&self, batch: Batch) -> Result<()> {
-        batch.validate()?;
+    fn read_modify_write(&self, reads: &[&[u8]], decide: &mut Decide<'_>) -> Result<bool> {
+        // Exclusive for the read, the decision and the commit: no other write lands
+        // between them, and the epoch cannot move under the comparison.
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
-        // Exclusive: the epoch cannot move under the comparison.
+        let values: Vec<Option<&[u8]>> = reads
+            .iter()
+            .map(|k| map.get(*k).map(Vec::as_slice))
+            .collect();
+        let Some(batch) = decide(&values) else {
+            return Ok(false);
+        };
+        batch.validate()?;
         let (mutations, preconditions) = batch.into_parts_to_check(&self.epoch);
         self.checks
             .fetch_add(preconditions.len() as u64, Ordering::Relaxed);
@@ -114,7 +122,7 @@ impl KvWrite for MemoryStore {
         }
         // After the write, before the lock is released.
         self.epoch.advance();
-        Ok(())
+        Ok(true)
     }
 
     fn flush(&self) -> Result<()> {
@@ -132,7 +140,7 @@ impl Backend for MemoryStore {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
-    use crate::StoreError;
+    use crate::{Batch, StoreError};
 
     fn k(s: &str) -> Vec<u8> {
         s.as_bytes().to_vec()
@@ -140,7 +148,7 @@ mod tests {
 
     /// A conditional rewrite of `key` over the bytes read after observing the epoch.
     fn rewrite_observed(store: &MemoryStore, key: &str, new: &[u8]) -> (Batch, Vec<u8>) {
-        let epoch = store.write_epoch().unwrap();
+        let epoch = store.capabilities().write_epoch().unwrap();
         let old = store.get(&k(key)).unwrap().unwrap();
         let mut b = Batch::new().require_eq(k(key), old.clone());
         b.observed_at(epoch);
@@ -229,7 +237,7 @@ mod tests {
                     start.wait();
                     let mut done = 0;
                     while done < EACH {
-                        let epoch = store.write_epoch().unwrap();
+                        let epoch = store.capabilities().write_epoch().unwrap();
                         let old = store.get(b"n").unwrap().unwrap();
                         let n: u64 = std::str::from_utf8(&old).unwrap().parse().unwrap();
                         // Let the others run between the read and the commit.

@@ -19,9 +19,7 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use strata_store::{
-    Backend, Batch, KvRead, KvWrite, MemoryStore, Mutation, ScanLimits, ScanPage, Store,
-};
+use strata_store::{Backend, KvRead, KvWrite, MemoryStore, Mutation, Store};
 use strata_sync::{Op, OpKind, Runtime, SyncManager, SyncOptions};
 
 fn op(i: u64) -> Op {
@@ -61,20 +59,35 @@ impl KvRead for Recorder {
     fn get(&self, key: &[u8]) -> strata_store::Result<Option<Vec<u8>>> {
         self.inner.get(key)
     }
-    fn scan(&self, p: &[u8], a: Option<&[u8]>, l: ScanLimits) -> strata_store::Result<ScanPage> {
-        self.inner.scan(p, a, l)
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: strata_store::ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> strata_store::Visit,
+    ) -> strata_store::Result<strata_store::VisitEnd> {
+        self.inner.scan_visit(prefix, after, limits, visit)
     }
-    fn prefix_exists(&self, p: &[u8]) -> strata_store::Result<bool> {
-        self.inner.prefix_exists(p)
+    fn capabilities(&self) -> strata_store::Capabilities<'_> {
+        self.inner.capabilities()
     }
 }
 impl KvWrite for Recorder {
-    fn apply(&self, batch: Batch) -> strata_store::Result<()> {
-        self.batches
-            .lock()
-            .unwrap()
-            .push(batch.mutations().to_vec());
-        self.inner.apply(batch)
+    fn read_modify_write(
+        &self,
+        reads: &[&[u8]],
+        decide: &mut strata_store::Decide<'_>,
+    ) -> strata_store::Result<bool> {
+        let mut decided = None;
+        let written = self.inner.read_modify_write(reads, &mut |values| {
+            let batch = decide(values)?;
+            decided = Some(batch.mutations().to_vec());
+            Some(batch)
+        })?;
+        if let Some(mutations) = decided.filter(|_| written) {
+            self.batches.lock().unwrap().push(mutations);
+        }
+        Ok(written)
     }
     fn flush(&self) -> strata_store::Result<()> {
         Ok(())

@@ -56,7 +56,8 @@
 use crate::catalog::{Catalog, TableDef};
 use crate::collection::layout::{self, CATALOG_PREFIX, CATALOG_SEQ_KEY, FIRST_COLLECTION_ID};
 use crate::collection::{
-    Collection, CollectionError, CollectionInner, CollectionOptions, WriteGuard,
+    Collection, CollectionError, CollectionInner, CollectionOptions, WriteGuard, WriteSet,
+    WriteSetError, Written,
 };
 use crate::payload::chain::{UpcastChain, Upcaster};
 use crate::policy::{
@@ -313,7 +314,36 @@ impl Database {
         self.inner.sealer.as_ref().map(LiveSealer::current)
     }
 
-    /// The store.
+    /// Writes several documents, of any collections of this database, atomically: `f`
+    /// adds them to the set with the collections' `put_in`, `insert_in`, `update_in`,
+    /// `delete_in` and `delete_if_in`, and the set is committed as ONE call of the store's
+    /// write primitive (one backend transaction) when `f` returns `Ok` — every document
+    /// checked exactly as its single write would be (schema gate, fence, write guards,
+    /// sealing, lock version, ahead guard), all or nothing: the first document that
+    /// refuses refuses the set with a [`WriteSetError::Document`] naming it. Nothing is
+    /// written when `f` returns an error. Returns `f`'s value and what each document
+    /// returned, in the order added. See [`crate::collection::write_set`] for the limits
+    /// per backend.
+    ///
+    /// This replaces hand-encoded raw batches on [`Database::store`], which bypass every
+    /// one of those checks.
+    pub fn write<R>(
+        &self,
+        f: impl FnOnce(&mut WriteSet) -> Result<R, WriteSetError>,
+    ) -> Result<(R, Vec<Written>), WriteSetError> {
+        let mut set = WriteSet::new(self.inner.store.clone());
+        let value = f(&mut set)?;
+        let written = set.commit()?;
+        Ok((value, written))
+    }
+
+    /// The raw store under this database.
+    ///
+    /// **Raw writes through it bypass every check strata makes**: the schema gate and the
+    /// fence, the write guards, sealing (a document written through it is stored in
+    /// clear), the lock version and the ahead guard — and a hand-encoded value skips the
+    /// envelope's rules. Use it to read, or for keys outside strata's `__nx/` prefix; to
+    /// write several documents atomically use [`Database::write`].
     pub fn store(&self) -> &Store {
         &self.inner.store
     }
@@ -443,7 +473,6 @@ impl Database {
             sweeping: Arc::clone(&self.inner.sweeping),
             sealer,
             sealed_without_key,
-            hints: crate::collection::hint::Hints::new(self.inner.store.remote_reads()),
         }))
     }
 

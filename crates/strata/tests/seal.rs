@@ -9,7 +9,7 @@ use strata::seal::{
     SEAL_OVERHEAD,
 };
 use strata_store::{
-    Batch, KvRead, KvWrite, MemoryStore, Precondition, ScanLimits, ScanPage, Store, StoreError,
+    Batch, KvRead, KvWrite, MemoryStore, Precondition, ScanLimits, Store, StoreError,
 };
 
 const HEADER: &[u8] = b"NXDV\x02\0\0\0\x01\0\0\0\0\0\0\0\x01";
@@ -306,26 +306,34 @@ impl KvRead for Spy {
     fn get(&self, key: &[u8]) -> strata_store::Result<Option<Vec<u8>>> {
         self.inner.get(key)
     }
-    fn scan(
+    fn scan_visit(
         &self,
         prefix: &[u8],
         after: Option<&[u8]>,
-        limits: ScanLimits,
-    ) -> strata_store::Result<ScanPage> {
-        self.inner.scan(prefix, after, limits)
+        limits: strata_store::ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> strata_store::Visit,
+    ) -> strata_store::Result<strata_store::VisitEnd> {
+        self.inner.scan_visit(prefix, after, limits, visit)
     }
-    fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
-        self.inner.prefix_exists(prefix)
+    fn capabilities(&self) -> strata_store::Capabilities<'_> {
+        self.inner.capabilities()
     }
 }
 
 impl KvWrite for Spy {
-    fn apply(&self, batch: Batch) -> strata_store::Result<()> {
-        if let Some(other) = self.interfere.lock().unwrap().take() {
-            self.inner.apply(other)?;
-        }
-        self.batches.lock().unwrap().push(batch.clone());
-        self.inner.apply(batch)
+    fn read_modify_write(
+        &self,
+        reads: &[&[u8]],
+        decide: &mut strata_store::Decide<'_>,
+    ) -> strata_store::Result<bool> {
+        let inner = self.inner.unguarded_backend();
+        strata_store::faults::read_decide_write(inner.as_ref(), reads, decide, &mut |batch| {
+            if let Some(other) = self.interfere.lock().unwrap().take() {
+                self.inner.apply(other)?;
+            }
+            self.batches.lock().unwrap().push(batch.clone());
+            Ok(())
+        })
     }
     fn flush(&self) -> strata_store::Result<()> {
         self.inner.flush()

@@ -17,9 +17,7 @@ use strata::seal::{
     SealError, DATABASE_KEYRING_KEY,
 };
 use strata::Database;
-use strata_store::{
-    Backend, Batch, KvRead, KvWrite, MemoryStore, ScanLimits, ScanPage, Store, StoreError,
-};
+use strata_store::{Backend, Batch, KvRead, KvWrite, MemoryStore, ScanLimits, Store, StoreError};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Doc {
@@ -338,27 +336,35 @@ impl KvRead for RotateBeforeWrite {
     fn get(&self, key: &[u8]) -> strata_store::Result<Option<Vec<u8>>> {
         self.inner.get(key)
     }
-    fn scan(
+    fn scan_visit(
         &self,
         prefix: &[u8],
         after: Option<&[u8]>,
-        limits: ScanLimits,
-    ) -> strata_store::Result<ScanPage> {
-        self.inner.scan(prefix, after, limits)
+        limits: strata_store::ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> strata_store::Visit,
+    ) -> strata_store::Result<strata_store::VisitEnd> {
+        self.inner.scan_visit(prefix, after, limits, visit)
     }
-    fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
-        self.inner.prefix_exists(prefix)
+    fn capabilities(&self) -> strata_store::Capabilities<'_> {
+        self.inner.capabilities()
     }
 }
 
 impl KvWrite for RotateBeforeWrite {
-    fn apply(&self, batch: Batch) -> strata_store::Result<()> {
-        if self.armed.swap(false, Ordering::SeqCst) {
-            Keyring::database()
-                .begin_rotation(&self.inner, &[&alice()])
-                .map_err(|e| StoreError::InvalidArgument(e.to_string()))?;
-        }
-        self.inner.apply(batch)
+    fn read_modify_write(
+        &self,
+        reads: &[&[u8]],
+        decide: &mut strata_store::Decide<'_>,
+    ) -> strata_store::Result<bool> {
+        let inner = self.inner.unguarded_backend();
+        strata_store::faults::read_decide_write(inner.as_ref(), reads, decide, &mut |_| {
+            if self.armed.swap(false, Ordering::SeqCst) {
+                Keyring::database()
+                    .begin_rotation(&self.inner, &[&alice()])
+                    .map_err(|e| StoreError::InvalidArgument(e.to_string()))?;
+            }
+            Ok(())
+        })
     }
     fn flush(&self) -> strata_store::Result<()> {
         self.inner.flush()

@@ -6,7 +6,7 @@ use crate::lease;
 use crate::pool::{Conn, Failure};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use strata_store::{Batch, KvWrite, Mutation, Precondition, Result, StoreError};
+use strata_store::{Batch, Decide, KvRead, KvWrite, Mutation, Precondition, Result, StoreError};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
@@ -230,8 +230,137 @@ fn is_retryable(e: &tokio_postgres::Error) -> bool {
     )
 }
 
+/// How often a read-modify-write decides again after a key it read changed before its
+/// write committed.
+const MAX_DECISIONS: usize = 64;
+
+/// The write primitive on PostgreSQL. A write that reads nothing is one batch (one round
+/// trip: see [`PgStore::apply_batch`]). A write that reads keys takes their values from
+/// the handle's write hints (the bytes it last wrote, see `hints`) or reads them (one
+/// statement per key it has no hint for), decides, and sends the decided batch with one
+/// more precondition per key read — "still holds the value decided on" — so the server
+/// checks, in the statement that writes and under the keys' locks, that nothing changed
+/// them since: the read, the decision and the write are atomic exactly as inside one
+/// transaction. When a key read changed (or a hint was stale) the write is decided again
+/// on fresh values (at most 64 times); any other failed precondition (a guard) is the
+/// caller's conflict.
 impl KvWrite for PgStore {
-    fn apply(&self, batch: Batch) -> Result<()> {
+    fn read_modify_write(&self, reads: &[&[u8]], decide: &mut Decide<'_>) -> Result<bool> {
+        if reads.is_empty() {
+            let Some(batch) = decide(&[]) else {
+                return Ok(false);
+            };
+            self.apply_batch(&batch)?;
+            self.remember(&batch, &[], &[]);
+            return Ok(true);
+        }
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut values = Vec::with_capacity(reads.len());
+            let mut hinted_any = false;
+            for key in reads {
+                let hinted = if attempt == 1 {
+                    self.hints.get(key)
+                } else {
+                    None
+                };
+                hinted_any |= hinted.is_some();
+                values.push(match hinted {
+                    Some(v) => Some(v),
+                    None => self.get(key)?,
+                });
+            }
+            let Some(mut batch) = decide(&strata_store::borrowed(&values)) else {
+                if hinted_any {
+                    // A refusal is only trusted on values read: decide again on them.
+                    continue;
+                }
+                return Ok(false);
+            };
+            for (key, value) in reads.iter().zip(&values) {
+                batch.push_precondition(match value {
+                    Some(v) => Precondition::Equals {
+                        key: key.to_vec(),
+                        value: v.clone(),
+                    },
+                    None => Precondition::Absent { key: key.to_vec() },
+                });
+            }
+            match self.apply_batch(&batch) {
+                Ok(()) => {
+                    self.remember(&batch, reads, &values);
+                    return Ok(true);
+                }
+                Err(StoreError::Conflict { key, reason })
+                    if reads.contains(&key.as_slice()) && attempt < MAX_DECISIONS =>
+                {
+                    tracing::debug!(table = %self.table, key = %strata_store::escape_key(&key), ?reason, attempt, "a key read changed before the write; deciding again");
+                    self.hints.forget(&key);
+                }
+                Err(e) => {
+                    for key in reads {
+                        self.hints.forget(key);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Makes the lease holder's batches durable (every other batch is: it commits with the
+    /// server's default `synchronous_commit`). The holder's batches commit without waiting
+    /// for the WAL flush; PostgreSQL writes the WAL in commit order, so a server crash can
+    /// only lose a *suffix* of them, each batch whole — the store is then exactly as it was
+    /// after an earlier batch, checkpoint included, and a resumed bulk operation redoes
+    /// the lost batches. What must not be lost is the end: this runs a synchronous commit
+    /// (`lease::FLUSH`), which waits for the WAL up to it, and migrations call it before
+    /// they report (releasing the lease commits synchronously too).
+    fn flush(&self) -> Result<()> {
+        if !self.unflushed.swap(false, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let flushed = self.pool.with(async |conn| {
+            conn.client.execute(lease::FLUSH, &[&self.table]).await?;
+            Ok(())
+        });
+        flushed.map_err(|e| {
+            self.unflushed.store(true, Ordering::SeqCst);
+            self.error(e, "flush")
+        })
+    }
+}
+
+impl PgStore {
+    /// After a committed write: the keys it set are hinted with their new bytes, the keys
+    /// it deleted forgotten, the keys it read and left alone hinted with what they hold.
+    fn remember(&self, batch: &Batch, reads: &[&[u8]], values: &[Option<Vec<u8>>]) {
+        for (key, value) in reads.iter().zip(values) {
+            if batch.mutations().iter().all(|m| m.key() != *key) {
+                match value {
+                    Some(v) => self.hints.remember(key.to_vec(), v.clone()),
+                    None => self.hints.forget(key),
+                }
+            }
+        }
+        for m in batch.mutations() {
+            match m {
+                // Only keys a read-modify-write may read again are worth the copy: a
+                // hinted key, or one read by this write.
+                Mutation::Set { key, value }
+                    if reads.contains(&key.as_slice()) || self.hints.get(key).is_some() =>
+                {
+                    self.hints.remember(key.clone(), value.clone())
+                }
+                Mutation::Set { .. } => {}
+                Mutation::Delete { key } => self.hints.forget(key),
+            }
+        }
+    }
+
+    /// One atomic batch: the locks, the preconditions checked and the mutations written
+    /// by the server, in one round trip where it can (see the module).
+    pub(super) fn apply_batch(&self, batch: &Batch) -> Result<()> {
         batch.validate()?;
         if batch.is_empty() {
             return Ok(());
@@ -261,20 +390,20 @@ impl KvWrite for PgStore {
         // lock) is one call of the connection's session function (see `function`), or,
         // on a connection without them, a small one goes in one message (`one_message`).
         let ordinary = key_locks.filter(|_| fence.is_none());
-        let fits = one_message::fits(&batch);
+        let fits = one_message::fits(batch);
         let mut attempt = 0;
         loop {
             attempt += 1;
             let failure = match self.pool.with(async |conn| match ordinary {
                 Some(locks) => match &conn.stmts.functions {
                     Some(f) => {
-                        self.try_apply_function(&conn.client, f, &batch, locks)
+                        self.try_apply_function(&conn.client, f, batch, locks)
                             .await
                     }
-                    None if fits => self.try_apply_one_message(conn, &batch, locks).await,
-                    None => self.try_apply(conn, &batch, key_locks, fence).await,
+                    None if fits => self.try_apply_one_message(conn, batch, locks).await,
+                    None => self.try_apply(conn, batch, key_locks, fence).await,
                 },
-                None => self.try_apply(conn, &batch, key_locks, fence).await,
+                None => self.try_apply(conn, batch, key_locks, fence).await,
             }) {
                 Ok(()) => {
                     if fence.is_some() {
@@ -306,28 +435,6 @@ impl KvWrite for PgStore {
                 other => return Err(self.error(other, "apply")),
             }
         }
-    }
-
-    /// Makes the lease holder's batches durable (every other batch is: it commits with the
-    /// server's default `synchronous_commit`). The holder's batches commit without waiting
-    /// for the WAL flush; PostgreSQL writes the WAL in commit order, so a server crash can
-    /// only lose a *suffix* of them, each batch whole — the store is then exactly as it was
-    /// after an earlier batch, checkpoint included, and a resumed bulk operation redoes
-    /// the lost batches. What must not be lost is the end: this runs a synchronous commit
-    /// (`lease::FLUSH`), which waits for the WAL up to it, and migrations call it before
-    /// they report (releasing the lease commits synchronously too).
-    fn flush(&self) -> Result<()> {
-        if !self.unflushed.swap(false, Ordering::SeqCst) {
-            return Ok(());
-        }
-        let flushed = self.pool.with(async |conn| {
-            conn.client.execute(lease::FLUSH, &[&self.table]).await?;
-            Ok(())
-        });
-        flushed.map_err(|e| {
-            self.unflushed.store(true, Ordering::SeqCst);
-            self.error(e, "flush")
-        })
     }
 }
 

@@ -17,6 +17,7 @@ mod model;
 mod sealed;
 mod tls;
 mod write_paths;
+mod write_set;
 
 use strata_postgres::{PgOptions, PgStore};
 

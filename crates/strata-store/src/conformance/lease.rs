@@ -1,7 +1,7 @@
 //! The in-process write lease.
 
 use super::{bkeys, expect_conflict, fixture, keys, put, unbounded};
-use crate::{Backend, Batch, ConflictReason, KvRead, KvWrite, Result, ScanLimits, ScanPage, Store};
+use crate::{Backend, Batch, ConflictReason, KvRead, KvWrite, Result, ScanLimits, Store};
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
@@ -183,19 +183,25 @@ impl KvRead for PausingBackend {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.inner.get(key)
     }
-    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
-        self.inner.scan(prefix, after, limits)
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> crate::Visit,
+    ) -> Result<crate::VisitEnd> {
+        self.inner.scan_visit(prefix, after, limits, visit)
     }
-    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
-        self.inner.prefix_exists(prefix)
+    fn capabilities(&self) -> crate::Capabilities<'_> {
+        self.inner.capabilities()
     }
 }
 
 impl KvWrite for PausingBackend {
-    fn apply(&self, batch: Batch) -> Result<()> {
+    fn read_modify_write(&self, reads: &[&[u8]], decide: &mut crate::Decide<'_>) -> Result<bool> {
         self.entered.lock().unwrap().send(()).unwrap();
         self.resume.lock().unwrap().recv().unwrap();
-        self.inner.apply(batch)
+        self.inner.read_modify_write(reads, decide)
     }
     fn flush(&self) -> Result<()> {
         self.inner.flush()

@@ -21,8 +21,10 @@
 //! The suite covers: byte order (keys with `0x00`/`0xFF` bytes, prefix boundaries), cursor
 //! semantics, record limit, byte budget, oversize records, `prefix_exists`, `get`, atomic
 //! batches, preconditions, duplicate keys, deletes of absent keys, `flush`, concurrent
-//! compare-and-swap, single-key writes ([`KvWrite::compare_and_swap`]) and the in-process
-//! write lease.
+//! compare-and-swap, single-key writes ([`KvWrite::compare_and_swap`]), the one write
+//! primitive ([`KvWrite::read_modify_write`]: decisions on values read under the write,
+//! refusals and failed guards that write nothing, atomic multi-key transfers) and the
+//! in-process write lease.
 // A test suite: assertions panic by design.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -36,22 +38,26 @@ mod concurrency;
 mod key;
 mod lease;
 mod point;
+mod rmw;
 mod scan;
 
 pub use batch::{
     atomic_batch, delete_absent_ok, duplicate_key_rejected, failed_precondition_writes_nothing,
-    flush, precondition_absent, precondition_equals, refused_batch_comes_back,
+    flush, precondition_absent, precondition_equals,
 };
 pub use concurrency::{cas_increments_are_not_lost, concurrent_claim_has_one_winner};
 pub use key::{
-    key_decisions_apply_atomically, key_write_compares_and_swaps, key_write_guards_are_checked,
-    key_write_increments_are_not_lost,
+    key_write_compares_and_swaps, key_write_guards_are_checked, key_write_increments_are_not_lost,
 };
 pub use lease::{
     lease_blocks_writer_on_clone, lease_does_not_block_reads, lease_holder_writes_pass,
     try_lease_fails_while_leased, try_lease_fails_while_write_in_flight,
 };
 pub use point::{get, prefix_exists};
+pub use rmw::{
+    rmw_decides_on_current_values, rmw_refusal_and_failed_guards_write_nothing,
+    rmw_transfers_are_atomic,
+};
 pub use scan::{
     all_ff_prefix, byte_budget, byte_order, cursor_is_exclusive, cursor_not_in_store,
     cursor_outside_prefix, oversize_first_record_rejected, oversize_later_record_ends_page,
@@ -92,7 +98,6 @@ macro_rules! conformance_tests {
             precondition_equals,
             precondition_absent,
             failed_precondition_writes_nothing,
-            refused_batch_comes_back,
             duplicate_key_rejected,
             delete_absent_ok,
             flush,
@@ -101,7 +106,9 @@ macro_rules! conformance_tests {
             key_write_compares_and_swaps,
             key_write_guards_are_checked,
             key_write_increments_are_not_lost,
-            key_decisions_apply_atomically,
+            rmw_decides_on_current_values,
+            rmw_refusal_and_failed_guards_write_nothing,
+            rmw_transfers_are_atomic,
             lease_blocks_writer_on_clone,
             lease_does_not_block_reads,
             lease_holder_writes_pass,

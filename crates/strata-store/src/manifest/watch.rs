@@ -3,7 +3,7 @@
 //! marks the scopes armed for certification (see the parent module).
 
 use super::{read_manifests, Manifest, MANIFEST_EPOCH_KEY, MANIFEST_PREFIX};
-use crate::{Backend, Batch, KeyWrite, Mutation, Precondition, Result, StoreError};
+use crate::{Backend, Batch, Decide, Mutation, Precondition, Result, StoreError};
 use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -120,7 +120,7 @@ pub(super) fn new_epoch() -> Vec<u8> {
 
 impl ManifestWatch {
     /// The view of a store handle; `shared`: several processes write the store (its
-    /// backend has a [cross-process lease](crate::Backend::cross_process_lease), a
+    /// backend has a [cross-process lease](crate::Capabilities::cross_process_lease), a
     /// property of the backend that never changes).
     pub(crate) fn new(shared: bool) -> Self {
         ManifestWatch {
@@ -209,44 +209,63 @@ impl ManifestWatch {
         }
     }
 
-    /// Applies `batch` to `backend`, keeping the manifests honest (module docs).
+    /// The write primitive ([`crate::KvWrite::read_modify_write`]) through `backend`,
+    /// keeping the manifests honest (module docs): the batch the decision returns also
+    /// deletes the live manifests whose scope it writes, and marks the armed scopes it
+    /// touches, inside the same backend write.
     ///
     /// On a store shared by several processes (a backend with a cross-process lease) the
     /// batch also requires the manifest epoch its handle loaded (and a batch that changes
     /// manifests replaces it): when another process recorded or dropped manifests since,
-    /// that precondition fails, the handle reloads the list and the batch is applied
-    /// again, now deleting the manifests its writes retire. One-process stores (sled,
-    /// redb, memory) load the list once and never need the epoch.
-    pub(crate) fn apply(&self, backend: &dyn Backend, mut batch: Batch) -> Result<()> {
+    /// that precondition fails, the handle reloads the list and the write is made again,
+    /// now deleting the manifests its writes retire. One-process stores (sled, redb,
+    /// memory) load the list once and never need the epoch.
+    pub(crate) fn read_modify_write(
+        &self,
+        backend: &dyn Backend,
+        reads: &[&[u8]],
+        decide: &mut Decide<'_>,
+    ) -> Result<bool> {
         if !self.shared {
-            if batch.mutations().iter().any(is_manifest_mutation) {
-                self.load(backend, false)?;
-                return self.apply_once(backend, batch, false);
-            }
-            // An ordinary batch on a one-process store: one read lock of the list for
-            // its check and its write (see `apply_once`).
-            let g = self.loaded(backend)?;
-            let hits = self.prepare(
-                g.as_ref().map(|l| l.live.as_slice()).unwrap_or_default(),
-                &mut batch,
-            );
-            backend.apply(batch)?;
-            drop(g);
-            self.retire(&hits);
-            return Ok(());
+            let mut stash = None;
+            let written = {
+                // An ordinary write on a one-process store: one read lock of the list for
+                // its decision and its commit.
+                let g = self.loaded(backend)?;
+                let live = g.as_ref().map(|l| l.live.as_slice()).unwrap_or_default();
+                let mut hits = Vec::new();
+                let written = backend.read_modify_write(reads, &mut |values| {
+                    let mut batch = decide(values)?;
+                    if batch.mutations().iter().any(is_manifest_mutation) {
+                        // Records or drops manifests: alone (below).
+                        stash = Some(batch);
+                        return None;
+                    }
+                    hits = self.prepare(live, &mut batch);
+                    Some(batch)
+                })?;
+                drop(g);
+                if stash.is_none() {
+                    if written {
+                        self.retire(&hits);
+                    }
+                    return Ok(written);
+                }
+                written
+            };
+            debug_assert!(!written);
+            // A decision that read nothing is not made again (it is called once).
+            let stash = stash.filter(|_| reads.is_empty());
+            return self.write_exclusive(backend, reads, decide, stash, false);
         }
+        // The batch decided on no reads, kept for a retry after the epoch moved.
+        let mut memo: Option<Batch> = None;
         let mut attempt = 0;
         loop {
             attempt += 1;
             self.load(backend, true)?;
             let last = attempt >= EPOCH_ATTEMPTS;
-            // A copy is kept for a retry (the backend consumes the batch).
-            let this = if last {
-                std::mem::take(&mut batch)
-            } else {
-                batch.clone()
-            };
-            match self.apply_once(backend, this, true) {
+            match self.write_shared_once(backend, reads, decide, &mut memo) {
                 Err(StoreError::Conflict { key, .. }) if key == MANIFEST_EPOCH_KEY && !last => {
                     tracing::debug!(
                         attempt,
@@ -259,189 +278,102 @@ impl ManifestWatch {
         }
     }
 
-    /// [`Self::apply`] handing a batch refused by a failed precondition back
-    /// ([`crate::KvWrite::apply_or_return`]). An ordinary batch on a one-process store
-    /// goes to the backend's own `apply_or_return` (the deletions of the manifests it
-    /// retires, added here, are taken off the batch handed back); the other paths (a
-    /// store shared by several processes, a batch that records or drops manifests)
-    /// rebuild or retry the batch and keep a copy.
-    pub(crate) fn apply_or_return(
+    /// One attempt of [`Self::read_modify_write`] on a shared store, with the list as loaded.
+    fn write_shared_once(
         &self,
         backend: &dyn Backend,
-        batch: Batch,
-    ) -> std::result::Result<(), crate::Refused> {
-        use crate::Refused;
-        if self.shared || batch.mutations().iter().any(is_manifest_mutation) {
-            let copy = (!batch.preconditions().is_empty()).then(|| batch.clone());
-            return self
-                .apply(backend, batch)
-                .map_err(|error| Refused::new(error, copy));
-        }
-        let g = self
-            .loaded(backend)
-            .map_err(|error| Refused::new(error, None))?;
-        let mut batch = batch;
-        let given = batch.mutations().len();
-        let hits = self.prepare(
-            g.as_ref().map(|l| l.live.as_slice()).unwrap_or_default(),
-            &mut batch,
-        );
-        if let Err(mut refused) = backend.apply_or_return(batch) {
-            if let Some(b) = refused.batch.as_mut() {
-                b.truncate_mutations(given);
-            }
-            return Err(refused);
-        }
-        drop(g);
-        self.retire(&hits);
-        Ok(())
-    }
-
-    /// [`Self::apply`] of a single-key write ([`crate::KvWrite::compare_and_swap`]) on a
-    /// one-process store: handed to the backend as it is unless its key lies in a live
-    /// manifest's scope (or is a manifest key): then it goes the batch's way, which adds
-    /// the manifest's deletion.
-    pub(crate) fn compare_and_swap(&self, backend: &dyn Backend, write: KeyWrite) -> Result<()> {
-        if self.shared || write.key.starts_with(MANIFEST_PREFIX) {
-            return self.apply(backend, write.into_batch());
-        }
-        let g = self.loaded(backend)?;
-        let live = g.as_ref().map(|l| l.live.as_slice()).unwrap_or_default();
-        if live.iter().any(|l| write.key.starts_with(&l.prefix)) {
-            drop(g);
-            return self.apply(backend, write.into_batch());
-        }
-        // As in `prepare` (and the same argument for skipping the mutex).
-        if self.armed_count.load(Ordering::Acquire) != 0 {
-            let key = write.key.as_slice();
-            self.mark_armed(|prefix| key.starts_with(prefix));
-        }
-        // Under the read lock, as an ordinary batch (see `apply_once`).
-        backend.compare_and_swap(write)
-    }
-
-    /// [`Self::compare_and_swap`] of a key written with what a decision makes of its
-    /// current value ([`crate::Backend::write_key_with`]): handed to the backend as it is
-    /// unless its key lies in a live manifest's scope, is a manifest key or the store is
-    /// shared: then it is a read and a [`Self::compare_and_swap`] (which takes the batch's
-    /// way where it must).
-    pub(crate) fn write_key_with(
-        &self,
-        backend: &dyn Backend,
-        key: Vec<u8>,
-        guards: Vec<Precondition>,
-        decide: &mut dyn FnMut(Option<&[u8]>) -> crate::KeyDecision,
-    ) -> Result<()> {
-        struct Through<'a> {
-            watch: &'a ManifestWatch,
-            backend: &'a dyn Backend,
-        }
-        impl crate::KvWrite for Through<'_> {
-            fn apply(&self, batch: Batch) -> Result<()> {
-                self.watch.apply(self.backend, batch)
-            }
-            fn compare_and_swap(&self, write: KeyWrite) -> Result<()> {
-                self.watch.compare_and_swap(self.backend, write)
-            }
-            fn flush(&self) -> Result<()> {
-                self.backend.flush()
-            }
-        }
-        let general = |key, guards, decide: &mut dyn FnMut(Option<&[u8]>) -> crate::KeyDecision| {
-            let through = Through {
-                watch: self,
-                backend,
-            };
-            crate::write_key_with_reads(backend, &through, key, guards, decide)
-        };
-        if self.shared || key.starts_with(MANIFEST_PREFIX) {
-            return general(key, guards, decide);
-        }
-        let g = self.loaded(backend)?;
-        let live = g.as_ref().map(|l| l.live.as_slice()).unwrap_or_default();
-        if live.iter().any(|l| key.starts_with(&l.prefix)) {
-            drop(g);
-            return general(key, guards, decide);
-        }
-        // As in `prepare` (the same argument for skipping the mutex). Marked before the
-        // decision: a write that decides to write nothing marks the scope needlessly,
-        // which only costs a certification (never lets a touched scope be certified).
-        if self.armed_count.load(Ordering::Acquire) != 0 {
-            let k = key.as_slice();
-            self.mark_armed(|prefix| k.starts_with(prefix));
-        }
-        // Under the read lock, as an ordinary batch (see `apply_once`).
-        backend.write_key_with(key, guards, decide)
-    }
-
-    /// Forgets the live manifests a committed ordinary batch deleted.
-    fn retire(&self, hits: &[u64]) {
-        if !hits.is_empty() {
-            let mut g = self.write();
-            if let Some(loaded) = g.as_mut() {
-                loaded.live.retain(|l| !hits.contains(&l.id));
-            }
-        }
-    }
-
-    /// One attempt of [`Self::apply`] with the list as loaded (`shared`: with the epoch).
-    fn apply_once(&self, backend: &dyn Backend, mut batch: Batch, shared: bool) -> Result<()> {
-        let writes_manifests = batch.mutations().iter().any(is_manifest_mutation);
-        if !writes_manifests {
-            // An ordinary batch: shared with other ordinary batches.
+        reads: &[&[u8]],
+        decide: &mut Decide<'_>,
+        memo: &mut Option<Batch>,
+    ) -> Result<bool> {
+        let mut exclusive = false;
+        {
             let g = self.read();
             let loaded = g.as_ref();
-            let hits = self.prepare(
-                loaded.map(|l| l.live.as_slice()).unwrap_or_default(),
-                &mut batch,
-            );
-            if shared {
-                batch = with_epoch(batch, loaded.and_then(|l| l.epoch.clone()), None);
-            }
-            backend.apply(batch)?;
+            let live = loaded.map(|l| l.live.as_slice()).unwrap_or_default();
+            let epoch = loaded.and_then(|l| l.epoch.clone());
+            let mut hits = Vec::new();
+            let written = backend.read_modify_write(reads, &mut |values| {
+                let mut batch = decided(reads, values, decide, memo)?;
+                if batch.mutations().iter().any(is_manifest_mutation) {
+                    exclusive = true;
+                    return None;
+                }
+                hits = self.prepare(live, &mut batch);
+                Some(with_epoch(batch, epoch.clone(), None))
+            })?;
             drop(g);
-            self.retire(&hits);
-            return Ok(());
+            if !exclusive {
+                if written {
+                    self.retire(&hits);
+                }
+                return Ok(written);
+            }
         }
-        // A batch that records or drops manifests: alone, so no ordinary batch can slip
-        // between its checks and its commit.
+        let stash = if reads.is_empty() { memo.clone() } else { None };
+        self.write_exclusive(backend, reads, decide, stash, true)
+    }
+
+    /// A write whose batch records or drops manifests: alone (the list write-locked), so
+    /// no ordinary write can slip between its checks and its commit. `stash`: the batch
+    /// already decided, for a write that reads nothing (its decision is made once).
+    fn write_exclusive(
+        &self,
+        backend: &dyn Backend,
+        reads: &[&[u8]],
+        decide: &mut Decide<'_>,
+        mut stash: Option<Batch>,
+        shared: bool,
+    ) -> Result<bool> {
         let mut g = self.write();
         let loaded = g.get_or_insert_with(Loaded::default);
-        let hits = self.prepare(&loaded.live, &mut batch);
-        // Drop a manifest whose armed scope an ordinary write touched meanwhile.
-        let (mut mutations, preconditions) = batch.into_parts();
-        {
-            let armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
-            mutations.retain(|m| match m {
-                Mutation::Set { key, value } if key.starts_with(MANIFEST_PREFIX) => {
-                    let prefix = Manifest::decode(value).ok().map(|m| m.prefix_bytes());
-                    let touched = armed.iter().any(|a| {
-                        Some(&a.prefix) == prefix.as_ref() && a.touched.load(Ordering::SeqCst)
-                    });
-                    if touched {
-                        tracing::warn!(key = %crate::escape_key(key), "a write touched the scope while it was being certified; its manifest is not recorded");
-                    }
-                    !touched
-                }
-                _ => true,
-            });
-        }
-        let mut batch = Batch::new();
-        for p in preconditions {
-            batch.push_precondition(p);
-        }
-        let mut changes = Vec::new();
-        for m in mutations {
-            if is_manifest_mutation(&m) {
-                changes.push(m.clone());
-            }
-            batch.push(m);
-        }
         let next_epoch = shared.then(new_epoch);
-        if shared {
-            batch = with_epoch(batch, loaded.epoch.clone(), next_epoch.clone());
+        let mut hits = Vec::new();
+        let mut changes = Vec::new();
+        let written = {
+            let live = &loaded.live;
+            let epoch = &loaded.epoch;
+            backend.read_modify_write(reads, &mut |values| {
+                let mut batch = match stash.take() {
+                    Some(b) => b,
+                    None => decide(values)?,
+                };
+                hits = self.prepare(live, &mut batch);
+                // Drop a manifest whose armed scope an ordinary write touched meanwhile.
+                let (mut mutations, preconditions) = batch.into_parts();
+                {
+                    let armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
+                    mutations.retain(|m| match m {
+                        Mutation::Set { key, value } if key.starts_with(MANIFEST_PREFIX) => {
+                            let prefix = Manifest::decode(value).ok().map(|m| m.prefix_bytes());
+                            let touched = armed.iter().any(|a| {
+                                Some(&a.prefix) == prefix.as_ref()
+                                    && a.touched.load(Ordering::SeqCst)
+                            });
+                            if touched {
+                                tracing::warn!(key = %crate::escape_key(key), "a write touched the scope while it was being certified; its manifest is not recorded");
+                            }
+                            !touched
+                        }
+                        _ => true,
+                    });
+                }
+                changes = mutations
+                    .iter()
+                    .filter(|m| is_manifest_mutation(m))
+                    .cloned()
+                    .collect();
+                let batch = Batch::from_parts(mutations, preconditions);
+                Some(if shared {
+                    with_epoch(batch, epoch.clone(), next_epoch.clone())
+                } else {
+                    batch
+                })
+            })?
+        };
+        if !written {
+            return Ok(false);
         }
-        backend.apply(batch)?;
         if shared {
             loaded.epoch = next_epoch;
         }
@@ -455,7 +387,17 @@ impl ManifestWatch {
                 }
             }
         }
-        Ok(())
+        Ok(true)
+    }
+
+    /// Forgets the live manifests a committed ordinary batch deleted.
+    fn retire(&self, hits: &[u64]) {
+        if !hits.is_empty() {
+            let mut g = self.write();
+            if let Some(loaded) = g.as_mut() {
+                loaded.live.retain(|l| !hits.contains(&l.id));
+            }
+        }
     }
 
     /// Adds to `batch` the deletion of every live manifest whose scope it writes (unless
@@ -502,4 +444,23 @@ impl ManifestWatch {
             }
         }
     }
+}
+
+/// The batch of a decision on a shared store: decided again on fresh values, or — for a
+/// write that reads nothing, whose decision is made once — the one decided first.
+fn decided(
+    reads: &[&[u8]],
+    values: &[Option<&[u8]>],
+    decide: &mut Decide<'_>,
+    memo: &mut Option<Batch>,
+) -> Option<Batch> {
+    if !reads.is_empty() {
+        return decide(values);
+    }
+    if let Some(b) = memo {
+        return Some(b.clone());
+    }
+    let b = decide(values)?;
+    *memo = Some(b.clone());
+    Some(b)
 }

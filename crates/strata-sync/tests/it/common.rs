@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use strata_store::{
-    Backend, Batch, KvRead, KvWrite, MemoryStore, Record, ScanLimits, ScanPage, Store, StoreError,
+    Backend, Batch, KvRead, KvWrite, MemoryStore, Record, ScanLimits, Store, StoreError,
 };
 use strata_sync::{Op, OpKind, SyncManager};
 
@@ -104,25 +104,30 @@ impl KvRead for FailingStore {
     fn get(&self, key: &[u8]) -> strata_store::Result<Option<Vec<u8>>> {
         self.inner.get(key)
     }
-    fn scan(
+    fn scan_visit(
         &self,
         prefix: &[u8],
         after: Option<&[u8]>,
-        limits: ScanLimits,
-    ) -> strata_store::Result<ScanPage> {
-        self.inner.scan(prefix, after, limits)
+        limits: strata_store::ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> strata_store::Visit,
+    ) -> strata_store::Result<strata_store::VisitEnd> {
+        self.inner.scan_visit(prefix, after, limits, visit)
     }
-    fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
-        self.inner.prefix_exists(prefix)
+    fn capabilities(&self) -> strata_store::Capabilities<'_> {
+        self.inner.capabilities()
     }
 }
 
 impl KvWrite for FailingStore {
-    fn apply(&self, batch: Batch) -> strata_store::Result<()> {
+    fn read_modify_write(
+        &self,
+        reads: &[&[u8]],
+        decide: &mut strata_store::Decide<'_>,
+    ) -> strata_store::Result<bool> {
         if self.fail.load(Ordering::SeqCst) {
             return Err(StoreError::backend("memory", "injected write failure"));
         }
-        self.inner.apply(batch)
+        self.inner.read_modify_write(reads, decide)
     }
     fn flush(&self) -> strata_store::Result<()> {
         self.inner.flush()
@@ -166,28 +171,56 @@ impl KvRead for Recording {
     fn get(&self, key: &[u8]) -> strata_store::Result<Option<Vec<u8>>> {
         self.inner.get(key)
     }
-    fn scan(
+    fn scan_visit(
         &self,
         prefix: &[u8],
         after: Option<&[u8]>,
-        limits: ScanLimits,
-    ) -> strata_store::Result<ScanPage> {
-        let page = self.inner.scan(prefix, after, limits)?;
-        let n = page
-            .records
-            .iter()
-            .filter(|r| r.key.starts_with(b"__nx/crdt/op-log/"))
-            .count();
+        limits: strata_store::ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> strata_store::Visit,
+    ) -> strata_store::Result<strata_store::VisitEnd> {
+        let mut n = 0;
+        // Records a scan returns (a page's visitor takes every record); a probe that stops
+        // at the first one (`prefix_exists`) returns none.
+        let end = self.inner.scan_visit(prefix, after, limits, &mut |k, v| {
+            let next = visit(k, v);
+            if next == strata_store::Visit::Continue && k.starts_with(b"__nx/crdt/op-log/") {
+                n += 1;
+            }
+            next
+        })?;
         self.seen.lock().unwrap().op_log_scanned += n;
-        Ok(page)
+        Ok(end)
     }
-    fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
-        self.inner.prefix_exists(prefix)
+    fn capabilities(&self) -> strata_store::Capabilities<'_> {
+        self.inner.capabilities()
     }
 }
 
 impl KvWrite for Recording {
-    fn apply(&self, batch: Batch) -> strata_store::Result<()> {
+    fn read_modify_write(
+        &self,
+        reads: &[&[u8]],
+        decide: &mut strata_store::Decide<'_>,
+    ) -> strata_store::Result<bool> {
+        let mut counts = (0, 0, 0, 0);
+        let written = self.inner.read_modify_write(reads, &mut |values| {
+            let batch = decide(values)?;
+            counts = count(&batch);
+            Some(batch)
+        })?;
+        if written {
+            self.seen.lock().unwrap().batches.push(counts);
+        }
+        Ok(written)
+    }
+    fn flush(&self) -> strata_store::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// (op-log sets, op-log deletes, seen-op sets, seen-op deletes) of a batch.
+fn count(batch: &Batch) -> (usize, usize, usize, usize) {
+    {
         let mut counts = (0, 0, 0, 0);
         for m in batch.mutations() {
             let set = matches!(m, strata_store::Mutation::Set { .. });
@@ -205,12 +238,7 @@ impl KvWrite for Recording {
                 }
             }
         }
-        self.inner.apply(batch)?;
-        self.seen.lock().unwrap().batches.push(counts);
-        Ok(())
-    }
-    fn flush(&self) -> strata_store::Result<()> {
-        self.inner.flush()
+        counts
     }
 }
 

@@ -11,18 +11,19 @@
 //! (when asked) and the ahead guard.
 
 mod error;
-pub(crate) mod hint;
 mod iter;
 pub mod layout;
 mod options;
 mod read;
 pub(crate) mod rewrite;
 mod write;
+pub mod write_set;
 
 pub(crate) use error::with_causes;
 pub use error::{CollectionError, Expect, GuardError};
 pub use iter::{Iter, ITER_PAGE_BYTES};
 pub use options::{CollectionOptions, WriteGuard};
+pub use write_set::{WriteSet, WriteSetError, Written};
 
 use crate::payload::chain::{JsonObject, UpcastChain, Upcaster};
 use crate::payload::envelope::{self, Envelope};
@@ -77,9 +78,6 @@ pub(crate) struct CollectionInner {
     /// True when the collection holds sealed documents and this handle has no key: it
     /// refuses every set (a new document would be written in clear beside sealed ones).
     pub(crate) sealed_without_key: bool,
-    /// The bytes of documents this handle wrote last ([`hint`]): a `put` of one of them
-    /// needs no read.
-    pub(crate) hints: hint::Hints,
 }
 
 // The errors of the read and write paths, built out of their line and shared by every
@@ -349,7 +347,14 @@ impl<T> Collection<T> {
         self.inner.table_id
     }
 
-    /// The store under this collection.
+    /// The raw store under this collection.
+    ///
+    /// **Raw writes through it bypass every check strata makes**: the schema gate and the
+    /// fence, the write guards, sealing (a value written through it is stored in clear),
+    /// the lock version and the ahead guard — and a hand-encoded envelope skips the
+    /// payload rules. Read through it, or write keys outside strata's `__nx/` prefix; to
+    /// write several documents atomically use `Database::write` and the `*_in` methods
+    /// ([`WriteSet`]).
     pub fn store(&self) -> &Store {
         &self.inner.store
     }

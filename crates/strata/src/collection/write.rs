@@ -5,7 +5,7 @@ use crate::payload::envelope::{Envelope, ENVELOPE_HEADER_LEN};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::cell::Cell;
-use strata_store::{KeyDecision, KeyWrite, KvRead, KvWrite, Peek, StoreError};
+use strata_store::KvWrite;
 
 /// How many times a write re-reads and retries after losing a compare-and-swap race.
 const MAX_WRITE_ATTEMPTS: usize = 64;
@@ -61,9 +61,6 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         if value.is_some() && self.inner.sealed_without_key {
             return Err(self.inner.needs_key(&self.inner.key_of(key)));
         }
-        if let (Expect::Lock(_), Some(_), Some(_)) = (expect, value, &self.inner.sealer) {
-            self.authenticate_stored(key)?;
-        }
         match value {
             Some(v) => {
                 let json = self.encode_json(key, v)?;
@@ -74,24 +71,9 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         }
     }
 
-    /// Before an update of a sealed collection: the stored row must authenticate. Its lock
-    /// version is in the clear header, which is authenticated only together with the
-    /// body, so a compare-and-swap on it must not take a tampered row's word (it fails like
-    /// a read of that row, and changes nothing). The write itself still checks the lock
-    /// version under the store's lock.
-    #[cold]
-    #[inline(never)]
-    fn authenticate_stored(&self, key: &str) -> Result<(), CollectionError> {
-        let full = self.inner.key_of(key);
-        match self.inner.get_raw(&full)? {
-            Some(stored) => self.unseal(&full, &stored).map(|_| ()),
-            None => Ok(()),
-        }
-    }
-
     /// The JSON of `value` behind [`ENVELOPE_HEADER_LEN`] zero bytes (room for the
     /// envelope header).
-    fn encode_json(&self, key: &str, value: &T) -> Result<Vec<u8>, CollectionError> {
+    pub(crate) fn encode_json(&self, key: &str, value: &T) -> Result<Vec<u8>, CollectionError> {
         // Sized like the last document this thread encoded (plus an eighth), so a steady
         // stream of similar documents is encoded without growing the buffer.
         let mut json = Vec::with_capacity(JSON_SIZE_HINT.with(Cell::get));
@@ -110,240 +92,180 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
 
 /// Encodes a write's document again (a retry after a conflict: the first buffer went
 /// into the refused write).
-type Reencode<'a> = &'a dyn Fn() -> Result<Vec<u8>, CollectionError>;
+pub(crate) type Reencode<'a> = &'a dyn Fn() -> Result<Vec<u8>, CollectionError>;
+
+/// Why a decision wrote nothing (besides a refusal that is the caller's error).
+pub(crate) enum Refusal {
+    /// The write is refused with this error.
+    Error(CollectionError),
+    /// The stored document is sealed under a data key this handle's snapshot lacks (a
+    /// rotation started elsewhere): refresh the keys and decide again.
+    RefreshKeys,
+}
+
+impl From<CollectionError> for Refusal {
+    fn from(e: CollectionError) -> Self {
+        Refusal::Error(e)
+    }
+}
+
+/// One document's part of a write: what the decision needs besides the stored bytes.
+pub(crate) struct DocWrite<'a> {
+    /// The key inside the collection.
+    pub(crate) key: &'a str,
+    /// Its full store key.
+    pub(crate) full: &'a [u8],
+    /// The expected state (any, absent, a lock version).
+    pub(crate) expect: Expect,
+    /// The first encoding of a set's JSON (behind room for the envelope header), taken
+    /// by the first decision; `None` with `reencode` for a later one.
+    pub(crate) encoded: Option<Vec<u8>>,
+    /// How to encode the set's JSON again (`None`: a delete).
+    pub(crate) reencode: Option<Reencode<'a>>,
+    /// The stored lock version the last decision found.
+    pub(crate) found: Option<u64>,
+}
 
 // The write path after encoding: not generic, one copy for every document type.
 impl CollectionInner {
     /// The one write path, after the document was encoded: `set` is its JSON (behind
     /// room for the envelope header) and how to encode it again; `None` deletes. See
     /// [`Collection::write`].
+    ///
+    /// One call of the store's write primitive: the document is read inside the
+    /// backend's write transaction or lock, and the decision — a sealed document is not
+    /// overwritten in clear, a sealed one updated must authenticate, the expected lock,
+    /// the ahead guard, the size, the new envelope, sealing — is made on it there; the
+    /// fence's and the write guards' verdicts (made on the fence record this handle last
+    /// read) and the keyring snapshot the document is sealed with commit with it as the
+    /// batch's preconditions. A conflict on one of those re-reads them and decides again.
     fn write_json(
         &self,
         key: &str,
         set: Option<(Vec<u8>, Reencode<'_>)>,
         expect: Expect,
     ) -> Result<Option<u64>, CollectionError> {
-        if self.sealer.is_none() && !self.hints.enabled() && self.store.reads_under_write() {
-            return self.write_decided(key, set, expect);
-        }
-        // The JSON is encoded behind room for the envelope header, so a clear document is
-        // written without another copy (a retry after a conflict encodes it again).
-        let (mut encoded, reencode) = match set {
+        let full = self.key_of(key);
+        let (encoded, reencode) = match set {
             Some((json, reencode)) => (Some(json), Some(reencode)),
             None => (None, None),
         };
-        let is_set = reencode.is_some();
-        // The write takes this key (its only copy: `KeyWrite`); a retry after a conflict
-        // gets it back from the conflict or builds it again.
-        let mut full = self.key_of(key);
-        let mut found = None;
-        // A set that may create the document may try "absent" first when the store cannot
-        // tell the current value without reading it (`Peek::Unread`): a conflict on the
-        // document's key then leaves its value where the next attempt's read is cheap.
-        let mut may_guess = is_set && matches!(expect, Expect::Any | Expect::Absent);
-        // The bytes a set writes, remembered as this handle's hint once it committed.
-        let mut written: Option<Vec<u8>> = None;
+        let mut doc = DocWrite {
+            key,
+            full: &full,
+            expect,
+            encoded,
+            reencode,
+            found: None,
+        };
         for _ in 0..MAX_WRITE_ATTEMPTS {
-            if full.is_empty() {
-                full = self.key_of(key);
-            }
             // Re-checked on every attempt: a conflict may mean the guard's state changed.
-            let guarded = self.check_guards_seen()?;
+            let guards = self.check_guards_seen()?;
             // One snapshot of the keys per attempt: the value is sealed with it and the
             // batch carries its keyring precondition.
             let sealer = self.sealer_now();
-            let mut guessed = false;
-            // A put of a document this handle wrote last takes the bytes it wrote as the
-            // precondition instead of reading them (see `hint`: a stale hint only fails
-            // the batch, which then reads).
-            let hinted = match (is_set, expect) {
-                (true, Expect::Any) => self.hints.get(&full),
-                _ => None,
-            };
-            let old = if let Some(bytes) = hinted {
-                // The document existed: no point guessing it absent after a conflict.
-                may_guess = false;
-                Some(bytes)
-            } else if std::mem::take(&mut may_guess) {
-                match self.store.peek(&full) {
-                    Ok(Peek::Value(v)) => v,
-                    Ok(Peek::Unread) => {
-                        guessed = true;
-                        None
+            let mut outcome: Result<Option<u64>, Refusal> = Ok(None);
+            let written = self.store.read_modify_write(&[&full], &mut |values| {
+                let mut batch = strata_store::Batch::from_parts(
+                    Vec::with_capacity(1),
+                    Vec::with_capacity(guards.len() + 1),
+                );
+                for g in &guards {
+                    batch.push_precondition(g.clone());
+                }
+                outcome = self.decide(&mut doc, values[0], sealer.as_ref(), &mut batch);
+                match &outcome {
+                    Ok(_) if !batch.mutations().is_empty() => Some(batch),
+                    _ => None,
+                }
+            });
+            match written {
+                Ok(_) => match outcome {
+                    Ok(result) => return Ok(result),
+                    Err(Refusal::Error(e)) => return Err(e),
+                    Err(Refusal::RefreshKeys) => {
+                        self.refresh_sealer()?;
                     }
-                    Err(e) => return Err(self.store_error(e)),
-                }
-            } else {
-                self.get_raw(&full)?
-            };
-            let old_env = self.check_stored(key, old.as_deref(), is_set, expect, &mut found)?;
-            // One key written over what it holds now, plus the guards' preconditions (the
-            // fence's, the write guards', a sealed collection's keyring): no batch.
-            let (write, result) = match reencode {
-                Some(reencode) => {
-                    let (env, mut buf) = self.stamped(key, old_env, &mut encoded, reencode)?;
-                    let lock = env.lock_version;
-                    let bytes = match &sealer {
-                        None => {
-                            buf[..ENVELOPE_HEADER_LEN].copy_from_slice(&env.header_bytes());
-                            buf
-                        }
-                        Some(s) => {
-                            self.encode_value(&full, env, &buf[ENVELOPE_HEADER_LEN..], Some(s))?
-                        }
-                    };
-                    self.check_size(key, &full, &bytes)?;
-                    written = self.hints.enabled().then(|| bytes.clone());
-                    // The guards' vector has room for the keyring's.
-                    let mut guards = guarded;
-                    if let Some(s) = &sealer {
-                        guards.push(s.keyring_precondition());
-                    }
-                    let write = KeyWrite {
-                        key: std::mem::take(&mut full),
-                        expected: old,
-                        new: Some(bytes),
-                        guards,
-                    };
-                    (write, Some(lock))
-                }
-                None => {
-                    let Some(old) = old else {
-                        return Ok(None);
-                    };
-                    let write = KeyWrite {
-                        key: std::mem::take(&mut full),
-                        expected: Some(old),
-                        new: None,
-                        guards: guarded,
-                    };
-                    (write, Some(found.unwrap_or(0)))
-                }
-            };
-            match self.store.compare_and_swap(write) {
-                Ok(()) => {
-                    if self.hints.enabled() {
-                        match written.take() {
-                            Some(bytes) => self.hints.remember(self.key_of(key), bytes),
-                            None => self.hints.forget(&self.key_of(key)),
-                        }
-                    }
-                    return Ok(result);
-                }
-                Err(StoreError::Conflict { key: k, .. })
-                    if guessed
-                        && k.strip_prefix(self.prefix.as_slice()) == Some(key.as_bytes()) =>
-                {
-                    // The guess was wrong (the document exists): the next attempt reads it
-                    // (the fence and the keyring were not what failed).
-                    full = k;
-                    continue;
-                }
+                },
                 Err(e) if e.is_conflict() => {
-                    // The hint (if one was used) may be what is stale: read next time.
-                    if self.hints.enabled() {
-                        self.hints.forget(&self.key_of(key));
-                    }
                     // The fence or the keyring (a rotation began or finished) may be
                     // what changed: read them again.
                     self.policy.forget_fence();
                     self.refresh_sealer()?;
-                    continue;
                 }
                 Err(e) => return Err(self.store_error(e)),
             }
         }
-        Err(self.conflict(key, expect, found))
+        Err(self.conflict(key, expect, doc.found))
     }
 
-    /// [`Self::write_json`] of a clear collection without hints on a store that reads
-    /// under its write ([`strata_store::Store::write_key_with`]): the same checks, made
-    /// by the backend's decision on the current value it holds under the lock it writes
-    /// with — no separate read, no copy of the stored document.
-    fn write_decided(
+    /// The decision of one document's write on its stored bytes `old`: every check a
+    /// write makes (a sealed document is not overwritten in clear; a sealed one updated
+    /// must authenticate; the expected lock; the ahead guard; the size) and, when they
+    /// pass, the document's mutation (and a sealed write's keyring precondition) pushed
+    /// onto `batch`. Returns the lock version the write returns: the new one of a set,
+    /// the deleted document's for a delete (`None`: nothing to delete, nothing pushed).
+    /// Pure: it never calls into the store (it runs inside the store's write).
+    pub(crate) fn decide(
         &self,
-        key: &str,
-        set: Option<(Vec<u8>, Reencode<'_>)>,
-        expect: Expect,
-    ) -> Result<Option<u64>, CollectionError> {
-        let (mut encoded, reencode) = match set {
-            Some((json, reencode)) => (Some(json), Some(reencode)),
-            None => (None, None),
-        };
-        let mut found = None;
-        for _ in 0..MAX_WRITE_ATTEMPTS {
-            // Re-checked on every attempt: a conflict may mean the guard's state changed.
-            let guards = self.check_guards_seen()?;
-            let full = self.key_of(key);
-            let full_len = full.len();
-            let mut outcome = Ok(None);
-            let mut decide = |old: Option<&[u8]>| {
-                let decided = self.decide(
-                    key,
-                    full_len,
-                    expect,
-                    old,
-                    &mut encoded,
-                    reencode,
-                    &mut found,
-                );
-                match decided {
-                    Ok((decision, result)) => {
-                        outcome = Ok(result);
-                        decision
-                    }
-                    Err(e) => {
-                        outcome = Err(e);
-                        KeyDecision::Nothing
-                    }
-                }
-            };
-            match self.store.write_key_with(full, guards, &mut decide) {
-                Ok(()) => return outcome,
-                Err(e) if e.is_conflict() => {
-                    // The fence (or another guard) changed: read it again.
-                    self.policy.forget_fence();
-                }
-                Err(e) => return Err(self.store_error(e)),
-            }
-        }
-        Err(self.conflict(key, expect, found))
-    }
-
-    /// The decision of [`Self::write_decided`] on the document's current bytes `old`:
-    /// the checks of [`Self::write_json`] (a sealed document is not overwritten in
-    /// clear, the expected lock, the ahead guard, the size) and the bytes to write, with
-    /// the lock version the write returns.
-    #[allow(clippy::too_many_arguments)]
-    fn decide(
-        &self,
-        key: &str,
-        full_len: usize,
-        expect: Expect,
+        doc: &mut DocWrite<'_>,
         old: Option<&[u8]>,
-        encoded: &mut Option<Vec<u8>>,
-        reencode: Option<Reencode<'_>>,
-        found: &mut Option<u64>,
-    ) -> Result<(KeyDecision, Option<u64>), CollectionError> {
-        let old_env = self.check_stored(key, old, reencode.is_some(), expect, found)?;
-        let Some(reencode) = reencode else {
+        sealer: Option<&crate::seal::Sealer>,
+        batch: &mut strata_store::Batch,
+    ) -> Result<Option<u64>, Refusal> {
+        let key = doc.key;
+        let is_set = doc.reencode.is_some();
+        if let (Expect::Lock(_), true, Some(s), Some(stored)) = (doc.expect, is_set, sealer, old) {
+            // An update of a sealed collection: the stored row must authenticate. Its
+            // lock version is in the clear header, which is authenticated only together
+            // with the body, so the compare on it must not take a tampered row's word (it
+            // fails like a read of that row, and changes nothing).
+            match crate::seal::unseal_row(Some(s), true, doc.full, self.table_id, stored) {
+                Ok(_) => {}
+                Err(crate::seal::SealError::UnknownDataKey { .. }) => {
+                    return Err(Refusal::RefreshKeys)
+                }
+                Err(source) => {
+                    return Err(Refusal::Error(CollectionError::Seal {
+                        collection: self.name.clone(),
+                        source,
+                    }))
+                }
+            }
+        }
+        let old_env = self.check_stored(key, old, is_set, doc.expect, &mut doc.found)?;
+        let Some(reencode) = doc.reencode else {
             return Ok(match old {
-                None => (KeyDecision::Nothing, None),
-                Some(_) => (KeyDecision::Delete, Some(found.unwrap_or(0))),
+                None => None,
+                Some(_) => {
+                    batch.push(strata_store::Mutation::Delete {
+                        key: doc.full.to_vec(),
+                    });
+                    Some(doc.found.unwrap_or(0))
+                }
             });
         };
-        let (env, mut buf) = self.stamped(key, old_env, encoded, reencode)?;
+        let (env, mut buf) = self.stamped(key, old_env, &mut doc.encoded, reencode)?;
         let lock = env.lock_version;
-        buf[..ENVELOPE_HEADER_LEN].copy_from_slice(&env.header_bytes());
-        let size = full_len.saturating_add(buf.len());
-        if size > super::MAX_DOCUMENT_BYTES {
-            return Err(self.too_large(key, size));
-        }
-        Ok((KeyDecision::Set(buf), Some(lock)))
+        let bytes = match sealer {
+            None => {
+                buf[..ENVELOPE_HEADER_LEN].copy_from_slice(&env.header_bytes());
+                buf
+            }
+            Some(s) => {
+                batch.push_precondition(s.keyring_precondition());
+                self.encode_value(doc.full, env, &buf[ENVELOPE_HEADER_LEN..], Some(s))?
+            }
+        };
+        self.check_size(key, doc.full, &bytes)?;
+        batch.push(strata_store::Mutation::Set {
+            key: doc.full.to_vec(),
+            value: bytes,
+        });
+        Ok(Some(lock))
     }
 
-    /// The checks of a write against the document's stored bytes `old`, shared by both
-    /// write paths: a set never overwrites a sealed document in clear from a handle
+    /// The checks of a write against the document's stored bytes `old`: a set never overwrites a sealed document in clear from a handle
     /// without the key, and the expected lock (`expect`) must hold. Sets `found` to the
     /// stored lock version and returns the stored envelope header.
     #[inline]
@@ -430,7 +352,7 @@ impl CollectionInner {
 
     #[cold]
     #[inline(never)]
-    fn needs_key(&self, full: &[u8]) -> CollectionError {
+    pub(crate) fn needs_key(&self, full: &[u8]) -> CollectionError {
         CollectionError::Seal {
             collection: self.name.clone(),
             source: crate::seal::SealError::NeedsKey { key: full.to_vec() },

@@ -136,8 +136,7 @@ impl<'a> Pass<'a> {
     /// mutations), tells [`Pass::on_narrow`] which, re-encodes the checkpoint and retries
     /// the narrowed batch; a conflict no row explains is returned. Every retry drops at
     /// least one row, so a batch is tried at most rows + 1 times. Not in a dry run. The
-    /// pass keeps no copy of a batch for the retry: the store hands a refused batch back
-    /// ([`KvWrite::apply_or_return`]) and the rows are taken back from it.
+    /// pass keeps the rows and their mutations for the retry (the batch carries copies).
     ///
     /// On a backend that keeps a [write epoch](strata_store::epoch) (sled, memory) the pass
     /// observes it before reading each page and marks the row preconditions
@@ -286,7 +285,7 @@ impl<'a> Pass<'a> {
         let resumed_from = cursor.clone();
         // Observed before the first read of the prefix.
         let tally_start = if self.tally && !self.dry_run && cursor.is_none() {
-            store.write_epoch()
+            store.capabilities().write_epoch()
         } else {
             None
         };
@@ -326,7 +325,7 @@ impl<'a> Pass<'a> {
             // Observed before the page is read: the rows' preconditions were read after it
             // (see `Batch::observed_at`).
             if self.row_conditions && !self.dry_run {
-                acc.page_epoch = store.write_epoch();
+                acc.page_epoch = store.capabilities().write_epoch();
             }
             // Records are processed in place, as the backend hands them over (no copy).
             let mut outcome = PageOutcome::Scanned;
@@ -665,16 +664,16 @@ impl<'a> Pass<'a> {
         let (n_mutations, new_value) = loop {
             let n_mutations = mutations.len() as u64;
             let mut batch = if conditioned {
-                // Moved, not copied: a batch refused by a failed precondition comes back
-                // from the store (`apply_or_return`) and the rows are taken back from it.
+                // Copied: a batch refused by a failed precondition is narrowed from the
+                // rows and mutations kept here.
                 let mut preconditions = Vec::with_capacity(rows.len().saturating_add(BATCH_SLACK));
-                for r in &mut rows {
+                for r in &rows {
                     preconditions.push(strata_store::Precondition::Equals {
-                        key: std::mem::take(&mut r.key),
-                        value: std::mem::take(&mut r.old),
+                        key: r.key.clone(),
+                        value: r.old.clone(),
                     });
                 }
-                let mut batch = Batch::from_parts(std::mem::take(&mut mutations), preconditions);
+                let mut batch = Batch::from_parts(mutations.clone(), preconditions);
                 // Each row's bytes were read after the page's epoch was observed: a
                 // backend whose epoch has not moved since need not read them again. The
                 // checkpoint and hook preconditions pushed below are always checked.
@@ -740,7 +739,7 @@ impl<'a> Pass<'a> {
                 // After the completion hook (which may arm the scope): nothing but this
                 // pass's own batches wrote since the pass began reading.
                 st.proven = st.tally.as_ref().and_then(|(start, tally)| {
-                    let now = store.write_epoch()?;
+                    let now = store.capabilities().write_epoch()?;
                     (now.writes_since(*start) == Some(st.batches)).then_some(*tally)
                 });
             }
@@ -765,19 +764,11 @@ impl<'a> Pass<'a> {
                     Err(source) => return Err(self.store_err(st, source)),
                 }
             }
-            let refused = match store.apply_or_return(batch) {
+            let source = match store.apply(batch) {
                 Ok(()) => break (n_mutations, new_value),
-                Err(refused) => refused,
+                Err(source) => source,
             };
-            let source = refused.error;
             if !source.is_conflict() {
-                return Err(self.store_err(st, source));
-            }
-            // The rows' keys and bytes read, and their mutations, back from the batch.
-            let taken_back = refused
-                .batch
-                .is_some_and(|b| take_back(*b, n_mutations as usize, &mut mutations, &mut rows));
-            if !taken_back {
                 return Err(self.store_err(st, source));
             }
             // Which rows changed since they were read?
@@ -904,16 +895,8 @@ impl<S: KvRead + ?Sized> KvRead for ReadOnly<'_, S> {
     fn get(&self, key: &[u8]) -> strata_store::Result<Option<Vec<u8>>> {
         self.0.get(key)
     }
-    fn scan(
-        &self,
-        prefix: &[u8],
-        after: Option<&[u8]>,
-        limits: ScanLimits,
-    ) -> strata_store::Result<strata_store::ScanPage> {
-        self.0.scan(prefix, after, limits)
-    }
-    fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
-        self.0.prefix_exists(prefix)
+    fn capabilities(&self) -> strata_store::Capabilities<'_> {
+        self.0.capabilities()
     }
     fn scan_visit(
         &self,
@@ -927,7 +910,11 @@ impl<S: KvRead + ?Sized> KvRead for ReadOnly<'_, S> {
 }
 
 impl<S: ?Sized> KvWrite for ReadOnly<'_, S> {
-    fn apply(&self, _: Batch) -> strata_store::Result<()> {
+    fn read_modify_write(
+        &self,
+        _: &[&[u8]],
+        _: &mut strata_store::Decide<'_>,
+    ) -> strata_store::Result<bool> {
         Err(StoreError::InvalidArgument(
             "a read-only pass does not write".into(),
         ))
@@ -937,36 +924,7 @@ impl<S: ?Sized> KvWrite for ReadOnly<'_, S> {
     }
 }
 
-/// Takes a conditioned batch's rows and mutations back from the batch a store handed
-/// back refused ([`KvWrite::apply_or_return`]): its first `n` mutations are the rows'
-/// (the checkpoint's and the hooks' follow), its first preconditions the rows', in order.
-/// False (nothing to narrow with) when the batch is not shaped so — a hook replaced it.
-fn take_back(back: Batch, n: usize, mutations: &mut Vec<Mutation>, rows: &mut [RowCond]) -> bool {
-    let (mut ms, ps) = back.into_parts();
-    if ms.len() < n || ps.len() < rows.len() {
-        return false;
-    }
-    ms.truncate(n);
-    for (r, p) in rows.iter_mut().zip(ps) {
-        let strata_store::Precondition::Equals { key, value } = p else {
-            return false;
-        };
-        // A row's precondition is on its own key, which its mutations write.
-        if !ms
-            .get(r.mutations.clone())
-            .is_some_and(|own| own.iter().any(|m| m.key() == key))
-        {
-            return false;
-        }
-        r.key = key;
-        r.old = value;
-    }
-    *mutations = ms;
-    true
-}
-
-/// One conditioned row of a batch: its key, the bytes read, its mutations' range (the
-/// key and bytes are moved into the batch's precondition while it is being applied).
+/// One conditioned row of a batch: its key, the bytes read, its mutations' range.
 struct RowCond {
     key: Vec<u8>,
     old: Vec<u8>,

@@ -18,7 +18,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use strata_store::{Backend, Batch, KvRead, KvWrite, Result, ScanLimits, ScanPage, StoreError};
+use strata_store::{Backend, KvRead, KvWrite, Result, ScanLimits, StoreError};
 
 /// How a [`FaultyStore`] fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,8 +29,10 @@ pub enum FaultMode {
     FromThenOn,
 }
 
-/// A backend wrapper that fails the N-th [`KvWrite::apply`] (1-based) without applying
-/// anything of it. Reads and flushes pass through. Clones share the counter.
+/// A backend wrapper that fails the N-th write (1-based: a call of the one write
+/// primitive [`KvWrite::read_modify_write`], which every batch, single-key write and
+/// decided write is) without applying anything of it. Reads and flushes pass through.
+/// Clones share the counter.
 #[derive(Debug, Clone)]
 pub struct FaultyStore {
     inner: Arc<dyn Backend>,
@@ -73,16 +75,26 @@ impl KvRead for FaultyStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.inner.get(key)
     }
-    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
-        self.inner.scan(prefix, after, limits)
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> strata_store::Visit,
+    ) -> Result<strata_store::VisitEnd> {
+        self.inner.scan_visit(prefix, after, limits, visit)
     }
-    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
-        self.inner.prefix_exists(prefix)
+    fn capabilities(&self) -> strata_store::Capabilities<'_> {
+        self.inner.capabilities()
     }
 }
 
 impl KvWrite for FaultyStore {
-    fn apply(&self, batch: Batch) -> Result<()> {
+    fn read_modify_write(
+        &self,
+        reads: &[&[u8]],
+        decide: &mut strata_store::Decide<'_>,
+    ) -> Result<bool> {
         let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
         let fail = match self.mode {
             FaultMode::Once => n == self.fail_at,
@@ -95,7 +107,7 @@ impl KvWrite for FaultyStore {
                 std::io::Error::other(format!("injected fault at write {n}")),
             ));
         }
-        self.inner.apply(batch)
+        self.inner.read_modify_write(reads, decide)
     }
     fn flush(&self) -> Result<()> {
         self.inner.flush()

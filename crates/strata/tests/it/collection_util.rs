@@ -5,9 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use strata::payload::envelope::{self, Envelope};
 use strata::Database;
-use strata_store::{
-    Backend, Batch, KvRead, KvWrite, MemoryStore, Result, ScanLimits, ScanPage, Store,
-};
+use strata_store::{Backend, Batch, KvRead, KvWrite, MemoryStore, Result, ScanLimits, Store};
 
 /// The document type most tests use.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -110,26 +108,36 @@ impl KvRead for Spy {
         self.gets.fetch_add(1, Ordering::SeqCst);
         self.inner.get(key)
     }
-    fn scan(&self, prefix: &[u8], after: Option<&[u8]>, limits: ScanLimits) -> Result<ScanPage> {
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> strata_store::Visit,
+    ) -> Result<strata_store::VisitEnd> {
         self.scans.fetch_add(1, Ordering::SeqCst);
-        self.inner.scan(prefix, after, limits)
-    }
-    fn prefix_exists(&self, prefix: &[u8]) -> Result<bool> {
-        self.inner.prefix_exists(prefix)
+        self.inner.scan_visit(prefix, after, limits, visit)
     }
     // Forwarded: the hook's write goes to the inner backend and moves its epoch, so a
     // batch observed before it is checked in full.
-    fn write_epoch(&self) -> Option<strata_store::WriteEpoch> {
-        self.inner.write_epoch()
+    fn capabilities(&self) -> strata_store::Capabilities<'_> {
+        self.inner.capabilities()
     }
 }
 
 impl KvWrite for Spy {
-    fn apply(&self, batch: Batch) -> Result<()> {
-        if let Some(h) = self.hook.lock().unwrap().as_mut() {
-            h(&batch, self.inner.as_ref());
-        }
-        self.inner.apply(batch)
+    fn read_modify_write(
+        &self,
+        reads: &[&[u8]],
+        decide: &mut strata_store::Decide<'_>,
+    ) -> Result<bool> {
+        let inner = self.inner.as_ref();
+        strata_store::faults::read_decide_write(inner, reads, decide, &mut |batch| {
+            if let Some(h) = self.hook.lock().unwrap().as_mut() {
+                h(batch, inner);
+            }
+            Ok(())
+        })
     }
     fn flush(&self) -> Result<()> {
         self.inner.flush()

@@ -17,3 +17,4 @@ mod retire;
 mod sealed;
 mod sweep;
 mod validation;
+mod write_set;

@@ -967,22 +967,27 @@ impl KvRead for FlushLog {
     fn get(&self, key: &[u8]) -> strata_store::Result<Option<Vec<u8>>> {
         self.inner.get(key)
     }
-    fn scan(
+    fn scan_visit(
         &self,
         prefix: &[u8],
         after: Option<&[u8]>,
         limits: strata_store::ScanLimits,
-    ) -> strata_store::Result<strata_store::ScanPage> {
-        self.inner.scan(prefix, after, limits)
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> strata_store::Visit,
+    ) -> strata_store::Result<strata_store::VisitEnd> {
+        self.inner.scan_visit(prefix, after, limits, visit)
     }
-    fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
-        self.inner.prefix_exists(prefix)
+    fn capabilities(&self) -> strata_store::Capabilities<'_> {
+        self.inner.capabilities()
     }
 }
 
 impl KvWrite for FlushLog {
-    fn apply(&self, batch: Batch) -> strata_store::Result<()> {
-        let r = self.inner.apply(batch);
+    fn read_modify_write(
+        &self,
+        reads: &[&[u8]],
+        decide: &mut strata_store::Decide<'_>,
+    ) -> strata_store::Result<bool> {
+        let r = self.inner.read_modify_write(reads, decide);
         self.log
             .lock()
             .unwrap()

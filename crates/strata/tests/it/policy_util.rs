@@ -6,9 +6,7 @@ use std::sync::{Arc, Mutex};
 use strata::clock::ManualClock;
 use strata::policy::{PolicyConfig, PolicyError};
 use strata::CollectionError;
-use strata_store::{
-    Backend, Batch, KvRead, KvWrite, MemoryStore, ScanLimits, ScanPage, Store, StoreError,
-};
+use strata_store::{Backend, Batch, KvRead, KvWrite, MemoryStore, Store, StoreError};
 
 /// A deterministic config: manual clock, no heartbeat thread, 1 s stale window, 5 s lease.
 pub fn config(clock: &ManualClock) -> PolicyConfig {
@@ -77,37 +75,44 @@ impl KvRead for Faulty {
         }
         self.inner.get(key)
     }
-    fn scan(
+    fn scan_visit(
         &self,
         prefix: &[u8],
         after: Option<&[u8]>,
-        limits: ScanLimits,
-    ) -> strata_store::Result<ScanPage> {
-        self.inner.scan(prefix, after, limits)
+        limits: strata_store::ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> strata_store::Visit,
+    ) -> strata_store::Result<strata_store::VisitEnd> {
+        self.inner.scan_visit(prefix, after, limits, visit)
     }
-    fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
-        self.inner.prefix_exists(prefix)
+    fn capabilities(&self) -> strata_store::Capabilities<'_> {
+        self.inner.capabilities()
     }
 }
 
 impl KvWrite for Faulty {
-    fn apply(&self, batch: Batch) -> strata_store::Result<()> {
+    fn read_modify_write(
+        &self,
+        reads: &[&[u8]],
+        decide: &mut strata_store::Decide<'_>,
+    ) -> strata_store::Result<bool> {
         self.applies.fetch_add(1, Ordering::SeqCst);
-        let hook = {
-            let mut g = self.before_apply.lock().unwrap();
-            let touches = g
-                .as_ref()
-                .is_some_and(|(p, _)| batch.mutations().iter().any(|m| m.key().starts_with(p)));
-            if touches {
-                g.take()
-            } else {
-                None
+        strata_store::faults::read_decide_write(&self.inner, reads, decide, &mut |batch| {
+            let hook = {
+                let mut g = self.before_apply.lock().unwrap();
+                let touches = g
+                    .as_ref()
+                    .is_some_and(|(p, _)| batch.mutations().iter().any(|m| m.key().starts_with(p)));
+                if touches {
+                    g.take()
+                } else {
+                    None
+                }
+            };
+            if let Some((_, injected)) = hook {
+                self.inner.apply(injected)?;
             }
-        };
-        if let Some((_, injected)) = hook {
-            self.inner.apply(injected)?;
-        }
-        self.inner.apply(batch)
+            Ok(())
+        })
     }
     fn flush(&self) -> strata_store::Result<()> {
         self.inner.flush()

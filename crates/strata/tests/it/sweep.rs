@@ -778,22 +778,28 @@ impl KvRead for NoEpoch {
     fn get(&self, key: &[u8]) -> strata_store::Result<Option<Vec<u8>>> {
         self.0.get(key)
     }
-    fn scan(
+    fn scan_visit(
         &self,
         prefix: &[u8],
         after: Option<&[u8]>,
         limits: strata_store::ScanLimits,
-    ) -> strata_store::Result<strata_store::ScanPage> {
-        self.0.scan(prefix, after, limits)
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> strata_store::Visit,
+    ) -> strata_store::Result<strata_store::VisitEnd> {
+        self.0.scan_visit(prefix, after, limits, visit)
     }
-    fn prefix_exists(&self, prefix: &[u8]) -> strata_store::Result<bool> {
-        self.0.prefix_exists(prefix)
+    // No write epoch: hidden.
+    fn capabilities(&self) -> strata_store::Capabilities<'_> {
+        strata_store::Capabilities::default()
     }
 }
 
 impl KvWrite for NoEpoch {
-    fn apply(&self, batch: Batch) -> strata_store::Result<()> {
-        self.0.apply(batch)
+    fn read_modify_write(
+        &self,
+        reads: &[&[u8]],
+        decide: &mut strata_store::Decide<'_>,
+    ) -> strata_store::Result<bool> {
+        self.0.read_modify_write(reads, decide)
     }
     fn flush(&self) -> strata_store::Result<()> {
         Ok(())

@@ -151,7 +151,7 @@ impl SchemaGate {
                 });
             }
             // Observed before the pass's first read (see `Pass::tally_scope`).
-            let start = store.write_epoch();
+            let start = store.capabilities().write_epoch();
             let result = pass.run(store, processor);
             match result {
                 Ok(report) => {
@@ -160,7 +160,10 @@ impl SchemaGate {
                         // batches are the only writes since it began reading; from here
                         // until `complete` commits, the armed scope catches any write.
                         let scope = store.arm_manifest_scope(&prefix);
-                        let writes = store.write_epoch().and_then(|now| now.writes_since(start));
+                        let writes = store
+                            .capabilities()
+                            .write_epoch()
+                            .and_then(|now| now.writes_since(start));
                         if writes == Some(report.batches) {
                             certified.insert(collection.to_string(), (tally, scope));
                         }

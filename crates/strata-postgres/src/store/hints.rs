@@ -1,31 +1,25 @@
-//! A collection handle's hints: the stored bytes of documents this handle wrote last.
+//! The write hints of a [`PgStore`](super::PgStore): the bytes of keys this handle wrote
+//! last, so that a read-modify-write of one of them needs no read.
 //!
-//! A `put` must name the document's current bytes in its batch (the compare-and-swap
-//! precondition that keeps a concurrent writer's update from being lost, and the source
-//! of the next lock version). Reading them costs a round trip on a networked store
-//! (PostgreSQL: one more statement per put, as much as the write's own). A handle that
-//! wrote a document remembers the bytes it wrote and uses them as that precondition
-//! instead of reading.
+//! A write that decides on a key's current value ([`strata_store::KvWrite::read_modify_write`],
+//! a collection's `put`) must name the bytes it decided on: the server re-checks them in
+//! the statement that writes (the precondition that keeps a concurrent writer's update
+//! from being lost, and the source of the next lock version). Reading them costs a round
+//! trip (one more statement per put, as much as the write's own). A handle that wrote a
+//! key remembers the bytes it wrote and decides on them instead of reading.
 //!
-//! Why a wrong hint changes nothing but the cost: the hint is only ever used as the
-//! batch's `Equals` precondition on the document's key, and the store checks
-//! preconditions atomically with the write, against the committed state, across every
-//! process and handle (on PostgreSQL under the key's lock, in the statement that writes).
-//! If another handle or process wrote the document since, its bytes differ — every write
-//! changes the envelope's lock version — so the batch fails with a conflict, writes
-//! nothing, the hint is dropped and the write reads the document and tries again, exactly
-//! as after losing any race. If the precondition holds, the stored bytes *are* the hint,
-//! so everything derived from them (lock version, the sealed / ahead-of-build checks) is
-//! what a read would have produced. Hints are used only by unconditional writes (`put`):
-//! `insert`, `update` and deletes read, so that their own checks (`Expect`) never fail
-//! on a stale hint.
+//! Why a wrong hint changes nothing but the cost: the hint is only ever handed to the
+//! decision together with a precondition that the key still holds it, and the server
+//! checks preconditions atomically with the write, against the committed state, across
+//! every process and handle (under the key's lock, in the statement that writes). If
+//! another handle or process wrote the key since, its bytes differ, so the write fails
+//! with a conflict on that key, writes nothing, the hint is dropped and the write reads
+//! the key and decides again, exactly as after losing any race. If the precondition
+//! holds, the stored bytes *are* the hint, so everything the decision derived from them
+//! is what a read would have produced.
 //!
-//! Only on backends whose reads are round trips to a server
-//! ([`strata_store::Backend::remote_reads`]: PostgreSQL); on embedded backends a read
-//! costs less than keeping a copy of every written value, and hints are off.
-//!
-//! Bounded: at most [`MAX_ENTRIES`] documents and [`MAX_BYTES`] bytes per handle; past
-//! either, the hints are dropped wholesale (a later write reads, as without hints).
+//! Bounded: at most [`MAX_ENTRIES`] keys and [`MAX_BYTES`] bytes per handle; past either,
+//! the hints are dropped wholesale (a later write reads, as without hints).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -35,7 +29,7 @@ pub const MAX_ENTRIES: usize = 4096;
 /// The most key and value bytes one handle keeps in hints.
 pub const MAX_BYTES: usize = 4 << 20;
 
-/// The hints of one collection handle (see the module).
+/// The hints of one store handle (see the module).
 #[derive(Debug, Default)]
 pub(crate) struct Hints {
     /// Off: nothing is remembered, every write reads.
@@ -56,12 +50,6 @@ impl Hints {
             enabled,
             state: Mutex::default(),
         }
-    }
-
-    /// Whether this handle keeps hints at all.
-    #[inline]
-    pub(crate) fn enabled(&self) -> bool {
-        self.enabled
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

@@ -1,0 +1,178 @@
+//! The one write primitive ([`KvWrite::read_modify_write`]): the values a write decides on
+//! are read inside the backend's write transaction or lock, the decision may refuse
+//! (nothing written), and the batch it decides — mutations and guard preconditions —
+//! commits atomically with the read.
+
+use super::{dump, each_write_path, expect_conflict, fixture, k, put};
+use crate::{Batch, ConflictReason, KvRead, KvWrite, Result, Store, StoreError};
+use std::path::Path;
+use std::sync::{Arc, Barrier};
+use std::thread;
+
+fn owned(values: &[Option<&[u8]>]) -> Vec<Option<Vec<u8>>> {
+    values.iter().map(|v| v.map(<[u8]>::to_vec)).collect()
+}
+
+/// The decision sees the current value of every key read, in order (absent, then what a
+/// plain batch or an earlier decided write wrote); the batch it returns is applied (sets
+/// and deletes of any keys, read or not) and the primitive reports the write.
+pub fn rmw_decides_on_current_values<F: Fn(&Path) -> Store>(factory: F) {
+    let fx = fixture(&factory);
+    each_write_path(&fx.store, |w, r, ns| {
+        let (a, b, c) = (k(ns, b"a"), k(ns, b"b"), k(ns, b"c"));
+        let mut seen = Vec::new();
+        let written = w
+            .read_modify_write(&[&a, &b], &mut |values| {
+                seen.push(owned(values));
+                Some(Batch::new().set(a.clone(), b"1".to_vec()))
+            })
+            .unwrap();
+        assert!(written, "a decided batch is reported written");
+        assert_eq!(seen.last(), Some(&vec![None, None]));
+        put(w, &b, b"plain");
+        w.read_modify_write(&[&b, &a], &mut |values| {
+            seen.push(owned(values));
+            Some(
+                Batch::new()
+                    .delete(a.clone())
+                    .set(b.clone(), b"2".to_vec())
+                    .set(c.clone(), b"3".to_vec()),
+            )
+        })
+        .unwrap();
+        assert_eq!(
+            seen.last(),
+            Some(&vec![Some(b"plain".to_vec()), Some(b"1".to_vec())]),
+            "the values are handed over in the order of the reads"
+        );
+        assert_eq!(r.get(&a).unwrap(), None);
+        assert_eq!(r.get(&b).unwrap(), Some(b"2".to_vec()));
+        assert_eq!(r.get(&c).unwrap(), Some(b"3".to_vec()));
+        // Reading nothing is a plain batch.
+        let mut calls = 0;
+        w.read_modify_write(&[], &mut |values| {
+            calls += 1;
+            assert!(values.is_empty());
+            Some(Batch::new().delete(c.clone()))
+        })
+        .unwrap();
+        assert_eq!(calls, 1, "a write that reads nothing is decided once");
+        assert_eq!(r.get(&c).unwrap(), None);
+    });
+}
+
+/// A decision that refuses writes nothing and is reported as not written; so does a
+/// decided batch whose guard fails (the guard's conflict) or that writes a key twice.
+pub fn rmw_refusal_and_failed_guards_write_nothing<F: Fn(&Path) -> Store>(factory: F) {
+    let fx = fixture(&factory);
+    each_write_path(&fx.store, |w, r, ns| {
+        let (doc, other, fence) = (k(ns, b"doc"), k(ns, b"other"), k(ns, b"fence"));
+        put(w, &doc, b"v1");
+        put(w, &fence, b"F1");
+        let before = dump(r);
+        let refused = w
+            .read_modify_write(&[&doc], &mut |values| {
+                assert_eq!(values, [Some(&b"v1"[..])]);
+                None
+            })
+            .unwrap();
+        assert!(!refused, "a refusal is reported as not written");
+        assert_eq!(dump(r), before, "a refusal wrote something");
+        // A stale guard on a key not read: the guard's conflict, nothing of the batch.
+        expect_conflict(
+            w.read_modify_write(&[&doc], &mut |_| {
+                Some(
+                    Batch::new()
+                        .require_eq(fence.clone(), b"F0".to_vec())
+                        .set(doc.clone(), b"v2".to_vec())
+                        .set(other.clone(), b"x".to_vec()),
+                )
+            })
+            .map(drop),
+            &fence,
+            ConflictReason::Changed,
+        );
+        expect_conflict(
+            w.read_modify_write(&[&doc], &mut |_| {
+                Some(
+                    Batch::new()
+                        .require_absent(fence.clone())
+                        .delete(doc.clone()),
+                )
+            })
+            .map(drop),
+            &fence,
+            ConflictReason::Present,
+        );
+        assert_eq!(dump(r), before, "a failed guard wrote something");
+        // A key written twice: refused, nothing written.
+        let dup = w.read_modify_write(&[&doc], &mut |_| {
+            Some(
+                Batch::new()
+                    .set(other.clone(), b"1".to_vec())
+                    .delete(other.clone()),
+            )
+        });
+        assert!(
+            matches!(dup, Err(StoreError::DuplicateKey { .. })),
+            "{dup:?}"
+        );
+        assert_eq!(dump(r), before);
+        // The guard holding: written.
+        assert!(w
+            .read_modify_write(&[&doc], &mut |_| {
+                Some(
+                    Batch::new()
+                        .require_eq(fence.clone(), b"F1".to_vec())
+                        .set(doc.clone(), b"v2".to_vec()),
+                )
+            })
+            .unwrap());
+        assert_eq!(r.get(&doc).unwrap(), Some(b"v2".to_vec()));
+    });
+}
+
+/// Threads moving units between two keys with read-modify-writes (each reads both,
+/// decides, writes both, no precondition of its own) lose no update and never expose a
+/// half-applied transfer: the sum stays constant.
+pub fn rmw_transfers_are_atomic<F: Fn(&Path) -> Store>(factory: F) {
+    const THREADS: usize = 4;
+    const PER_THREAD: u64 = 25;
+    let fx = fixture(&factory);
+    let (a, b) = (b"acct/a".to_vec(), b"acct/b".to_vec());
+    put(&fx.store, &a, &1000u64.to_be_bytes());
+    put(&fx.store, &b, &1000u64.to_be_bytes());
+    let n = |v: Option<&[u8]>| u64::from_be_bytes(v.unwrap().try_into().unwrap());
+    let barrier = Arc::new(Barrier::new(THREADS));
+    thread::scope(|s| {
+        for t in 0..THREADS {
+            let (store, barrier, a, b) = (fx.store.clone(), Arc::clone(&barrier), &a, &b);
+            s.spawn(move || -> Result<()> {
+                barrier.wait();
+                for _ in 0..PER_THREAD {
+                    let (from, to) = if t % 2 == 0 { (a, b) } else { (b, a) };
+                    let written = store.read_modify_write(&[from, to], &mut |values| {
+                        let (x, y) = (n(values[0]), n(values[1]));
+                        Some(
+                            Batch::new()
+                                .set(from.clone(), (x - 1).to_be_bytes().to_vec())
+                                .set(to.clone(), (y + 1).to_be_bytes().to_vec()),
+                        )
+                    })?;
+                    assert!(written);
+                    let total = n(store.get(a)?.as_deref()) + n(store.get(b)?.as_deref());
+                    // (Two reads, not one snapshot: a transfer may land between them.)
+                    assert!((1998..=2002).contains(&total), "total {total}");
+                }
+                Ok(())
+            });
+        }
+    });
+    let (x, y) = (
+        n(fx.store.get(&a).unwrap().as_deref()),
+        n(fx.store.get(&b).unwrap().as_deref()),
+    );
+    assert_eq!(x + y, 2000, "a transfer was half applied");
+    // Even threads move a→b, odd b→a, as many each: back where they started.
+    assert_eq!((x, y), (1000, 1000), "lost updates");
+}

@@ -1,0 +1,399 @@
+//! Multi-document atomic writes: a [`WriteSet`] gathers puts, inserts, updates and deletes
+//! of documents of any collections of one database and commits them as ONE call of the
+//! store's write primitive — one redb write transaction, one sled critical section, one
+//! PostgreSQL statement — all or nothing.
+//!
+//! Each document is checked exactly as a single write is (the same decision,
+//! [`CollectionInner::decide`]): the schema gate and the fence (the policy's verdict, and
+//! the fence record's bytes as a precondition), the write guards, a sealed collection's
+//! rules (no write from a handle without the key into a sealed collection, an update of
+//! a sealed document must authenticate, the keyring snapshot as a precondition), the
+//! expected lock version and the ahead guard. The first document that refuses refuses
+//! the whole set — nothing of it is written — with a [`WriteSetError::Document`] naming
+//! it.
+//!
+//! ```
+//! use strata::Database;
+//! use strata_store::{MemoryStore, Store};
+//! # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+//! # struct Account { balance: i64 }
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let db = Database::builder(Store::new(MemoryStore::new())).open()?;
+//! let accounts = db.collection::<Account>("accounts", Default::default())?;
+//! accounts.put("alice", &Account { balance: 10 })?;
+//! accounts.put("bob", &Account { balance: 0 })?;
+//! let (a, b) = (accounts.get_document("alice")?.unwrap(), accounts.get_document("bob")?.unwrap());
+//! db.write(|w| {
+//!     accounts.update_in(w, "alice", &Account { balance: 5 }, a.lock_version)?;
+//!     accounts.update_in(w, "bob", &Account { balance: 5 }, b.lock_version)?;
+//!     Ok(())
+//! })?;
+//! assert_eq!(accounts.get("bob")?, Some(Account { balance: 5 }));
+//! # Ok(()) }
+//! ```
+//!
+//! **Limits.** A set is one backend write, held in memory whole: keep it to what one
+//! transaction should carry. Per backend: memory and redb have no limit of their own
+//! beyond memory (redb: one write transaction; other writers wait for it); sled writes
+//! the set as one `sled::Batch` under its writer lock (other writers wait for it);
+//! PostgreSQL sends it as one statement whose arrays carry every key and value, takes one
+//! advisory lock per key up to 48 keys and the table-wide write lock beyond (so large
+//! sets serialize with every other writer of the table), and reads the documents it has
+//! no write hint for one statement each before it. For bulk loads use
+//! [`Collection::put_many`](super::Collection::put_many), which commits in bounded sets
+//! ([`PUT_MANY_DOCUMENTS`] documents, [`PUT_MANY_BYTES`] bytes).
+
+use super::write::{DocWrite, Refusal};
+use super::{Collection, CollectionError, CollectionInner, Expect};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::sync::Arc;
+use strata_store::{Batch, KvWrite, Precondition, Store};
+
+/// How often a set is decided again after a guard (the fence, a keyring) changed.
+const MAX_SET_ATTEMPTS: usize = 64;
+
+/// The most documents [`Collection::put_many`] commits in one set.
+pub const PUT_MANY_DOCUMENTS: usize = 1000;
+
+/// The most encoded bytes (keys and JSON) [`Collection::put_many`] commits in one set:
+/// the bulk pass's default batch budget ([`crate::pass::DEFAULT_MAX_BYTES`], 4 MiB).
+pub const PUT_MANY_BYTES: usize = crate::pass::DEFAULT_MAX_BYTES;
+
+/// Why a [`WriteSet`] wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteSetError {
+    /// A document refused (its write would have been refused on its own): nothing of the
+    /// set was written.
+    #[error("the write set was not written: document `{key}` of collection `{collection}` refused ({source}); nothing of the set was written, fix that document's write and commit the set again")]
+    Document {
+        /// The collection of the document that refused.
+        collection: String,
+        /// Its key.
+        key: String,
+        /// Why, exactly as a single write of it would have failed.
+        #[source]
+        source: Box<CollectionError>,
+    },
+    /// The set itself is invalid (a document written twice, a collection of another
+    /// database); nothing was written.
+    #[error("the write set is invalid: {reason}; nothing was written")]
+    Invalid {
+        /// What is wrong.
+        reason: String,
+    },
+    /// The store failed (or the guards kept changing); nothing of the set was written.
+    #[error("the write set was not written: {0}")]
+    Store(#[source] Box<CollectionError>),
+}
+
+impl WriteSetError {
+    /// The error a single write of the document that refused would have returned (for a
+    /// [`WriteSetError::Document`]).
+    pub fn document_error(&self) -> Option<&CollectionError> {
+        match self {
+            WriteSetError::Document { source, .. } => Some(source.as_ref()),
+            _ => None,
+        }
+    }
+
+    fn document(collection: &str, key: &str, source: CollectionError) -> Self {
+        WriteSetError::Document {
+            collection: collection.to_string(),
+            key: key.to_string(),
+            source: Box::new(source),
+        }
+    }
+
+    fn store(e: CollectionError) -> Self {
+        WriteSetError::Store(Box::new(e))
+    }
+}
+
+/// One document of a set.
+struct Pending {
+    inner: Arc<CollectionInner>,
+    key: String,
+    full: Vec<u8>,
+    expect: Expect,
+    /// A set's JSON behind room for the envelope header (`None`: a delete).
+    json: Option<Vec<u8>>,
+}
+
+/// What one document of a committed set returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    /// A set: the document's new lock version.
+    Set(u64),
+    /// A delete: the lock version the deleted document had (`None`: it did not exist).
+    Deleted(Option<u64>),
+}
+
+/// Documents of one database to write atomically (see the [module](self)); built inside
+/// `Database::write` with the collections' `*_in` methods.
+pub struct WriteSet {
+    store: Store,
+    docs: Vec<Pending>,
+}
+
+impl std::fmt::Debug for WriteSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteSet")
+            .field("documents", &self.docs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WriteSet {
+    /// An empty set over `store` (the database's).
+    pub(crate) fn new(store: Store) -> Self {
+        WriteSet {
+            store,
+            docs: Vec::new(),
+        }
+    }
+
+    /// Documents in the set so far.
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    /// True when the set holds no document.
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    fn add(
+        &mut self,
+        inner: &Arc<CollectionInner>,
+        key: &str,
+        expect: Expect,
+        json: Option<Vec<u8>>,
+    ) -> Result<(), WriteSetError> {
+        if !inner.store.same_store(&self.store) {
+            return Err(WriteSetError::Invalid {
+                reason: format!(
+                    "collection `{}` belongs to another store than the database that opened the set; write each database's documents in its own set",
+                    inner.name
+                ),
+            });
+        }
+        let full = inner.key_of(key);
+        if self.docs.iter().any(|d| d.full == full) {
+            return Err(WriteSetError::Invalid {
+                reason: format!(
+                    "document `{key}` of collection `{}` is written twice in one set; write it once",
+                    inner.name
+                ),
+            });
+        }
+        self.docs.push(Pending {
+            inner: Arc::clone(inner),
+            key: key.to_string(),
+            full,
+            expect,
+            json,
+        });
+        Ok(())
+    }
+
+    /// Commits the set: one call of the store's write primitive. Returns what each
+    /// document returned, in the order they were added.
+    pub(crate) fn commit(self) -> Result<Vec<Written>, WriteSetError> {
+        if self.docs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let reads: Vec<&[u8]> = self.docs.iter().map(|d| d.full.as_slice()).collect();
+        let mut found: Vec<Option<u64>> = vec![None; self.docs.len()];
+        for _ in 0..MAX_SET_ATTEMPTS {
+            // Per document: its collection's guards (fence, write guards) and key snapshot,
+            // checked once per collection and attempt.
+            let mut checked: Vec<(usize, Vec<Precondition>, Option<crate::seal::Sealer>)> =
+                Vec::new();
+            let mut of_doc = Vec::with_capacity(self.docs.len());
+            for d in &self.docs {
+                let at = checked
+                    .iter()
+                    .position(|(i, _, _)| Arc::ptr_eq(&self.docs[*i].inner, &d.inner));
+                let at = match at {
+                    Some(at) => at,
+                    None => {
+                        let guards = d
+                            .inner
+                            .check_guards_seen()
+                            .map_err(|e| WriteSetError::document(&d.inner.name, &d.key, e))?;
+                        let index = of_doc.len();
+                        checked.push((index, guards, d.inner.sealer_now()));
+                        checked.len() - 1
+                    }
+                };
+                of_doc.push(at);
+            }
+            let mut outcome: Result<Vec<Written>, (usize, Refusal)> = Ok(Vec::new());
+            let written = self.store.read_modify_write(&reads, &mut |values| {
+                let mut batch = Batch::new();
+                for (_, guards, _) in &checked {
+                    for g in guards {
+                        batch.push_precondition(g.clone());
+                    }
+                }
+                let mut results = Vec::with_capacity(self.docs.len());
+                for (i, d) in self.docs.iter().enumerate() {
+                    let json = d.json.as_ref();
+                    let reencode = || -> Result<Vec<u8>, CollectionError> {
+                        Ok(json.cloned().unwrap_or_default())
+                    };
+                    let mut doc = DocWrite {
+                        key: &d.key,
+                        full: &d.full,
+                        expect: d.expect,
+                        encoded: None,
+                        reencode: json.map(|_| &reencode as super::write::Reencode<'_>),
+                        found: None,
+                    };
+                    let sealer = checked[of_doc[i]].2.as_ref();
+                    let decided = d.inner.decide(&mut doc, values[i], sealer, &mut batch);
+                    found[i] = doc.found;
+                    match decided {
+                        Ok(lock) if json.is_some() => results.push(Written::Set(lock.unwrap_or(0))),
+                        Ok(lock) => results.push(Written::Deleted(lock)),
+                        Err(refusal) => {
+                            outcome = Err((i, refusal));
+                            return None;
+                        }
+                    }
+                }
+                outcome = Ok(results);
+                Some(batch)
+            });
+            match written {
+                Ok(_) => match outcome {
+                    Ok(results) => return Ok(results),
+                    Err((i, Refusal::Error(e))) => {
+                        let d = &self.docs[i];
+                        return Err(WriteSetError::document(&d.inner.name, &d.key, e));
+                    }
+                    Err((i, Refusal::RefreshKeys)) => {
+                        let d = &self.docs[i];
+                        d.inner
+                            .refresh_sealer()
+                            .map_err(|e| WriteSetError::document(&d.inner.name, &d.key, e))?;
+                    }
+                },
+                Err(e) if e.is_conflict() => {
+                    // A guard changed (the fence, a keyring): read them again.
+                    for (i, _, _) in &checked {
+                        let inner = &self.docs[*i].inner;
+                        inner.policy.forget_fence();
+                        inner.refresh_sealer().map_err(WriteSetError::store)?;
+                    }
+                }
+                Err(e) => {
+                    let d = &self.docs[0];
+                    return Err(WriteSetError::store(d.inner.store_error(e)));
+                }
+            }
+        }
+        let d = &self.docs[0];
+        Err(WriteSetError::store(CollectionError::Conflict {
+            collection: d.inner.name.clone(),
+            key: d.key.clone(),
+            expected: d.expect,
+            found: found[0],
+        }))
+    }
+}
+
+impl<T: Serialize + DeserializeOwned> Collection<T> {
+    /// Adds an unconditional write of `value` (last writer wins) to the set `w`.
+    pub fn put_in(&self, w: &mut WriteSet, key: &str, value: &T) -> Result<(), WriteSetError> {
+        self.add_set(w, key, value, Expect::Any)
+    }
+
+    /// Adds the creation of a document that must not exist yet to the set `w`.
+    pub fn insert_in(&self, w: &mut WriteSet, key: &str, value: &T) -> Result<(), WriteSetError> {
+        self.add_set(w, key, value, Expect::Absent)
+    }
+
+    /// Adds a replacement of a document that must still have `expected_lock` to the set
+    /// `w` (otherwise the set refuses with this document's
+    /// [`CollectionError::Conflict`]).
+    pub fn update_in(
+        &self,
+        w: &mut WriteSet,
+        key: &str,
+        value: &T,
+        expected_lock: u64,
+    ) -> Result<(), WriteSetError> {
+        self.add_set(w, key, value, Expect::Lock(expected_lock))
+    }
+
+    /// Adds the deletion of a document (absent: nothing to delete) to the set `w`.
+    pub fn delete_in(&self, w: &mut WriteSet, key: &str) -> Result<(), WriteSetError> {
+        self.check_key(key)
+            .map_err(|e| WriteSetError::document(self.name(), key, e))?;
+        w.add(&self.inner, key, Expect::Any, None)
+    }
+
+    /// Adds the deletion of a document that must still have `expected_lock` to the set.
+    pub fn delete_if_in(
+        &self,
+        w: &mut WriteSet,
+        key: &str,
+        expected_lock: u64,
+    ) -> Result<(), WriteSetError> {
+        self.check_key(key)
+            .map_err(|e| WriteSetError::document(self.name(), key, e))?;
+        w.add(&self.inner, key, Expect::Lock(expected_lock), None)
+    }
+
+    fn add_set(
+        &self,
+        w: &mut WriteSet,
+        key: &str,
+        value: &T,
+        expect: Expect,
+    ) -> Result<(), WriteSetError> {
+        let refuse = |e| WriteSetError::document(self.name(), key, e);
+        self.check_key(key).map_err(refuse)?;
+        if self.inner.sealed_without_key {
+            return Err(refuse(self.inner.needs_key(&self.inner.key_of(key))));
+        }
+        let json = self.encode_json(key, value).map_err(refuse)?;
+        w.add(&self.inner, key, expect, Some(json))
+    }
+
+    /// Writes every `(key, value)` unconditionally (last writer wins), in bounded atomic
+    /// sets: each set of at most [`PUT_MANY_DOCUMENTS`] documents and [`PUT_MANY_BYTES`]
+    /// encoded bytes is committed whole or not at all, in order, each document checked
+    /// as a [`Collection::put`] is. On an error, the sets before the failing one are
+    /// written (whole), the failing one and everything after are not. Returns the number
+    /// of documents written.
+    pub fn put_many<'v, K, I>(&self, items: I) -> Result<usize, WriteSetError>
+    where
+        K: AsRef<str>,
+        T: 'v,
+        I: IntoIterator<Item = (K, &'v T)>,
+    {
+        let mut written = 0;
+        let mut set = WriteSet::new(self.inner.store.clone());
+        let mut bytes = 0usize;
+        for (key, value) in items {
+            let key = key.as_ref();
+            let before = set.len();
+            self.put_in(&mut set, key, value)?;
+            if let Some(d) = set.docs.get(before) {
+                bytes = bytes
+                    .saturating_add(d.full.len())
+                    .saturating_add(d.json.as_ref().map_or(0, Vec::len));
+            }
+            if set.len() >= PUT_MANY_DOCUMENTS || bytes >= PUT_MANY_BYTES {
+                let full = std::mem::replace(&mut set, WriteSet::new(self.inner.store.clone()));
+                written += full.commit()?.len();
+                bytes = 0;
+            }
+        }
+        written += set.commit()?.len();
+        Ok(written)
+    }
+}
