@@ -233,6 +233,9 @@ fn is_retryable(e: &tokio_postgres::Error) -> bool {
 impl KvWrite for PgStore {
     fn apply(&self, batch: Batch) -> Result<()> {
         batch.validate()?;
+        // A key PostgreSQL's index could not hold: the same error as every backend's
+        // collections give, never a server error "retry" cannot fix.
+        batch.check_key_lengths()?;
         if batch.is_empty() {
             return Ok(());
         }

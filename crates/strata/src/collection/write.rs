@@ -123,6 +123,9 @@ impl CollectionInner {
         set: Option<(Vec<u8>, Reencode<'_>)>,
         expect: Expect,
     ) -> Result<Option<u64>, CollectionError> {
+        if set.is_some() {
+            self.check_key_length(key)?;
+        }
         if self.sealer.is_none() && !self.hints.enabled() && self.store.reads_under_write() {
             return self.write_decided(key, set, expect);
         }
