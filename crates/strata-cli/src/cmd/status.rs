@@ -32,6 +32,10 @@ struct StatusDoc<'a> {
     /// Collections with rows at an older payload version (not an error: they are upcast on
     /// read; the application's sweep rewrites them).
     sweep_pending: Vec<SweepPending>,
+    /// Metadata outside the tables that makes the store unsupported (a corrupted database
+    /// keyring), as `verify` reports it; absent when there is none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    problems: Vec<String>,
 }
 
 /// One collection whose sweep is pending.
@@ -90,7 +94,16 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let store = db::open_for_reading(db_path)?;
     let catalog = db::catalog(&store).map_err(catalog_failure)?;
     let (tables, _) = inspect_tables(&store, &catalog)?;
-    let (code, word) = verdict(&tables);
+    let (mut code, mut word) = verdict(&tables);
+    // A database keyring that does not decode: no sealed record can be opened, so the
+    // store is unsupported here as in `verify` (and `repair` lists it).
+    let mut problems = Vec::new();
+    if let Err(e @ strata::seal::SealError::CorruptedKeyring { .. }) =
+        strata::seal::Keyring::database().read(&store)
+    {
+        problems.push(e.to_string());
+        (code, word) = (UNSUPPORTED, "unsupported");
+    }
     // Stale rows are a report, not an error: count them for readable collections.
     let fence = read_fence(&store)?;
     let mut pending = Vec::new();
@@ -115,11 +128,15 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             verdict: word,
             tables: &tables,
             sweep_pending: pending,
+            problems,
         };
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
     } else {
         write_table(&mut out, &tables, &pending)?;
+        for p in &problems {
+            writeln!(out, "\n{p}")?;
+        }
         let summary = match code {
             OK => "every table is current or empty".to_string(),
             MIGRATION_REQUIRED => {
