@@ -193,6 +193,8 @@ impl PgStore {
     /// [`StoreError::NotFound`] for a missing table when table creation is off.
     pub fn connect_with(url: &str, options: PgOptions) -> Result<PgStore> {
         let mut parsed = conninfo::parse(url)?;
+        // The service file, `PGPASSWORD` and the password file, as libpq reads them.
+        crate::libpq::complete(&mut parsed, &crate::libpq::ProcessEnv)?;
         let table = parsed.take_strata(TABLE_PARAM)?.unwrap_or(options.table);
         check_table_name(&table)?;
         let secs = |name: &str, value: Option<String>, default: Duration| match value {
