@@ -231,10 +231,38 @@ pub fn open_target(target: &Target, create: bool) -> Result<Store, StoreError> {
     }
 }
 
-/// True for a `postgres://` or `postgresql://` URL (checked without the backend, so a
-/// build without it can say what is missing).
+/// True for a PostgreSQL connection string in either of libpq's forms: a `postgres://` or
+/// `postgresql://` URL, or `key=value` conninfo pairs (`host=db user=app dbname=app`)
+/// whose first key is a libpq connection keyword.
+#[cfg(feature = "postgres")]
 fn is_postgres_url(s: &str) -> bool {
-    s.starts_with("postgres://") || s.starts_with("postgresql://")
+    strata_postgres::is_connection_string(s)
+}
+
+/// True for a PostgreSQL connection string (checked without the backend, so a build
+/// without it can say what is missing instead of taking it for a path).
+#[cfg(not(feature = "postgres"))]
+fn is_postgres_url(s: &str) -> bool {
+    if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+        return true;
+    }
+    let t = s.trim_start();
+    t.split_once('=').is_some_and(|(key, _)| {
+        matches!(
+            key.trim_end(),
+            "host"
+                | "hostaddr"
+                | "port"
+                | "dbname"
+                | "user"
+                | "password"
+                | "passfile"
+                | "service"
+                | "sslmode"
+                | "connect_timeout"
+                | "application_name"
+        ) || key.starts_with("strata_")
+    })
 }
 
 #[cfg(feature = "postgres")]
@@ -250,14 +278,16 @@ fn open_postgres(_url: &str, _create: bool) -> Result<Store, StoreError> {
     ))
 }
 
-/// `--db` as it may be shown: a PostgreSQL URL's password (in the userinfo, even with an
-/// unescaped `@`, or as `?password=`) is replaced by `***`.
+/// `--db` as it may be shown: a PostgreSQL connection string's password (in a URL's
+/// userinfo, even with an unescaped `@`, as `?password=`, or as conninfo `password=`) is
+/// replaced by `***`; control characters are escaped ([`strata_store::one_line`]), so it
+/// can be echoed in a message or a `--json` document without forging a line.
 pub fn describe(path: &Path) -> String {
-    let shown = path.display().to_string();
+    let shown = path.to_string_lossy().into_owned();
     if !is_postgres_url(&shown) {
-        return shown;
+        return strata_store::one_line(&shown);
     }
-    redact(shown)
+    strata_store::one_line(&redact(shown))
 }
 
 #[cfg(feature = "postgres")]
@@ -268,7 +298,8 @@ fn redact(shown: String) -> String {
 #[cfg(not(feature = "postgres"))]
 fn redact(shown: String) -> String {
     let Some((scheme, rest)) = shown.split_once("://") else {
-        return shown;
+        // key=value pairs: nothing of them is shown without the backend's parser.
+        return "(a postgres key=value connection string)".to_string();
     };
     // userinfo ends at the last `@` before the first `/` of the path.
     let authority_end = rest.find('/').unwrap_or(rest.len());
@@ -349,6 +380,44 @@ mod tests {
             StoreError::NotFound { .. }
         ));
         assert!(!new.exists());
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn key_value_connection_strings_are_postgres_and_their_passwords_are_hidden() {
+        for s in [
+            "host=127.0.0.1 user=app password=Sekr1t dbname=app",
+            "host=127.0.0.1 user=app password='Sekr1t' dbname=app",
+            "dbname=app password = 'Sek r1t\\'s' host=db",
+            "  user=app host=db password=Sekr1t",
+        ] {
+            assert_eq!(
+                target(Path::new(s), false).unwrap(),
+                Target::Postgres(s.to_string()),
+                "{s}"
+            );
+            let shown = describe(Path::new(s));
+            assert!(
+                !shown.contains("Sekr1t") && !shown.contains("Sek r1t"),
+                "{shown}"
+            );
+            assert!(shown.contains("password=***"), "{shown}");
+        }
+        // A path with `=` in it whose first key is no libpq keyword stays a path.
+        assert!(!is_postgres_url("./backup=old"));
+        assert!(!is_postgres_url("data/host=x"));
+        assert!(!is_postgres_url("my dir=x"));
+    }
+
+    #[test]
+    fn described_paths_are_escaped_and_kept_whole() {
+        let shown = describe(Path::new("./a\nstrata: forged\x1b[31m"));
+        assert_eq!(shown, "./a\\nstrata: forged\\x1b[31m");
+        let shown = describe(Path::new("./a\nb\x1b[2J"));
+        assert!(!shown.contains('\n') && !shown.contains('\x1b'), "{shown}");
+        // `--db` in a `--json` document is the value given (escaped), not shortened.
+        let long = format!("./{}", "x".repeat(5000));
+        assert_eq!(describe(Path::new(&long)), long);
     }
 
     #[test]

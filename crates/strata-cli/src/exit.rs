@@ -102,7 +102,9 @@ pub fn failure_line(f: &Failure) -> String {
     if let Some(hint) = cli_hint(f.error.as_ref()) {
         line.push_str(hint);
     }
-    line
+    // One line whatever the error echoes (a newline in an argument cannot forge a second
+    // `strata:` line, an escape sequence cannot drive the terminal).
+    strata_store::one_line(&line)
 }
 
 /// An error with command-line advice appended to its message. Its sources are the
@@ -202,9 +204,20 @@ fn chain<'a>(e: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn Erro
 /// command printed itself), or a failure to report.
 pub type CmdResult = Result<u8, Failure>;
 
-/// The error and its sources joined by `": "` (each as [`render`] says it).
+/// The error and its sources joined by `": "` (each as [`render`] says it), skipping a
+/// source whose text is already in the line (an error whose message carries its cause's
+/// advice is not followed by that cause again).
 pub fn message(error: &(dyn Error + 'static)) -> String {
-    chain(error).map(render).collect::<Vec<_>>().join(": ")
+    let mut line = String::new();
+    for part in chain(error).map(render) {
+        if line.is_empty() {
+            line = part;
+        } else if !line.contains(&part) {
+            line.push_str(": ");
+            line.push_str(&part);
+        }
+    }
+    line
 }
 
 /// One error as the command line says it: a table that needs an explicit migration names
@@ -268,6 +281,11 @@ fn cli_hint(e: &(dyn Error + 'static)) -> Option<&'static str> {
         ) || matches!(
             err.downcast_ref::<strata_store::StoreError>(),
             Some(strata_store::StoreError::RecordTooLarge { .. })
+        ) || matches!(
+            err.downcast_ref::<crate::cmd::copy::CopyError>(),
+            Some(crate::cmd::copy::CopyError::Store(
+                strata_store::StoreError::RecordTooLarge { .. }
+            ))
         )
     });
     if over_budget {

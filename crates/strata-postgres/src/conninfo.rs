@@ -83,6 +83,73 @@ fn invalid(reason: String) -> PgError {
     PgError::InvalidUrl { reason }
 }
 
+/// A user-supplied value as a message may echo it (escaped, shortened when long).
+pub(crate) fn shown_value(s: &str) -> String {
+    strata_store::shown_text(s)
+}
+
+/// libpq's connection keywords (and strata's own `strata_*`): a string whose first
+/// `key=` is one of them is a conninfo string, not a path.
+const KEYWORDS: &[&str] = &[
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "passfile",
+    "service",
+    "connect_timeout",
+    "client_encoding",
+    "options",
+    "application_name",
+    "fallback_application_name",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+    "sslmode",
+    "sslnegotiation",
+    "sslcompression",
+    "sslcert",
+    "sslkey",
+    "sslpassword",
+    "sslrootcert",
+    "sslcrl",
+    "sslcrldir",
+    "sslsni",
+    "requirepeer",
+    "require_auth",
+    "ssl_min_protocol_version",
+    "ssl_max_protocol_version",
+    "gssencmode",
+    "krbsrvname",
+    "gsslib",
+    "gssdelegation",
+    "channel_binding",
+    "replication",
+    "target_session_attrs",
+    "load_balance_hosts",
+];
+
+/// True when `s` is a PostgreSQL connection string in either of libpq's forms: a
+/// `postgres://` / `postgresql://` URL, or `key=value` pairs whose first key is a libpq
+/// connection keyword (`host=db user=app dbname=app`) or a `strata_*` parameter.
+pub fn is_connection_string(s: &str) -> bool {
+    if strip_scheme(s).is_some() {
+        return true;
+    }
+    let t = s.trim_start();
+    let Some(eq) = t.find('=') else {
+        return false;
+    };
+    let key = t[..eq].trim_end();
+    !key.is_empty()
+        && !key.contains(char::is_whitespace)
+        && (KEYWORDS.contains(&key) || is_strata_param(key))
+}
+
 /// True for strata's own connection-string parameters.
 fn is_strata_param(key: &str) -> bool {
     key.starts_with("strata_")

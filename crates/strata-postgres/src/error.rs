@@ -106,7 +106,7 @@ pub enum PgError {
         source: Source,
     },
     /// A batch waited for a lock longer than the lock wait.
-    #[error("postgres {op} on table `{table}` waited {after:?} for a lock held by another client and gave up; nothing was written, retry later or raise `strata_lock_wait` in the URL")]
+    #[error("postgres {op} on table `{table}` waited {after:?} (the lock wait, `strata_lock_wait`) for a lock held by {holder} and gave up; nothing was written, retry later (when that session has finished) or raise `strata_lock_wait` in the URL")]
     LockTimeout {
         /// The store operation.
         op: &'static str,
@@ -114,6 +114,9 @@ pub enum PgError {
         table: String,
         /// The lock wait that expired.
         after: std::time::Duration,
+        /// Who holds a lock on the table, as the server tells it (`another session (pid
+        /// N, application `A`)`), or `another session` when it does not.
+        holder: String,
     },
     /// Another process holds the store's exclusive lease (a migration) and the wait for it
     /// expired.

@@ -382,6 +382,7 @@ pub(crate) fn held_error(
             op: "lease",
             table: table.to_string(),
             after: waited,
+            holder: "another session".into(),
         }
         .into(),
     }

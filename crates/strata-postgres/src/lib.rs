@@ -39,6 +39,7 @@ mod conninfo;
 mod error;
 mod keys;
 mod lease;
+mod libpq;
 mod pool;
 mod sql;
 mod store;
@@ -46,7 +47,7 @@ mod store;
 pub mod testing;
 mod tls;
 
-pub use conninfo::redact as redact_url;
+pub use conninfo::{is_connection_string, redact as redact_url};
 pub use error::PgError;
 pub use store::{
     connect_store, is_postgres_url, PgOptions, PgStore, DEFAULT_CONNECT_TIMEOUT,

@@ -271,10 +271,30 @@ impl Pool {
     }
 
     fn prepare(&self, client: Client) -> Result<Conn, PgError> {
-        let query_err = |e: tokio_postgres::Error| PgError::Query {
-            op: "prepare",
-            table: self.table.clone(),
-            source: Box::new(e),
+        let query_err = |e: tokio_postgres::Error| {
+            if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
+                // Preparing waits for a lock on the table (another session holds it, e.g.
+                // `LOCK TABLE`): name the wait and, where the server tells, the holder.
+                let holder = block_on(
+                    &self.rt,
+                    self.timeouts.client_deadline(),
+                    lock_holder(&client, &self.table),
+                )
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| "another session".into());
+                return PgError::LockTimeout {
+                    op: "prepare",
+                    table: self.table.clone(),
+                    after: self.timeouts.lock_wait,
+                    holder,
+                };
+            }
+            PgError::Query {
+                op: "prepare",
+                table: self.table.clone(),
+                source: Box::new(e),
+            }
         };
         let stmts = block_on(
             &self.rt,
@@ -300,6 +320,31 @@ impl Pool {
         }
         self.wake_one(state);
     }
+}
+
+/// Who holds a granted lock on `table` (another session), as the server tells it:
+/// `another session (pid N, application `A`)`; `None` when none is found or the query
+/// fails.
+pub(crate) async fn lock_holder(client: &Client, table: &str) -> Option<String> {
+    let row = client
+        .query_opt(
+            "SELECT l.pid, coalesce(a.application_name, ''), l.mode \
+             FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid \
+             WHERE l.relation = to_regclass($1) AND l.granted AND l.pid <> pg_backend_pid() \
+             ORDER BY (l.mode = 'AccessExclusiveLock') DESC LIMIT 1",
+            &[&table],
+        )
+        .await
+        .ok()??;
+    let pid: i32 = row.try_get(0).ok()?;
+    let app: String = row.try_get(1).unwrap_or_default();
+    let mode: String = row.try_get(2).unwrap_or_default();
+    let app = if app.is_empty() {
+        String::new()
+    } else {
+        format!(", application `{}`", strata_store::shown_text(&app))
+    };
+    Some(format!("another session (pid {pid}{app}, {mode})"))
 }
 
 /// Lets the I/O tasks of `rt` run for a moment (see [`Pool::settle`]).

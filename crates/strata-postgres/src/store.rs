@@ -197,6 +197,8 @@ impl PgStore {
     /// [`StoreError::NotFound`] for a missing table when table creation is off.
     pub fn connect_with(url: &str, options: PgOptions) -> Result<PgStore> {
         let mut parsed = conninfo::parse(url)?;
+        // The service file, `PGPASSWORD` and the password file, as libpq reads them.
+        crate::libpq::complete(&mut parsed, &crate::libpq::ProcessEnv)?;
         let table = parsed.take_strata(TABLE_PARAM)?.unwrap_or(options.table);
         check_table_name(&table)?;
         let secs = |name: &str, value: Option<String>, default: Duration| match value {
@@ -338,13 +340,42 @@ impl PgStore {
     }
 
     fn error(&self, failure: Failure, op: &'static str) -> StoreError {
-        failure_error(
+        let lock_wait =
+            matches!(&failure, Failure::Pg(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE));
+        let error = failure_error(
             failure,
             op,
             &self.table,
             self.pool.target(),
             self.pool.timeouts(),
-        )
+        );
+        if !lock_wait {
+            return error;
+        }
+        // The server does not say who held the lock: ask it who holds one on the table.
+        let holder = self
+            .pool
+            .with(async |conn| Ok(crate::pool::lock_holder(&conn.client, &self.table).await));
+        match (error, holder) {
+            (StoreError::Backend { backend, source }, Ok(Some(holder))) => {
+                match source.downcast::<PgError>() {
+                    Ok(pg) => match *pg {
+                        PgError::LockTimeout {
+                            op, table, after, ..
+                        } => PgError::LockTimeout {
+                            op,
+                            table,
+                            after,
+                            holder,
+                        }
+                        .into(),
+                        other => other.into(),
+                    },
+                    Err(source) => StoreError::Backend { backend, source },
+                }
+            }
+            (error, _) => error,
+        }
     }
 
     async fn scan_rows(
@@ -561,6 +592,7 @@ fn failure_error(
             op,
             table: table.to_string(),
             after: timeouts.lock_wait,
+            holder: "another session".into(),
         }
         .into(),
         Failure::Pg(e) => PgError::Query {

@@ -9,8 +9,9 @@
 //! database, so the keys a write decides on are read inside the transaction that then
 //! checks the decided batch's preconditions and writes its mutations: read-decide-write
 //! is atomic against every other writer, and a refusal or a failed precondition aborts
-//! the transaction, writing nothing ([`StoreError::Conflict`]). redb locks the file, so another process opening it gets
-//! [`StoreError::InUse`], as does a second open in this process.
+//! the transaction, writing nothing ([`StoreError::Conflict`]). redb locks the file, so
+//! another process opening it gets [`StoreError::InUse`]; a second open in this process is
+//! [`StoreError::CannotOpen`] saying so.
 //!
 //! **Durability** (chosen deliberately, see [`RedbDurability`]): by default every batch is
 //! committed with redb's `Durability::Immediate`: when [`KvWrite::apply`] returns, the
@@ -222,6 +223,48 @@ struct Inner {
     durability: RedbDurability,
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        open_here::unregister(&self.path);
+    }
+}
+
+/// The redb files this process has open, so that a second open of one is told apart from
+/// a file another process holds (redb reports both as "already open").
+mod open_here {
+    use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    static OPEN: Mutex<BTreeMap<PathBuf, usize>> = Mutex::new(BTreeMap::new());
+
+    fn canonical(path: &Path) -> PathBuf {
+        std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+    }
+
+    pub(super) fn register(path: &Path) {
+        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+        *open.entry(canonical(path)).or_default() += 1;
+    }
+
+    pub(super) fn unregister(path: &Path) {
+        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+        let key = canonical(path);
+        if let Some(n) = open.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&key);
+            }
+        }
+    }
+
+    pub(super) fn contains(path: &Path) -> bool {
+        OPEN.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&canonical(path))
+    }
+}
+
 /// A strata store in one redb file (one process at a time).
 ///
 /// Clones (and clones of the [`Store`] made from it) share one open database. redb locks
@@ -243,6 +286,7 @@ impl fmt::Debug for RedbStore {
 
 impl RedbStore {
     fn from_db(path: &Path, db: Db, durability: RedbDurability) -> Self {
+        open_here::register(path);
         RedbStore {
             inner: Arc::new(Inner {
                 db,
@@ -516,6 +560,11 @@ fn open_error(path: &Path, e: redb::Error) -> StoreError {
 
 fn map_error(path: &Path, e: redb::Error) -> StoreError {
     match e {
+        // Open in this process already: not another process's lock.
+        redb::Error::DatabaseAlreadyOpen if open_here::contains(path) => StoreError::CannotOpen {
+            path: path.to_path_buf(),
+            reason: "it is already open in this process; use the handle that opened it (or a clone of its `Store`) instead of opening the file again".into(),
+        },
         redb::Error::DatabaseAlreadyOpen => StoreError::InUse {
             path: path.to_path_buf(),
         },

@@ -62,12 +62,23 @@ fn data_survives_close_and_reopen_without_flush() {
 }
 
 #[test]
-fn a_second_open_in_this_process_is_in_use() {
+fn a_second_open_in_this_process_says_it_is_open_in_this_process() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.redb");
-    let _store = RedbStore::create(&path).unwrap();
+    let store = RedbStore::create(&path).unwrap();
     let err = RedbStore::open_existing(&path).unwrap_err();
-    assert!(matches!(err, StoreError::InUse { .. }), "{err:?}");
+    assert!(matches!(err, StoreError::CannotOpen { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("already open in this process"), "{text}");
+    assert!(!text.contains("another process"), "{text}");
+    let err = RedbStore::open_read_only(&path).unwrap_err();
+    assert!(
+        err.to_string().contains("already open in this process"),
+        "{err}"
+    );
+    // Once closed, it opens again.
+    drop(store);
+    RedbStore::open_existing(&path).unwrap();
 }
 
 #[test]

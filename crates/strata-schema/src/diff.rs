@@ -1,6 +1,6 @@
 //! `diff`: validation of the two documents, the engine run, and the seed summary.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -43,27 +43,29 @@ pub fn diff_with(
 
     let added: Vec<String> = new_props.difference(&old_props).cloned().collect();
     let removed: Vec<String> = old_props.difference(&new_props).cloned().collect();
+    // Per top-level field: (its required-ness flipped, its shape changed). One pass over
+    // the changes (linear), not one per field.
+    let mut per_field: HashMap<&str, (bool, bool)> = HashMap::new();
+    for c in &engine.changes {
+        let Some(field) = c.field.as_deref() else {
+            continue;
+        };
+        let flip = matches!(
+            c.change,
+            ChangeKind::RequiredAdded | ChangeKind::RequiredRemoved
+        );
+        let own = flip && is_child_of_root(&c.path, field);
+        let entry = per_field.entry(field).or_default();
+        if own {
+            entry.0 = true;
+        } else {
+            entry.1 = true;
+        }
+    }
     let changed: Vec<FieldChange> = old_props
         .intersection(&new_props)
         .filter_map(|field| {
-            let own_path = child_path("/", field);
-            let mut required_changed = false;
-            let mut shape_changed = false;
-            for c in engine
-                .changes
-                .iter()
-                .filter(|c| c.field.as_deref() == Some(field.as_str()))
-            {
-                let flip = matches!(
-                    c.change,
-                    ChangeKind::RequiredAdded | ChangeKind::RequiredRemoved
-                );
-                if flip && c.path == own_path {
-                    required_changed = true;
-                } else {
-                    shape_changed = true;
-                }
-            }
+            let &(required_changed, shape_changed) = per_field.get(field.as_str())?;
             (required_changed || shape_changed).then(|| FieldChange {
                 field: field.clone(),
                 required_changed,
@@ -73,13 +75,14 @@ pub fn diff_with(
         .collect();
 
     let paths = engine.changes;
+    let added_set: HashSet<&str> = added.iter().map(String::as_str).collect();
     let kind = if paths.is_empty() {
         DeltaKind::None
     } else if paths.iter().all(|c| {
         matches!(c.change, ChangeKind::PropertyAdded { required: false })
             && c.field
                 .as_deref()
-                .is_some_and(|f| c.path == child_path("/", f) && added.iter().any(|a| a == f))
+                .is_some_and(|f| is_child_of_root(&c.path, f) && added_set.contains(f))
     }) {
         DeltaKind::Additive
     } else {
@@ -133,6 +136,11 @@ pub fn diff_with(
         old_hash: schema_hash(old),
         new_hash: schema_hash(new),
     })
+}
+
+/// True when `path` is the path of top-level property `field` (`child_path("/", field)`).
+fn is_child_of_root(path: &str, field: &str) -> bool {
+    path == child_path("/", field)
 }
 
 /// Checks references and the root shape; returns the root's property names.

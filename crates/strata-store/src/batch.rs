@@ -336,6 +336,19 @@ impl Batch {
         self.mutations.iter().map(Mutation::size).sum()
     }
 
+    /// Rejects a batch that sets a key longer than [`MAX_KEY_BYTES`]
+    /// ([`StoreError::KeyTooLong`]). The PostgreSQL backend calls it on every batch; the
+    /// collection layer checks every document key against the same limit, so a long key
+    /// gets the same error on every backend.
+    pub fn check_key_lengths(&self) -> Result<()> {
+        for m in &self.mutations {
+            if let Mutation::Set { key, .. } = m {
+                check_key_length(key)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Rejects a batch that writes the same key twice (set twice, set and deleted, deleted
     /// twice): its meaning would depend on order. Every backend calls this before applying.
     pub fn validate(&self) -> Result<()> {
@@ -349,4 +362,25 @@ impl Batch {
         }
         Ok(())
     }
+}
+
+/// The longest key of a strata record, on every backend: PostgreSQL's btree index refuses
+/// an index row over about 2,704 bytes (a third of a page), so keys are held below it with
+/// room for the row's own overhead. Collections refuse a longer document key on every
+/// backend ([`StoreError::KeyTooLong`], before the backend sees it); the PostgreSQL backend
+/// refuses it in any batch. redb and sled still take longer keys written through the raw
+/// store API (records of older builds or other tools), so such stores stay readable and
+/// copyable between them.
+pub const MAX_KEY_BYTES: usize = 2048;
+
+/// Refuses a key longer than [`MAX_KEY_BYTES`] with [`StoreError::KeyTooLong`].
+pub fn check_key_length(key: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(StoreError::KeyTooLong {
+            key: key.to_vec(),
+            len: key.len(),
+            limit: MAX_KEY_BYTES,
+        });
+    }
+    Ok(())
 }

@@ -37,7 +37,7 @@ pub enum StoreError {
         reason: ConflictReason,
     },
     /// A single record is larger than the scan's byte budget.
-    #[error("record `{}` is {size} bytes (key + value), larger than the byte budget of {limit} bytes; raise the budget", escape_key(.key))]
+    #[error("record `{}` is {size} bytes (key + value), larger than the byte budget of {limit} bytes; raise the budget", crate::shown_key(.key))]
     RecordTooLarge {
         /// The record's key (rendered escaped).
         key: Vec<u8>,
@@ -47,7 +47,7 @@ pub enum StoreError {
         limit: usize,
     },
     /// The datastore is locked by another process.
-    #[error("datastore `{}` is in use by another process; stop that process or open another datastore", .path.display())]
+    #[error("datastore `{}` is in use by another process; stop that process or open another datastore", shown_path(.path))]
     InUse {
         /// The datastore path.
         path: PathBuf,
@@ -67,7 +67,7 @@ pub enum StoreError {
     /// The datastore's files exist but cannot be read as a datastore (truncated, corrupted,
     /// or not a datastore of this backend). The reason says whether the files were left
     /// untouched.
-    #[error("datastore `{}` is damaged: {reason}; restore it from a backup or a copy", .path.display())]
+    #[error("datastore `{}` is damaged: {reason}; restore it from a backup or a copy", shown_path(.path))]
     Damaged {
         /// The damaged file (or datastore directory).
         path: PathBuf,
@@ -76,7 +76,7 @@ pub enum StoreError {
     },
     /// The datastore cannot be opened the way it was asked (for example a backend that
     /// must write on open, on read-only media); nothing was changed.
-    #[error("datastore `{}` cannot be opened: {reason}", .path.display())]
+    #[error("datastore `{}` cannot be opened: {reason}", shown_path(.path))]
     CannotOpen {
         /// The datastore path.
         path: PathBuf,
@@ -91,6 +91,17 @@ pub enum StoreError {
     DuplicateKey {
         /// The duplicated key.
         key: Vec<u8>,
+    },
+    /// A key longer than [`crate::MAX_KEY_BYTES`] was to be written. Not retryable: the
+    /// same key is refused every time, on every backend.
+    #[error("key `{}` is {len} bytes, longer than the {limit}-byte maximum key length of strata stores (PostgreSQL's index cannot hold longer keys, so no backend takes them); nothing was written; use a shorter key", crate::shown_key(.key))]
+    KeyTooLong {
+        /// The key (shown shortened).
+        key: Vec<u8>,
+        /// Its length in bytes.
+        len: usize,
+        /// The limit ([`crate::MAX_KEY_BYTES`]).
+        limit: usize,
     },
     /// An error of the underlying backend.
     #[error("{backend} backend error")]
@@ -119,7 +130,7 @@ impl StoreError {
     pub fn not_found(path: impl Into<PathBuf>) -> Self {
         let path = path.into();
         StoreError::NotFound {
-            what: format!("datastore `{}`", path.display()),
+            what: format!("datastore `{}`", shown_path(&path)),
             remedy: "check the path (a store is never created by opening it to read or migrate)"
                 .into(),
             path,
@@ -130,4 +141,10 @@ impl StoreError {
     pub fn is_conflict(&self) -> bool {
         matches!(self, StoreError::Conflict { .. })
     }
+}
+
+/// A path as a message shows it: escaped and, when long, shortened
+/// ([`crate::shown_text`]).
+pub(crate) fn shown_path(path: &std::path::Path) -> String {
+    crate::shown_text(&path.to_string_lossy())
 }

@@ -64,10 +64,10 @@ mod pages;
 pub(crate) mod scan;
 
 pub use backend::{borrowed, Backend, Capabilities, Decide, KvRead, KvWrite, Visit, VisitEnd};
-pub use batch::{Batch, KeyWrite, Mutation, Precondition};
+pub use batch::{check_key_length, Batch, KeyWrite, Mutation, Precondition, MAX_KEY_BYTES};
 pub use epoch::{EpochClock, WriteEpoch};
 pub use error::{ConflictReason, StoreError};
-pub use escape::escape_key;
+pub use escape::{escape_key, one_line, shown_key, shown_text, SHOWN_MAX};
 pub use exclusive::{lease_holder, CrossProcessLease, ExclusiveSession, HeldLease, NamedLease};
 pub use guard::guarded_open;
 pub use lease::{Store, WriteLease};

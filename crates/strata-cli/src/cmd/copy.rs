@@ -29,6 +29,10 @@ use strata_store::{Batch, KvRead, KvWrite, Pages, ScanLimits, Store, StoreError}
 
 /// The progress record of an unfinished copy, in the target.
 pub const PROGRESS_KEY: &[u8] = b"__nx/copy/progress";
+/// The last copied key of an unfinished copy, in the target: the key itself is the value
+/// (raw, so the record is never larger than the copied record it points at and stays
+/// inside the byte budget the copy was given).
+pub const CURSOR_KEY: &[u8] = b"__nx/copy/cursor";
 /// The manifest of a finished copy, in the target: what was copied (count + digest).
 pub const MANIFEST_KEY: &[u8] = b"__nx/copy/manifest";
 
@@ -156,13 +160,16 @@ impl ManifestCheck {
 
 /// Reads the bulk-operation manifest of `store`, if any, and compares the store with it
 /// (one full scan, only when a manifest exists).
-pub fn check_manifest(store: &Store) -> Result<Option<ManifestCheck>, CopyError> {
+/// `limits` bound each page of that scan (`verify --max-bytes`).
+pub fn check_manifest(
+    store: &Store,
+    limits: ScanLimits,
+) -> Result<Option<ManifestCheck>, CopyError> {
     let Some(raw) = store.get(MANIFEST_KEY)? else {
         return Ok(None);
     };
     let manifest: Manifest =
         serde_json::from_slice(&raw).map_err(|e| CopyError::BadManifest(e.to_string()))?;
-    let limits = ScanLimits::new(10_000, 4 << 20)?;
     let (now_records, _, now_digest) = digest(store, limits)?;
     Ok(Some(ManifestCheck {
         matches: now_records == manifest.records && now_digest == manifest.digest,
@@ -179,9 +186,14 @@ pub fn check_manifest(store: &Store) -> Result<Option<ManifestCheck>, CopyError>
 struct Progress {
     format: u32,
     from: String,
-    /// The last copied key, hex; empty before the first batch.
+    /// The last copied key, hex, as older builds wrote it; empty when the key is in the
+    /// cursor record [`CURSOR_KEY`] (or before the first batch).
     cursor: String,
     copied: u64,
+    /// The last copied key is the value of [`CURSOR_KEY`] (a hex cursor doubled the key,
+    /// so the progress record of a store with a 3 MiB key exceeded a 4 MiB budget).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    cursor_in_record: bool,
 }
 
 /// The bulk-operation manifest (JSON, format 1): what a finished bulk operation saw and
@@ -468,10 +480,15 @@ fn copy(
                 from: from.to_string(),
                 cursor: String::new(),
                 copied: 0,
+                cursor_in_record: false,
             },
         ),
     };
-    let cursor = if progress.cursor.is_empty() {
+    let cursor = if progress.cursor_in_record {
+        Some(target.get(CURSOR_KEY)?.ok_or_else(|| {
+            bad("it names a cursor record `__nx/copy/cursor` that is missing".into())
+        })?)
+    } else if progress.cursor.is_empty() {
         None
     } else {
         Some(unhex(&progress.cursor).ok_or_else(|| bad("cursor is not hex".into()))?)
@@ -489,9 +506,12 @@ fn copy(
                 batch = batch.set(r.key, r.value);
             }
         }
-        progress.cursor = hex(&last);
+        progress.cursor = String::new();
+        progress.cursor_in_record = true;
         let next = serde_json::to_vec(&progress).map_err(|e| bad(e.to_string()))?;
-        batch = batch.set(PROGRESS_KEY.to_vec(), next.clone());
+        batch = batch
+            .set(CURSOR_KEY.to_vec(), last)
+            .set(PROGRESS_KEY.to_vec(), next.clone());
         target.apply(batch)?;
         raw = Some(next);
         reporter.batch(progress.copied);
@@ -522,6 +542,7 @@ fn copy(
         Batch::new()
             .require(PROGRESS_KEY.to_vec(), raw)
             .delete(PROGRESS_KEY.to_vec())
+            .delete(CURSOR_KEY.to_vec())
             .set(MANIFEST_KEY.to_vec(), manifest),
     )?;
     target.flush()?;
@@ -595,6 +616,7 @@ mod tests {
             from: "a".into(),
             cursor: hex(&[b'k', 2]),
             copied: 3,
+            cursor_in_record: false,
         };
         let mut batch = Batch::new().set(
             PROGRESS_KEY.to_vec(),
@@ -626,6 +648,7 @@ mod tests {
             from: "a".into(),
             cursor: hex(b"k1"),
             copied: 1,
+            cursor_in_record: false,
         };
         target
             .apply(
@@ -642,5 +665,61 @@ mod tests {
         assert!(matches!(err, CopyError::Mismatch { .. }), "{err}");
         assert!(target.get(PROGRESS_KEY).unwrap().is_some());
         assert_eq!(target.get(MANIFEST_KEY).unwrap(), None);
+    }
+
+    /// A store whose largest key is 3 MiB copies inside a 4 MiB budget: the progress
+    /// records hold the cursor raw in their own record (a hex cursor doubled it past the
+    /// budget and failed the copy's own final check), every record the copy writes fits
+    /// the budget, and the result verifies.
+    #[test]
+    fn a_3_mib_key_inside_a_4_mib_budget_copies_and_verifies() {
+        let budget = ScanLimits::new(2, 4 << 20).unwrap();
+        let source = Store::new(MemoryStore::new());
+        let big = vec![b'b'; 3 << 20];
+        source
+            .apply(
+                Batch::new()
+                    .set(b"a".to_vec(), b"1".to_vec())
+                    .set(big.clone(), b"v".to_vec())
+                    .set(b"c".to_vec(), b"3".to_vec()),
+            )
+            .unwrap();
+        let target = Store::new(MemoryStore::new());
+        // Interrupted after the first batch (two records): a resume reads the cursor from
+        // its record; every record the copy left fits the budget.
+        let mut pages = Pages::new(&source, b"", budget);
+        let first = pages.next().unwrap().unwrap();
+        let last = first.cursor().unwrap().to_vec();
+        assert_eq!(last, big);
+        let progress = Progress {
+            format: 1,
+            from: "a".into(),
+            cursor: String::new(),
+            copied: 2,
+            cursor_in_record: true,
+        };
+        let mut batch = Batch::new().set(CURSOR_KEY.to_vec(), last).set(
+            PROGRESS_KEY.to_vec(),
+            serde_json::to_vec(&progress).unwrap(),
+        );
+        for r in first.records {
+            batch = batch.set(r.key, r.value);
+        }
+        target.apply(batch).unwrap();
+        for page in Pages::new(&target, b"", budget) {
+            page.unwrap();
+        }
+        let outcome = copy(&source, &target, budget, "a", "b").unwrap();
+        assert!(outcome.resumed);
+        assert_eq!(outcome.records, 3);
+        assert_eq!(target.get(CURSOR_KEY).unwrap(), None);
+        assert_eq!(target.get(PROGRESS_KEY).unwrap(), None);
+        assert_eq!(target.get(&big).unwrap(), Some(b"v".to_vec()));
+        // From scratch too, and the manifest check (what `strata verify` runs) agrees.
+        let fresh = Store::new(MemoryStore::new());
+        let outcome = copy(&source, &fresh, budget, "a", "b").unwrap();
+        assert_eq!(outcome.records, 3);
+        let check = check_manifest(&fresh, budget).unwrap().unwrap();
+        assert!(check.matches, "{check:?}");
     }
 }

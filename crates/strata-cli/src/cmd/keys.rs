@@ -165,17 +165,53 @@ fn open_for_keyring_change(
     Ok((db::open_existing(db_path)?, cred))
 }
 
-fn read_key_file(path: &Path) -> Result<Credential, Failure> {
-    let bytes = std::fs::read(path).map_err(|e| {
+/// The most bytes a key file may hold: 64 hex digits with whitespace around them fit
+/// many times over; anything longer is not a key file.
+const MAX_KEY_FILE_BYTES: u64 = 4096;
+
+/// Reads a key file: only a regular file (a FIFO, a device such as `/dev/zero`, a
+/// directory is refused before it is opened, so nothing blocks or reads forever), and at
+/// most [`MAX_KEY_FILE_BYTES`] of it.
+fn read_key_file_bytes(path: &Path) -> Result<Vec<u8>, Failure> {
+    use std::io::Read;
+    let shown = strata_store::shown_text(&path.to_string_lossy());
+    let cannot = |e: std::io::Error| {
         Failure::error(format!(
-            "cannot read key file `{}`: {e}; check the path given to `--key-file`",
-            path.display()
+            "cannot read key file `{shown}`: {e}; check the path given to `--key-file`"
         ))
-    })?;
+    };
+    let not_regular = || {
+        Failure::error(format!(
+            "key file `{shown}` is not a regular file (a pipe, a device or a directory); write the key to a file and pass its path to `--key-file`"
+        ))
+    };
+    // Checked before opening: opening a FIFO blocks until someone writes to it.
+    if !std::fs::metadata(path).map_err(cannot)?.is_file() {
+        return Err(not_regular());
+    }
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    // And again on what was opened (the path may have been replaced in between).
+    if !file.metadata().map_err(cannot)?.is_file() {
+        return Err(not_regular());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_KEY_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > MAX_KEY_FILE_BYTES {
+        return Err(Failure::error(format!(
+            "key file `{shown}` is larger than {MAX_KEY_FILE_BYTES} bytes, so it is not a key file; check the path given to `--key-file` (the 256-bit key is 32 raw bytes or 64 hex digits)"
+        )));
+    }
+    Ok(bytes)
+}
+
+fn read_key_file(path: &Path) -> Result<Credential, Failure> {
+    let bytes = read_key_file_bytes(path)?;
     let bad = || {
         Failure::error(format!(
             "key file `{}` holds neither 32 raw bytes nor 64 hex digits; write the 256-bit key in one of those forms",
-            path.display()
+            strata_store::shown_text(&path.to_string_lossy())
         ))
     };
     let key = if bytes.len() == 32 {

@@ -18,6 +18,7 @@
 //! | `__nx/sync/sequences` | malformed | delete (the next open rebuilds it) |
 //! | `__nx/copy/progress` | an unfinished copy | manual: finish the copy (the store is incomplete) |
 //! | `__nx/rotate/<collection>` | an unfinished data-key rotation | none: run the rotation again (it resumes) |
+//! | `__nx/keys/database` | the keyring does not decode | manual: restore it from a backup (it holds the wrapped data key) |
 
 use crate::db;
 use crate::exit::{CmdResult, Failure, OK, UNSUPPORTED};
@@ -186,6 +187,7 @@ pub(crate) fn plan(store: &Store, now_ms: u64) -> Result<Vec<Finding>, StoreErro
     sync_findings(store, &mut out)?;
     copy_findings(store, &mut out)?;
     rotation_findings(store, &mut out)?;
+    keyring_findings(store, &mut out)?;
     Ok(out)
 }
 
@@ -661,6 +663,24 @@ fn rotation_findings(store: &Store, out: &mut Vec<Finding>) -> Result<(), StoreE
         out.push(f);
     }
     Ok(())
+}
+
+/// The database keyring, when it does not decode: listed for a restore (it holds the
+/// wrapped data key, which nothing else can rebuild), as `status` and `verify` report it.
+fn keyring_findings(store: &Store, out: &mut Vec<Finding>) -> Result<(), StoreError> {
+    let ring = strata::seal::Keyring::database();
+    match ring.read(store) {
+        Err(strata::seal::SealError::CorruptedKeyring { reason, .. }) => {
+            let raw = store.get(ring.store_key())?;
+            out.push(
+                Finding::new(ring.store_key(), "keyring", raw, format!("corrupted database keyring: {reason}"))
+                    .manual("restore the keyring record from a backup (it holds the wrapped data key: without it no sealed record opens, and a new keyring could not open them); repair never rewrites it"),
+            );
+            Ok(())
+        }
+        Err(strata::seal::SealError::Store(e)) => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// The one batch that does every change of `findings`: each change and every record it

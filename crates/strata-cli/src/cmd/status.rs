@@ -38,6 +38,10 @@ struct StatusDoc<'a> {
     /// Collections with rows stored below their retired versions (`retire`): every read
     /// refuses them (`strata verify` fails on them).
     retired_rows: Vec<RetiredRows>,
+    /// Metadata outside the tables that makes the store unsupported (a corrupted database
+    /// keyring), as `verify` reports it; absent when there is none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    problems: Vec<String>,
 }
 
 /// Rows of one collection stored below its retired versions.
@@ -112,6 +116,15 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         // Only part of the source is here: its tables' states say nothing of the store.
         (code, word) = (UNFINISHED, "unfinished_copy");
     }
+    // A database keyring that does not decode: no sealed record can be opened, so the
+    // store is unsupported here as in `verify` (and `repair` lists it).
+    let mut problems = Vec::new();
+    if let Err(e @ strata::seal::SealError::CorruptedKeyring { .. }) =
+        strata::seal::Keyring::database().read(&store)
+    {
+        problems.push(e.to_string());
+        (code, word) = (UNSUPPORTED, "unsupported");
+    }
     // Stale rows are a report, not an error: count them for readable collections.
     let fence = read_fence(&store)?;
     let mut pending = Vec::new();
@@ -146,11 +159,15 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             sweep_pending: pending,
             unfinished: &unfinished,
             retired_rows: retired,
+            problems,
         };
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
     } else {
         write_table(&mut out, &tables, &pending)?;
+        for p in &problems {
+            writeln!(out, "\n{p}")?;
+        }
         let summary = match code {
             UNFINISHED => "this store is an unfinished copy: resume the copy or delete the store (no command certifies or migrates it until then)".to_string(),
             OK => "every table is current or empty".to_string(),

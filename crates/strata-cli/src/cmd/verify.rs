@@ -37,6 +37,11 @@ pub struct Args {
     /// (`copy`) recorded: use it on a store nothing wrote since, e.g. a restored copy.
     #[arg(long)]
     strict_manifest: bool,
+    /// Byte budget of each page read (keys + values), as `strata copy` and `migrate`
+    /// take it: 4MiB, 16MiB or a bare number. A record larger than it is reported naming
+    /// its key; raise it for a store copied with a larger `--max-bytes`.
+    #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = crate::size::parse_size)]
+    max_bytes: usize,
     /// With the key, every sealed record is authenticated; without, only its envelope is
     /// checked (and the output says so).
     #[command(flatten)]
@@ -421,12 +426,15 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     // A wrong key fails here, before any record is read.
     let sealer = args.key.unlock(&store)?;
     let mut progress = Reporter::new(&store, &catalog)?;
-    let result = verify(&store, &catalog, PassLimits::default(), |p| {
-        progress.verify_progress(p)
-    });
+    let limits = PassLimits::new(strata::pass::DEFAULT_MAX_RECORDS, args.max_bytes)
+        .map_err(Failure::error)?;
+    let result = verify(&store, &catalog, limits, |p| progress.verify_progress(p));
     progress.finish();
     let report = result.map_err(Failure::error)?;
-    let manifest = crate::cmd::copy::check_manifest(&store)?;
+    let manifest = crate::cmd::copy::check_manifest(
+        &store,
+        strata_store::ScanLimits::new(10_000, args.max_bytes).map_err(Failure::error)?,
+    )?;
     let scopes = check_scopes(&store)?;
     let sealed = strata::seal::verify_sealed(&store, &catalog, sealer.as_ref())?;
     // The verdict the exit code below gives: certified records gone or sealed records

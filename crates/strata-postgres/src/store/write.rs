@@ -362,6 +362,9 @@ impl PgStore {
     /// by the server, in one round trip where it can (see the module).
     pub(super) fn apply_batch(&self, batch: &Batch) -> Result<()> {
         batch.validate()?;
+        // A key PostgreSQL's index could not hold: the same error as every backend's
+        // collections give, never a server error "retry" cannot fix.
+        batch.check_key_lengths()?;
         if batch.is_empty() {
             return Ok(());
         }
@@ -396,10 +399,7 @@ impl PgStore {
             attempt += 1;
             let failure = match self.pool.with(async |conn| match ordinary {
                 Some(locks) => match &conn.stmts.functions {
-                    Some(f) => {
-                        self.try_apply_function(&conn.client, f, batch, locks)
-                            .await
-                    }
+                    Some(f) => self.try_apply_function(&conn.client, f, batch, locks).await,
                     None if fits => self.try_apply_one_message(conn, batch, locks).await,
                     None => self.try_apply(conn, batch, key_locks, fence).await,
                 },

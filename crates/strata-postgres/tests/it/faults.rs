@@ -113,6 +113,10 @@ fn a_lock_held_too_long_is_a_lock_timeout_and_the_store_then_works() {
         .unwrap();
 
     let mut other = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let holder: i32 = other
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
     let mut tx = other.transaction().unwrap();
     tx.batch_execute(&format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
         .unwrap();
@@ -122,8 +126,25 @@ fn a_lock_held_too_long_is_a_lock_timeout_and_the_store_then_works() {
         matches!(pg, PgError::LockTimeout { op: "get", .. }),
         "{err:?}"
     );
-    assert!(one_line(&err).contains(&format!("table `{table}`")));
-    assert!(one_line(&err).contains("strata_lock_wait"));
+    // The line names the wait, the table and the holder's pid; no "check the server log".
+    let line = one_line(&err);
+    assert!(line.contains(&format!("table `{table}`")), "{line}");
+    assert!(line.contains("strata_lock_wait"), "{line}");
+    assert!(line.contains(&format!("pid {holder}")), "{line}");
+    assert!(!line.contains("server log"), "{line}");
+    // A new process's first connection waits in its setup: the same message.
+    let err = PgStore::connect_with(
+        &with_params(&url, "strata_lock_wait=0.3"),
+        PgOptions::new().table(&table),
+    )
+    .unwrap_err();
+    let line = one_line(&err);
+    assert!(
+        matches!(pg_error(&err), PgError::LockTimeout { .. }),
+        "{line}"
+    );
+    assert!(line.contains(&format!("pid {holder}")), "{line}");
+    assert!(!line.contains("server log"), "{line}");
     tx.rollback().unwrap();
     // The same store, the same connections: working again.
     assert_eq!(store.get(b"k").unwrap(), Some(b"v".to_vec()));

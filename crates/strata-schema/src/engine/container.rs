@@ -47,6 +47,9 @@ impl Engine<'_> {
         if !added.is_empty() && !removed.is_empty() {
             let mut groups: BTreeMap<Vec<u8>, (Vec<String>, Vec<String>)> = BTreeMap::new();
             for r in &removed {
+                if !crate::budget::tick(1) {
+                    return;
+                }
                 if let Some(s) = props_o.get(*r) {
                     groups
                         .entry(fingerprint(self.old_root, s, &mut self.old_prints))
@@ -56,6 +59,9 @@ impl Engine<'_> {
                 }
             }
             for a in &added {
+                if !crate::budget::tick(1) {
+                    return;
+                }
                 if let Some(s) = props_n.get(*a) {
                     let print = fingerprint(self.new_root, s, &mut self.new_prints);
                     if let Some(g) = groups.get_mut(&print) {
@@ -82,6 +88,9 @@ impl Engine<'_> {
 
         let saved_field = self.top_field.clone();
         for name in &added {
+            if !crate::budget::tick(1) {
+                return;
+            }
             let Some(schema) = props_n.get(*name) else {
                 continue;
             };
@@ -110,6 +119,9 @@ impl Engine<'_> {
             );
         }
         for name in &removed {
+            if !crate::budget::tick(1) {
+                return;
+            }
             let Some(schema) = props_o.get(*name) else {
                 continue;
             };
@@ -142,6 +154,9 @@ impl Engine<'_> {
         names.retain(|n| !props_n.contains_key(*n) || props_o.contains_key(*n));
         names.retain(|n| !props_o.contains_key(*n) || props_n.contains_key(*n));
         for name in names {
+            if !crate::budget::tick(1) {
+                return;
+            }
             if is_root {
                 self.top_field = Some(name.to_string());
             }

@@ -161,3 +161,55 @@ fn recursive_unions_of_unions_terminate() {
         assert_eq!(d.kind, DeltaKind::None);
     }
 }
+
+/// An object schema with `n` top-level properties `p<i>`, each of type `ty(i)`.
+fn wide(n: usize, name: impl Fn(usize) -> String, ty: impl Fn(usize) -> &'static str) -> Value {
+    let props: Map<String, Value> = (0..n)
+        .map(|i| (name(i), json!({ "type": ty(i) })))
+        .collect();
+    json!({ "type": "object", "properties": props })
+}
+
+/// 100,000 top-level properties: every per-field pass is linear (or n·log n), so each of
+/// these diffs finishes or refuses `TooComplex` within the bound (the quadratic pass took
+/// minutes at this size).
+#[test]
+fn a_hundred_thousand_top_level_properties_diff_or_refuse_fast() {
+    const N: usize = 100_000;
+    let p = |i: usize| format!("p{i}");
+    let q = |i: usize| format!("q{i}");
+    let base = wide(N, p, |_| "string");
+    let cases = [
+        // every field changes its type
+        ("changed", wide(N, p, |_| "integer")),
+        // every field added
+        ("added", {
+            let mut both = wide(N, p, |_| "string");
+            let extra = wide(N, q, |_| "string");
+            for (k, v) in extra["properties"].as_object().unwrap() {
+                both["properties"][k] = v.clone();
+            }
+            both
+        }),
+        // every field removed and another of the same shape added (rename candidates)
+        ("renamed", wide(N, q, |_| "string")),
+        // half of them changed, alternating
+        (
+            "alternating",
+            wide(N, p, |i| if i % 2 == 0 { "string" } else { "number" }),
+        ),
+    ];
+    for (what, new) in &cases {
+        let (r, took) = timed(|| diff("wide", &base, new));
+        assert!(took < FAST, "{what}: a 100k-property diff took {took:?}");
+        match r {
+            Ok(d) => assert_ne!(d.kind, DeltaKind::None, "{what}"),
+            Err(e) => assert!(matches!(e, SchemaError::TooComplex { .. }), "{what}: {e}"),
+        }
+    }
+    let (r, took) = timed(|| diff("wide", &base, &base));
+    assert!(took < FAST, "identical: {took:?}");
+    if let Ok(d) = r {
+        assert_eq!(d.kind, DeltaKind::None);
+    }
+}

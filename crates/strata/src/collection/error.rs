@@ -50,7 +50,7 @@ fn recorded_retirement(recorded: Option<i32>) -> String {
 }
 
 pub(crate) fn esc(key: &str) -> String {
-    escape_key(key.as_bytes())
+    strata_store::shown_key(key.as_bytes())
 }
 
 /// Errors of collections, the payload read path, the ahead guard and the sweep.
@@ -334,7 +334,7 @@ pub enum CollectionError {
     /// Sealing or opening a sealed document failed: a record that does not authenticate
     /// (that read fails, nothing changes), a sealed record read without the key, or a
     /// wrong key at open.
-    #[error("{}", seal_context(.collection))]
+    #[error("{}: {}", seal_context(.collection), .source)]
     Seal {
         /// The collection (empty when none applies).
         collection: String,
@@ -583,8 +583,11 @@ fn store_failure(e: &StoreError) -> String {
         StoreError::DuplicateKey { .. } | StoreError::InvalidArgument(_) => {
             "the store refused the request as malformed; nothing was written".into()
         }
+        StoreError::KeyTooLong { .. } => {
+            "the document key is longer than any strata store takes; nothing was written".into()
+        }
         StoreError::Backend { backend, .. } => {
-            format!("the {backend} backend failed; retry, and check the datastore if it persists")
+            format!("the {backend} backend failed; see the cause")
         }
         _ => "the store failed; see the cause and retry".into(),
     }

@@ -211,6 +211,20 @@ impl CollectionInner {
         Ok(())
     }
 
+    /// Refuses a document whose full store key is longer than
+    /// [`strata_store::MAX_KEY_BYTES`], the same way on every backend (PostgreSQL could not
+    /// index it; redb and sled would take it).
+    pub(crate) fn check_key_length(&self, key: &str) -> Result<(), CollectionError> {
+        if self.prefix.len().saturating_add(key.len()) > strata_store::MAX_KEY_BYTES {
+            return Err(self.store_error(strata_store::StoreError::KeyTooLong {
+                key: self.key_of(key),
+                len: self.prefix.len().saturating_add(key.len()),
+                limit: strata_store::MAX_KEY_BYTES,
+            }));
+        }
+        Ok(())
+    }
+
     pub(crate) fn check_key(&self, key: &str) -> Result<(), CollectionError> {
         if key.is_empty() {
             return Err(self.empty_key());

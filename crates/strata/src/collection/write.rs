@@ -145,6 +145,9 @@ impl CollectionInner {
         set: Option<(Vec<u8>, Reencode<'_>)>,
         expect: Expect,
     ) -> Result<Option<u64>, CollectionError> {
+        if set.is_some() {
+            self.check_key_length(key)?;
+        }
         let full = self.key_of(key);
         let (encoded, reencode) = match set {
             Some((json, reencode)) => (Some(json), Some(reencode)),

@@ -10,7 +10,7 @@ pub(crate) struct CursorDisplay<'a>(pub(crate) Option<&'a [u8]>);
 impl fmt::Display for CursorDisplay<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0 {
-            Some(c) => write!(f, "`{}`", escape_key(c)),
+            Some(c) => write!(f, "`{}`", strata_store::shown_key(c)),
             None => f.write_str("none"),
         }
     }
@@ -160,7 +160,7 @@ pub enum PassError {
         reason: String,
     },
     /// The processor rejected a record.
-    #[error("invalid record `{}` in table `{table}`: {reason}; nothing of its batch was written (checkpoint {}), repair or remove the record and rerun", escape_key(.key), CursorDisplay(.checkpoint.as_deref()))]
+    #[error("invalid record `{}` in table `{table}`: {reason}; nothing of its batch was written (checkpoint {}), repair or remove the record and rerun", strata_store::shown_key(.key), CursorDisplay(.checkpoint.as_deref()))]
     InvalidRecord {
         /// The table.
         table: String,
@@ -173,7 +173,7 @@ pub enum PassError {
     },
     /// A single stored record is larger than the byte budget (raised before its value
     /// was copied).
-    #[error("record `{}` in table `{table}` is {size} bytes (key + value), larger than the batch byte budget of {limit} bytes; nothing was written (checkpoint {}), raise the byte budget", escape_key(.key), CursorDisplay(.checkpoint.as_deref()))]
+    #[error("record `{}` in table `{table}` is {size} bytes (key + value), larger than the batch byte budget of {limit} bytes; nothing was written (checkpoint {}), raise the byte budget", strata_store::shown_key(.key), CursorDisplay(.checkpoint.as_deref()))]
     RecordTooLarge {
         /// The table.
         table: String,
@@ -188,7 +188,7 @@ pub enum PassError {
     },
     /// One record plus the mutations generated for it exceed the byte budget even in a
     /// batch of its own.
-    #[error("record `{}` in table `{table}` and its generated mutations need {size} bytes, more than the batch byte budget of {limit} bytes; nothing of it was written (checkpoint {}), raise the byte budget", escape_key(.key), CursorDisplay(.checkpoint.as_deref()))]
+    #[error("record `{}` in table `{table}` and its generated mutations need {size} bytes, more than the batch byte budget of {limit} bytes; nothing of it was written (checkpoint {}), raise the byte budget", strata_store::shown_key(.key), CursorDisplay(.checkpoint.as_deref()))]
     BatchTooLarge {
         /// The table.
         table: String,
@@ -204,7 +204,7 @@ pub enum PassError {
     /// The checkpoint value the pass would commit (its codec's encoding of the cursor) is,
     /// with its key, larger than [`DEFAULT_MAX_BYTES`](crate::pass::DEFAULT_MAX_BYTES): no
     /// reader could read it back under the default budget, so it is not written.
-    #[error("checkpoint `{}` of table `{table}` would be {size} bytes (key + value), more than the record limit of {limit} bytes; nothing of its batch was written (checkpoint {}), shorten the keys of the table (the cursor is the last key processed)", escape_key(.key), CursorDisplay(.checkpoint.as_deref()))]
+    #[error("checkpoint `{}` of table `{table}` would be {size} bytes (key + value), more than the record limit of {limit} bytes; nothing of its batch was written (checkpoint {}), shorten the keys of the table (the cursor is the last key processed)", strata_store::shown_key(.key), CursorDisplay(.checkpoint.as_deref()))]
     CheckpointTooLarge {
         /// The table.
         table: String,
@@ -218,7 +218,7 @@ pub enum PassError {
         checkpoint: Option<Vec<u8>>,
     },
     /// A generated mutation broke one of the pass rules.
-    #[error("the step for record `{}` in table `{table}` touches `{}`: {rule}; nothing of its batch was written (checkpoint {})", escape_key(.key), escape_key(.target), CursorDisplay(.checkpoint.as_deref()))]
+    #[error("the step for record `{}` in table `{table}` touches `{}`: {rule}; nothing of its batch was written (checkpoint {})", strata_store::shown_key(.key), strata_store::shown_key(.target), CursorDisplay(.checkpoint.as_deref()))]
     ForbiddenMutation {
         /// The table.
         table: String,
@@ -232,7 +232,7 @@ pub enum PassError {
         checkpoint: Option<Vec<u8>>,
     },
     /// The stored checkpoint cannot be decoded.
-    #[error("corrupted checkpoint `{}` of table `{table}`: {reason}; restore it from a backup or delete it to restart the pass from the beginning", escape_key(.key))]
+    #[error("corrupted checkpoint `{}` of table `{table}`: {reason}; restore it from a backup or delete it to restart the pass from the beginning", strata_store::shown_key(.key))]
     CorruptCheckpoint {
         /// The table.
         table: String,

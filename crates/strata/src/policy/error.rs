@@ -259,6 +259,15 @@ impl fmt::Display for RefusalMessage<'_> {
                 f,
                 "schema change to `{c}` refused by strategy `{strategy}`: {reason}; revert the change or adjust the strategy"
             ),
+            // The stored fence is still normal: it is this build's schema change that
+            // waits for a cutover nobody has started (not a running cutover).
+            Refusal::Fenced {
+                state: FenceState::Normal,
+                generation,
+            } => write!(
+                f,
+                "writes to `{c}` are fenced: a schema cutover is pending for this build's change of `{c}` and has not started (the stored fence is still normal, generation {generation}); run the cutover (run_schema_cutover()), or write with a build of the stored schema"
+            ),
             Refusal::Fenced { state, generation } => write!(
                 f,
                 "writes to `{c}` are fenced: a schema cutover is pending (fence {state}, generation {generation}); run the cutover (run_schema_cutover()) or abort it, then write again"
@@ -308,6 +317,13 @@ mod tests {
                     generation: 4,
                 },
                 "writes to `orders` are fenced: a schema cutover is pending (fence draining, generation 4)",
+            ),
+            (
+                Refusal::Fenced {
+                    state: FenceState::Normal,
+                    generation: 0,
+                },
+                "has not started (the stored fence is still normal, generation 0)",
             ),
             (
                 Refusal::MigrationRequired {

@@ -91,7 +91,7 @@ pub enum SealError {
     },
     /// A wrapping-entry label is empty, too long or uses characters outside
     /// `A-Z a-z 0-9 _ - .`.
-    #[error("invalid keyring entry label `{label}`: use 1-64 characters of `A-Z a-z 0-9 _ - .`")]
+    #[error("invalid keyring entry label `{}`: use 1-64 characters of `A-Z a-z 0-9 _ - .`", strata_store::shown_text(.label))]
     InvalidLabel {
         /// The label given.
         label: String,

@@ -18,11 +18,24 @@ pub const MAX_LABEL_LEN: usize = 64;
 const WRAP_AAD_MAGIC: &[u8; 4] = b"NXKW";
 
 /// One data key sealed under an entry's KEK.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub(super) struct Wrap {
     pub(super) key_id: u32,
     /// `nonce | ciphertext | tag` (24 + 32 + 16 bytes).
     pub(super) sealed: Vec<u8>,
+}
+
+/// Wrapped key bytes are never printed, not even by `{:?}`: only their length.
+impl std::fmt::Debug for Wrap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wrap")
+            .field("key_id", &self.key_id)
+            .field(
+                "sealed",
+                &format_args!("<{} bytes, redacted>", self.sealed.len()),
+            )
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

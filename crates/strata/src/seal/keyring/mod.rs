@@ -97,10 +97,20 @@ pub(crate) struct Origin {
 /// assert_eq!(sealer.open(ctx, &body)?, br#"{"id":"a1"}"#);
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Keyring {
     scope: KeyScope,
     key: Vec<u8>,
+}
+
+/// The keyring's store key as text (`__nx/keys/database`), not a byte array.
+impl std::fmt::Debug for Keyring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keyring")
+            .field("scope", &self.scope)
+            .field("key", &strata_store::shown_key(&self.key))
+            .finish()
+    }
 }
 
 impl Keyring {
