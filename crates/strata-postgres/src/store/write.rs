@@ -396,10 +396,7 @@ impl PgStore {
             attempt += 1;
             let failure = match self.pool.with(async |conn| match ordinary {
                 Some(locks) => match &conn.stmts.functions {
-                    Some(f) => {
-                        self.try_apply_function(&conn.client, f, batch, locks)
-                            .await
-                    }
+                    Some(f) => self.try_apply_function(&conn.client, f, batch, locks).await,
                     None if fits => self.try_apply_one_message(conn, batch, locks).await,
                     None => self.try_apply(conn, batch, key_locks, fence).await,
                 },
