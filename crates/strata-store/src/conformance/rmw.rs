@@ -133,8 +133,8 @@ pub fn rmw_refusal_and_failed_guards_write_nothing<F: Fn(&Path) -> Store>(factor
 }
 
 /// Threads moving units between two keys with read-modify-writes (each reads both,
-/// decides, writes both, no precondition of its own) lose no update and never expose a
-/// half-applied transfer: the sum stays constant.
+/// decides, writes both, no precondition of its own) lose no update and never apply a
+/// transfer half: the sum is what it was, and each account is back where it started.
 pub fn rmw_transfers_are_atomic<F: Fn(&Path) -> Store>(factory: F) {
     const THREADS: usize = 4;
     const PER_THREAD: u64 = 25;
@@ -160,9 +160,6 @@ pub fn rmw_transfers_are_atomic<F: Fn(&Path) -> Store>(factory: F) {
                         )
                     })?;
                     assert!(written);
-                    let total = n(store.get(a)?.as_deref()) + n(store.get(b)?.as_deref());
-                    // (Two reads, not one snapshot: a transfer may land between them.)
-                    assert!((1998..=2002).contains(&total), "total {total}");
                 }
                 Ok(())
             });
