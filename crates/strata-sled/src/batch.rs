@@ -119,8 +119,7 @@ impl SledStore {
     }
 
     /// One sled compare-and-swap of `key` from `old` (`None`: absent) to `new`. The
-    /// caller holds `writers` (the exclusive side, or the shared side for a key that is
-    /// not a cached guard: see [`SledStore::write_one_shared`]).
+    /// caller holds the exclusive side of `writers`.
     fn cas(&self, key: Vec<u8>, old: Option<&[u8]>, new: Option<Vec<u8>>) -> Result<()> {
         let new = new.map(sled::IVec::from);
         let mut values = self.values.lock_key(&key);
@@ -228,72 +227,7 @@ impl SledStore {
     }
 }
 
-/// How often [`SledStore::write_one_shared`] decides again after losing its key's
-/// compare-and-swap to a concurrent writer of the same key.
-const SHARED_ATTEMPTS: usize = 16;
-
 impl SledStore {
-    /// The write of one document without the exclusive side of `writers`, so writers of
-    /// different keys run in parallel: under the SHARED side, the key is read (write
-    /// cache, else sled), decided, the decided batch's guards are checked against the
-    /// guard cache, and the key is written with one sled compare-and-swap over the value
-    /// decided on (a concurrent writer of the same key makes it fail: decided again).
-    ///
-    /// Why the guards hold at the write: only guards the cache holds are checked here,
-    /// and the cache's entries only change under the exclusive side, which every write
-    /// of a cached key takes (a conditional batch always, a plain one whose key has a
-    /// cached length) — none can run while this write holds the shared side. The key
-    /// itself must not be a cached guard (its length bit clear: a write of it would
-    /// have to drop the entry, which only the exclusive side may).
-    ///
-    /// `None` (nothing written) when the write does not fit — the batch writes another
-    /// key or more than one, requires the key itself, or requires a guard the cache does
-    /// not hold yet: the caller decides again under the exclusive side (which fills the
-    /// cache), as the primitive's contract allows.
-    fn write_one_shared(&self, key: &[u8], decide: &mut Decide<'_>) -> Result<Option<bool>> {
-        if !self.values.enabled() {
-            return Ok(None);
-        }
-        let cache = self.shared();
-        if self.guards.lengths.load(Ordering::Acquire) & length_bit(key) != 0 {
-            return Ok(None);
-        }
-        for _ in 0..SHARED_ATTEMPTS {
-            let current = self.current(key)?;
-            let Some(batch) = decide(&[current.as_deref()]) else {
-                return Ok(Some(false));
-            };
-            match batch.mutations() {
-                [m] if m.key() == key => {}
-                [] if batch.preconditions().is_empty() => return Ok(Some(true)),
-                _ => return Ok(None),
-            }
-            let mut guards = Vec::with_capacity(batch.preconditions().len());
-            for p in batch.preconditions() {
-                match cache.get(p.key()) {
-                    Some(value) if p.key() != key => guards.push((p, value)),
-                    _ => return Ok(None),
-                }
-            }
-            self.checks
-                .fetch_add(guards.len() as u64 + 1, Ordering::Relaxed);
-            for (p, value) in guards {
-                p.check(value.as_deref())?;
-            }
-            let (mut mutations, _) = batch.into_parts();
-            let new = match mutations.pop() {
-                Some(Mutation::Set { value, .. }) => Some(value),
-                _ => None,
-            };
-            match self.cas(key.to_vec(), current.as_deref(), new) {
-                Ok(()) => return Ok(Some(true)),
-                Err(StoreError::Conflict { key: k, .. }) if k == key => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(None)
-    }
-
     /// A batch (a write that reads nothing): a plain one takes the shared side of
     /// `writers`, a conditional one the exclusive side for its checks and its write.
     fn apply_batch(&self, batch: Batch) -> Result<()> {
@@ -346,11 +280,6 @@ impl KvWrite for SledStore {
                 return Ok(false);
             };
             return self.apply_batch(batch).map(|()| true);
-        }
-        if let [key] = reads {
-            if let Some(written) = self.write_one_shared(key, decide)? {
-                return Ok(written);
-            }
         }
         let mut cache = self.exclusive();
         let mut current = Vec::with_capacity(reads.len());

@@ -45,11 +45,7 @@
 //!
 //! The one write primitive ([`strata_store::KvWrite::read_modify_write`]) is one critical
 //! section: a write that reads keys holds the exclusive side of the writer lock while it
-//! reads them (write cache, else sled), decides, checks its guards and writes — except the
-//! commonest write, one document over the value read with guards the guard cache holds:
-//! it holds only the shared side (writers of different documents run in parallel) and
-//! writes with one compare-and-swap over the value it decided on, deciding again when a
-//! concurrent writer of the same key won.
+//! reads them (write cache, else sled), decides, checks its guards and writes.
 //!
 //! What this crate is not: it adds no layout of its own (the engine above decides the key
 //! encoding), and it never exposes `sled` types: sled errors become
