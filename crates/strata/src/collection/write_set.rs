@@ -4,7 +4,7 @@
 //! PostgreSQL statement — all or nothing.
 //!
 //! Each document is checked exactly as a single write is (the same decision,
-//! [`CollectionInner::decide`]): the schema gate and the fence (the policy's verdict, and
+//! `CollectionInner::decide`): the schema gate and the fence (the policy's verdict, and
 //! the fence record's bytes as a precondition), the write guards, a sealed collection's
 //! rules (no write from a handle without the key into a sealed collection, an update of
 //! a sealed document must authenticate, the keyring snapshot as a precondition), the

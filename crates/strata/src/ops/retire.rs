@@ -17,7 +17,7 @@
 //!
 //! A row below K that appears later (restored from a backup, copied in, written by an old
 //! build) is refused by every reader with
-//! [`CollectionError::Retired`](crate::CollectionError::Retired), and `strata
+//! [`CollectionError::Retired`], and `strata
 //! collections`/`status`/`verify` report it.
 
 use crate::collection::CollectionError;
