@@ -79,6 +79,31 @@ struct VerifyDoc<'a> {
     error: Option<ErrorDoc>,
 }
 
+impl<'a> VerifyDoc<'a> {
+    /// The document of a run that scanned no record (an unfinished copy, or metadata this
+    /// build must not trust).
+    fn unscanned(
+        db: String,
+        verdict: &'static str,
+        problems: &'a [String],
+        unfinished: &'a [crate::cmd::unfinished::Unfinished],
+    ) -> Self {
+        VerifyDoc {
+            format: 1,
+            db,
+            verdict,
+            problems,
+            report: None,
+            manifest: None,
+            sealed: None,
+            scopes: &[],
+            retired_rows: &[],
+            unfinished,
+            error: None,
+        }
+    }
+}
+
 /// Rows of one collection stored below its retired versions.
 #[derive(Debug, Clone, Serialize)]
 pub struct RetiredRows {
@@ -370,19 +395,12 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     if let Some(copy) = unfinished.iter().find(|u| u.operation == "copy") {
         // Part of a source: nothing here is certified or judged, not even what it holds.
         if args.json {
-            let doc = VerifyDoc {
-                format: 1,
-                db: db::describe(db_path),
-                verdict: "unfinished_copy",
-                problems: &problems,
-                report: None,
-                manifest: None,
-                sealed: None,
-                scopes: &[],
-                retired_rows: &[],
-                unfinished: &unfinished,
-                error: None,
-            };
+            let doc = VerifyDoc::unscanned(
+                db::describe(db_path),
+                "unfinished_copy",
+                &problems,
+                &unfinished,
+            );
             serde_json::to_writer_pretty(&mut out, &doc)?;
             writeln!(out)?;
         } else {
@@ -397,19 +415,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     if code == UNSUPPORTED {
         // This build must not trust the store: no record scan.
         if args.json {
-            let doc = VerifyDoc {
-                format: 1,
-                db: db::describe(db_path),
-                verdict: word,
-                problems: &problems,
-                report: None,
-                manifest: None,
-                sealed: None,
-                scopes: &[],
-                retired_rows: &[],
-                unfinished: &unfinished,
-                error: None,
-            };
+            let doc = VerifyDoc::unscanned(db::describe(db_path), word, &problems, &unfinished);
             serde_json::to_writer_pretty(&mut out, &doc)?;
             writeln!(out)?;
         } else {
