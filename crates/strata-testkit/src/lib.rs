@@ -49,5 +49,8 @@ mod replay;
 mod steps;
 
 pub use replay::{replay, Replay, ReplayReport, RowFailure, SweepRun, Sweeper, CHILD_ENV};
-pub use steps::{assert_ahead_refused, assert_step, assert_upcast_fails, assert_upcasts, upcast};
+pub use steps::{
+    assert_ahead_refused, assert_downcasts, assert_step, assert_upcast_fails, assert_upcasts,
+    upcast,
+};
 pub use strata::ops::fixture::{capture, CaptureOptions, Fixture, FixtureRow, RedactPath};

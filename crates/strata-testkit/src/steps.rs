@@ -55,7 +55,80 @@ fn describe(f: UpcastFailure) -> String {
                 from.saturating_add(1)
             )
         }
+        UpcastFailure::Downcast { from, source } => match source {
+            Some(e) => format!(
+                "downcast v{from} -> v{} failed: {e}",
+                from.saturating_sub(1)
+            ),
+            None => format!("no downcast from v{from} is declared"),
+        },
     }
+}
+
+/// Asserts that a document at the chain's current version, `input`, written during a
+/// deploy window at `target` reads as `expected` there (the downcasts from the current
+/// version down to `target`, protected fields restored), and returns the fields the
+/// downcast cannot express (kept with the row, see `strata::payload::KEPT_FIELD`).
+/// Then checks the round trip: the stored form upcast back is `input` again.
+///
+/// ```
+/// use serde_json::json;
+/// use strata::{CollectionOptions, Mode};
+///
+/// let options = CollectionOptions::new()
+///     .upcast(1, Mode::Lazy, |o| {
+///         let v = o.remove("owner").unwrap_or_default();
+///         o.insert("owner_name".into(), v);
+///         Ok(())
+///     })
+///     .downcast(2, |o| {
+///         let v = o.remove("owner_name").unwrap_or_default();
+///         o.insert("owner".into(), v);
+///         o.remove("tags");
+///         Ok(())
+///     });
+/// let kept = strata_testkit::assert_downcasts(
+///     &options,
+///     1,
+///     json!({"owner_name": "ann", "tags": ["vip"]}),
+///     json!({"owner": "ann"}),
+/// );
+/// assert_eq!(kept, json!({"tags": ["vip"]}));
+/// ```
+#[track_caller]
+pub fn assert_downcasts(
+    options: &CollectionOptions,
+    target: i32,
+    input: Value,
+    expected: Value,
+) -> Value {
+    let up = upcaster(options);
+    let mut obj = object(input.clone(), "the input");
+    let kept = match up.downcast(&mut obj, target) {
+        Ok(kept) => kept,
+        Err(f) => panic!("downcast to v{target} failed: {}", describe(f)),
+    };
+    assert_eq!(
+        Value::Object(obj.clone()),
+        expected,
+        "the downcast to v{target} produced this (left), not what was expected (right)"
+    );
+    let mut back = obj;
+    if !kept.is_empty() {
+        back.insert(
+            strata::payload::KEPT_FIELD.to_string(),
+            Value::Object(kept.clone()),
+        );
+    }
+    if let Err(f) = up.upcast(&mut back, target) {
+        panic!("the upcast back from v{target} failed: {}", describe(f));
+    }
+    assert_eq!(
+        Value::Object(back),
+        input,
+        "the round trip (downcast to v{target}, then upcast) lost or changed content (left: after, right: before)"
+    );
+    Value::Object(kept)
 }
 
 /// Asserts that a row stored at `version` with body `input` reads as `expected` at the

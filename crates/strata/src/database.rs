@@ -385,11 +385,16 @@ impl Database {
         options: CollectionOptions,
     ) -> Result<Collection<T>, CollectionError> {
         layout::check_name(name)?;
+        // A coordinated cutover is a payload step: its transform sits on top of the
+        // declared chain (see `CollectionOptions::chain_steps`).
+        let (steps, cutover_step) = options.chain_steps(name)?;
         let parts = options.into_parts();
         let start = parts
             .retired_below
             .unwrap_or(crate::payload::INITIAL_PAYLOAD_VERSION);
-        let chain = UpcastChain::starting_at(name, start, parts.steps)?;
+        let (schema, strategies) = parts.schema.into_parts();
+        let chain =
+            UpcastChain::starting_at(name, start, steps)?.with_downcasts(name, parts.downs)?;
         let retired = layout::retired_below(&self.inner.store, name)?;
         if chain.start_version() > crate::payload::INITIAL_PAYLOAD_VERSION
             && retired.is_none_or(|below| below < chain.start_version())
@@ -425,17 +430,50 @@ impl Database {
         guards.extend(parts.guards);
         let upcaster =
             Upcaster::new(chain, parts.protected, parts.version_field).with_retired_below(retired);
-        let (schema, strategies) = parts.schema.into_parts();
         let persist = schema.is_some();
+        let mut deferred = None;
         if let Some(schema) = schema {
             let froms: Vec<i32> = upcaster.chain().steps().iter().map(|s| s.from()).collect();
             let mut decl = SchemaDeclaration::new(name, schema)
                 .payload(upcaster.chain().current_version(), froms)
                 .strategies(strategies);
             decl.upcaster = Some(upcaster.clone());
-            self.declare(decl)?;
+            decl.cutover_step = cutover_step;
+            // Inside a deploy window the stored schema stays the operational build's
+            // until the window completes: this build's declaration waits for it.
+            match enter_window(&self.inner.store, name, &upcaster)? {
+                Some(operational) => {
+                    tracing::info!(collection = name, operational, current = upcaster.chain().current_version(), "deploy window open: this build writes at the operational version through its downcasts");
+                    self.inner
+                        .policy
+                        .ensure()
+                        .map_err(|e| CollectionError::policy(name, e))?;
+                    deferred = Some(decl);
+                }
+                None => {
+                    self.declare(decl)?;
+                }
+            }
         }
         let governed = persist || self.has_baseline(name)?;
+        // The payload version this build knows, for the window's `complete` barrier.
+        if governed {
+            if let Some(p) = self.inner.policy.get() {
+                let registered = crate::payload::window::register_build(
+                    &self.inner.store,
+                    name,
+                    p.gate().client_id(),
+                    upcaster.chain().current_version(),
+                );
+                if let Err(e) = registered {
+                    // A read-only store, say: no window can complete through it anyway.
+                    tracing::debug!(collection = name, error = %e, "build version not recorded");
+                }
+            }
+        }
+        let window_key = (governed
+            || upcaster.chain().lowest_writable() < upcaster.chain().current_version())
+        .then(|| crate::payload::window::window_key(name));
         if seal.mark {
             let marked = crate::seal::mark::mark_collection(&self.inner.store, name);
             match marked {
@@ -473,6 +511,8 @@ impl Database {
             sweeping: Arc::clone(&self.inner.sweeping),
             sealer,
             sealed_without_key,
+            window_key,
+            deferred,
         }))
     }
 
@@ -646,4 +686,69 @@ pub fn read_catalog(store: &impl KvRead) -> Result<Catalog, CollectionError> {
         highest.as_ref().map(|(n, id)| (n.as_str(), *id)),
     )?;
     Ok(catalog)
+}
+
+/// Called when a build opens `collection` under policy: the operational version this
+/// build writes at when it takes part in a deploy window (opening one when the stored
+/// baseline records an older payload version its downcasts reach, see
+/// [`crate::ops::window`]), `None` when it writes at its own version.
+fn enter_window(
+    store: &Store,
+    collection: &str,
+    upcaster: &Upcaster,
+) -> Result<Option<i32>, CollectionError> {
+    use crate::payload::window::{encode_window, read_operational, window_key};
+    let current = upcaster.chain().current_version();
+    let lowest = upcaster.chain().lowest_writable();
+    if lowest >= current {
+        return Ok(None);
+    }
+    let reach = |v: i32| v < current && v >= lowest;
+    let read = || -> Result<Option<i32>, CollectionError> {
+        read_operational(store, collection)
+            .map_err(|e| CollectionError::store(collection, e))?
+            .map_err(|e| CollectionError::Corrupted {
+                collection: collection.to_string(),
+                key: e.key.clone(),
+                reason: e.to_string(),
+            })
+    };
+    for _ in 0..8 {
+        if let Some(op) = read()? {
+            return Ok(reach(op).then_some(op));
+        }
+        let baseline = store
+            .get(&baseline_key(collection))
+            .map_err(|e| CollectionError::store(collection, e))?
+            .and_then(|b| crate::policy::Baseline::decode(collection, &b).ok());
+        let Some(stored) = baseline
+            .and_then(|b| b.payload_version)
+            .filter(|v| reach(*v))
+        else {
+            return Ok(None);
+        };
+        let key = window_key(collection);
+        let batch = strata_store::Batch::new()
+            .require(key.clone(), None)
+            .set(key, encode_window(stored).to_vec());
+        match store.apply(batch) {
+            Ok(()) => {
+                tracing::info!(
+                    collection,
+                    operational = stored,
+                    current,
+                    "deploy window opened"
+                );
+                return Ok(Some(stored));
+            }
+            Err(e) if e.is_conflict() => continue,
+            // A store opened read-only (an admin's `schema check`, say) opens no window;
+            // the declaration then fails the same way and blocks nothing.
+            Err(e) => {
+                tracing::warn!(collection, error = %e, "could not open the deploy window");
+                return Ok(None);
+            }
+        }
+    }
+    Ok(read()?.filter(|op| reach(*op)))
 }

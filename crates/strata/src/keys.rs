@@ -21,6 +21,8 @@
 //! | `__nx/manifest/<op>/<scope>` | bulk-operation manifest (JSON: count + digest) | migrate, sweep, cutover |
 //! | `__nx/copy/…` | copy progress and manifest (JSON) | `strata copy` |
 //! | `__nx/retired/<collection>` | retirement record (`NXRV`) | [`crate::ops::retire`] |
+//! | `__nx/window/<collection>` | deploy window: the operational version (`NXWN`) | [`crate::ops::window`] |
+//! | `__nx/builds/<client-id>/<collection>` | the payload version a client's build knows (`NXBV`) | [`crate::Database`] |
 //! | `__nx/crdt/…` | the 14 Numax sync tables | `strata-sync` (see [`crate::numax`]) |
 
 /// Every engine key starts with this.
@@ -55,6 +57,11 @@ pub const ROTATION_PREFIX: &[u8] = b"__nx/rotate/";
 pub const SEALED_PREFIX: &[u8] = b"__nx/sealed/";
 /// Retirement records: `__nx/retired/<collection>` (see [`crate::payload::retired`]).
 pub const RETIRED_PREFIX: &[u8] = b"__nx/retired/";
+/// Deploy windows: `__nx/window/<collection>` (see [`crate::payload::window`]).
+pub const WINDOW_PREFIX: &[u8] = b"__nx/window/";
+/// The payload version each client's build knows, per collection:
+/// `__nx/builds/<client-id>/<collection>` (see [`crate::payload::window`]).
+pub const BUILDS_PREFIX: &[u8] = b"__nx/builds/";
 /// The Numax sync tables live under this prefix.
 pub const CRDT_PREFIX: &[u8] = b"__nx/crdt/";
 
@@ -77,6 +84,8 @@ pub const ALL: &[&[u8]] = &[
     CLIENTS_PREFIX,
     JSONSCHEMA_PREFIX,
     CUTOVER_PREFIX,
+    WINDOW_PREFIX,
+    BUILDS_PREFIX,
     COLLECTION_KEYRING_PREFIX,
     DATABASE_KEYRING_KEY,
     ROTATION_PREFIX,

@@ -472,7 +472,12 @@ fn cutover_final(m: &MemoryStore) -> (BTreeMap<Vec<u8>, Vec<u8>>, String) {
     let fence = Fence::read(&Store::new(m.clone())).unwrap();
     let records = settled(m)
         .into_iter()
-        .filter(|(k, _)| !k.starts_with(b"__nx/clients/") && k.as_slice() != FENCE_KEY)
+        // Build records (deploy windows) are keyed by client id too.
+        .filter(|(k, _)| {
+            !k.starts_with(b"__nx/clients/")
+                && !k.starts_with(b"__nx/builds/")
+                && k.as_slice() != FENCE_KEY
+        })
         .collect();
     (
         records,

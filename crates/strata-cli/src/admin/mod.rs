@@ -4,6 +4,7 @@
 mod cutover;
 mod schema;
 mod sweep;
+mod window;
 
 use crate::cli;
 use crate::exit::{CmdResult, Failure};
@@ -26,6 +27,13 @@ trait AdminCollection {
     fn read(&self, id: &str) -> Result<(), CollectionError>;
     /// True when `doc` deserializes into the collection's type.
     fn binds(&self, doc: serde_json::Value) -> Result<(), String>;
+    /// Completes the collection's deploy window.
+    fn complete_window(
+        &self,
+        options: strata::ops::window::WindowOptions<'_>,
+    ) -> Result<strata::ops::window::WindowReport, CollectionError>;
+    /// Checks a rollback of the collection's deploy window.
+    fn rollback_window(&self) -> Result<strata::ops::window::RollbackReport, CollectionError>;
 }
 
 impl<T: Serialize + DeserializeOwned> AdminCollection for Collection<T> {
@@ -41,6 +49,17 @@ impl<T: Serialize + DeserializeOwned> AdminCollection for Collection<T> {
         serde_json::from_value::<T>(doc)
             .map(|_| ())
             .map_err(|e| format!("does not bind to the collection's type: {e}"))
+    }
+
+    fn complete_window(
+        &self,
+        options: strata::ops::window::WindowOptions<'_>,
+    ) -> Result<strata::ops::window::WindowReport, CollectionError> {
+        Collection::complete_window(self, options)
+    }
+
+    fn rollback_window(&self) -> Result<strata::ops::window::RollbackReport, CollectionError> {
+        Collection::rollback_window(self)
     }
 }
 
@@ -58,14 +77,10 @@ struct Registered {
 }
 
 impl Registered {
-    /// The payload version the collection's chain reaches (1 + its steps).
+    /// The payload version the collection's chain reaches (its start + its steps, plus
+    /// a coordinated cutover's step).
     fn current_version(&self) -> i32 {
-        self.options
-            .steps()
-            .iter()
-            .map(|s| s.to())
-            .max()
-            .unwrap_or(strata::payload::INITIAL_PAYLOAD_VERSION)
+        self.options.current_version()
     }
 }
 
@@ -80,6 +95,11 @@ impl Registered {
 ///   held by another runner.
 /// * `cutover [--json]` — runs the pending coordinated cutover with the transforms the
 ///   collections declare. Exit 0 done or nothing pending, 1 error.
+/// * `window <collection> complete|rollback [--timeout-secs N] [--json]` — the deploy
+///   window of a collection (two builds live at once, see [`strata::ops::window`]):
+///   `complete` waits until no older build is live, then moves every row to this build's
+///   version; `rollback` checks, read-only, that the older build reads every row (exit 1
+///   when some rows are above the window's version).
 /// * `schema check [<collection>…] [--json]` — compares each collection's current JSON
 ///   Schema (from its [`SchemaOptions`](strata::SchemaOptions)) with the stored baseline under its strategies,
 ///   writing nothing: exit 0 compatible (or a cutover the strategies plan), 6 rejected —
@@ -278,6 +298,26 @@ struct SweepArgs {
     key: crate::cmd::keys::KeyArgs,
 }
 
+/// Arguments of `window`.
+#[derive(Debug, clap::Args)]
+struct WindowArgs {
+    /// The collection (one the application registered).
+    collection: String,
+    /// `complete`: wait until no older build is live, then move every row to this
+    /// build's version; `rollback`: check (read-only) that the older build reads every row.
+    #[arg(value_enum)]
+    action: window::WindowAction,
+    /// How long `complete` waits for older builds to stop.
+    #[arg(long, value_name = "SECS", default_value = "30")]
+    timeout_secs: u64,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+    /// The key of the database's sealed collections.
+    #[command(flatten)]
+    key: crate::cmd::keys::KeyArgs,
+}
+
 /// Arguments of `cutover`.
 #[derive(Debug, clap::Args)]
 struct CutoverArgs {
@@ -339,6 +379,9 @@ impl Extension {
             .subcommand(CutoverArgs::augment_args(clap::Command::new("cutover")).about(
                 "Run the pending coordinated cutover with the collections' transforms",
             ))
+            .subcommand(WindowArgs::augment_args(clap::Command::new("window")).about(
+                "Complete a collection's deploy window from the newest build, or check a rollback (two builds live at once)",
+            ))
             .mut_subcommand("schema", |s| {
                 s.subcommand(CheckArgs::augment_args(clap::Command::new("check")).about(
                     "Compare each collection's current JSON Schema with the stored baseline under its strategies (exit 0 ok, 6 rejected; read-only)",
@@ -370,6 +413,11 @@ impl Extension {
                             .collect();
                         crate::cmd::collections::run_with(db, a, &code)
                     }),
+            ),
+            Some(("window", m)) => Some(
+                WindowArgs::from_arg_matches(m)
+                    .map_err(usage)
+                    .and_then(|a| self.window(db, a)),
             ),
             Some(("cutover", m)) => Some(
                 CutoverArgs::from_arg_matches(m)

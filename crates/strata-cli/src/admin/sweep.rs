@@ -85,6 +85,7 @@ impl Extension {
         let (code, word) = match report.note {
             SweepNote::Complete | SweepNote::AlreadyAt(_) | SweepNote::NoEagerStep => (OK, "ok"),
             SweepNote::Incomplete => (crate::exit::ERROR, "incomplete"),
+            SweepNote::WindowOpen(_) => (OK, "window_open"),
             _ => (crate::exit::ERROR, "not_run"),
         };
         if args.json {
@@ -129,6 +130,11 @@ impl Extension {
                     "the collection declares no eager step: rows are upcast on read only"
                 )?,
                 SweepNote::Complete | SweepNote::AlreadyAt(_) => {}
+                SweepNote::WindowOpen(v) => writeln!(
+                    out,
+                    "a deploy window holds `{}` at v{v} while an older build may still run: rows stay at v{v}; the window's `complete` sweeps them",
+                    reg.name
+                )?,
                 _ => match &report.holder {
                     Some(holder) => writeln!(
                         out,

@@ -115,6 +115,30 @@ pub struct CollectionSurvey {
     pub sweep: SweepState,
     /// The fence.
     pub fence: FenceInfo,
+    /// The deploy window (two builds live at once), when one is open.
+    pub window: Option<WindowInfo>,
+}
+
+/// A collection's open deploy window, as `strata collections` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct WindowInfo {
+    /// The operational version every build writes at while the window is open.
+    pub operational: i32,
+    /// The builds recorded for the collection (client id, version, pid, live).
+    pub builds: Vec<WindowBuild>,
+}
+
+/// One client's build in a [`WindowInfo`].
+#[derive(Debug, Clone, Serialize)]
+pub struct WindowBuild {
+    /// The client id.
+    pub client: String,
+    /// The payload version its build knows.
+    pub version: i32,
+    /// Its process id, when its presence record is there.
+    pub pid: Option<u32>,
+    /// True when its heartbeat is recent (within the default stale window).
+    pub live: bool,
 }
 
 impl CollectionSurvey {
@@ -258,6 +282,7 @@ pub(crate) fn survey(
         .ok()
         .flatten();
     let rows_retired = retired_below.map_or(0, |k| versions.range(..k).map(|(_, n)| n).sum());
+    let window = window_info(store, name);
     Ok(CollectionSurvey {
         collection: name.to_string(),
         table_id: table.id(),
@@ -272,7 +297,50 @@ pub(crate) fn survey(
         rows_retired,
         sweep,
         fence,
+        window,
     })
+}
+
+/// The collection's deploy window, if one is open (a damaged record is `None` here: a
+/// read of the collection reports it).
+fn window_info(store: &Store, name: &str) -> Option<WindowInfo> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let st = strata::ops::window::status(store, name, now, strata::policy::DEFAULT_STALE_AFTER_MS)
+        .ok()?;
+    let operational = st.operational?;
+    Some(WindowInfo {
+        operational,
+        builds: st
+            .builds
+            .into_iter()
+            .map(|b| WindowBuild {
+                client: b.client,
+                version: b.version,
+                pid: b.pid,
+                live: b.live,
+            })
+            .collect(),
+    })
+}
+
+/// The line describing an open deploy window.
+pub(crate) fn window_line(collection: &str, w: &WindowInfo) -> String {
+    let live: Vec<String> = w
+        .builds
+        .iter()
+        .filter(|b| b.live)
+        .map(|b| match b.pid {
+            Some(pid) => format!("v{} (pid {pid})", b.version),
+            None => format!("v{}", b.version),
+        })
+        .collect();
+    format!(
+        "{collection}: deploy window open at v{}: every build writes there (newer builds through their downcasts); live builds: {}. Complete it from the newest build (`complete_window`, or `window {collection} complete` in the application's admin) once the older builds stopped; until then going back to the older build is free",
+        w.operational,
+        if live.is_empty() { "none".to_string() } else { live.join(", ") }
+    )
 }
 
 /// The line naming rows stored below a collection's retired versions.
@@ -376,6 +444,11 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
         );
         writeln!(out, "{}", line.trim_end())?;
     }
+    for s in &surveys {
+        if let Some(w) = &s.window {
+            writeln!(out, "{}", window_line(&s.collection, w))?;
+        }
+    }
     for s in surveys.iter().filter(|s| s.rows_retired > 0) {
         writeln!(
             out,
@@ -385,7 +458,7 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
     }
     let pending: Vec<&str> = surveys
         .iter()
-        .filter(|s| s.sweep_pending())
+        .filter(|s| s.sweep_pending() && s.window.is_none())
         .map(|s| s.collection.as_str())
         .collect();
     if !pending.is_empty() {

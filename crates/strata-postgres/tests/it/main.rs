@@ -16,6 +16,7 @@ mod manifest;
 mod model;
 mod sealed;
 mod tls;
+mod window;
 mod write_paths;
 mod write_set;
 

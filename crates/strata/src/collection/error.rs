@@ -93,6 +93,54 @@ pub enum CollectionError {
         /// The duplicated `from` version.
         from: i32,
     },
+    /// An invalid downcast declaration (one without the upcast it reverses, or two
+    /// from one version): the chain's error says which.
+    #[error("{0}")]
+    ChainDowncast(crate::payload::chain::ChainError),
+    /// A downcast step failed (or none is declared down to the version the write needed):
+    /// nothing was written.
+    #[error("downcast of `{}` in collection `{collection}` from v{from} to v{} failed{}; nothing was written, fix the downcast (or complete the deploy window) and write again", esc(.key), .from.saturating_sub(1), .source.as_ref().map_or_else(|| " (no downcast declared from that version)".to_string(), |e| format!(": {e}")))]
+    Downcast {
+        /// The collection.
+        collection: String,
+        /// The document key.
+        key: String,
+        /// The failing downcast's `from` version.
+        from: i32,
+        /// The step's error (`None`: no downcast declared from `from`).
+        source: Option<StepError>,
+    },
+    /// `complete_window` by a build that is not newer than the window's operational
+    /// version.
+    #[error("the deploy window of `{collection}` holds it at payload v{operational}, and this build knows v{build}: only a newer build completes it; run `complete` from the new build")]
+    WindowNotAbove {
+        /// The collection.
+        collection: String,
+        /// The window's operational version.
+        operational: i32,
+        /// This build's version.
+        build: i32,
+    },
+    /// `complete_window` timed out: clients of older builds are still live.
+    #[error("the deploy window of `{collection}` (v{operational} → v{build}) cannot complete: after {waited_ms} ms these clients of older builds are still live: {}; stop or upgrade them, then complete again (nothing was changed)", .holdouts.join(", "))]
+    WindowHoldouts {
+        /// The collection.
+        collection: String,
+        /// The window's operational version.
+        operational: i32,
+        /// This build's version.
+        build: i32,
+        /// How long it waited (policy-clock milliseconds).
+        waited_ms: u64,
+        /// The live clients of older builds (client id, pid, version).
+        holdouts: Vec<String>,
+    },
+    /// The window record changed while an operation on it ran.
+    #[error("the deploy window of `{collection}` changed while this operation ran (another instance completed or opened it); look at `strata collections` and run it again")]
+    WindowChanged {
+        /// The collection.
+        collection: String,
+    },
     /// A step from below the initial payload version 1.
     #[error("upcast chain of collection `{collection}` declares a step from v{from}, below the initial payload version 1; steps start at 1")]
     ChainBelowInitial {
@@ -428,6 +476,8 @@ impl From<crate::payload::chain::ChainError> for CollectionError {
                 from,
                 start,
             },
+            e @ (ChainError::DowncastWithoutUpcast { .. }
+            | ChainError::DuplicateDowncast { .. }) => CollectionError::ChainDowncast(e),
         }
     }
 }
@@ -466,6 +516,12 @@ impl CollectionError {
                 stored,
                 from,
                 to: from.saturating_add(1),
+                source,
+            },
+            UpcastFailure::Downcast { from, source } => CollectionError::Downcast {
+                collection: collection.to_string(),
+                key: key.to_string(),
+                from,
                 source,
             },
         }
@@ -520,6 +576,7 @@ impl CollectionError {
                 | CollectionError::ChainDuplicate { .. }
                 | CollectionError::ChainBelowInitial { .. }
                 | CollectionError::ChainBelowStart { .. }
+                | CollectionError::ChainDowncast(_)
                 | CollectionError::RetirementMissing { .. }
         )
     }

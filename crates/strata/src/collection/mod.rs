@@ -78,6 +78,13 @@ pub(crate) struct CollectionInner {
     /// True when the collection holds sealed documents and this handle has no key: it
     /// refuses every set (a new document would be written in clear beside sealed ones).
     pub(crate) sealed_without_key: bool,
+    /// The collection's deploy-window record key, read inside every write (`None`: the
+    /// collection can take no part in a window — not under policy and no downcast from
+    /// its current version — and writes at its current version).
+    pub(crate) window_key: Option<Vec<u8>>,
+    /// The schema declaration of a build that opened inside a deploy window (declared
+    /// when the window completes).
+    pub(crate) deferred: Option<crate::policy::SchemaDeclaration>,
 }
 
 // The errors of the read and write paths, built out of their line and shared by every
@@ -533,6 +540,7 @@ impl<T> Collection<T> {
             collection: &self.inner.name,
             upcaster: &self.inner.upcaster,
             transform,
+            bump_lock: transform.is_some(),
             seal: sealer.map(|sealer| rewrite::RowSeal {
                 sealer,
                 table_id: self.inner.table_id,

@@ -52,6 +52,7 @@ pub struct CollectionOptions {
     lock_field: Option<String>,
     version_field: Option<String>,
     steps: Vec<UpcastStep>,
+    downs: Vec<crate::payload::DowncastStep>,
     read_repair: bool,
     guards: Vec<Arc<dyn WriteGuard>>,
     schema: SchemaOptions,
@@ -102,6 +103,31 @@ impl CollectionOptions {
         self
     }
 
+    /// Declares the downcast step `from → from - 1`, the reverse of the upcast step
+    /// `from - 1 → from` (which must be declared too; checked when the collection is
+    /// opened). With a downcast from its current version a build can take part in a
+    /// deploy window: while the store's operational version for the collection is
+    /// `from - 1` (an older build still runs), this build reads everything through its
+    /// upcasts and writes rows at `from - 1` through the downcast, so the older build
+    /// keeps reading and writing every document (see [`crate::ops::window`]). The
+    /// protected fields are restored after the step, as for upcasts. A field the
+    /// downcast cannot express (one that the round trip, downcast then upcast, does not
+    /// produce) is kept with the row under [`KEPT_FIELD`](crate::payload::KEPT_FIELD) and
+    /// comes back when a build at `from` reads it.
+    pub fn downcast<F>(mut self, from: i32, step: F) -> Self
+    where
+        F: Fn(&mut JsonObject) -> Result<(), StepError> + Send + Sync + 'static,
+    {
+        self.downs
+            .push(crate::payload::DowncastStep::new(from, step));
+        self
+    }
+
+    /// The declared downcast steps, in declaration order.
+    pub fn downcasts(&self) -> &[crate::payload::DowncastStep] {
+        &self.downs
+    }
+
     /// Declares that this build's chain starts at `version`: the steps below it were
     /// retired and are no longer declared. Accepted only when the store records a
     /// retirement of the versions below `version` (or higher), made by
@@ -131,6 +157,56 @@ impl CollectionOptions {
         protected
     }
 
+    /// The declared upcast steps plus, when the schema options persist a schema and
+    /// declare a coordinated cutover, its transform as the step on top of them (a
+    /// cutover is a payload step: [`Transform::into_step`](crate::policy::Transform::into_step));
+    /// the flag says whether that step was added.
+    pub(crate) fn chain_steps(
+        &self,
+        collection: &str,
+    ) -> Result<(Vec<UpcastStep>, bool), crate::payload::chain::ChainError> {
+        let start = self
+            .retired_below
+            .unwrap_or(crate::payload::chain::INITIAL_PAYLOAD_VERSION);
+        let mut steps = self.steps.clone();
+        // The first strategy that declares a transform (only the first cutover strategy
+        // of a list can ever decide); strategies count only with a persisted schema.
+        let transform = self
+            .schema
+            .strategies()
+            .iter()
+            .find_map(|s| s.cutover_transform())
+            .filter(|_| self.schema.persists());
+        let Some(transform) = transform else {
+            return Ok((steps, false));
+        };
+        let top =
+            crate::payload::chain::UpcastChain::starting_at(collection, start, steps.clone())?
+                .current_version();
+        steps.push(transform.into_step(top));
+        Ok((steps, true))
+    }
+
+    /// The payload version these options write: the top of the declared chain (its
+    /// start, 1 unless retired, plus one per step), plus one for a coordinated cutover's
+    /// step (see [`CollectionOptions::chain_steps`]). An invalid chain counts its steps
+    /// as declared.
+    pub fn current_version(&self) -> i32 {
+        let start = self
+            .retired_below
+            .unwrap_or(crate::payload::chain::INITIAL_PAYLOAD_VERSION);
+        let cutover = self.schema.persists()
+            && self
+                .schema
+                .strategies()
+                .iter()
+                .any(|s| s.cutover_transform().is_some());
+        let steps = i32::try_from(self.steps.len()).unwrap_or(i32::MAX);
+        start
+            .saturating_add(steps)
+            .saturating_add(i32::from(cutover))
+    }
+
     /// The upcaster these options declare for `collection` (chain validated as
     /// [`Database::collection`](crate::database::Database::collection) validates it, protected
     /// fields, version field), without a store: what a test of the chain runs. The store's
@@ -142,8 +218,9 @@ impl CollectionOptions {
         let start = self
             .retired_below
             .unwrap_or(crate::payload::chain::INITIAL_PAYLOAD_VERSION);
-        let chain =
-            crate::payload::chain::UpcastChain::starting_at(collection, start, self.steps.clone())?;
+        let (steps, _) = self.chain_steps(collection)?;
+        let chain = crate::payload::chain::UpcastChain::starting_at(collection, start, steps)?
+            .with_downcasts(collection, self.downs.clone())?;
         Ok(crate::payload::chain::Upcaster::new(
             chain,
             self.protected_fields(),
@@ -209,7 +286,7 @@ impl CollectionOptions {
             protected,
             retired_below: self.retired_below,
             version_field: self.version_field,
-            steps: self.steps,
+            downs: self.downs,
             read_repair: self.read_repair,
             guards: self.guards,
             schema: self.schema,
@@ -222,7 +299,7 @@ pub(crate) struct OptionParts {
     pub(crate) protected: Vec<String>,
     pub(crate) retired_below: Option<i32>,
     pub(crate) version_field: Option<String>,
-    pub(crate) steps: Vec<UpcastStep>,
+    pub(crate) downs: Vec<crate::payload::DowncastStep>,
     pub(crate) read_repair: bool,
     pub(crate) guards: Vec<Arc<dyn WriteGuard>>,
     pub(crate) schema: SchemaOptions,

@@ -209,10 +209,14 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         if let Some(s) = sealer {
             batch.push_precondition(s.keyring_precondition());
         }
+        // Never during a deploy window: rows stay at the operational version.
+        if let Some(w) = &self.inner.window_key {
+            batch.push_precondition(strata_store::Precondition::Absent { key: w.clone() });
+        }
         match self.inner.store.apply(batch) {
             Ok(()) => {}
             Err(e) if e.is_conflict() => {
-                tracing::debug!(collection = %self.inner.name, key = %strata_store::escape_key(key.as_bytes()), "read-repair lost a race; left to the concurrent write");
+                tracing::debug!(collection = %self.inner.name, key = %strata_store::escape_key(key.as_bytes()), "read-repair lost a race (or a deploy window is open); left as stored");
             }
             Err(e) => {
                 tracing::warn!(collection = %self.inner.name, key = %strata_store::escape_key(key.as_bytes()), error = %e, "read-repair failed; the document stays at its stored version");

@@ -7,11 +7,14 @@
 //!    byte-identical;
 //! 3. upcast to the current version through the collection's chain (protected fields
 //!    restored after each step, the version field stamped);
-//! 4. the transform, when there is one (the cutover), on the current-version object; the
-//!    protected fields are restored after it and the version field stamped again;
+//!    A coordinated cutover's transform is the chain's last step (a cutover is a payload
+//!    step), so a row already at the current version is never transformed again;
+//! 4. a legacy in-place transform, when there is one (a user strategy that decides a
+//!    cutover without declaring its transform as a step), on the current-version object;
+//!    the protected fields are restored after it and the version field stamped again;
 //! 5. encode at the current version, behind an envelope whose lock version is bumped when
-//!    a transform changed the document (a cutover is a write) and kept otherwise (an
-//!    upcast is the same document in a newer shape);
+//!    the rewrite is a write (a cutover) and kept otherwise (an upcast is the same
+//!    document in a newer shape);
 //! 6. refuse a result that a step or transform grew past
 //!    [`MAX_DOCUMENT_BYTES`](super::MAX_DOCUMENT_BYTES) ([`CollectionError::DocumentTooLarge`]),
 //!    as a write would.
@@ -42,8 +45,15 @@ pub(crate) struct RowRewriter<'a> {
     pub(crate) collection: &'a str,
     /// The chain and protected fields.
     pub(crate) upcaster: &'a Upcaster,
-    /// The cutover's transform, applied after the upcast.
+    /// A cutover's transform applied after the upcast at the same payload version: only
+    /// for a strategy that does not declare its transform as the payload step (see
+    /// [`crate::policy::SchemaUpdateStrategy::cutover_transform`]); a declared one is the
+    /// chain's last step and rows reach it by the upcast.
     pub(crate) transform: Option<&'a Transform>,
+    /// The rewrite is a write (a cutover): a row it changes gets its lock version bumped.
+    /// Otherwise (read-repair, the sweep) the lock version is kept: an upcast is the same
+    /// document in a newer shape.
+    pub(crate) bump_lock: bool,
     /// Sealing: the data keys and the collection's table id. A sealed row is opened
     /// before step 1 and the result sealed again after step 5; with `strict` (a
     /// collection declared sealed) clear rows are refused and every output is sealed.
@@ -201,6 +211,9 @@ impl RowRewriter<'_> {
         check: impl FnOnce(Value) -> Result<(), serde_json::Error>,
     ) -> Result<Vec<u8>, CollectionError> {
         let mut lock = env.lock_version;
+        if self.bump_lock {
+            lock = lock.saturating_add(1);
+        }
         if let Some(t) = self.transform {
             let snapshot = self.upcaster.snapshot(&obj);
             let out = t
@@ -214,7 +227,6 @@ impl RowRewriter<'_> {
             obj = o;
             self.upcaster.restore(&mut obj, &snapshot);
             self.upcaster.stamp(&mut obj, version);
-            lock = lock.saturating_add(1);
         }
         let tree = Value::Object(obj);
         let mut out = Vec::with_capacity(envelope::ENVELOPE_HEADER_LEN + 256);

@@ -168,7 +168,11 @@ impl CollectionInner {
             // batch carries its keyring precondition.
             let sealer = self.sealer_now();
             let mut outcome: Result<Option<u64>, Refusal> = Ok(None);
-            let written = self.store.read_modify_write(&[&full], &mut |values| {
+            let reads: &[&[u8]] = match &self.window_key {
+                Some(w) => &[&full, w],
+                None => &[&full],
+            };
+            let written = self.store.read_modify_write(reads, &mut |values| {
                 let mut batch = strata_store::Batch::from_parts(
                     Vec::with_capacity(1),
                     Vec::with_capacity(guards.len() + 1),
@@ -176,7 +180,8 @@ impl CollectionInner {
                 for g in &guards {
                     batch.push_precondition(g.clone());
                 }
-                outcome = self.decide(&mut doc, values[0], sealer.as_ref(), &mut batch);
+                let window = values.get(1).copied().flatten();
+                outcome = self.decide(&mut doc, values[0], window, sealer.as_ref(), &mut batch);
                 match &outcome {
                     Ok(_) if !batch.mutations().is_empty() => Some(batch),
                     _ => None,
@@ -209,10 +214,16 @@ impl CollectionInner {
     /// onto `batch`. Returns the lock version the write returns: the new one of a set,
     /// the deleted document's for a delete (`None`: nothing to delete, nothing pushed).
     /// Pure: it never calls into the store (it runs inside the store's write).
+    ///
+    /// `window`: the collection's deploy-window record as read in the same transaction
+    /// (see [`crate::payload::window`]): a build above its operational version writes
+    /// there through its downcasts; a build at it carries over the fields a newer build
+    /// kept with the row.
     pub(crate) fn decide(
         &self,
         doc: &mut DocWrite<'_>,
         old: Option<&[u8]>,
+        window: Option<&[u8]>,
         sealer: Option<&crate::seal::Sealer>,
         batch: &mut strata_store::Batch,
     ) -> Result<Option<u64>, Refusal> {
@@ -248,7 +259,18 @@ impl CollectionInner {
                 }
             });
         };
-        let (env, mut buf) = self.stamped(key, old_env, &mut doc.encoded, reencode)?;
+        let write_at = match window {
+            None => self.current_version(),
+            Some(w) => self.write_version(w)?,
+        };
+        let (env, mut buf) = self.stamped(key, old_env, write_at, &mut doc.encoded, reencode)?;
+        if write_at < self.current_version() {
+            buf = self.downcast_json(key, buf, write_at)?;
+        } else if let (Some(_), Some(stored), Some(o)) = (window, old_env, old) {
+            if stored.payload_version == write_at {
+                buf = self.carry_kept(doc.full, o, sealer, buf)?;
+            }
+        }
         let lock = env.lock_version;
         let bytes = match sealer {
             None => {
@@ -311,6 +333,7 @@ impl CollectionInner {
         &self,
         key: &str,
         old_env: Option<Envelope>,
+        write_at: i32,
         encoded: &mut Option<Vec<u8>>,
         reencode: Reencode<'_>,
     ) -> Result<(Envelope, Vec<u8>), CollectionError> {
@@ -320,12 +343,128 @@ impl CollectionInner {
             }
         }
         let lock = old_env.map_or(1, |e| e.lock_version.saturating_add(1));
-        let env = Envelope::new(self.current_version(), lock);
+        let env = Envelope::new(write_at, lock);
         let buf = match encoded.take() {
             Some(buf) => buf,
             None => reencode()?,
         };
         Ok((env, buf))
+    }
+
+    /// The version a write lands at under the deploy-window record `window`: its
+    /// operational version when this build is above it and its downcasts reach it, else
+    /// this build's current version (a build at or below the operational version writes
+    /// at its own; one without the downcasts cannot take part in the window).
+    fn write_version(&self, window: &[u8]) -> Result<i32, CollectionError> {
+        let current = self.current_version();
+        let operational = crate::payload::window::decode_window(&self.name, window)
+            .map_err(|e| self.corrupted_window(e))?;
+        if operational >= current {
+            return Ok(current);
+        }
+        if operational < self.upcaster.chain().lowest_writable() {
+            self.warn_window(operational);
+            return Ok(current);
+        }
+        Ok(operational)
+    }
+
+    /// The JSON in `buf` (behind room for the envelope header) downcast from the current
+    /// version to `write_at`, with the fields the downcast cannot express kept under
+    /// [`KEPT_FIELD`](crate::payload::KEPT_FIELD).
+    #[cold]
+    #[inline(never)]
+    fn downcast_json(
+        &self,
+        key: &str,
+        buf: Vec<u8>,
+        write_at: i32,
+    ) -> Result<Vec<u8>, CollectionError> {
+        let mut obj: crate::payload::JsonObject =
+            serde_json::from_slice(&buf[ENVELOPE_HEADER_LEN..])
+                .map_err(|e| self.encode_error(key, e.to_string()))?;
+        let kept = self.upcaster.downcast(&mut obj, write_at).map_err(|f| {
+            CollectionError::upcast_failure(&self.name, key, self.current_version(), f)
+        })?;
+        if !kept.is_empty() {
+            obj.insert(
+                crate::payload::KEPT_FIELD.to_string(),
+                serde_json::Value::Object(kept),
+            );
+        }
+        let mut out = Vec::with_capacity(buf.len() + 16);
+        out.resize(ENVELOPE_HEADER_LEN, 0);
+        serde_json::to_writer(&mut out, &obj).map_err(|e| self.encode_error(key, e.to_string()))?;
+        Ok(out)
+    }
+
+    /// `buf` (this build's JSON behind room for the header) with the fields a newer build
+    /// kept in the stored row `old` carried over, when the stored row has some and `buf`
+    /// does not: a build at the window's operational version never drops them.
+    fn carry_kept(
+        &self,
+        full: &[u8],
+        old: &[u8],
+        sealer: Option<&crate::seal::Sealer>,
+        buf: Vec<u8>,
+    ) -> Result<Vec<u8>, CollectionError> {
+        const NEEDLE: &[u8] = b"\"__strata_kept\"";
+        let has = |b: &[u8]| b.windows(NEEDLE.len()).any(|w| w == NEEDLE);
+        if has(&buf[ENVELOPE_HEADER_LEN..]) {
+            return Ok(buf);
+        }
+        let clear = match crate::seal::unseal_row(sealer, false, full, self.table_id, old) {
+            Ok((clear, _)) => clear,
+            // A row this handle cannot open keeps nothing to carry (the write's own checks
+            // decide about it).
+            Err(_) => return Ok(buf),
+        };
+        let json = clear.get(ENVELOPE_HEADER_LEN..).unwrap_or_default();
+        if !has(json) {
+            return Ok(buf);
+        }
+        let Ok(mut stored) = serde_json::from_slice::<crate::payload::JsonObject>(json) else {
+            return Ok(buf);
+        };
+        let Some(kept) = stored.remove(crate::payload::KEPT_FIELD) else {
+            return Ok(buf);
+        };
+        let Ok(kept) = serde_json::to_vec(&kept) else {
+            return Ok(buf);
+        };
+        // Splice `,"__strata_kept":{…}` before the object's closing brace.
+        let mut out = buf;
+        let Some(close) = out.iter().rposition(|b| *b == b'}') else {
+            return Ok(out);
+        };
+        let empty = out[ENVELOPE_HEADER_LEN..close]
+            .iter()
+            .all(|b| b.is_ascii_whitespace() || *b == b'{');
+        let mut tail = Vec::with_capacity(NEEDLE.len() + kept.len() + 3);
+        if !empty {
+            tail.push(b',');
+        }
+        tail.extend_from_slice(NEEDLE);
+        tail.push(b':');
+        tail.extend_from_slice(&kept);
+        out.splice(close..close, tail);
+        Ok(out)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn corrupted_window(&self, e: crate::payload::window::WindowRecordError) -> CollectionError {
+        CollectionError::Corrupted {
+            collection: self.name.clone(),
+            key: e.key.clone(),
+            reason: e.to_string(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn warn_window(&self, operational: i32) {
+        tracing::warn!(collection = %self.name, operational, current = self.current_version(), "a deploy window is open at a version this build's downcasts do not reach; it writes at its own version (declare the downcasts to take part in the window)");
     }
 
     // The refusals, out of the write path's line (its code stays dense in the cache).

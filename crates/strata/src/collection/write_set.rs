@@ -203,7 +203,20 @@ impl WriteSet {
         if self.docs.is_empty() {
             return Ok(Vec::new());
         }
-        let reads: Vec<&[u8]> = self.docs.iter().map(|d| d.full.as_slice()).collect();
+        let mut reads: Vec<&[u8]> = self.docs.iter().map(|d| d.full.as_slice()).collect();
+        // Each collection's deploy-window record, read once in the same transaction.
+        let mut windows: Vec<Option<usize>> = Vec::with_capacity(self.docs.len());
+        for d in &self.docs {
+            windows.push(d.inner.window_key.as_ref().map(|w| {
+                match reads.iter().position(|r| *r == w.as_slice()) {
+                    Some(at) => at,
+                    None => {
+                        reads.push(w.as_slice());
+                        reads.len() - 1
+                    }
+                }
+            }));
+        }
         let mut found: Vec<Option<u64>> = vec![None; self.docs.len()];
         for _ in 0..MAX_SET_ATTEMPTS {
             // Per document: its collection's guards (fence, write guards) and key snapshot,
@@ -252,7 +265,10 @@ impl WriteSet {
                         found: None,
                     };
                     let sealer = checked[of_doc[i]].2.as_ref();
-                    let decided = d.inner.decide(&mut doc, values[i], sealer, &mut batch);
+                    let window = windows[i].and_then(|at| values.get(at).copied().flatten());
+                    let decided = d
+                        .inner
+                        .decide(&mut doc, values[i], window, sealer, &mut batch);
                     found[i] = doc.found;
                     match decided {
                         Ok(lock) if json.is_some() => results.push(Written::Set(lock.unwrap_or(0))),

@@ -19,3 +19,4 @@ pub mod retire;
 pub mod rotate;
 pub mod sweep;
 pub mod verify;
+pub mod window;

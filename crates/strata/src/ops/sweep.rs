@@ -333,6 +333,9 @@ pub enum SweepNote {
     Complete,
     /// Every row was scanned but some failed: the marker did not advance.
     Incomplete,
+    /// A deploy window holds the collection at this operational version: rows stay
+    /// there until the window completes (which sweeps them).
+    WindowOpen(i32),
 }
 
 impl fmt::Display for SweepNote {
@@ -346,6 +349,10 @@ impl fmt::Display for SweepNote {
             SweepNote::LeaseLost => f.write_str("lease lost"),
             SweepNote::Complete => f.write_str("complete"),
             SweepNote::Incomplete => f.write_str("incomplete"),
+            SweepNote::WindowOpen(v) => write!(
+                f,
+                "deploy window open at v{v} (complete the window to sweep)"
+            ),
         }
     }
 }
@@ -559,6 +566,21 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         if marker.completed >= target && marker.in_progress.is_none() {
             report.note = SweepNote::AlreadyAt(target);
             return Ok(report);
+        }
+        // Inside a deploy window rows stay at its operational version (checked after
+        // the marker, so a completed sweep still costs one read).
+        let window = crate::payload::window::read_operational(store, &name)
+            .map_err(st)?
+            .map_err(|e| CollectionError::Corrupted {
+                collection: name.clone(),
+                key: e.key.clone(),
+                reason: e.to_string(),
+            })?;
+        if let Some(operational) = window {
+            if operational < target {
+                report.note = SweepNote::WindowOpen(operational);
+                return Ok(report);
+            }
         }
         // Across processes: the named lease of this collection's sweep (held until the
         // sweep returns).

@@ -125,6 +125,60 @@ impl UpcastStep {
     }
 }
 
+/// One downcast step `from → from - 1`: the reverse of the upcast step `from - 1 → from`,
+/// declared beside it ([`CollectionOptions::downcast`](crate::collection::CollectionOptions::downcast)).
+/// During a deploy window a build at `from` writes rows at the window's operational
+/// version through it, so a build that knows only `from - 1` keeps reading and writing
+/// them.
+#[derive(Clone)]
+pub struct DowncastStep {
+    from: i32,
+    func: StepFn,
+}
+
+impl fmt::Debug for DowncastStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DowncastStep")
+            .field("from", &self.from)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DowncastStep {
+    /// A step downcasting from `from` to `from - 1`.
+    pub fn new(
+        from: i32,
+        func: impl Fn(&mut JsonObject) -> Result<(), StepError> + Send + Sync + 'static,
+    ) -> Self {
+        DowncastStep {
+            from,
+            func: Arc::new(func),
+        }
+    }
+
+    /// The version this step reads.
+    pub fn from(&self) -> i32 {
+        self.from
+    }
+
+    /// The version this step produces (`from - 1`).
+    pub fn to(&self) -> i32 {
+        self.from.saturating_sub(1)
+    }
+
+    /// Runs the bare step function (no protection; the engine wraps it).
+    pub fn run(&self, obj: &mut JsonObject) -> Result<(), StepError> {
+        (self.func)(obj)
+    }
+}
+
+/// The reserved top-level property under which a row written through a downcast keeps
+/// the content the downcast cannot express (the leaves a round trip — downcast, then
+/// upcast — does not reproduce). Every build's write carries it over from the stored row
+/// when its own document has none, and the upcast to the version that wrote it merges it
+/// back leaf by leaf (the older build's changes to other members stay) and removes it.
+pub const KEPT_FIELD: &str = "__strata_kept";
+
 /// An invalid upcast chain declaration (see [`UpcastChain::new`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -155,6 +209,24 @@ pub enum ChainError {
         /// The offending `from` version.
         from: i32,
     },
+    /// A downcast step without the upcast step it reverses.
+    #[error("collection `{collection}` declares a downcast from v{from} but no upcast step from v{} to v{from} (or it is retired); declare each downcast beside the upcast it reverses", .from.saturating_sub(1))]
+    DowncastWithoutUpcast {
+        /// The collection.
+        collection: String,
+        /// The downcast's `from` version.
+        from: i32,
+    },
+    /// Two downcast steps from the same version.
+    #[error(
+        "collection `{collection}` declares two downcasts from v{from}; declare each downcast once"
+    )]
+    DuplicateDowncast {
+        /// The collection.
+        collection: String,
+        /// The duplicated `from` version.
+        from: i32,
+    },
     /// A step from below the version the chain declares it starts at
     /// ([`CollectionOptions::retired_below`](crate::collection::CollectionOptions::retired_below)).
     #[error("upcast chain of collection `{collection}` starts at v{start} (the steps below it are retired) but declares a step from v{from}; drop that step or lower `retired_below`")]
@@ -175,6 +247,8 @@ pub enum ChainError {
 pub struct UpcastChain {
     steps: Arc<[UpcastStep]>,
     start: i32,
+    /// Downcast steps, ordered by `from`; each reverses a declared upcast step.
+    downs: Arc<[DowncastStep]>,
 }
 
 impl Default for UpcastChain {
@@ -182,6 +256,7 @@ impl Default for UpcastChain {
         UpcastChain {
             steps: Arc::from(Vec::new()),
             start: INITIAL_PAYLOAD_VERSION,
+            downs: Arc::from(Vec::new()),
         }
     }
 }
@@ -270,7 +345,70 @@ impl UpcastChain {
         Ok(UpcastChain {
             steps: steps.into(),
             start,
+            downs: Arc::from(Vec::new()),
         })
+    }
+
+    /// This chain with `downs`, its downcast steps: each must reverse a declared upcast
+    /// step (a downcast from `v` needs the step `v - 1 → v`:
+    /// [`ChainError::DowncastWithoutUpcast`]), at most one per version
+    /// ([`ChainError::DuplicateDowncast`]).
+    ///
+    /// ```
+    /// use strata::payload::{DowncastStep, Mode, UpcastChain, UpcastStep};
+    /// let chain = UpcastChain::new("accounts", vec![UpcastStep::new(1, Mode::Lazy, |_| Ok(()))])?
+    ///     .with_downcasts("accounts", vec![DowncastStep::new(2, |_| Ok(()))])?;
+    /// assert_eq!(chain.lowest_writable(), 1);
+    /// assert!(UpcastChain::new("accounts", vec![])?
+    ///     .with_downcasts("accounts", vec![DowncastStep::new(2, |_| Ok(()))])
+    ///     .is_err());
+    /// # Ok::<(), strata::payload::chain::ChainError>(())
+    /// ```
+    pub fn with_downcasts(
+        mut self,
+        collection: &str,
+        mut downs: Vec<DowncastStep>,
+    ) -> Result<Self, ChainError> {
+        downs.sort_by_key(|d| d.from);
+        for pair in downs.windows(2) {
+            if pair[0].from == pair[1].from {
+                return Err(ChainError::DuplicateDowncast {
+                    collection: collection.to_string(),
+                    from: pair[0].from,
+                });
+            }
+        }
+        if let Some(d) = downs
+            .iter()
+            .find(|d| d.from <= self.start || d.from > self.current_version())
+        {
+            return Err(ChainError::DowncastWithoutUpcast {
+                collection: collection.to_string(),
+                from: d.from,
+            });
+        }
+        self.downs = downs.into();
+        Ok(self)
+    }
+
+    /// The downcast step from `from`, if declared.
+    pub fn downcast_from(&self, from: i32) -> Option<&DowncastStep> {
+        self.downs.iter().find(|d| d.from == from)
+    }
+
+    /// The declared downcast steps, ordered by `from`.
+    pub fn downcasts(&self) -> Arc<[DowncastStep]> {
+        Arc::clone(&self.downs)
+    }
+
+    /// The lowest version this build can write at: the current version less every
+    /// contiguous downcast below it (the current version without a downcast from it).
+    pub fn lowest_writable(&self) -> i32 {
+        let mut v = self.current_version();
+        while self.downcast_from(v).is_some() {
+            v = v.saturating_sub(1);
+        }
+        v
     }
 
     /// The version the chain starts at: 1, or the version below which steps were retired.
@@ -352,6 +490,13 @@ pub enum UpcastFailure {
         from: i32,
         /// The step's error.
         source: StepError,
+    },
+    /// A downcast step returned an error, or none is declared down to the target.
+    Downcast {
+        /// The failing (or missing) downcast's `from`.
+        from: i32,
+        /// The step's error (`None`: no downcast from `from` is declared).
+        source: Option<StepError>,
     },
 }
 
@@ -461,7 +606,49 @@ impl Upcaster {
         if version != stored {
             self.stamp(obj, version);
         }
+        restore_kept(obj);
         Ok(version)
+    }
+
+    /// Runs the downcast steps on `obj`, at the current version, down to `target`; the
+    /// protected fields are restored after each step and the version field stamped, as
+    /// in [`Upcaster::upcast`]. Returns the content the downcast cannot express: the
+    /// leaves of `obj` (members of objects, recursively; anything else as a whole) that a
+    /// round trip — the downcast, then the upcast back — does not reproduce, which the
+    /// caller keeps under [`KEPT_FIELD`].
+    pub fn downcast(&self, obj: &mut JsonObject, target: i32) -> Result<JsonObject, UpcastFailure> {
+        let current = self.chain.current_version();
+        if target >= current {
+            return Ok(JsonObject::new());
+        }
+        obj.remove(KEPT_FIELD);
+        let original = obj.clone();
+        let snapshot = self.snapshot(obj);
+        let mut version = current;
+        while version > target {
+            let Some(step) = self.chain.downcast_from(version) else {
+                return Err(UpcastFailure::Downcast {
+                    from: version,
+                    source: None,
+                });
+            };
+            self.stamp(obj, version);
+            step.run(obj).map_err(|source| UpcastFailure::Downcast {
+                from: version,
+                source: Some(source),
+            })?;
+            self.restore(obj, &snapshot);
+            version = step.to();
+        }
+        self.stamp(obj, version);
+        // The round trip: what the upcast back produces is expressed; the rest is kept.
+        let mut back = obj.clone();
+        self.upcast(&mut back, version)?;
+        let mut kept = lost(&original, &back);
+        if let Some(f) = self.version_field.as_deref() {
+            kept.remove(f);
+        }
+        Ok(kept)
     }
 
     /// An upcaster whose chain is `version - 1` steps that change nothing: for a
@@ -477,6 +664,7 @@ impl Upcaster {
             chain: UpcastChain {
                 steps: steps.into(),
                 start: INITIAL_PAYLOAD_VERSION,
+                downs: Arc::from(Vec::new()),
             },
             protected: Arc::from(Vec::new()),
             version_field: None,
@@ -525,6 +713,50 @@ impl Upcaster {
                 obj.insert(f.to_string(), Value::from(version));
             }
         }
+    }
+}
+
+/// What the round trip `back` lost of `original`, leaf by leaf: the members whose values
+/// it does not reproduce (objects compared member by member, anything else as a whole).
+fn lost(original: &JsonObject, back: &JsonObject) -> JsonObject {
+    let mut out = JsonObject::new();
+    for (k, v) in original {
+        match (v, back.get(k)) {
+            (Value::Object(o), Some(Value::Object(b))) => {
+                let inner = lost(o, b);
+                if !inner.is_empty() {
+                    out.insert(k.clone(), Value::Object(inner));
+                }
+            }
+            (v, Some(b)) if v == b => {}
+            (v, _) => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Merges `kept` into `target` leaf by leaf (objects member by member, anything else
+/// replaced).
+fn merge_kept(target: &mut JsonObject, kept: JsonObject) {
+    for (k, v) in kept {
+        match (target.get_mut(&k), v) {
+            (Some(Value::Object(t)), Value::Object(v)) => merge_kept(t, v),
+            (_, v) => {
+                target.insert(k, v);
+            }
+        }
+    }
+}
+
+/// Puts the content a downcast kept (under [`KEPT_FIELD`]) back into an object that was
+/// upcast to the version that wrote it: the kept leaves replace what the upcast
+/// produced for them (a value the older build could not express), every other member
+/// stays as the upcast made it (the older build's changes). Removes [`KEPT_FIELD`].
+fn restore_kept(obj: &mut JsonObject) {
+    if let Some(Value::Object(kept)) = obj.remove(KEPT_FIELD) {
+        merge_kept(obj, kept);
     }
 }
 

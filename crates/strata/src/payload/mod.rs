@@ -10,10 +10,11 @@
 pub mod chain;
 pub mod envelope;
 pub mod retired;
+pub mod window;
 
 pub use chain::{
-    ChainError, JsonObject, Mode, StepError, UpcastChain, UpcastFailure, UpcastStep, Upcaster,
-    INITIAL_PAYLOAD_VERSION,
+    ChainError, DowncastStep, JsonObject, Mode, StepError, UpcastChain, UpcastFailure, UpcastStep,
+    Upcaster, INITIAL_PAYLOAD_VERSION, KEPT_FIELD,
 };
 pub use envelope::{Envelope, EnvelopeError};
 // Facade: the sweep lives in `crate::ops::sweep` (above collections); it keeps its

@@ -202,6 +202,15 @@ pub enum Refusal {
         /// The store's current generation.
         current: u64,
     },
+    /// A newer build moved the collection's schema and payload version past this build's
+    /// (a coordinated cutover, or a change covered by upcast steps): upgrade this
+    /// instance.
+    BuildBehind {
+        /// The payload version the store records for the collection.
+        stored: i32,
+        /// The payload version this build knows.
+        build: i32,
+    },
 }
 
 impl Refusal {
@@ -272,6 +281,10 @@ impl fmt::Display for RefusalMessage<'_> {
                 f,
                 "writes to `{c}` are fenced: a schema cutover is pending (fence {state}, generation {generation}); run the cutover (run_schema_cutover()) or abort it, then write again"
             ),
+            Refusal::BuildBehind { stored, build } => write!(
+                f,
+                "this build is older than the store: a newer build moved `{c}` to payload version {stored} with a new schema, and this build knows payload versions up to {build} (write refused); upgrade this instance to the newer build"
+            ),
             Refusal::MigrationRequired { opened, current } => write!(
                 f,
                 "migration required: the schema generation of this store moved from {opened} to {current} since this handle opened (write to `{c}` refused); reopen the database to pick up the new schema"
@@ -331,6 +344,13 @@ mod tests {
                     current: 2,
                 },
                 "generation of this store moved from 1 to 2",
+            ),
+            (
+                Refusal::BuildBehind {
+                    stored: 3,
+                    build: 2,
+                },
+                "moved `orders` to payload version 3 with a new schema, and this build knows payload versions up to 2 (write refused); upgrade this instance",
             ),
         ];
         for (reason, text) in cases {

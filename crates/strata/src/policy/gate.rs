@@ -28,6 +28,10 @@ pub struct SchemaDeclaration {
     /// The collection's upcaster (chain + protected fields), when declared by opening a
     /// collection: the cutover rewrites rows through it.
     pub(crate) upcaster: Option<Upcaster>,
+    /// True when the upcaster's last step is the cutover strategy's transform (a
+    /// collection opened with `coordinated_cutover`): the cutover then moves rows to
+    /// the next payload version through the chain instead of reshaping them in place.
+    pub(crate) cutover_step: bool,
 }
 
 impl SchemaDeclaration {
@@ -42,6 +46,7 @@ impl SchemaDeclaration {
             upcast_froms: Vec::new(),
             strategies: Vec::new(),
             upcaster: None,
+            cutover_step: false,
         }
     }
 
@@ -112,6 +117,16 @@ pub enum Verdict {
         /// The deciding strategy.
         strategy: String,
     },
+    /// A newer build moved the collection to a payload version above this build's, with
+    /// a different schema (a cutover or an upcast-covered change): every write of this
+    /// handle is refused with [`Refusal::BuildBehind`] — upgrade this instance. The
+    /// baseline is never moved back.
+    Behind {
+        /// The payload version the store's baseline records.
+        stored: i32,
+        /// The payload version this build declares.
+        build: i32,
+    },
     /// The delta could not be computed (storage error, corrupted baseline): logged, and
     /// writes are not blocked.
     DetectionFailed {
@@ -140,6 +155,8 @@ pub(crate) struct Registration {
     /// The collection's upcaster: the one it was opened with, or for a raw declaration
     /// one that knows only the declared payload version (taken as 1 when none is given).
     pub(crate) upcaster: Upcaster,
+    /// See [`SchemaDeclaration::cutover_step`].
+    pub(crate) cutover_step: bool,
 }
 
 #[derive(Debug)]
@@ -263,6 +280,7 @@ impl SchemaGate {
                     .upcaster
                     .clone()
                     .unwrap_or_else(|| Upcaster::identity_to(decl.payload_version.unwrap_or(1))),
+                cutover_step: decl.cutover_step,
             },
         );
         DeclareOutcome {
@@ -311,6 +329,19 @@ impl SchemaGate {
                 Some((Err(e), _)) => return self.detection_failed(&decl, &e),
                 Some((Ok(old), raw)) => (old, raw),
             };
+            // A newer build declared the collection at a higher payload version: the
+            // baseline is never moved back. The same schema (a lazy step added, say)
+            // leaves this build writing the rows it knows; a different one means the
+            // stored shape moved past this build (a cutover): it must upgrade.
+            if let (Some(stored), Some(build)) = (old.payload_version, new.payload_version) {
+                if stored > build {
+                    if old.hash == new.hash {
+                        return self.record(&decl, Verdict::Unchanged, None, None);
+                    }
+                    tracing::warn!(collection = %c, stored, build, "a newer build moved this collection's schema and payload version; this build's writes are refused until it is upgraded");
+                    return self.record(&decl, Verdict::Behind { stored, build }, None, None);
+                }
+            }
             if old.hash == new.hash {
                 if old.payload_version != new.payload_version {
                     match new.compare_and_swap(store, &c, Some(raw)) {
@@ -413,6 +444,13 @@ impl SchemaGate {
                 rejection,
             }) => Err(rejection.to_error(collection, strategy)),
             Some(Verdict::CutoverPending { .. }) => Err(fenced()),
+            Some(Verdict::Behind { stored, build }) => Err(PolicyError::Refused {
+                collection: collection.to_string(),
+                reason: Refusal::BuildBehind {
+                    stored: *stored,
+                    build: *build,
+                },
+            }),
             _ => Ok(fence_precondition(raw)),
         }
     }

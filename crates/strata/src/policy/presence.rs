@@ -272,6 +272,19 @@ impl Presence {
     /// Deletes this client's presence record (a cleanly closed client is never waited
     /// for).
     pub fn close(&self) -> Result<(), PolicyError> {
+        // The payload versions this client's build registered (deploy windows) go with it.
+        let prefix = crate::payload::window::client_builds_prefix(&self.id);
+        let limits = ScanLimits::new(256, 1 << 20).map_err(|e| PolicyError::store(&prefix, e))?;
+        let mut batch = Batch::new();
+        for r in Pages::new(&self.store, &prefix, limits).records() {
+            let r = r.map_err(|e| PolicyError::store(&prefix, e))?;
+            batch = batch.delete(r.key.to_vec());
+        }
+        if !batch.mutations().is_empty() {
+            self.store
+                .apply(batch)
+                .map_err(|e| PolicyError::store(&prefix, e))?;
+        }
         remove_client(&self.store, &self.id)
     }
 }

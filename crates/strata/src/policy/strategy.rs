@@ -93,6 +93,29 @@ impl Transform {
     pub fn apply(&self, doc: Value) -> Result<Value, String> {
         (self.0)(doc)
     }
+
+    /// The transform as the payload step `from → from + 1` (eager: the sweep may run it
+    /// too). A coordinated cutover is a payload step: a collection that declares
+    /// [`coordinated_cutover`] gets this step on top of its declared upcast chain, so the
+    /// cutover moves every row to the next payload version, a row written later at the
+    /// old version is upcast by the transform on read, and a build that knows only the old
+    /// version meets the ahead guard instead of writing old shapes under the new one. A
+    /// transform that does not return a JSON object fails the step.
+    pub fn into_step(self, from: i32) -> crate::payload::UpcastStep {
+        crate::payload::UpcastStep::new(from, crate::payload::Mode::Eager, move |obj| {
+            let doc = Value::Object(std::mem::take(obj));
+            match self.apply(doc) {
+                Ok(Value::Object(out)) => {
+                    *obj = out;
+                    Ok(())
+                }
+                Ok(_) => Err(crate::payload::StepError::new(
+                    "the cutover transform did not return a JSON object",
+                )),
+                Err(reason) => Err(crate::payload::StepError::new(reason)),
+            }
+        })
+    }
 }
 
 impl fmt::Debug for Transform {
@@ -182,6 +205,17 @@ pub trait SchemaUpdateStrategy: Send + Sync + fmt::Debug {
 
     /// Decides on `delta` (never called for an unchanged schema).
     fn on_schema_delta(&self, delta: &SchemaDelta, ctx: &UpdateContext) -> UpdateDecision;
+
+    /// The transform this strategy's cutover applies, when it schedules one (the
+    /// default: none). A collection opened with such a strategy declares it as the payload
+    /// step on top of its upcast chain ([`Transform::into_step`]): the cutover then moves
+    /// every row to that next payload version. A strategy that decides
+    /// [`UpdateDecision::Cutover`] without declaring its transform here gets a cutover that
+    /// reshapes rows in place at the same payload version (an older build can then still
+    /// write the old shape under it), and a warning.
+    fn cutover_transform(&self) -> Option<Transform> {
+        None
+    }
 }
 
 /// A shared strategy, as collections hold them.
@@ -311,12 +345,27 @@ impl SchemaUpdateStrategy for CoordinatedCutover {
             _ => UpdateDecision::Allow,
         }
     }
+    fn cutover_transform(&self) -> Option<Transform> {
+        Some(self.transform.clone())
+    }
 }
 
 /// On a non-additive delta, schedules a coordinated cutover that runs `transform` once
 /// over every stored record (see [`crate::policy::Policy::run_schema_cutover`]); the
 /// collection's writes are fenced until it completes. Additive and unchanged deltas are
 /// allowed through.
+///
+/// **The cutover is a payload step.** A collection opened with this strategy declares
+/// `transform` as the step `N → N + 1` on top of its upcast chain (`N`: the version its
+/// declared steps reach, 1 without steps), so the cutover moves every row to payload
+/// version `N + 1`; rows already at `N + 1` are never transformed again. Afterwards a row
+/// written at `N` (by an older build, a sync peer, an import) is upcast by the transform
+/// when read, and a build that knows only `N` is told to upgrade (the ahead guard on rows,
+/// [`Refusal::BuildBehind`](super::Refusal::BuildBehind) on its schema declaration).
+/// Keep the strategy declared as you keep upcast steps; when a later release changes the
+/// shape again, declare this transform as an upcast step at its version
+/// (`CollectionOptions::step(Transform::new(f).into_step(N))`) and put the new cutover
+/// strategy in its place.
 pub fn coordinated_cutover<F>(transform: F) -> Strategy
 where
     F: Fn(Value) -> Result<Value, String> + Send + Sync + 'static,

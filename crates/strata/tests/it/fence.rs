@@ -1031,7 +1031,9 @@ fn cutover_upcasts_old_rows_keeps_protected_fields_and_reports_newer_rows() {
         );
         assert_eq!(doc.value.qty, 1);
         assert_eq!(doc.value.price.cents, i * 100);
-        assert_eq!((doc.stored_version, doc.lock_version), (3, 8));
+        // A cutover is a payload step (#26): the transform is the step 3 → 4, so the
+        // rows move to v4; the lock version is bumped once (a cutover is a write).
+        assert_eq!((doc.stored_version, doc.lock_version), (4, 8));
     }
     // The newer row: byte-identical, counted and named in the report, never transformed.
     assert_eq!(store.get(&order_key("o9-newer")).unwrap(), newer_before);

@@ -4,6 +4,7 @@
 mod bounded_open;
 mod collection;
 mod collection_util;
+mod cutover_step;
 mod fence;
 mod format;
 mod limits;
@@ -17,4 +18,7 @@ mod retire;
 mod sealed;
 mod sweep;
 mod validation;
+mod window;
+mod window_processes;
+mod window_shared;
 mod write_set;

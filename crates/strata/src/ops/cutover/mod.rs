@@ -225,6 +225,8 @@ struct PendingRewrite {
     transform: Transform,
     target: crate::policy::Baseline,
     upcaster: Upcaster,
+    /// The transform is the upcaster's last step (see [`Transform::into_step`]).
+    in_chain: bool,
 }
 
 /// What [`SchemaGate::run_schema_cutover`] did.
@@ -263,17 +265,23 @@ impl SchemaGate {
         let reg = self.registry();
         let mut out = HashMap::new();
         for p in &fence.pending {
-            let found = reg
-                .get(&p.collection)
-                .and_then(|r| r.cutover.clone().map(|c| (c, r.upcaster.clone())));
+            let found = reg.get(&p.collection).and_then(|r| {
+                r.cutover
+                    .clone()
+                    .map(|c| (c, r.upcaster.clone(), r.cutover_step))
+            });
             match found {
-                Some(((transform, target), upcaster)) if target.hash == p.target_hash => {
+                Some(((transform, target), upcaster, in_chain)) if target.hash == p.target_hash => {
+                    if !in_chain {
+                        tracing::warn!(collection = %p.collection, "the cutover's strategy declares no transform step (cutover_transform); rows are reshaped at their payload version, so an older build can still write the old shape");
+                    }
                     out.insert(
                         p.collection.clone(),
                         PendingRewrite {
                             transform,
                             target,
                             upcaster,
+                            in_chain,
                         },
                     );
                 }

@@ -43,7 +43,10 @@ impl SchemaGate {
         let rewriter = RowRewriter {
             collection,
             upcaster: &rewrite.upcaster,
-            transform: Some(&rewrite.transform),
+            // The declared transform is the chain's last step (rows reach it by the
+            // upcast, once); a strategy that declares none reshapes rows in place.
+            transform: (!rewrite.in_chain).then_some(&rewrite.transform),
+            bump_lock: true,
             seal: options
                 .sealer
                 .as_ref()
@@ -53,6 +56,7 @@ impl SchemaGate {
                     strict: false,
                 }),
         };
+        let transform_from = rewrite.upcaster.chain().current_version().checked_sub(1);
         let mut records = 0;
         let mut resumed_from = None;
         // Rows written by a newer build: left byte-identical, reported (counted once
@@ -124,6 +128,12 @@ impl SchemaGate {
                     }
                     Err(CollectionError::Transform { reason, .. }) => {
                         return Err(RecordError::new(reason))
+                    }
+                    // The cutover's own step failed: the transform's reason, as before.
+                    Err(CollectionError::Upcast { from, source, .. })
+                        if rewrite.in_chain && Some(from) == transform_from =>
+                    {
+                        return Err(RecordError::new(source.message()))
                     }
                     Err(e) => return Err(RecordError::new(crate::collection::with_causes(&e))),
                 }

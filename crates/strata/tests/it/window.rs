@@ -1,0 +1,344 @@
+//! Deploy windows (issue #26 items 1–3): two builds on one store at once, downcast
+//! steps, newer fields kept, complete and rollback.
+
+use super::policy_util::{config, mem};
+use super::window_shared::{build1, build2, Acct, AcctV2};
+use serde_json::{json, Value};
+use strata::clock::ManualClock;
+use strata::collection::{CollectionError, CollectionOptions};
+use strata::ops::window::{operational, WindowOptions};
+use strata::payload::envelope;
+use strata::payload::{Mode, KEPT_FIELD};
+use strata::policy::Refusal;
+use strata::{Collection, Database};
+use strata_store::{KvRead, Store};
+
+fn open(store: &Store, clock: &ManualClock) -> Database {
+    Database::builder(store.clone())
+        .policy(config(clock))
+        .open()
+        .unwrap()
+}
+
+fn stored(store: &Store, id: &str) -> (envelope::Envelope, Value) {
+    let raw = store
+        .get(format!("__nx/doc/accts/{id}").as_bytes())
+        .unwrap()
+        .unwrap();
+    let (env, json) = envelope::decode(&raw).unwrap();
+    (env, serde_json::from_slice(json).unwrap())
+}
+
+fn acct(id: &str, owner: &str, balance: i64) -> Acct {
+    Acct {
+        id: id.into(),
+        owner: owner.into(),
+        balance,
+    }
+}
+
+/// Build 1 with two accounts, then build 2 opened beside it: the window opens at v1.
+fn two_builds() -> (
+    Store,
+    ManualClock,
+    Database,
+    Collection<Acct>,
+    Database,
+    Collection<AcctV2>,
+) {
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    let db1 = open(&store, &clock);
+    let c1 = db1.collection::<Acct>("accts", build1()).unwrap();
+    c1.put("a1", &acct("a1", "ann", 10)).unwrap();
+    c1.put("a2", &acct("a2", "al", 20)).unwrap();
+    assert_eq!(operational(&store, "accts").unwrap(), None);
+    let db2 = open(&store, &clock);
+    let c2 = db2.collection::<AcctV2>("accts", build2()).unwrap();
+    assert_eq!(c2.current_version(), 2);
+    assert_eq!(
+        operational(&store, "accts").unwrap(),
+        Some(1),
+        "build 2 opened the window at the stored baseline's version"
+    );
+    (store, clock, db1, c1, db2, c2)
+}
+
+#[test]
+fn two_builds_read_and_write_every_document_during_a_window() {
+    let (store, _clock, _db1, c1, _db2, c2) = two_builds();
+    // Build 2 writes a new document: stored at v1, its tags kept.
+    c2.put(
+        "b1",
+        &AcctV2 {
+            id: "b1".into(),
+            owner_name: "bob".into(),
+            balance: 5,
+            tags: vec!["vip".into()],
+        },
+    )
+    .unwrap();
+    let (env, doc) = stored(&store, "b1");
+    assert_eq!(env.payload_version, 1);
+    assert_eq!(doc["owner"], json!("bob"));
+    assert_eq!(doc[KEPT_FIELD], json!({"tags": ["vip"]}));
+    assert!(doc.get("owner_name").is_none() && doc.get("tags").is_none());
+    // Build 1 reads it and updates it: no "newer build" refusal, the tags survive.
+    let read = c1.get_document("b1").unwrap().unwrap();
+    assert_eq!(read.value, acct("b1", "bob", 5));
+    c1.update("b1", &acct("b1", "bob", 6), read.lock_version)
+        .unwrap();
+    let (env, doc) = stored(&store, "b1");
+    assert_eq!(env.payload_version, 1);
+    assert_eq!(doc["balance"], json!(6));
+    assert_eq!(
+        doc[KEPT_FIELD],
+        json!({"tags": ["vip"]}),
+        "build 1 kept build 2's field"
+    );
+    // Build 2 sees build 1's change and its own tags.
+    assert_eq!(
+        c2.get("b1").unwrap().unwrap(),
+        AcctV2 {
+            id: "b1".into(),
+            owner_name: "bob".into(),
+            balance: 6,
+            tags: vec!["vip".into()],
+        }
+    );
+    // Build 2 updates a row build 1 wrote: still at v1, build 1 reads it.
+    let d = c2.get_document("a1").unwrap().unwrap();
+    assert_eq!(d.value.owner_name, "ann");
+    c2.update(
+        "a1",
+        &AcctV2 {
+            balance: 11,
+            ..d.value.clone()
+        },
+        d.lock_version,
+    )
+    .unwrap();
+    assert_eq!(stored(&store, "a1").0.payload_version, 1);
+    assert_eq!(c1.get("a1").unwrap().unwrap(), acct("a1", "ann", 11));
+    // No KEPT_FIELD where nothing was dropped (empty tags round-trip).
+    assert!(stored(&store, "a1").1.get(KEPT_FIELD).is_none());
+    // The sweep does not move rows during the window.
+    let report = c2.sweep(strata::payload::SweepOptions::new()).unwrap();
+    assert_eq!(report.note, strata::ops::sweep::SweepNote::WindowOpen(1));
+    assert_eq!(stored(&store, "a2").0.payload_version, 1);
+}
+
+#[test]
+fn complete_waits_for_the_old_build_then_moves_every_row_forward() {
+    let (store, clock, db1, c1, _db2, c2) = two_builds();
+    c2.put(
+        "b1",
+        &AcctV2 {
+            id: "b1".into(),
+            owner_name: "bob".into(),
+            balance: 5,
+            tags: vec!["vip".into()],
+        },
+    )
+    .unwrap();
+    // Build 1 is live: complete waits, then times out naming it; nothing changes.
+    let ticker = clock.clone();
+    let err = c2
+        .complete_window(
+            WindowOptions::new()
+                .timeout_ms(500)
+                .poll(move || ticker.advance(100)),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(err, CollectionError::WindowHoldouts { ref holdouts, .. } if holdouts.len() == 1 && holdouts[0].contains("at v1")),
+        "{err}"
+    );
+    assert!(err.to_string().contains("still live"), "{err}");
+    assert_eq!(operational(&store, "accts").unwrap(), Some(1));
+    assert_eq!(stored(&store, "b1").0.payload_version, 1);
+    // Build 1 leaves.
+    drop(c1);
+    drop(db1);
+    let report = c2.complete_window(WindowOptions::new()).unwrap();
+    assert_eq!((report.from, report.to), (Some(1), 2));
+    assert_eq!(report.swept, 3, "{report:?}");
+    assert_eq!(operational(&store, "accts").unwrap(), None);
+    for id in ["a1", "a2", "b1"] {
+        let (env, doc) = stored(&store, id);
+        assert_eq!(env.payload_version, 2, "{id}");
+        assert!(doc.get(KEPT_FIELD).is_none(), "{id}: {doc}");
+    }
+    assert_eq!(stored(&store, "b1").1["tags"], json!(["vip"]));
+    // Build 2 now writes at v2.
+    c2.put(
+        "b2",
+        &AcctV2 {
+            id: "b2".into(),
+            owner_name: "bo".into(),
+            balance: 1,
+            tags: vec![],
+        },
+    )
+    .unwrap();
+    assert_eq!(stored(&store, "b2").0.payload_version, 2);
+    // A build-1 instance started afterwards is told to upgrade.
+    let late = open(&store, &clock);
+    let c1 = late.collection::<Acct>("accts", build1()).unwrap();
+    let err = c1.put("x", &acct("x", "x", 0)).unwrap_err();
+    assert!(
+        matches!(
+            err.refusal(),
+            Some(Refusal::BuildBehind {
+                stored: 2,
+                build: 1
+            })
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn rollback_before_complete_leaves_rows_build_one_reads_as_it_wrote_them() {
+    let (store, _clock, db1, c1, db2, c2) = two_builds();
+    let a2_before = store.get(b"__nx/doc/accts/a2").unwrap();
+    c2.put(
+        "b1",
+        &AcctV2 {
+            id: "b1".into(),
+            owner_name: "bob".into(),
+            balance: 5,
+            tags: vec!["t".into()],
+        },
+    )
+    .unwrap();
+    let report = c2.rollback_window().unwrap();
+    assert_eq!(report.operational, Some(1));
+    assert_eq!((report.rows, report.above), (3, 0));
+    drop(c2);
+    drop(db2);
+    // Build 1 reads every row; the row it wrote and nobody touched is byte-identical.
+    assert_eq!(store.get(b"__nx/doc/accts/a2").unwrap(), a2_before);
+    assert_eq!(c1.get("b1").unwrap().unwrap(), acct("b1", "bob", 5));
+    assert_eq!(c1.iter().count(), 3);
+    drop(c1);
+    drop(db1);
+}
+
+#[test]
+fn a_downcast_that_fails_writes_nothing_and_names_the_document() {
+    let (store, _clock, _db1, _c1, _db2, c2) = two_builds();
+    let err = c2
+        .put(
+            "r",
+            &AcctV2 {
+                id: "r".into(),
+                owner_name: "refuse-me".into(),
+                balance: 0,
+                tags: vec![],
+            },
+        )
+        .unwrap_err();
+    assert!(
+        matches!(err, CollectionError::Downcast { from: 2, .. }),
+        "{err}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("`r`") && msg.contains("this owner cannot be written at v1"),
+        "{msg}"
+    );
+    assert_eq!(store.get(b"__nx/doc/accts/r").unwrap(), None);
+}
+
+#[test]
+fn a_downcast_needs_the_upcast_it_reverses() {
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    let db = open(&store, &clock);
+    let err = db
+        .collection::<Acct>("accts", CollectionOptions::new().downcast(2, |_| Ok(())))
+        .unwrap_err();
+    assert!(err.is_chain_error(), "{err}");
+    assert!(
+        err.to_string().contains("no upcast step from v1 to v2"),
+        "{err}"
+    );
+    let dup = CollectionOptions::new()
+        .upcast(1, Mode::Lazy, |_| Ok(()))
+        .downcast(2, |_| Ok(()))
+        .downcast(2, |_| Ok(()));
+    let err = db.collection::<Acct>("accts2", dup).unwrap_err();
+    assert!(err.to_string().contains("two downcasts from v2"), "{err}");
+}
+
+/// Without an older build's baseline (a fresh store) no window opens: the new build
+/// writes at its own version.
+#[test]
+fn a_fresh_store_opens_no_window() {
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    let db = open(&store, &clock);
+    let c2 = db.collection::<AcctV2>("accts", build2()).unwrap();
+    c2.put(
+        "n",
+        &AcctV2 {
+            id: "n".into(),
+            owner_name: "n".into(),
+            balance: 0,
+            tags: vec![],
+        },
+    )
+    .unwrap();
+    assert_eq!(operational(&store, "accts").unwrap(), None);
+    assert_eq!(stored(&store, "n").0.payload_version, 2);
+}
+
+/// A sealed collection in a window: build 2 writes sealed rows at v1 with their kept
+/// fields inside the sealed body (no plaintext stored), build 1 carries them over.
+#[test]
+fn a_sealed_collection_takes_part_in_a_window() {
+    use strata::seal::{Credential, KdfParams};
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    let key = || Credential::passphrase("open sesame").with_kdf(KdfParams::insecure_fast());
+    let open_sealed = || {
+        Database::builder(store.clone())
+            .policy(config(&clock))
+            .key(key())
+            .open()
+            .unwrap()
+    };
+    let db1 = open_sealed();
+    let c1 = db1.collection::<Acct>("accts", build1().sealed()).unwrap();
+    c1.put("a1", &acct("a1", "ann", 1)).unwrap();
+    let db2 = open_sealed();
+    let c2 = db2
+        .collection::<AcctV2>("accts", build2().sealed())
+        .unwrap();
+    assert_eq!(operational(&store, "accts").unwrap(), Some(1));
+    let d = c2.get_document("a1").unwrap().unwrap();
+    c2.update(
+        "a1",
+        &AcctV2 {
+            tags: vec!["SECRET-TAG".into()],
+            ..d.value
+        },
+        d.lock_version,
+    )
+    .unwrap();
+    let raw = store.get(b"__nx/doc/accts/a1").unwrap().unwrap();
+    assert!(
+        !raw.windows(10).any(|w| w == b"SECRET-TAG"),
+        "the kept field is sealed with the row"
+    );
+    let d1 = c1.get_document("a1").unwrap().unwrap();
+    assert_eq!(d1.stored_version, 1);
+    c1.update("a1", &acct("a1", "ann", 2), d1.lock_version)
+        .unwrap();
+    let back = c2.get("a1").unwrap().unwrap();
+    assert_eq!(
+        (back.balance, back.tags),
+        (2, vec!["SECRET-TAG".to_string()])
+    );
+}
