@@ -1,6 +1,5 @@
 //! Sealed documents (issue 15, phase A): the seal module on its own — sealing and opening
 //! bodies, the keyring and its every write path, over the memory store.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use proptest::prelude::*;
 use std::sync::{Arc, Mutex, OnceLock};

@@ -1,8 +1,6 @@
-//! What the crash tests (`crash_sweep`, `crash_rotate`, `crash_cutover`: `harness = false`
-//! binaries that run themselves as killable child processes) share: the child's
-//! environment, spawning it, its ready line, the kill-point generator and the iteration
-//! count. Each test file includes this module with `mod crash;`.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The child-process harness every crash scenario uses: the child's environment, spawning
+//! this binary again as a child, its ready line, the kill-point generator and the
+//! iteration count.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! A sealed collection stays sealed, whichever handle opens it: a handle that forgets
 //! `CollectionOptions::sealed()` (another binary, an older build, an admin tool) must
 //! never write a document in clear into a collection whose documents are encrypted.

@@ -10,7 +10,6 @@
 //!
 //! The files were written once by running this test with `STRATA_BLESS_FIXTURES=1`
 //! (which writes only missing files; it never overwrites a frozen one).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::PathBuf;
 use strata::payload::envelope::Envelope;

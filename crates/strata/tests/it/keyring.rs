@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Keyring edge cases a careful user hits (issue 15 audit): a keyring lost while sealed
 //! records remain must never be silently replaced by a fresh one; hostile Argon2id
 //! parameters stored in a keyring are refused before any memory is allocated or time

@@ -9,8 +9,6 @@
 //! older public path working (`strata::policy::CutoverOptions`); a reference that goes
 //! through such a facade counts as a reference to the layer that defines the item.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! A tampered sealed row among stale ones (issue 15 audit): with an eager upcast and
 //! read-repair on, `get`, `iter` and the sweep each fail that row only with an
 //! authentication error and never rewrite or delete it; the other rows are upcast and

@@ -14,11 +14,8 @@
 //! are gone and the collections read back through the `Database` API.
 //!
 //! `STRATA_CRASH_ROWS` overrides the rows per collection (default 10 000).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod crash;
-
-use crash::{env_usize, spawn, wait_ready, Rng, DIR_ENV, ROLE_ENV};
+use crate::harness::{env_usize, spawn, wait_ready, Rng};
 use serde::{Deserialize, Serialize};
 use std::io::BufRead;
 use std::time::Instant;
@@ -55,7 +52,8 @@ fn rows() -> usize {
         .unwrap_or(10_000)
 }
 
-fn child(dir: &str) {
+/// The child: reports its role, then works on the store at `dir` until killed.
+pub fn child(dir: &str) {
     let store = open(std::path::Path::new(dir));
     println!("role=rotator ready");
     let report = rotate_data_key(
@@ -155,17 +153,8 @@ fn check(dir: &std::path::Path, n: usize) -> (usize, bool) {
     (under_new, finished)
 }
 
-fn main() {
-    if let Ok(role) = std::env::var(ROLE_ENV) {
-        assert_eq!(role, "rotator", "unknown role {role}");
-        child(&std::env::var(DIR_ENV).unwrap());
-        return;
-    }
-    // `cargo test` passes harness flags such as `--list`; answer them politely.
-    if std::env::args().any(|a| a == "--list") {
-        println!("crash_rotate: test");
-        return;
-    }
+/// The parent: seeds, kills the child `STRATA_CRASH_ITERS` times, checks each time.
+pub fn run() {
     let iters = env_usize("STRATA_CRASH_ITERS", 6);
     let n = rows();
     let tmp = tempfile::tempdir().unwrap();

@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! A data-key rotation over damaged records in two collections (issue 15 audit): it
 //! cannot finish, keeps the old key, and its error names every collection holding such
 //! records and their total, not only the first.

@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Which collections are sealed is persisted (`__nx/sealed/…`), so it holds before the
 //! first document: an empty sealed collection cannot get a document in clear from a
 //! handle without the key, nor from one that forgot `sealed()`; a database sealed as a

@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! `verify_sealed` (issue 15 audit): a document stored in clear inside a sealed collection
 //! (written behind strata's back, or by a build that did not seal it) is a failure with
 //! and without the key — a sealed handle refuses to read it, so "every record ok" would

@@ -2,8 +2,7 @@
 //! under the new key, resumable after a failed write at any batch, both keys readable
 //! until it finishes, then the old key removed; sealed writes racing a rotation never
 //! land under a retired key. The real kill test (SIGKILL of a child) is
-//! `crash_rotate.rs`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! `tests/crash/rotate.rs`.
 
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};

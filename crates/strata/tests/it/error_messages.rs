@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Error texts a user reads, checked from the outside: one line that names the table and
 //! says what to do, and no advice that does not fit the operation (a read-only scan has
 //! nothing to resume).

@@ -14,11 +14,8 @@
 //! complete, after which every document is at v3 with `n == 2`.
 //!
 //! `STRATA_CRASH_ROWS` overrides the row count (default 100 000).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod crash;
-
-use crash::{env_usize, spawn, wait_ready, Rng, DIR_ENV, ROLE_ENV};
+use crate::harness::{env_usize, spawn, wait_ready, Rng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::io::BufRead;
@@ -69,7 +66,8 @@ fn rows() -> usize {
         .unwrap_or(100_000)
 }
 
-fn child(dir: &str) {
+/// The child: reports its role, then works on the store at `dir` until killed.
+pub fn child(dir: &str) {
     let store = open(std::path::Path::new(dir));
     let db = Database::builder(store).open().unwrap();
     let c = collection(&db);
@@ -145,17 +143,8 @@ fn check(dir: &std::path::Path, n: usize) -> (usize, usize, Option<SweepMarker>)
     (old, new, marker)
 }
 
-fn main() {
-    if let Ok(role) = std::env::var(ROLE_ENV) {
-        assert_eq!(role, "sweeper", "unknown role {role}");
-        child(&std::env::var(DIR_ENV).unwrap());
-        return;
-    }
-    // `cargo test` passes harness flags such as `--list`; answer them politely.
-    if std::env::args().any(|a| a == "--list") {
-        println!("crash_sweep: test");
-        return;
-    }
+/// The parent: seeds, kills the child `STRATA_CRASH_ITERS` times, checks each time.
+pub fn run() {
     let iters = env_usize("STRATA_CRASH_ITERS", 3);
     let n = rows();
     let tmp = tempfile::tempdir().unwrap();

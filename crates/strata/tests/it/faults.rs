@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Fault injection at every store call of `strata migrate`, the eager sweep and the
 //! coordinated cutover: the N-th read (or write batch) fails, for every N until the
 //! operation completes without reaching N. After each failure: a clear error, the store

@@ -13,16 +13,12 @@
 //!
 //! `STRATA_CRASH_ITERS` (default 3) sets the number of kill/resume rounds;
 //! `STRATA_CRASH_RECORDS` (default 100000) the number of documents.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod crash;
-
-use crash::{env_usize, Rng, DIR_ENV, ROLE_ENV};
+use crate::harness::{env_usize, spawn, Rng};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use strata::clock::{Clock, ManualClock, SystemClock};
 use strata::collection::layout::doc_key;
@@ -64,7 +60,8 @@ fn v2_options<T: schemars::JsonSchema>() -> SchemaOptions {
     SchemaOptions::of::<T>().strategy(coordinated_cutover(transform))
 }
 
-fn child(dir: &Path) {
+/// The child: registers the cutover and runs it in small batches until killed.
+pub fn child(dir: &Path) {
     let store = SledStore::open_store(dir).unwrap();
     let config = PolicyConfig::new().heartbeat(None).lease_ms(LEASE_MS);
     let db = Database::builder(store.clone())
@@ -205,17 +202,8 @@ fn verify(dir: &Path, n: usize, iteration: usize) {
     );
 }
 
-fn main() {
-    if std::env::var(ROLE_ENV).as_deref() == Ok("coordinator") {
-        let dir = std::env::var(DIR_ENV).unwrap();
-        child(Path::new(&dir));
-        return;
-    }
-    // `cargo test` passes harness flags such as `--list`; answer them politely.
-    if std::env::args().any(|a| a == "--list") {
-        println!("crash_cutover: test");
-        return;
-    }
+/// The parent: seeds, kills the coordinator `STRATA_CRASH_ITERS` times, checks each time.
+pub fn run() {
     let iters = env_usize("STRATA_CRASH_ITERS", 3);
     let n = env_usize("STRATA_CRASH_RECORDS", 100_000);
     let mut rng = Rng::from_env_or_time();
@@ -233,12 +221,7 @@ fn main() {
         // ahead of the parent reading its output); the kill waits for the next batch the
         // child reported durable, so the rerun always has a checkpoint to resume from.
         let kill_after = 1 + rng.next() % (batches * 9 / 10).saturating_sub(FLUSH_EVERY).max(1);
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .env(ROLE_ENV, "coordinator")
-            .env(DIR_ENV, &dir)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn("coordinator", &dir);
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
         let first = lines.next().unwrap().unwrap();

@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Structured fuzzing of every on-disk decoder, on stable Rust with proptest.
 //!
 //! Each decoder gets random bytes and mutated valid records (bit flips, truncation,
@@ -401,7 +400,7 @@ fn round_trips() {
 /// Replays the committed corpus: inputs that once broke (or nearly broke) a decoder.
 #[test]
 fn corpus_replays() {
-    let corpus = include_str!("fuzz/corpus.txt");
+    let corpus = include_str!("../fuzz/corpus.txt");
     let mut n = 0;
     for (lineno, line) in corpus.lines().enumerate() {
         let line = line.trim();
