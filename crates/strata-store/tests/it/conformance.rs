@@ -1,5 +1,4 @@
 //! The shared conformance suite, run against [`MemoryStore`].
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use strata_store::{MemoryStore, Store};
 

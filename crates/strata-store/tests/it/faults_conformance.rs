@@ -1,7 +1,6 @@
 //! The shared conformance suite through the fault-injection wrapper (never failing): a
 //! wrapper forwards exactly the one write primitive, so it passes every check the backend
 //! under it passes — and fault tests run the production write path.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use strata_store::faults::{FaultKind, FaultyStore};
 use strata_store::{MemoryStore, Store};

@@ -1,6 +1,5 @@
 //! Property test: `MemoryStore` behind a `Store` handle against a `BTreeMap` model, over
 //! random conditional batches, point reads and paged scans with random limits.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashSet};
