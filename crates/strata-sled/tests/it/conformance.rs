@@ -1,6 +1,5 @@
 //! The shared conformance suite against a tempdir-backed [`SledStore`], plus sled-specific
 //! behaviour: opening rules, the cross-process lock, durability across reopen.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
 use std::process::Command;
@@ -94,7 +93,12 @@ const CHILD_ROLE: &str = "open_child";
 /// `lock_wait_ms`) and returns its stdout.
 fn run_child(path: &Path, lock_wait_ms: u64) -> String {
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "open_child", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            "conformance::open_child",
+            "--ignored",
+            "--nocapture",
+        ])
         .args(["--test-threads", "1"])
         .env(ROLE_VAR, CHILD_ROLE)
         .env(PATH_VAR, path)

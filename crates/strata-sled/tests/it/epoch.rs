@@ -2,7 +2,6 @@
 //! epoch it carries commits without reading them again while nothing else wrote, and is
 //! checked in full (so still conflicts) when a write landed between its read and its
 //! commit.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Barrier;
 use strata_sled::SledStore;

@@ -1,6 +1,5 @@
 //! `open_read_only`: reads a private copy, so nothing in the datastore's directory is
 //! written; writes are refused; errors name the datastore's own files.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

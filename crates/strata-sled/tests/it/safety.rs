@@ -1,5 +1,4 @@
 //! Opening safely: what is handed to sled, and what is refused before sled can destroy it.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
 use strata_sled::{is_sled_dir, SledOptions, SledStore};

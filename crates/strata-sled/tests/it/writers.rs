@@ -2,7 +2,6 @@
 //! open of a datastore in the same process is refused (so every writer is a clone of one
 //! `SledStore`), and compare-and-set through clones loses no update while plain batches
 //! run alongside.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Barrier;
 use std::time::Duration;
