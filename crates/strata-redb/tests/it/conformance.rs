@@ -1,7 +1,6 @@
 //! The shared conformance suite against a tempdir-backed [`RedbStore`], plus
 //! redb-specific behaviour: durability across reopen, the cross-process lock, read-only
 //! opens.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
 use strata_redb::{RedbOptions, RedbStore};

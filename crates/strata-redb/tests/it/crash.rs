@@ -11,7 +11,6 @@
 //! A SIGKILL is a process crash, not a power loss: the page cache survives it. What a
 //! power loss can lose is documented in the crate (nothing acknowledged with the default
 //! durability, since each commit fsyncs) and cannot be tested here.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -88,7 +87,7 @@ fn crash_at_random_points_loses_no_acknowledged_batch() {
     for round in 0..iters {
         let kill_after = 1 + next(&mut seed) % 40;
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "crash_child", "--ignored", "--nocapture"])
+            .args(["--exact", "crash::crash_child", "--ignored", "--nocapture"])
             .args(["--test-threads", "1"])
             .env(ROLE_VAR, "child")
             .env(PATH_VAR, &path)
