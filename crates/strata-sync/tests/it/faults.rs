@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Fault injection at every store call of sync apply (issue 13): the N-th read (or write
 //! batch) of opening a manager and applying a run of ops fails, for every N until the run
 //! completes without reaching N. After each failure: a clear typed error, the store opens
