@@ -190,6 +190,24 @@ pub fn code_of(e: &(dyn Error + 'static)) -> u8 {
     }
 }
 
+/// The exit code of a catalog that cannot be read: 4 for a corrupt catalog record (as
+/// corrupt metadata), otherwise the error's own code (4 for a damaged datastore, 1 for
+/// another store error).
+pub(crate) fn catalog_failure(e: Box<dyn std::error::Error + Send + Sync>) -> Failure {
+    let corrupt = matches!(
+        e.downcast_ref::<strata::CollectionError>(),
+        Some(strata::CollectionError::CorruptCatalog { .. })
+    );
+    Failure {
+        code: if corrupt {
+            UNSUPPORTED
+        } else {
+            code_of(e.as_ref())
+        },
+        error: e,
+    }
+}
+
 /// `e` followed by each of its sources, outermost first (an error already in the
 /// `--json` document counts as the error it carries).
 fn chain<'a>(e: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn Error + 'static)> {
@@ -281,11 +299,6 @@ fn cli_hint(e: &(dyn Error + 'static)) -> Option<&'static str> {
         ) || matches!(
             err.downcast_ref::<strata_store::StoreError>(),
             Some(strata_store::StoreError::RecordTooLarge { .. })
-        ) || matches!(
-            err.downcast_ref::<crate::cmd::copy::CopyError>(),
-            Some(crate::cmd::copy::CopyError::Store(
-                strata_store::StoreError::RecordTooLarge { .. }
-            ))
         )
     });
     if over_budget {

@@ -293,7 +293,7 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
     let store = db::open_for_reading(db_path)?;
     let surveys = survey_all(&store, code)?;
     let shown = db::describe(db_path);
-    let catalog = db::catalog(&store).map_err(crate::cmd::verify::catalog_failure)?;
+    let catalog = db::catalog(&store).map_err(crate::exit::catalog_failure)?;
     let unfinished = crate::cmd::unfinished::find(&store, &catalog, &shown)?;
     let (exit, verdict) = if unfinished.iter().any(|u| u.operation == "copy") {
         (crate::exit::UNFINISHED, "unfinished_copy")

@@ -119,8 +119,9 @@ pub enum CopyError {
         /// Records now.
         now: u64,
     },
-    /// A store error.
-    #[error(transparent)]
+    /// A store error (its own message; the error itself is the source, so the exit code
+    /// and the hints of `exit` see it).
+    #[error("{0}")]
     Store(#[from] StoreError),
 }
 

@@ -132,7 +132,7 @@ pub(crate) fn migrate_with_progress(
     limits: impl Into<BatchLimits>,
     dry_run: bool,
 ) -> Result<MigrationReport, Failure> {
-    let catalog = db::catalog(store).map_err(crate::cmd::verify::catalog_failure)?;
+    let catalog = db::catalog(store).map_err(crate::exit::catalog_failure)?;
     let registry = Registry::certification(&catalog);
     let mut progress = Reporter::new(store, &catalog)?;
     progress.dry_run = dry_run;

@@ -2,8 +2,8 @@
 //! initialize missing headers.
 
 use crate::cmd::collections::{read_fence, survey};
-use crate::cmd::verify::catalog_failure;
 use crate::db;
+use crate::exit::catalog_failure;
 use crate::exit::{CmdResult, Failure, MIGRATION_REQUIRED, OK, UNFINISHED, UNSUPPORTED};
 use serde::Serialize;
 use std::io::Write;

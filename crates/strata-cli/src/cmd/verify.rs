@@ -15,7 +15,7 @@
 use crate::cmd::migrate::Reporter;
 use crate::cmd::status::{inspect_tables, verdict};
 use crate::db;
-use crate::exit::{CmdResult, Failure, MIGRATION_REQUIRED, UNSUPPORTED};
+use crate::exit::{catalog_failure, CmdResult, Failure, MIGRATION_REQUIRED, UNSUPPORTED};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -24,7 +24,7 @@ use strata::migrate::{verify, StoreVerification};
 use strata::pass::PassLimits;
 use strata::payload::SweepMarker;
 use strata::policy::{Baseline, Fence};
-use strata::{Catalog, CollectionError};
+use strata::Catalog;
 use strata_store::{manifest, KvRead, Store};
 
 /// Arguments of `strata verify`.
@@ -328,24 +328,6 @@ pub fn check_scopes(store: &Store) -> Result<Vec<ScopeCheck>, strata_store::Stor
         });
     }
     Ok(out)
-}
-
-/// The exit code of a catalog that cannot be read: 4 for a corrupt catalog record (as
-/// corrupt metadata), otherwise the error's own code (4 for a damaged datastore, 1 for
-/// another store error).
-pub(crate) fn catalog_failure(e: Box<dyn std::error::Error + Send + Sync>) -> Failure {
-    let corrupt = matches!(
-        e.downcast_ref::<CollectionError>(),
-        Some(CollectionError::CorruptCatalog { .. })
-    );
-    Failure {
-        code: if corrupt {
-            UNSUPPORTED
-        } else {
-            crate::exit::code_of(e.as_ref())
-        },
-        error: e,
-    }
 }
 
 /// Unreadable policy and sweep metadata: the fence record, each collection's persisted

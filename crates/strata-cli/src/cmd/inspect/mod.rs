@@ -3,9 +3,10 @@
 //! the JSON, pretty-printed (`--raw` keeps the stored bytes as hex). A value cut to
 //! `--max-chars` ends with `…`. A sealed document always shows its clear header; its body
 //! only with the key (`--passphrase-env VAR` / `--key-file PATH`). Records of the Numax
-//! sync tables are decoded too (module `inspect_numax`): ops, counters, CRDT states.
+//! sync tables are decoded too (module [`numax`]): ops, counters, CRDT states.
 
-use crate::cmd::inspect_numax;
+mod numax;
+
 use crate::db;
 use crate::exit::{CmdResult, Failure};
 use std::io::Write;
@@ -110,11 +111,11 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 }
             } else if decode_sync {
                 let suffix = &r.key[table.prefix().len().min(r.key.len())..];
-                let view = inspect_numax::view(table.id(), suffix, &r.value);
+                let view = numax::view(table.id(), suffix, &r.value);
                 if args.json {
-                    records.push(inspect_numax::record_json(&key, &r.value, view));
+                    records.push(numax::record_json(&key, &r.value, view));
                 } else {
-                    inspect_numax::write_record(&mut out, &key, &r.value, view, max_chars)?;
+                    numax::write_record(&mut out, &key, &r.value, view, max_chars)?;
                 }
             } else if args.json {
                 records.push(raw_json(&key, &r.value));

@@ -73,7 +73,7 @@ pub(crate) fn write_record(
         Ok(decoded) => decoded.to_string(),
         Err(reason) => format!("unreadable ({reason}), as stored: 0x{}", hex(value)),
     };
-    writeln!(out, "{key}\t{}", super::inspect::cut(&shown, max_chars))
+    writeln!(out, "{key}\t{}", super::cut(&shown, max_chars))
 }
 
 fn hex(b: &[u8]) -> String {
