@@ -258,13 +258,13 @@ pub fn render(error: &(dyn Error + 'static)) -> String {
     }
 }
 
-/// The `--json` error document (format 1), printed on stdout in place of the result:
-/// `{"format":1,"error":{"message":"…","exit_code":N}}`.
-pub fn error_document(message: &str, exit_code: u8) -> serde_json::Value {
-    serde_json::json!({
-        "format": 1,
+/// The `--json` error document, printed on one line on stdout in place of the result:
+/// `{"format":1,"error":{"message":"…","exit_code":N}}` (written by
+/// [`crate::json::line`]).
+pub fn error_document(message: &str, exit_code: u8) -> String {
+    crate::json::line(&serde_json::json!({
         "error": { "message": message, "exit_code": exit_code },
-    })
+    }))
 }
 
 /// Prints a failure as one line `strata: <error>: <source>: ...` on stderr (and, when

@@ -48,10 +48,9 @@ pub struct Args {
     key: crate::cmd::keys::KeyArgs,
 }
 
-/// The `--json` document (format 1).
+/// The `--json` document (written by [`crate::json::emit`], which adds its format).
 #[derive(Debug, Serialize)]
 struct VerifyDoc<'a> {
-    format: u32,
     db: String,
     /// `ok`, `migration_required` or `unsupported` (as `strata status`).
     verdict: &'static str,
@@ -89,7 +88,6 @@ impl<'a> VerifyDoc<'a> {
         unfinished: &'a [crate::cmd::unfinished::Unfinished],
     ) -> Self {
         VerifyDoc {
-            format: 1,
             db,
             verdict,
             problems,
@@ -383,8 +381,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 &problems,
                 &unfinished,
             );
-            serde_json::to_writer_pretty(&mut out, &doc)?;
-            writeln!(out)?;
+            crate::json::emit(&mut out, &doc)?;
         } else {
             writeln!(out, "{}", copy.line())?;
             writeln!(
@@ -398,8 +395,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         // This build must not trust the store: no record scan.
         if args.json {
             let doc = VerifyDoc::unscanned(db::describe(db_path), word, &problems, &unfinished);
-            serde_json::to_writer_pretty(&mut out, &doc)?;
-            writeln!(out)?;
+            crate::json::emit(&mut out, &doc)?;
         } else {
             for p in &problems {
                 writeln!(out, "{p}")?;
@@ -451,7 +447,6 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             exit_code: f.code,
         });
         let doc = VerifyDoc {
-            format: 1,
             db: db::describe(db_path),
             verdict: word,
             problems: &problems,
@@ -463,8 +458,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             unfinished: &unfinished,
             error,
         };
-        serde_json::to_writer_pretty(&mut out, &doc)?;
-        writeln!(out)?;
+        crate::json::emit(&mut out, &doc)?;
     } else {
         let total: u64 = report.tables.iter().map(|t| t.records).sum();
         for t in &report.tables {

@@ -22,6 +22,7 @@ mod exit_codes;
 mod fence;
 mod full_disk;
 mod inspect_numax;
+mod json_documents;
 mod keyring_verdicts;
 mod keys;
 mod manifest;

@@ -22,7 +22,7 @@ fn s(p: &Path) -> &str {
 }
 
 /// `{id: string, amount: number}`, both required.
-fn base() -> Value {
+pub(crate) fn base() -> Value {
     json!({
         "type": "object",
         "properties": {"id": {"type": "string"}, "amount": {"type": "number"}},
@@ -267,7 +267,7 @@ struct Invoice {
 
 /// Declares `invoices` with a persisted schema on a sled store at `db` (the way
 /// `Database::collection` does for a schemars type), writes one record, closes.
-fn store_with_invoices(db: &Path) -> Value {
+pub(crate) fn store_with_invoices(db: &Path) -> Value {
     let store = strata_sled::SledStore::open_store(db).unwrap();
     {
         let pdb = Database::builder(store.clone())

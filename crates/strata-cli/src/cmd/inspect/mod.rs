@@ -131,13 +131,11 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     }
     if args.json {
         let doc = serde_json::json!({
-            "format": 1,
             "db": db::describe(db_path),
             "table": table.name(),
             "records": records,
         });
-        serde_json::to_writer_pretty(&mut out, &doc)?;
-        writeln!(out)?;
+        crate::json::emit(&mut out, &doc)?;
     }
     Ok(0)
 }

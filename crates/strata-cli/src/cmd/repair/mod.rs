@@ -153,10 +153,9 @@ impl Finding {
     }
 }
 
-/// The `--json` document (format 1).
+/// The `--json` document (written by [`crate::json::emit`], which adds its format).
 #[derive(Debug, Serialize)]
 struct RepairDoc<'a> {
-    format: u32,
     db: String,
     /// True when `--apply` wrote the changes.
     applied: bool,
@@ -333,15 +332,13 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = RepairDoc {
-            format: 1,
             db: db::describe(db_path),
             applied,
             changes,
             manual,
             findings: &findings,
         };
-        serde_json::to_writer_pretty(&mut out, &doc)?;
-        writeln!(out)?;
+        crate::json::emit(&mut out, &doc)?;
     } else {
         for f in &findings {
             let verb = match f.action {
