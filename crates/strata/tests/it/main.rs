@@ -9,6 +9,7 @@ mod faults;
 mod fence;
 mod format;
 mod fuzz;
+mod getting_started;
 mod keyring;
 mod layers;
 mod limits;
