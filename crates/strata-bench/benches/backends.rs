@@ -4,7 +4,7 @@
 //! open + validate, current-version collection get, collection put, the eager sweep and
 //! durable sync apply.
 //!
-//! `cargo bench -p strata-redb --bench backends` (`STRATA_BENCH_RECORDS`, default 100k;
+//! `cargo bench -p strata-bench --bench backends` (`STRATA_BENCH_RECORDS`, default 100k;
 //! 100-byte values; batches of 1,000; `STRATA_BENCH_CERT_RECORDS` legacy records to
 //! certify, default 100k — 1000000 for the 1M; `STRATA_BENCH_DOCS` documents for
 //! get and the sweep, default 20k; `STRATA_BENCH_WRITES` collection puts and sync ops,
