@@ -3,19 +3,20 @@
 //! cutover transforms live in the application's code).
 //!
 //! ```text
-//! cargo run -p strata-cli --example bank_admin -- --db ./bank-data seed   # an old build's data
-//! cargo run -p strata-cli --example bank_admin -- --db ./bank-data collections
-//! cargo run -p strata-cli --example bank_admin -- --db ./bank-data schema check
-//! cargo run -p strata-cli --example bank_admin -- --db ./bank-data schema plan accounts
-//! cargo run -p strata-cli --example bank_admin -- --db ./bank-data sweep accounts --dry-run
-//! cargo run -p strata-cli --example bank_admin -- --db ./bank-data sweep accounts
-//! cargo run -p strata-cli --example bank_admin -- --db ./bank-data cutover
+//! cargo run -p strata-cli --example bank_admin -- --db ./bank.redb seed   # an old build's data
+//! cargo run -p strata-cli --example bank_admin -- --db ./bank.redb collections
+//! cargo run -p strata-cli --example bank_admin -- --db ./bank.redb schema check
+//! cargo run -p strata-cli --example bank_admin -- --db ./bank.redb schema plan accounts
+//! cargo run -p strata-cli --example bank_admin -- --db ./bank.redb sweep accounts --dry-run
+//! cargo run -p strata-cli --example bank_admin -- --db ./bank.redb sweep accounts
+//! cargo run -p strata-cli --example bank_admin -- --db ./bank.redb cutover
 //! ```
 //!
-//! `seed` is this example's own: it plays the old build (v1 accounts with `balance` in
-//! dollars, invoices with a flat `total` under a persisted schema). `seed --bad-row` adds
-//! an account the upcast chain cannot read; `seed --old-baseline` records a baseline the
-//! current `Account` schema is not additive to (so `schema check` exits 6);
+//! `seed` is this example's own: it plays the old build in a redb file (v1 accounts with
+//! `balance` in dollars, invoices with a flat `total` under a persisted schema).
+//! `seed --bad-row` adds an account the upcast chain cannot read; `seed --old-baseline`
+//! records a baseline the current `Account` schema is not additive to (so `schema check`
+//! exits 6);
 //! `seed --no-nickname-baseline` records the previous build's baseline (before the
 //! optional `nickname`), a change `schema plan` shows the stored data settles.
 
@@ -100,7 +101,7 @@ fn seed(
     old_baseline: bool,
     no_nickname_baseline: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let store = strata_sled::SledStore::open_store(db)?;
+    let store = strata_redb::RedbStore::create_store(db)?;
     {
         let database = Database::builder(store.clone()).open()?;
         let accounts =
@@ -154,7 +155,7 @@ fn main() -> ExitCode {
             .iter()
             .position(|a| a == "--db")
             .and_then(|i| args.get(i + 1))
-            .map_or("./bank-data", String::as_str);
+            .map_or("./bank.redb", String::as_str);
         let has = |flag: &str| args[pos..].iter().any(|a| a == flag);
         return match seed(
             db,
@@ -171,7 +172,7 @@ fn main() -> ExitCode {
     }
     strata_cli::Admin::new()
         .name("bank_admin")
-        .database("./bank-data")
+        .database("./bank.redb")
         .collection::<Account>("accounts", accounts())
         .collection::<Invoice>("invoices", invoices())
         .run()

@@ -9,7 +9,7 @@
 //! copy (resume it or delete the store). Under `--json` an
 //! error is also printed on stdout as `{"format":1,"error":{"message":"…","exit_code":N}}`.
 
-use crate::admin::Extension;
+use crate::exit::CmdResult;
 use crate::{cmd, exit};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::ffi::OsString;
@@ -90,9 +90,20 @@ fn init_logging() {
         .ok();
 }
 
+/// What an application adds to the generic command line: its own subcommands (sweep,
+/// cutover, schema check), its name and its default `--db`. [`Admin`](crate::Admin)
+/// implements it; this module knows only the trait, so the command line does not depend
+/// on the admin that embeds it.
+pub(crate) trait AppCommands {
+    /// `command` with the application's name, subcommands and default `--db`.
+    fn augment(&self, command: clap::Command) -> clap::Command;
+    /// Runs the application's subcommand that `matches` names (`None`: a generic one).
+    fn dispatch(&self, matches: &clap::ArgMatches, db: &std::path::Path) -> Option<CmdResult>;
+}
+
 /// Parses `args` (the program name first) and runs the command; `ext` adds an
 /// application's own subcommands (sweep, cutover, schema check) and its default `--db`.
-pub(crate) fn run(args: Vec<OsString>, ext: Option<&Extension>) -> ExitCode {
+pub(crate) fn run(args: Vec<OsString>, ext: Option<&dyn AppCommands>) -> ExitCode {
     init_logging();
     let json = wants_json(&args);
     let mut command = Cli::command();

@@ -190,6 +190,24 @@ pub fn code_of(e: &(dyn Error + 'static)) -> u8 {
     }
 }
 
+/// The exit code of a catalog that cannot be read: 4 for a corrupt catalog record (as
+/// corrupt metadata), otherwise the error's own code (4 for a damaged datastore, 1 for
+/// another store error).
+pub(crate) fn catalog_failure(e: Box<dyn std::error::Error + Send + Sync>) -> Failure {
+    let corrupt = matches!(
+        e.downcast_ref::<strata::CollectionError>(),
+        Some(strata::CollectionError::CorruptCatalog { .. })
+    );
+    Failure {
+        code: if corrupt {
+            UNSUPPORTED
+        } else {
+            code_of(e.as_ref())
+        },
+        error: e,
+    }
+}
+
 /// `e` followed by each of its sources, outermost first (an error already in the
 /// `--json` document counts as the error it carries).
 fn chain<'a>(e: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn Error + 'static)> {
@@ -240,13 +258,13 @@ pub fn render(error: &(dyn Error + 'static)) -> String {
     }
 }
 
-/// The `--json` error document (format 1), printed on stdout in place of the result:
-/// `{"format":1,"error":{"message":"…","exit_code":N}}`.
-pub fn error_document(message: &str, exit_code: u8) -> serde_json::Value {
-    serde_json::json!({
-        "format": 1,
+/// The `--json` error document, printed on one line on stdout in place of the result:
+/// `{"format":1,"error":{"message":"…","exit_code":N}}` (written by
+/// [`crate::json::line`]).
+pub fn error_document(message: &str, exit_code: u8) -> String {
+    crate::json::line(&serde_json::json!({
         "error": { "message": message, "exit_code": exit_code },
-    })
+    }))
 }
 
 /// Prints a failure as one line `strata: <error>: <source>: ...` on stderr (and, when
@@ -281,11 +299,6 @@ fn cli_hint(e: &(dyn Error + 'static)) -> Option<&'static str> {
         ) || matches!(
             err.downcast_ref::<strata_store::StoreError>(),
             Some(strata_store::StoreError::RecordTooLarge { .. })
-        ) || matches!(
-            err.downcast_ref::<crate::cmd::copy::CopyError>(),
-            Some(crate::cmd::copy::CopyError::Store(
-                strata_store::StoreError::RecordTooLarge { .. }
-            ))
         )
     });
     if over_budget {

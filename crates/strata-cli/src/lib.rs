@@ -29,6 +29,7 @@ mod cli;
 mod cmd;
 mod db;
 mod exit;
+mod json;
 mod scan;
 mod size;
 

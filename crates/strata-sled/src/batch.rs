@@ -271,7 +271,7 @@ impl SledStore {
 /// decision is made, the decided batch's guards are checked (through the guard cache)
 /// and its mutations written — no other write can land in between, so the values read
 /// need no precondition of their own. A write that reads nothing is a batch
-/// ([`SledStore::apply_batch`]).
+/// (`SledStore::apply_batch`).
 impl KvWrite for SledStore {
     fn read_modify_write(&self, reads: &[&[u8]], decide: &mut Decide<'_>) -> Result<bool> {
         self.writable()?;

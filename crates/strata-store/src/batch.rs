@@ -249,7 +249,7 @@ impl Batch {
 
     /// Declares that every precondition pushed **so far** states what the caller read
     /// from the store this batch will be applied to, after it observed `epoch` there
-    /// ([`KvRead::write_epoch`](crate::KvRead::write_epoch)) — for example the bytes of
+    /// ([`Capabilities::write_epoch`](crate::Capabilities::write_epoch)) — for example the bytes of
     /// each row of a page scanned after the observation. A backend whose epoch is still
     /// `epoch` when it applies the batch knows that nothing was written since, so those
     /// preconditions hold and need not be read again; preconditions pushed later are

@@ -9,7 +9,7 @@
 //! * the backend keeps an [`EpochClock`]: a counter it **advances after every write has
 //!   been applied, while it still holds its writer lock** (the shared or the exclusive
 //!   side);
-//! * the reader **observes** the epoch ([`KvRead::write_epoch`](crate::KvRead::write_epoch))
+//! * the reader **observes** the epoch ([`Capabilities::write_epoch`](crate::Capabilities::write_epoch))
 //!   *before* it reads, and marks the preconditions it built from that read with
 //!   [`Batch::observed_at`](crate::Batch::observed_at);
 //! * at commit, holding the writer lock **exclusively**, the backend compares: if the

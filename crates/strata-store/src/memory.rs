@@ -13,7 +13,7 @@ use std::sync::{Arc, RwLock};
 ///
 /// Every write takes the map's lock exclusively, so the store keeps a
 /// [write epoch](crate::epoch): a batch whose preconditions were
-/// [observed](Batch::observed_at) at the current epoch skips checking them.
+/// [observed](crate::Batch::observed_at) at the current epoch skips checking them.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     map: Arc<RwLock<BTreeMap<Vec<u8>, Vec<u8>>>>,

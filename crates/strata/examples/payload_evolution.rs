@@ -49,7 +49,7 @@ fn new_build() -> CollectionOptions {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
-    let store = strata_sled::SledStore::open_store(dir.path())?;
+    let store = strata_redb::RedbStore::create_store(dir.path().join("app.redb"))?;
 
     // The old build writes v1 rows.
     {

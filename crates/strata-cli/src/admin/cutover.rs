@@ -35,8 +35,8 @@ impl Extension {
         let mut out = std::io::stdout().lock();
         if fence.pending.is_empty() {
             if args.json {
-                let doc = serde_json::json!({"format": 1, "db": shown, "migrated": 0, "records": 0, "generation": fence.generation, "collections": []});
-                writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+                let doc = serde_json::json!({"db": shown, "migrated": 0, "records": 0, "generation": fence.generation, "collections": []});
+                crate::json::emit(&mut out, &doc)?;
             } else {
                 writeln!(
                     out,
@@ -82,14 +82,13 @@ impl Extension {
                 .map(|c| serde_json::json!({"collection": c.collection, "records": c.records, "resumed": c.resumed_from.is_some()}))
                 .collect();
             let doc = serde_json::json!({
-                "format": 1,
                 "db": shown,
                 "migrated": report.migrated,
                 "records": report.records,
                 "generation": report.generation,
                 "collections": collections,
             });
-            writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+            crate::json::emit(&mut out, &doc)?;
         } else {
             writeln!(
                 out,

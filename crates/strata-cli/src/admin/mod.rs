@@ -278,6 +278,16 @@ pub(crate) struct Extension {
     admin: Admin,
 }
 
+impl cli::AppCommands for Extension {
+    fn augment(&self, command: clap::Command) -> clap::Command {
+        Extension::augment(self, command)
+    }
+
+    fn dispatch(&self, matches: &ArgMatches, db: &Path) -> Option<CmdResult> {
+        Extension::dispatch(self, matches, db)
+    }
+}
+
 /// Arguments of `sweep`.
 #[derive(Debug, clap::Args)]
 struct SweepArgs {

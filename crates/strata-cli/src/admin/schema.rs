@@ -91,8 +91,8 @@ impl Extension {
         }
         let mut out = std::io::stdout().lock();
         if args.json {
-            let doc = serde_json::json!({"format": 1, "db": shown, "ok": code == OK, "collections": results});
-            writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+            let doc = serde_json::json!({"db": shown, "ok": code == OK, "collections": results});
+            crate::json::emit(&mut out, &doc)?;
         } else {
             if results.is_empty() {
                 writeln!(
@@ -319,7 +319,6 @@ impl Extension {
                 .map(|(k, r)| serde_json::json!({"key": k, "reason": r}))
                 .collect();
             let doc = serde_json::json!({
-                "format": 1,
                 "db": shown,
                 "collection": reg.name,
                 "current_version": current,
@@ -332,7 +331,7 @@ impl Extension {
                 "work": {"kind": work, "rows": work_rows, "bytes": work_bytes, "estimated_seconds": est_secs, "read_rate_rows_per_s": rate.round() as u64},
                 "written": false,
             });
-            writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+            crate::json::emit(&mut out, &doc)?;
             return Ok(code);
         }
         let hist: Vec<String> = versions.iter().map(|(v, n)| format!("v{v}:{n}")).collect();

@@ -37,8 +37,8 @@ impl Extension {
                 reg.name
             );
             if args.json {
-                let doc = serde_json::json!({"format": 1, "db": shown, "collection": reg.name, "note": "not_recorded"});
-                writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+                let doc = serde_json::json!({"db": shown, "collection": reg.name, "note": "not_recorded"});
+                crate::json::emit(&mut out, &doc)?;
             } else {
                 writeln!(out, "{msg}")?;
             }
@@ -90,7 +90,6 @@ impl Extension {
         };
         if args.json {
             let doc = serde_json::json!({
-                "format": 1,
                 "db": shown,
                 "collection": reg.name,
                 "verdict": word,
@@ -105,7 +104,7 @@ impl Extension {
                 "resumed": report.resumed_from.is_some(),
                 "holder": report.holder,
             });
-            writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+            crate::json::emit(&mut out, &doc)?;
         } else {
             writeln!(
                 out,
@@ -209,7 +208,6 @@ impl Extension {
                 .map(|(k, r)| serde_json::json!({"key": k, "reason": r}))
                 .collect();
             let doc = serde_json::json!({
-                "format": 1,
                 "db": shown,
                 "collection": reg.name,
                 "dry_run": true,
@@ -219,7 +217,7 @@ impl Extension {
                 "rows_ahead": ahead,
                 "failing": failing_json,
             });
-            writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+            crate::json::emit(&mut out, &doc)?;
         } else {
             writeln!(
                 out,

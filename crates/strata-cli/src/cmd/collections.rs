@@ -148,10 +148,9 @@ impl CollectionSurvey {
     }
 }
 
-/// The `--json` document (format 1).
+/// The `--json` document (written by [`crate::json::emit`], which adds its format).
 #[derive(Debug, Serialize)]
 struct CollectionsDoc<'a> {
-    format: u32,
     db: String,
     /// `ok`, or `unfinished_copy` (exit 7) when the store is the target of an unfinished
     /// `strata copy`.
@@ -361,7 +360,7 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
     let store = db::open_for_reading(db_path)?;
     let surveys = survey_all(&store, code)?;
     let shown = db::describe(db_path);
-    let catalog = db::catalog(&store).map_err(crate::cmd::verify::catalog_failure)?;
+    let catalog = db::catalog(&store).map_err(crate::exit::catalog_failure)?;
     let unfinished = crate::cmd::unfinished::find(&store, &catalog, &shown)?;
     let (exit, verdict) = if unfinished.iter().any(|u| u.operation == "copy") {
         (crate::exit::UNFINISHED, "unfinished_copy")
@@ -371,14 +370,12 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = CollectionsDoc {
-            format: 1,
             db: shown,
             verdict,
             collections: &surveys,
             unfinished: &unfinished,
         };
-        serde_json::to_writer_pretty(&mut out, &doc)?;
-        writeln!(out)?;
+        crate::json::emit(&mut out, &doc)?;
         return Ok(exit);
     }
     if surveys.is_empty() {

@@ -119,8 +119,9 @@ pub enum CopyError {
         /// Records now.
         now: u64,
     },
-    /// A store error.
-    #[error(transparent)]
+    /// A store error (its own message; the error itself is the source, so the exit code
+    /// and the hints of `exit` see it).
+    #[error("{0}")]
     Store(#[from] StoreError),
 }
 
@@ -212,10 +213,9 @@ pub struct Manifest {
     pub digest: String,
 }
 
-/// The `--json` document (format 1).
+/// The `--json` document (written by [`crate::json::emit`], which adds its format).
 #[derive(Debug, Serialize)]
 struct CopyDoc {
-    format: u32,
     from: String,
     from_backend: &'static str,
     to: String,
@@ -323,7 +323,6 @@ pub fn run(args: Args) -> CmdResult {
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = CopyDoc {
-            format: 1,
             from: from_shown,
             from_backend: from_target.backend(),
             to: to_shown,
@@ -334,8 +333,7 @@ pub fn run(args: Args) -> CmdResult {
             digest: outcome.digest,
             verified: true,
         };
-        serde_json::to_writer_pretty(&mut out, &doc)?;
-        writeln!(out)?;
+        crate::json::emit(&mut out, &doc)?;
     } else {
         writeln!(
             out,

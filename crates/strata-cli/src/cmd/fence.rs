@@ -78,7 +78,6 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         };
         if args.json {
             let doc = serde_json::json!({
-                "format": 1,
                 "db": db::describe(db_path),
                 "reset": was_stuck,
                 "rewritten": rewritten,
@@ -88,7 +87,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 "lease_until_ms": fence.lease_until_ms,
                 "pending": fence.pending,
             });
-            writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+            crate::json::emit(&mut out, &doc)?;
             return Ok(OK);
         }
         let what = if was_stuck {
@@ -130,7 +129,6 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let now = SystemClock.now_ms();
     if args.json {
         let doc = serde_json::json!({
-                "format": 1,
                 "db": db::describe(db_path),
             "state": fence.state,
             "generation": fence.generation,
@@ -140,7 +138,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             "clients": clients,
             "now_ms": now,
         });
-        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+        crate::json::emit(&mut out, &doc)?;
         return Ok(OK);
     }
     writeln!(out, "state        {}", fence.state)?;

@@ -102,7 +102,6 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             let mut out = std::io::stdout().lock();
             if args.json {
                 let doc = serde_json::json!({
-                    "format": 1,
                     "db": db::describe(db_path),
                     "collection": fixture.header.collection,
                     "file": path.display().to_string(),
@@ -112,7 +111,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                     "redacted": fixture.header.redacted,
                     "sealed": fixture.header.sealed,
                 });
-                writeln!(out, "{doc}")?;
+                crate::json::emit(&mut out, &doc)?;
             } else {
                 writeln!(
                     out,

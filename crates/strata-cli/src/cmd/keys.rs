@@ -402,7 +402,7 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
                     ));
                 }
                 if json {
-                    writeln!(out, "{}", serde_json::json!({"format": 1, "keyring": null}))?;
+                    crate::json::emit(&mut out, &serde_json::json!({"keyring": null}))?;
                 } else {
                     writeln!(
                         out,
@@ -444,7 +444,6 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
                     })
                     .collect();
                 let doc = serde_json::json!({
-                    "format": 1,
                     "keyring": {
                         "active_key_id": rec.active_key_id(),
                         "retiring_key_id": rec.retiring_key_id(),
@@ -453,8 +452,7 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
                     },
                     "sealed": {"every_collection": every, "collections": sealed},
                 });
-                serde_json::to_writer_pretty(&mut out, &doc)?;
-                writeln!(out)?;
+                crate::json::emit(&mut out, &doc)?;
             } else {
                 writeln!(out, "active data key   {}", rec.active_key_id())?;
                 match rec.retiring_key_id() {

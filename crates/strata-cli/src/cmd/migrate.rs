@@ -35,10 +35,9 @@ pub struct Args {
     json: bool,
 }
 
-/// The `--json` document (format 1).
+/// The `--json` document (written by [`crate::json::emit`], which adds its format).
 #[derive(Debug, Serialize)]
 struct MigrateDoc<'a> {
-    format: u32,
     db: String,
     #[serde(flatten)]
     report: &'a MigrationReport,
@@ -72,12 +71,10 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = MigrateDoc {
-            format: 1,
             db: db::describe(db_path),
             report: &report,
         };
-        serde_json::to_writer_pretty(&mut out, &doc)?;
-        writeln!(out)?;
+        crate::json::emit(&mut out, &doc)?;
     } else {
         for t in &report.tables {
             writeln!(
@@ -132,7 +129,7 @@ pub(crate) fn migrate_with_progress(
     limits: impl Into<BatchLimits>,
     dry_run: bool,
 ) -> Result<MigrationReport, Failure> {
-    let catalog = db::catalog(store).map_err(crate::cmd::verify::catalog_failure)?;
+    let catalog = db::catalog(store).map_err(crate::exit::catalog_failure)?;
     let registry = Registry::certification(&catalog);
     let mut progress = Reporter::new(store, &catalog)?;
     progress.dry_run = dry_run;

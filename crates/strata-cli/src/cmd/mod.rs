@@ -6,7 +6,6 @@ pub mod demo;
 pub mod fence;
 pub mod fixture;
 pub mod inspect;
-mod inspect_numax;
 pub mod keys;
 pub mod migrate;
 pub mod repair;

@@ -40,7 +40,6 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = serde_json::json!({
-            "format": 1,
             "db": db::describe(db_path),
             "collection": report.collection,
             "below": report.below,
@@ -50,7 +49,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             "recorded": report.recorded,
             "dry_run": args.dry_run,
         });
-        writeln!(out, "{doc}")?;
+        crate::json::emit(&mut out, &doc)?;
         return Ok(OK);
     }
     let versions: Vec<String> = report

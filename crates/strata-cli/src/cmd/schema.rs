@@ -163,14 +163,13 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             let mut out = std::io::stdout().lock();
             if json {
                 let doc = serde_json::json!({
-                    "format": 1,
                     "db": db::describe(db_path),
                     "collection": collection,
                     "hash": b.hash,
                     "payload_version": b.payload_version,
                     "schema": b.schema,
                 });
-                writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+                crate::json::emit(&mut out, &doc)?;
             } else {
                 writeln!(out, "collection       {collection}")?;
                 writeln!(out, "hash             {}", b.hash)?;
@@ -300,7 +299,6 @@ fn diff(
     if json {
         let mut doc = serde_json::to_value(&delta)?;
         if let Some(obj) = doc.as_object_mut() {
-            obj.insert("format".into(), 1.into());
             obj.insert("mode".into(), mode.name().into());
             obj.insert("compatible".into(), compatible.into());
             let checked: Vec<serde_json::Value> = checks
@@ -311,7 +309,7 @@ fn diff(
                 .collect();
             obj.insert("checked".into(), checked.into());
         }
-        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+        crate::json::emit(&mut out, &doc)?;
     } else {
         write!(out, "{}", strata_schema::render_human(&delta))?;
         for (label, ok, level) in &checks {
@@ -381,12 +379,11 @@ fn log(db_path: &Path, collection: &str, json: bool) -> CmdResult {
     let mut out = std::io::stdout().lock();
     if json {
         let doc = serde_json::json!({
-            "format": 1,
             "db": db::describe(db_path),
             "collection": collection,
             "versions": rows,
         });
-        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+        crate::json::emit(&mut out, &doc)?;
         return Ok(OK);
     }
     writeln!(out, "schema versions of `{collection}`")?;

@@ -2,8 +2,8 @@
 //! initialize missing headers.
 
 use crate::cmd::collections::{read_fence, survey};
-use crate::cmd::verify::catalog_failure;
 use crate::db;
+use crate::exit::catalog_failure;
 use crate::exit::{CmdResult, Failure, MIGRATION_REQUIRED, OK, UNFINISHED, UNSUPPORTED};
 use serde::Serialize;
 use std::io::Write;
@@ -22,10 +22,9 @@ pub struct Args {
     json: bool,
 }
 
-/// The `--json` document (format 1).
+/// The `--json` document (written by [`crate::json::emit`], which adds its format).
 #[derive(Debug, Serialize)]
 struct StatusDoc<'a> {
-    format: u32,
     db: String,
     verdict: &'static str,
     tables: &'a [TableStatus],
@@ -152,7 +151,6 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = StatusDoc {
-            format: 1,
             db: shown,
             verdict: word,
             tables: &tables,
@@ -161,8 +159,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             retired_rows: retired,
             problems,
         };
-        serde_json::to_writer_pretty(&mut out, &doc)?;
-        writeln!(out)?;
+        crate::json::emit(&mut out, &doc)?;
     } else {
         write_table(&mut out, &tables, &pending)?;
         for p in &problems {

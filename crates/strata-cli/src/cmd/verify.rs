@@ -15,7 +15,7 @@
 use crate::cmd::migrate::Reporter;
 use crate::cmd::status::{inspect_tables, verdict};
 use crate::db;
-use crate::exit::{CmdResult, Failure, MIGRATION_REQUIRED, UNSUPPORTED};
+use crate::exit::{catalog_failure, CmdResult, Failure, MIGRATION_REQUIRED, UNSUPPORTED};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -24,7 +24,7 @@ use strata::migrate::{verify, StoreVerification};
 use strata::pass::PassLimits;
 use strata::payload::SweepMarker;
 use strata::policy::{Baseline, Fence};
-use strata::{Catalog, CollectionError};
+use strata::Catalog;
 use strata_store::{manifest, KvRead, Store};
 
 /// Arguments of `strata verify`.
@@ -48,10 +48,9 @@ pub struct Args {
     key: crate::cmd::keys::KeyArgs,
 }
 
-/// The `--json` document (format 1).
+/// The `--json` document (written by [`crate::json::emit`], which adds its format).
 #[derive(Debug, Serialize)]
 struct VerifyDoc<'a> {
-    format: u32,
     db: String,
     /// `ok`, `migration_required` or `unsupported` (as `strata status`).
     verdict: &'static str,
@@ -89,7 +88,6 @@ impl<'a> VerifyDoc<'a> {
         unfinished: &'a [crate::cmd::unfinished::Unfinished],
     ) -> Self {
         VerifyDoc {
-            format: 1,
             db,
             verdict,
             problems,
@@ -330,24 +328,6 @@ pub fn check_scopes(store: &Store) -> Result<Vec<ScopeCheck>, strata_store::Stor
     Ok(out)
 }
 
-/// The exit code of a catalog that cannot be read: 4 for a corrupt catalog record (as
-/// corrupt metadata), otherwise the error's own code (4 for a damaged datastore, 1 for
-/// another store error).
-pub(crate) fn catalog_failure(e: Box<dyn std::error::Error + Send + Sync>) -> Failure {
-    let corrupt = matches!(
-        e.downcast_ref::<CollectionError>(),
-        Some(CollectionError::CorruptCatalog { .. })
-    );
-    Failure {
-        code: if corrupt {
-            UNSUPPORTED
-        } else {
-            crate::exit::code_of(e.as_ref())
-        },
-        error: e,
-    }
-}
-
 /// Unreadable policy and sweep metadata: the fence record, each collection's persisted
 /// baseline and sweep marker.
 fn policy_problems(store: &Store, catalog: &Catalog) -> Result<Vec<String>, Failure> {
@@ -401,8 +381,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 &problems,
                 &unfinished,
             );
-            serde_json::to_writer_pretty(&mut out, &doc)?;
-            writeln!(out)?;
+            crate::json::emit(&mut out, &doc)?;
         } else {
             writeln!(out, "{}", copy.line())?;
             writeln!(
@@ -416,8 +395,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         // This build must not trust the store: no record scan.
         if args.json {
             let doc = VerifyDoc::unscanned(db::describe(db_path), word, &problems, &unfinished);
-            serde_json::to_writer_pretty(&mut out, &doc)?;
-            writeln!(out)?;
+            crate::json::emit(&mut out, &doc)?;
         } else {
             for p in &problems {
                 writeln!(out, "{p}")?;
@@ -469,7 +447,6 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             exit_code: f.code,
         });
         let doc = VerifyDoc {
-            format: 1,
             db: db::describe(db_path),
             verdict: word,
             problems: &problems,
@@ -481,8 +458,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             unfinished: &unfinished,
             error,
         };
-        serde_json::to_writer_pretty(&mut out, &doc)?;
-        writeln!(out)?;
+        crate::json::emit(&mut out, &doc)?;
     } else {
         let total: u64 = report.tables.iter().map(|t| t.records).sum();
         for t in &report.tables {

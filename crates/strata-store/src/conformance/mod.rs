@@ -5,7 +5,7 @@
 //! In-memory backends ignore the directory; on-disk backends open their datastore inside
 //! it. Each check panics (test style) when the backend breaks the contract.
 //!
-//! A backend's `tests/conformance.rs` turns every check into one `#[test]` with the
+//! A backend's conformance tests (`tests/it/conformance.rs`) turn every check into one `#[test]` with the
 //! [`conformance_tests!`](crate::conformance_tests) macro:
 //!
 //! ```

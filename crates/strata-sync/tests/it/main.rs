@@ -5,6 +5,7 @@ mod bounded;
 mod common;
 mod concurrent;
 mod crash;
+mod faults;
 mod fixture;
 mod interop;
 mod limits;

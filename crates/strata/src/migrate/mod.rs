@@ -31,23 +31,28 @@
 
 mod checkpoint;
 mod error;
+mod precheck;
 mod registry;
+mod verification;
 
 pub use checkpoint::{
     CheckpointDecodeError, MigrationCheckpoint, MigrationCheckpointCodec, CHECKPOINT_FIXED_LEN,
     CHECKPOINT_FORMAT, CHECKPOINT_MAGIC,
 };
 pub use error::MigrateError;
+pub use precheck::{check_checkpoint, CheckpointCheck};
+use precheck::{precheck_checkpoint, read_header};
 pub use registry::{RecordStep, RecordStepFn, Registry, TableMigrations};
+pub use verification::{verify, StoreVerification, VerifiedTable};
 
-use crate::catalog::{Catalog, TableDef};
+use crate::catalog::TableDef;
 use crate::header::{checkpoint_key, header_key, SchemaHeader};
-use crate::pass::{Pass, PassError, PassLimits, Progress, RawCheckpoint, RecordError, RecordRef};
+use crate::pass::{Pass, PassLimits, Progress, RecordRef};
 use serde::Serialize;
 use std::time::Instant;
 use strata_store::{
-    escape_key, lease_holder, Batch, ExclusiveSession, KvRead, KvWrite, Manifest, Mutation,
-    ScanLimits, Store, StoreError, Tally,
+    lease_holder, Batch, ExclusiveSession, KvRead, KvWrite, Manifest, Mutation, Store, StoreError,
+    Tally,
 };
 
 /// The operation name of the manifests a migration records
@@ -517,247 +522,14 @@ pub fn is_numax_table(t: &TableDef) -> bool {
         })
 }
 
-/// What a table's migration checkpoint says, as [`check_checkpoint`] finds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CheckpointCheck {
-    /// No checkpoint: nothing in progress.
-    Absent,
-    /// An interrupted step the next migration resumes.
-    Resumable {
-        /// The step's `from` version.
-        from: u16,
-        /// The step's `to` version.
-        to: u16,
-        /// The last processed key it resumes after (`None`: from the beginning).
-        cursor: Option<Vec<u8>>,
-    },
-}
-
-/// The read-only checks a migration runs on one table's metadata before writing anything:
-/// the header (corrupt, future, too old) and the checkpoint (corrupt, out of the table
-/// prefix, past the table's last record, stale, another step). `Ok` says whether a step
-/// is in progress and where it resumes; `Err` is the error the migration would stop with.
-pub fn check_checkpoint<S: KvRead + ?Sized>(
-    store: &S,
-    tm: &TableMigrations,
-) -> Result<CheckpointCheck, MigrateError> {
-    let t = tm.table();
-    let store_err = |source: StoreError| MigrateError::Store {
-        table: t.name().to_string(),
-        source,
-    };
-    let version = match store.get(&header_key(t.name())).map_err(store_err)? {
-        Some(b) => read_header(t, &b)?,
-        None => 0,
-    };
-    if version > t.current_version() {
-        return Err(MigrateError::FutureVersion {
-            table: t.name().to_string(),
-            found: version,
-            current: t.current_version(),
-        });
-    }
-    let ckey = checkpoint_key(t.name());
-    let Some(bytes) = store.get(&ckey).map_err(store_err)? else {
-        return Ok(CheckpointCheck::Absent);
-    };
-    if version == t.current_version() {
-        return Err(MigrateError::StaleCheckpoint {
-            table: t.name().to_string(),
-            version,
-            step: MigrationCheckpoint::decode(&bytes)
-                .ok()
-                .map(|c| (c.from, c.to)),
-        });
-    }
-    if version < tm.oldest() {
-        return Err(MigrateError::TooOld {
-            table: t.name().to_string(),
-            found: version,
-            oldest: tm.oldest(),
-        });
-    }
-    match tm.step_from(version) {
-        Some(step) => Ok(CheckpointCheck::Resumable {
-            from: step.from(),
-            to: step.to(),
-            cursor: precheck_checkpoint(store, t, step, &ckey, &bytes)?,
-        }),
-        None => Err(MigrateError::RegistryGap {
-            table: t.name().to_string(),
-            missing: version,
-        }),
-    }
-}
-
-/// Decodes a header and checks its table id.
-fn read_header(t: &TableDef, bytes: &[u8]) -> Result<u16, MigrateError> {
-    let h = SchemaHeader::decode(bytes).map_err(|e| MigrateError::CorruptHeader {
-        table: t.name().to_string(),
-        reason: e.to_string(),
-    })?;
-    if h.table_id != t.id() {
-        return Err(MigrateError::CorruptHeader {
-            table: t.name().to_string(),
-            reason: format!(
-                "header table id {} does not match table id {}",
-                h.table_id,
-                t.id()
-            ),
-        });
-    }
-    Ok(h.version)
-}
-
-/// The checks run before every step on an existing checkpoint: it decodes, names this
-/// table, names this step, its cursor lies inside the table prefix and not past the
-/// table's last record (a cursor there would make the step validate nothing and write the
-/// header). Returns the cursor.
-fn precheck_checkpoint<S: KvRead + ?Sized>(
-    store: &S,
-    t: &TableDef,
-    step: &RecordStep,
-    key: &[u8],
-    bytes: &[u8],
-) -> Result<Option<Vec<u8>>, MigrateError> {
-    let corrupt = |reason: String| MigrateError::CorruptCheckpoint {
-        table: t.name().to_string(),
-        key: key.to_vec(),
-        reason,
-    };
-    let c = MigrationCheckpoint::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
-    if c.table_id != t.id() {
-        return Err(corrupt(format!(
-            "checkpoint table id {} does not match table id {}",
-            c.table_id,
-            t.id()
-        )));
-    }
-    if (c.from, c.to) != (step.from(), step.to()) {
-        return Err(MigrateError::CheckpointMismatch {
-            table: t.name().to_string(),
-            found_from: c.from,
-            found_to: c.to,
-            expected_from: step.from(),
-            expected_to: step.to(),
-        });
-    }
-    if c.cursor.is_empty() {
-        return Ok(None);
-    }
-    if !c.cursor.starts_with(t.prefix()) {
-        return Err(MigrateError::CheckpointOutOfPrefix {
-            table: t.name().to_string(),
-            cursor: c.cursor,
-            prefix: t.prefix().to_vec(),
-        });
-    }
-    let store_err = |source: StoreError| MigrateError::Store {
-        table: t.name().to_string(),
-        source,
-    };
-    if !record_at_or_after(store, t.prefix(), &c.cursor).map_err(store_err)? {
-        return Err(corrupt(format!(
-            "its cursor `{}` lies past the last record of the table (no record at or after it), so resuming would validate nothing",
-            escape_key(&c.cursor)
-        )));
-    }
-    Ok(Some(c.cursor))
-}
-
-/// True when a key of `prefix` equal to or greater than `cursor` exists (`cursor` lies
-/// inside `prefix`). Reads no value larger than 1 MiB: a record over that budget is proof
-/// enough.
-fn record_at_or_after<S: KvRead + ?Sized>(
-    store: &S,
-    prefix: &[u8],
-    cursor: &[u8],
-) -> Result<bool, StoreError> {
-    // Every key starting with the cursor is at or after it.
-    if store.prefix_exists(cursor)? {
-        return Ok(true);
-    }
-    match store.scan(prefix, Some(cursor), ScanLimits::new(1, 1 << 20)?) {
-        Ok(page) => Ok(!page.records.is_empty()),
-        Err(StoreError::RecordTooLarge { .. }) => Ok(true),
-        Err(e) => Err(e),
-    }
-}
-
-/// Per-table result of [`verify`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct VerifiedTable {
-    /// The table.
-    pub table: String,
-    /// Records that decoded.
-    pub records: u64,
-    /// Bytes scanned.
-    pub bytes: u64,
-}
-
-/// What a successful [`verify`] found: every table with its decoded record and byte counts.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StoreVerification {
-    /// Every table of the catalog, in order.
-    pub tables: Vec<VerifiedTable>,
-    /// Wall time.
-    pub seconds: f64,
-}
-
-/// The read-only full certification scan (`strata verify`): decodes every record of every
-/// table of `catalog` (current tables too) with the bulk pass run read-only
-/// ([`Pass::run_read_only`], the same loop as a dry run) in pages bounded by `limits`, and
-/// stops at the first record that does not decode with [`MigrateError::VerifyFailed`]
-/// (naming table, key and reason). Writes nothing, takes no lease.
-/// A record larger than the page budget is read on its own (a read-only pass commits
-/// nothing, so verification never refuses a record for its size).
-pub fn verify<S: KvRead + ?Sized>(
-    store: &S,
-    catalog: &Catalog,
-    limits: PassLimits,
-    mut on_progress: impl FnMut(&Progress<'_>),
-) -> Result<StoreVerification, MigrateError> {
-    let started = Instant::now();
-    let mut out = Vec::with_capacity(catalog.tables().len());
-    for t in catalog.tables() {
-        // Never written: a read-only pass reads its checkpoint key once and finds nothing.
-        let codec = RawCheckpoint::new([b"__nx/verify/", t.name().as_bytes()].concat());
-        let processor = |r: &RecordRef<'_>, _: &mut Vec<Mutation>| -> Result<(), RecordError> {
-            t.decode(r.key, r.value).map_err(RecordError::new)
-        };
-        let report = Pass::new(t.name(), t.prefix().to_vec(), &codec)
-            .limits(limits)
-            .on_progress(|p: &Progress<'_>| on_progress(p))
-            .run_read_only(store, processor)
-            .map_err(|e| match e {
-                PassError::InvalidRecord {
-                    table, key, reason, ..
-                } => MigrateError::VerifyFailed { table, key, reason },
-                PassError::Store { source, .. } => MigrateError::VerifyStore {
-                    table: t.name().to_string(),
-                    source,
-                },
-                other => MigrateError::Pass(other),
-            })?;
-        out.push(VerifiedTable {
-            table: t.name().to_string(),
-            records: report.records,
-            bytes: report.bytes,
-        });
-    }
-    Ok(StoreVerification {
-        tables: out,
-        seconds: started.elapsed().as_secs_f64(),
-    })
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
+    use crate::catalog::Catalog;
     use crate::header::checkpoint_key;
     use crate::numax::wire::GCOUNTER_PREFIX;
+    use crate::pass::PassError;
     use crate::TableDef;
     use std::cell::Cell;
     use strata_store::manifest::{manifest_key, tally_scope};

@@ -12,8 +12,8 @@
 //! (`chacha20::hchacha`), the bulk encryption and the Poly1305 tag from `ring`'s
 //! `CHACHA20_POLY1305` (BoringSSL's hand-optimized assembly, AVX2 selected at run time), so
 //! the bytes are those of the `chacha20poly1305` crate's `XChaCha20Poly1305` — proved by
-//! `tests/seal_aead.rs` (a property test against that crate) and the sealed fixtures of
-//! `tests/seal_fixture.rs`. No cipher code of ours beyond that composition.
+//! the property test in this module's `tests` (against that crate) and the sealed fixtures of
+//! `tests/it/seal_fixture.rs`. No cipher code of ours beyond that composition.
 //!
 //! Nonces: 24 bytes from a per-thread ChaCha20 generator (`chacha20::ChaCha20Rng`) seeded
 //! from the operating system (`getrandom`), reseeded every [`RESEED_AFTER`] nonces and

@@ -1,0 +1,47 @@
+//! Integration tests of the `strata` command and the embedded `Admin`: one binary, one
+//! module per behaviour, the helpers they share in `support` (the `strata` runner,
+//! `json_of`, store seeders, PostgreSQL scratch tables).
+//!
+//! PostgreSQL tests are compiled as ignored unless `STRATA_PG_URL` is set when they are
+//! built (`build.rs`, cfg `strata_pg`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+mod admin;
+mod admin_sealed;
+mod admin_sealed_refusals;
+mod backends;
+mod bounded_input;
+mod collections;
+mod conventions;
+mod copy;
+mod crash_migrate;
+mod demo;
+mod exit_codes;
+mod fence;
+mod full_disk;
+mod inspect_numax;
+mod json_documents;
+mod keyring_verdicts;
+mod keys;
+mod manifest;
+mod migrate;
+mod not_found;
+mod nothing_to_do;
+mod pg_coordination;
+mod pg_processes;
+mod pg_restart;
+mod read_only_bytes;
+mod repair;
+mod repair_cutover;
+mod retire;
+mod schema;
+mod seal;
+mod secrets;
+mod sled_damage;
+mod sled_private_copy;
+mod sled_read_only;
+mod status;
+mod unfinished_copy;
+mod verify_remedy;

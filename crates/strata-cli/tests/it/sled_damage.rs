@@ -1,0 +1,210 @@
+//! Damaged is damaged, healthy is healthy (#23 item 2), for every command on a sled
+//! datastore:
+//!
+//! * a never-sealed datastore (written by Numax, or killed while open) whose `db` was cut
+//!   short holds log past what sled recovers: every command exits 4 naming `db`, and no
+//!   command changes its bytes (before #23, `status`/`verify` said it was fine and
+//!   `migrate` let sled cut the file down to what it recovered);
+//! * a `snap.*.generating` left by a run killed while sled wrote its snapshot is never
+//!   the last good snapshot: every command works (read-only ones leave it where it is).
+
+use crate::support::{stderr, stdout, strata_db};
+use std::path::Path;
+use strata_store::{Batch, KvWrite, ScanLimits};
+
+const PREFIX: &str = "__nx/crdt/lww-register/";
+const KEYS: u32 = 4000;
+const ROUNDS: u32 = 24;
+
+fn value(i: u32) -> Vec<u8> {
+    vec![((ROUNDS - 1 + i) % 251) as u8; 200]
+}
+
+/// A legacy Numax datastore as a long-lived Numax process leaves it: registers
+/// overwritten round after round (sled reuses freed segments, so its log is ordered by
+/// LSN, not by offset), and no strata seal.
+fn churned_unsealed(dir: &Path) {
+    {
+        let store = strata_sled::SledStore::open_store(dir).unwrap();
+        for round in 0..ROUNDS {
+            let mut batch = Batch::new();
+            for i in 0..KEYS {
+                let v = ((round + i) % 251) as u8;
+                batch = batch.set(format!("{PREFIX}r{i:06}").into_bytes(), vec![v; 200]);
+                if i % 500 == 499 {
+                    store.apply(std::mem::take(&mut batch)).unwrap();
+                }
+            }
+            store.apply(batch).unwrap();
+        }
+        store.flush().unwrap();
+    }
+    std::fs::remove_file(dir.join("strata.seal")).unwrap();
+}
+
+/// A copy of `original` with its `db` cut to `pct` percent.
+fn cut_copy(original: &Path, to: &Path, pct: u64) -> Vec<u8> {
+    std::fs::create_dir(to).unwrap();
+    for e in std::fs::read_dir(original).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() && e.file_name() != "db" {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+    let full = std::fs::read(original.join("db")).unwrap();
+    let cut = full[..(full.len() as u64 * pct / 100) as usize].to_vec();
+    std::fs::write(to.join("db"), &cut).unwrap();
+    cut
+}
+
+/// The library's verdict on a cut datastore: damaged (`true`), or it opens (`false`;
+/// printed when it then lacks records or holds older values: a cut that took only the
+/// newest end of a log without a seal leaves no proof in the file, as a crash tears a log
+/// the same way — docs/format.md, "sled length seal").
+fn damaged(dir: &Path, what: &str) -> bool {
+    match strata_sled::SledStore::open_read_only(dir) {
+        Err(strata_store::StoreError::Damaged { .. }) => true,
+        Err(e) => panic!("{what}: {e}"),
+        Ok(store) => {
+            use strata_store::KvRead;
+            let page = store
+                .scan(
+                    PREFIX.as_bytes(),
+                    None,
+                    ScanLimits::new(usize::MAX, 1 << 30).unwrap(),
+                )
+                .unwrap();
+            let latest = page.records.len() == KEYS as usize
+                && page
+                    .records
+                    .iter()
+                    .enumerate()
+                    .all(|(i, r)| r.value == value(i as u32));
+            if !latest {
+                println!("{what}: opens without its newest log and no proof of the cut");
+            }
+            false
+        }
+    }
+}
+
+const COMMANDS: &[&[&str]] = &[
+    &["status"],
+    &["status", "--json"],
+    &["verify"],
+    &["verify", "--json"],
+    &["collections"],
+    &["collections", "--json"],
+    &["inspect", "lww-register-materialized"],
+    &["schema", "show", "accounts"],
+    &["schema", "log", "accounts"],
+    &["fence"],
+    &["keys", "status"],
+    &["repair"],
+    &["migrate", "--dry-run"],
+    &["migrate"],
+    &["repair", "--apply"],
+    &["fence", "abort"],
+];
+
+#[test]
+fn a_cut_never_sealed_datastore_is_damaged_for_every_command_and_left_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = dir.path().join("numax");
+    churned_unsealed(&original);
+    let mut checked = 0;
+    for pct in [20u64, 30, 40, 50, 60, 80] {
+        let cut_dir = dir.path().join(format!("cut-{pct}"));
+        let cut = cut_copy(&original, &cut_dir, pct);
+        if !damaged(&cut_dir, &format!("{pct}%")) {
+            continue;
+        }
+        checked += 1;
+        let listing = |d: &Path| {
+            let mut names: Vec<String> = std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        let before = listing(&cut_dir);
+        for args in COMMANDS {
+            let out = strata_db(&cut_dir, args);
+            let what = format!("{pct}% {args:?}");
+            assert_eq!(
+                out.status.code(),
+                Some(4),
+                "{what}: {}{}",
+                stdout(&out),
+                stderr(&out)
+            );
+            let err = stderr(&out);
+            assert!(
+                err.contains("is damaged") && err.contains("cut-"),
+                "{what}: {err}"
+            );
+            if args.contains(&"--json") {
+                let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+                assert_eq!(doc["error"]["exit_code"], 4, "{what}");
+            }
+            assert!(
+                std::fs::read(cut_dir.join("db")).unwrap() == cut,
+                "{what}: the db file was changed"
+            );
+            assert_eq!(listing(&cut_dir), before, "{what}: files changed");
+        }
+        // copy reads its source read-only: refused too, nothing created.
+        let target = dir.path().join(format!("copy-{pct}.redb"));
+        let out = crate::support::strata(&[
+            "copy",
+            "--from",
+            cut_dir.to_str().unwrap(),
+            "--to",
+            target.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(4), "{pct}% copy: {}", stderr(&out));
+        assert!(std::fs::read(cut_dir.join("db")).unwrap() == cut);
+    }
+    assert!(checked >= 3, "only {checked} of 6 cut points were damaged");
+}
+
+#[test]
+fn a_snapshot_left_generating_by_a_killed_open_is_not_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("numax");
+    {
+        let store = strata_sled::SledStore::open_store(&db).unwrap();
+        crate::support::legacy_records(&store, 500);
+        store.flush().unwrap();
+    }
+    let out = strata_db(&db, &["migrate"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // As a kill during sled's snapshot write at open leaves it (a prefix of a snapshot,
+    // at a log position past the good one), with no seal (the run never closed).
+    let leftover = db.join("snap.7FFFFFFFFFFF0000.generating");
+    std::fs::write(&leftover, vec![7u8; 300]).unwrap();
+    let _ = std::fs::remove_file(db.join("strata.seal"));
+    for args in [
+        &["status"][..],
+        &["verify"],
+        &["collections"],
+        &["inspect", "op-log"],
+        &["repair"],
+        &["migrate", "--dry-run"],
+        &["keys", "status"],
+        &["fence"],
+    ] {
+        let out = strata_db(&db, args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(
+            leftover.exists(),
+            "{args:?}: a read-only command removed a file"
+        );
+    }
+    let out = strata_db(&db, &["migrate"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!leftover.exists());
+    let out = strata_db(&db, &["verify"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}

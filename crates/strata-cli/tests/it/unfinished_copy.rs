@@ -1,0 +1,167 @@
+//! Unfinished work is visible everywhere (#23 item 3): a `strata copy` killed part-way
+//! (a real child process, SIGKILL after a random number of batches) leaves a target that
+//! `status`, `verify` and `collections` report as `unfinished_copy` with exit 7, and that
+//! `migrate` refuses (exit 7, not one byte written) — before #23, status said it needed
+//! `strata migrate`, migrate certified the partial collection and verify then vouched for
+//! it. Resuming the copy makes it a whole, healthy store.
+
+use crate::support::{json_of, stderr, stdout, strata, strata_db};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use strata::collection::layout::doc_key;
+use strata::collection::CollectionOptions;
+use strata::database::Database;
+use strata::payload::envelope::{encode, Envelope};
+use strata_store::{Batch, KvWrite};
+
+const DOCS: u32 = 6_000;
+
+/// A redb store with the collection `acc` of 6,000 documents.
+fn source(path: &Path) {
+    let store = strata_redb::RedbStore::create_store(path).unwrap();
+    Database::builder(store.clone())
+        .open()
+        .unwrap()
+        .collection::<Value>("acc", CollectionOptions::new())
+        .unwrap();
+    for chunk in 0..(DOCS / 1000) {
+        let mut b = Batch::new();
+        for i in chunk * 1000..(chunk + 1) * 1000 {
+            let id = format!("a{i:05}");
+            b = b.set(
+                doc_key("acc", &id),
+                encode(
+                    Envelope::new(1, 1),
+                    &serde_json::to_vec(&json!({"id": id})).unwrap(),
+                ),
+            );
+        }
+        store.apply(b).unwrap();
+    }
+    store.flush().unwrap();
+}
+
+/// Runs `strata copy` and SIGKILLs it after `batches` batches; true when it was killed
+/// before it finished.
+fn killed_copy(from: &str, to: &str, batches: usize) -> bool {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["copy", "--from", from, "--to", to, "--max-records", "250"])
+        .env("STRATA_PROGRESS", "batch")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let mut seen = 0;
+    for line in BufReader::new(err).lines() {
+        if line.unwrap().ends_with("records copied") {
+            seen += 1;
+            if seen == batches {
+                child.kill().unwrap();
+                break;
+            }
+        }
+    }
+    !child.wait().unwrap().success()
+}
+
+fn bytes_and_mtime(p: &Path) -> (Vec<u8>, std::time::SystemTime) {
+    (
+        std::fs::read(p).unwrap(),
+        std::fs::metadata(p).unwrap().modified().unwrap(),
+    )
+}
+
+#[test]
+fn a_killed_copy_is_unfinished_for_status_verify_collections_and_migrate_refuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let from = dir.path().join("source.redb");
+    source(&from);
+    let from_s = from.to_str().unwrap();
+    let mut checked = 0;
+    for (round, batches) in [1usize, 4, 9, 17].into_iter().enumerate() {
+        let to = dir.path().join(format!("target-{round}.redb"));
+        let to_s = to.to_str().unwrap();
+        if !killed_copy(from_s, to_s, batches) {
+            println!("round {round}: the copy finished before the kill landed");
+            continue;
+        }
+        checked += 1;
+        let what = format!("killed after {batches} batches");
+        // A redb file its writer was killed in needs redb's crash recovery, which only a
+        // writable open does (documented: the first read-only command runs it; no record
+        // changes). From then on nothing writes a byte.
+        let out = strata_db(&to, &["status"]);
+        assert_eq!(out.status.code(), Some(7), "{what}: {}", stderr(&out));
+        let before = bytes_and_mtime(&to);
+        for args in [&["status"][..], &["verify"], &["collections"]] {
+            let out = strata_db(&to, args);
+            assert_eq!(
+                out.status.code(),
+                Some(7),
+                "{what} {args:?}: {}{}",
+                stdout(&out),
+                stderr(&out)
+            );
+            let text = stdout(&out);
+            assert!(
+                text.contains("unfinished copy")
+                    && text.contains(from_s)
+                    && text.contains("resume"),
+                "{what} {args:?}: {text}"
+            );
+            assert!(
+                !text.contains("run `strata migrate`"),
+                "{what} {args:?}: {text}"
+            );
+            let mut json_args = args.to_vec();
+            json_args.push("--json");
+            let out = strata_db(&to, &json_args);
+            assert_eq!(out.status.code(), Some(7), "{what} {json_args:?}");
+            let doc = json_of(&out);
+            assert_eq!(
+                doc["verdict"], "unfinished_copy",
+                "{what} {json_args:?}: {doc}"
+            );
+            assert_eq!(doc["unfinished"][0]["operation"], "copy", "{what}: {doc}");
+        }
+        for args in [&["migrate"][..], &["migrate", "--dry-run"]] {
+            let out = strata_db(&to, args);
+            assert_eq!(
+                out.status.code(),
+                Some(7),
+                "{what} {args:?}: {}",
+                stderr(&out)
+            );
+            let err = stderr(&out);
+            assert!(
+                err.contains("refused") && err.contains("resume"),
+                "{what}: {err}"
+            );
+        }
+        assert_eq!(
+            bytes_and_mtime(&to),
+            before,
+            "{what}: a command wrote the target"
+        );
+        // The way forward: resume the copy.
+        let out = strata(&["copy", "--from", from_s, "--to", to_s, "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr(&out));
+        assert!(json_of(&out)["records"].as_u64().unwrap() > u64::from(DOCS));
+        for args in [&["status"][..], &["verify"], &["collections"]] {
+            let out = strata_db(&to, args);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{what} after resuming {args:?}: {}",
+                stderr(&out)
+            );
+        }
+    }
+    assert!(
+        checked >= 2,
+        "only {checked} copies were killed before they finished"
+    );
+}

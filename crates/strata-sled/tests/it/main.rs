@@ -1,0 +1,9 @@
+//! Integration tests of strata-sled: one binary, one module per capability. The
+//! process-lock test re-runs this binary as its child (`conformance::open_child`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod conformance;
+mod epoch;
+mod read_only;
+mod safety;
+mod writers;

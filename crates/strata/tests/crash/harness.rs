@@ -1,0 +1,78 @@
+//! The child-process harness every crash scenario uses: the child's environment, spawning
+//! this binary again as a child, its ready line, the kill-point generator and the
+//! iteration count.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command, Stdio};
+
+/// The child's role (`STRATA_CRASH_ROLE=<role>`): set, the binary runs as that child.
+pub const ROLE_ENV: &str = "STRATA_CRASH_ROLE";
+/// The store directory the child works on.
+pub const DIR_ENV: &str = "STRATA_CRASH_DIR";
+
+/// A small xorshift generator for kill points.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// Seeded from `STRATA_CRASH_SEED` when set (to replay a failure), else from the
+    /// time; print [`Rng::seed`] so a failure can be replayed.
+    pub fn from_env_or_time() -> Rng {
+        let seed = std::env::var("STRATA_CRASH_SEED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+            });
+        Rng(seed | 1)
+    }
+
+    /// The current state (the seed before the first [`Rng::next`]).
+    pub fn seed(&self) -> u64 {
+        self.0
+    }
+
+    /// The next pseudo-random number.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// A `usize` from the environment variable `name`, else `default`.
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// This test binary again, as the child `role` on the store at `dir`, stdout piped.
+pub fn spawn(role: &str, dir: &Path) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .env(ROLE_ENV, role)
+        .env(DIR_ENV, dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+/// Reads the child's first line, which must be `role=<role> ready`, and returns its
+/// stdout for the lines that follow.
+pub fn wait_ready(child: &mut Child, role: &str) -> BufReader<ChildStdout> {
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(
+        line.trim(),
+        format!("role={role} ready"),
+        "the child runs the wrong role"
+    );
+    out
+}
