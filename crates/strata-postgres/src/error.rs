@@ -139,6 +139,19 @@ pub enum PgError {
         /// The token this holder had.
         token: i64,
     },
+    /// The connection string reaches the server through a pooler that hands one client's
+    /// session to others between transactions (PgBouncer `pool_mode = transaction` or
+    /// `statement`): strata's session state — prepared statements, the session functions
+    /// and the session advisory lock of a lease — would be used by, or lost to, other
+    /// clients. Detected when the store is opened, before anything is written.
+    #[error("postgres at {target} is reached through a transaction-mode connection pooler ({evidence}); strata keeps session state there (prepared statements, its session functions, the session advisory locks of leases) that such a pooler hands to other clients, so it refuses to open the store: connect directly to the server, or through a session-mode pool (PgBouncer `pool_mode = session` for this database)")]
+    TransactionPooler {
+        /// Where (host, port, database, user).
+        target: String,
+        /// What showed it (two connections served by one server session, or one
+        /// connection by two).
+        evidence: String,
+    },
     /// The server returned something the backend did not ask for.
     #[error("postgres {op} on table `{table}` returned an unexpected row for key `{key}`; check that nothing else writes to the table")]
     Unexpected {

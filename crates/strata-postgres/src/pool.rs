@@ -347,6 +347,55 @@ pub(crate) async fn lock_holder(client: &Client, table: &str) -> Option<String> 
     Some(format!("another session (pid {pid}{app}, {mode})"))
 }
 
+/// How many times [`transaction_pooler`] looks.
+const POOLER_ROUNDS: usize = 3;
+
+/// Whether two open connections `a` and `b` to one store are served by server sessions
+/// that change between transactions — a transaction- or statement-mode pooler such as
+/// PgBouncer with `pool_mode = transaction` — and if so what showed it.
+///
+/// The server session of a connection is its backend pid (`pg_backend_pid()`, asked with
+/// the simple protocol, which any pooler passes through). Straight to a server (or through
+/// a session-mode pooler or a TCP proxy) each connection keeps its own session for its
+/// whole life and two open connections never share one, so neither of the tests below can
+/// fire. Through a transaction pooler the session is lent for one transaction only: after
+/// `a`'s statement its session goes back to the pooler, which hands the most recently
+/// freed server connection to the next transaction (PgBouncer's default,
+/// `server_round_robin = 0`), so `b` is served by the same pid; with round-robin lending
+/// `a`'s next statement lands on another one. A few rounds of both make a miss unlikely
+/// for either lending order.
+pub(crate) async fn transaction_pooler(
+    a: &Client,
+    b: &Client,
+) -> Result<Option<String>, tokio_postgres::Error> {
+    async fn pid(c: &Client) -> Result<Option<String>, tokio_postgres::Error> {
+        let rows = c.simple_query("SELECT pg_backend_pid()").await?;
+        Ok(rows.iter().find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+            _ => None,
+        }))
+    }
+    let first = pid(a).await?;
+    for _ in 0..POOLER_ROUNDS {
+        let of_b = pid(b).await?;
+        if of_b.is_some() && of_b == first {
+            return Ok(Some(format!(
+                "two connections were both served by server session pid {}",
+                of_b.unwrap_or_default()
+            )));
+        }
+        let again = pid(a).await?;
+        if again != first {
+            return Ok(Some(format!(
+                "one connection was served by server session pid {} and then by pid {}",
+                first.unwrap_or_default(),
+                again.unwrap_or_default()
+            )));
+        }
+    }
+    Ok(None)
+}
+
 /// Lets the I/O tasks of `rt` run for a moment (see [`Pool::settle`]).
 pub(crate) fn settle(rt: &Runtime) {
     rt.block_on(async {

@@ -267,6 +267,20 @@ impl PgStore {
         // Create (or find) the table on a first, raw connection; the pool's connections
         // prepare their statements against it.
         let mut client = pool.connect_raw()?;
+        // Before anything relies on a session (a prepared statement, a lease): refuse a
+        // transaction-mode pooler, which would hand this connection's session to others.
+        let second = pool.connect_raw()?;
+        let pooled = pool
+            .block_on(crate::pool::transaction_pooler(&client, &second))
+            .and_then(|r| r.map_err(Failure::Pg))
+            .map_err(|f| failure_error(f, "connect", &table, &target, pool.timeouts()))?;
+        if let Some(evidence) = pooled {
+            return Err(PgError::TransactionPooler {
+                target: target.clone(),
+                evidence,
+            }
+            .into());
+        }
         let setup = pool.block_on(async {
             let shape = client.query_opt(sql::TABLE_SHAPE, &[&table]).await?;
             if let Some(row) = &shape {
@@ -308,6 +322,12 @@ impl PgStore {
         // The first connection becomes the pool's first: preparing its statements now
         // makes a table of the wrong shape fail here, not on first use.
         pool.adopt(client)?;
+        if options.max_connections > 1 {
+            pool.adopt(second)?;
+        } else {
+            drop(second);
+            pool.settle();
+        }
         Ok(PgStore {
             pool,
             lease: Arc::default(),
