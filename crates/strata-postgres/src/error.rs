@@ -144,13 +144,22 @@ pub enum PgError {
     /// `statement`): strata's session state — prepared statements, the session functions
     /// and the session advisory lock of a lease — would be used by, or lost to, other
     /// clients. Detected when the store is opened, before anything is written.
-    #[error("postgres at {target} is reached through a transaction-mode connection pooler ({evidence}); strata keeps session state there (prepared statements, its session functions, the session advisory locks of leases) that such a pooler hands to other clients, so it refuses to open the store: connect directly to the server, or through a session-mode pool (PgBouncer `pool_mode = session` for this database)")]
+    #[error("postgres at {target} is reached through a transaction-mode connection pooler ({evidence}); strata keeps session state there (prepared statements, its session functions, the session advisory locks of leases) that such a pooler hands to other clients, so it refuses to open the store: add `strata_pooler=transaction&strata_direct=HOST:PORT` (the server behind the pooler, for leases) to the URL, or connect directly or through a session-mode pool (PgBouncer `pool_mode = session`)")]
     TransactionPooler {
         /// Where (host, port, database, user).
         target: String,
         /// What showed it (two connections served by one server session, or one
         /// connection by two).
         evidence: String,
+    },
+    /// Something that needs a server session of its own (a lease's advisory lock) was
+    /// asked of a store whose URL names a transaction-mode pooler and no direct server.
+    #[error("the {what} needs a server session of its own, and postgres at {target} is a transaction-mode pooler (`strata_pooler=transaction`): add `strata_direct=HOST:PORT` naming the server behind the pooler to the URL")]
+    SessionNeedsDirect {
+        /// Where (the pooler).
+        target: String,
+        /// What needed the session (`store lease`, `lease `sweep/orders``).
+        what: String,
     },
     /// The server returned something the backend did not ask for.
     #[error("postgres {op} on table `{table}` returned an unexpected row for key `{key}`; check that nothing else writes to the table")]

@@ -52,7 +52,7 @@ pub use error::PgError;
 pub use store::{
     connect_store, is_postgres_url, PgOptions, PgStore, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_LOCK_WAIT, DEFAULT_STATEMENT_TIMEOUT, DEFAULT_TABLE,
-    TABLE_PARAM,
+    DIRECT_PARAM, POOLER_PARAM, TABLE_PARAM,
 };
 
 /// The backend name reported by [`strata_store::Backend::name`] and in errors.

@@ -14,6 +14,7 @@
 
 use crate::error::PgError;
 use crate::sql::Statements;
+use crate::store::describe as describe_config;
 use crate::tls::Connector;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -46,10 +47,26 @@ impl Timeouts {
     }
 }
 
-/// One pooled connection with the statements prepared on it.
+/// One pooled connection with the statements prepared on it — none through a
+/// transaction-mode pooler ([`Sessions::pooled`]), where every statement is an unnamed
+/// one sent with its parameters (`query_typed`) and nothing is left in the session.
 pub(crate) struct Conn {
     pub(crate) client: Client,
-    pub(crate) stmts: Statements,
+    pub(crate) stmts: Option<Statements>,
+}
+
+/// What the store's connections may keep in their server session.
+#[derive(Debug, Clone)]
+pub(crate) struct Sessions {
+    /// Whether connections create the session functions (`store::function`).
+    pub(crate) functions: bool,
+    /// The URL names a transaction-mode pooler (`strata_pooler=transaction`): a
+    /// connection's session changes between transactions, so nothing is prepared or set
+    /// per session.
+    pub(crate) pooled: bool,
+    /// Where the session-bound parts (the store lease, named leases) connect instead:
+    /// the URL's `strata_direct=HOST:PORT[,…]`, the server behind the pooler.
+    pub(crate) direct: Option<Config>,
 }
 
 /// Why an operation on a connection failed: a store-level outcome (conflict, oversize
@@ -100,8 +117,7 @@ pub(crate) struct Pool {
     target: String,
     table: String,
     max: usize,
-    /// Whether connections create the session functions (`store::function`).
-    session_functions: bool,
+    sessions: Sessions,
     state: Mutex<State>,
     freed: Condvar,
 }
@@ -114,7 +130,7 @@ impl Pool {
         target: String,
         table: String,
         max: usize,
-        session_functions: bool,
+        sessions: Sessions,
     ) -> Result<Self, PgError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -131,7 +147,7 @@ impl Pool {
             target,
             table,
             max,
-            session_functions,
+            sessions,
             state: Mutex::new(State::default()),
             freed: Condvar::new(),
         })
@@ -147,6 +163,31 @@ impl Pool {
 
     pub(crate) fn runtime(&self) -> &Arc<Runtime> {
         &self.rt
+    }
+
+    /// True when the URL names a transaction-mode pooler (`strata_pooler=transaction`).
+    pub(crate) fn pooled(&self) -> bool {
+        self.sessions.pooled
+    }
+
+    /// A connection of its own for something that needs a server session for its whole
+    /// life (a lease's advisory lock): straight to the server, or to `strata_direct` when
+    /// the store's URL names a transaction-mode pooler — refused when it names none.
+    pub(crate) fn connect_session(&self, what: &str) -> Result<Client, PgError> {
+        match (&self.sessions.direct, self.sessions.pooled) {
+            (Some(direct), _) => connect(
+                &self.rt,
+                direct,
+                &self.connector,
+                self.timeouts,
+                &describe_config(direct),
+            ),
+            (None, false) => self.connect_raw(),
+            (None, true) => Err(PgError::SessionNeedsDirect {
+                target: self.target.clone(),
+                what: what.to_string(),
+            }),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -296,10 +337,17 @@ impl Pool {
                 source: Box::new(e),
             }
         };
+        if self.sessions.pooled {
+            // Nothing is kept in a session the pooler lends to others.
+            return Ok(Conn {
+                client,
+                stmts: None,
+            });
+        }
         let stmts = block_on(
             &self.rt,
             self.timeouts.client_deadline(),
-            Statements::prepare(&client, &self.table, self.timeouts, self.session_functions),
+            Statements::prepare(&client, &self.table, self.timeouts, self.sessions.functions),
         )
         .map_err(|_| PgError::Timeout {
             phase: "statement",
@@ -308,7 +356,10 @@ impl Pool {
         })?
         .map_err(query_err)?;
         tracing::debug!(target = %self.target, table = %self.table, "opened a postgres connection");
-        Ok(Conn { client, stmts })
+        Ok(Conn {
+            client,
+            stmts: Some(stmts),
+        })
     }
 
     fn put_back(&self, conn: Conn) {
@@ -327,15 +378,17 @@ impl Pool {
 /// fails.
 pub(crate) async fn lock_holder(client: &Client, table: &str) -> Option<String> {
     let row = client
-        .query_opt(
+        .query_typed(
             "SELECT l.pid, coalesce(a.application_name, ''), l.mode \
              FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid \
              WHERE l.relation = to_regclass($1) AND l.granted AND l.pid <> pg_backend_pid() \
              ORDER BY (l.mode = 'AccessExclusiveLock') DESC LIMIT 1",
-            &[&table],
+            &[(&table, tokio_postgres::types::Type::TEXT)],
         )
         .await
-        .ok()??;
+        .ok()?
+        .into_iter()
+        .next()?;
     let pid: i32 = row.try_get(0).ok()?;
     let app: String = row.try_get(1).unwrap_or_default();
     let mode: String = row.try_get(2).unwrap_or_default();

@@ -516,6 +516,18 @@ impl Pgbouncer {
         upstream_port: u16,
         pool_mode: &str,
     ) -> Result<Option<Self>, String> {
+        Self::start_sized_for_test(test, upstream_port, pool_mode, 40)
+    }
+
+    /// [`Pgbouncer::start_for_test`] with at most `pool_size` server connections per
+    /// database and user (`default_pool_size`): with fewer than the clients, the clients'
+    /// transactions take turns on the same server sessions.
+    pub fn start_sized_for_test(
+        test: &str,
+        upstream_port: u16,
+        pool_mode: &str,
+        pool_size: usize,
+    ) -> Result<Option<Self>, String> {
         let Some(bin) = pgbouncer_binary() else {
             return skip_or_fail(
                 test,
@@ -548,7 +560,7 @@ impl Pgbouncer {
                 "[databases]\n* = host=127.0.0.1 port={upstream_port}\n\n[pgbouncer]\n\
                  listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n\
                  auth_type = trust\nauth_file = {userlist}\npool_mode = {pool_mode}\n\
-                 max_client_conn = 500\ndefault_pool_size = 40\n\
+                 max_client_conn = 500\ndefault_pool_size = {pool_size}\n\
                  ignore_startup_parameters = extra_float_digits,options\n\
                  logfile = {log}\npidfile = {pid}\nadmin_users = postgres\n",
                 port = bouncer.port,

@@ -1,7 +1,9 @@
 //! Through a real PgBouncer on loopback in front of the `STRATA_PG_URL` server: a
 //! transaction-mode pool (which would hand strata's session state to other clients) is
-//! refused when the store is opened, in one line saying what to do; through a session-mode
-//! pool the store lease and the named leases exclude each other exactly as direct.
+//! refused when the store is opened, in one line saying what to do, unless the URL says so
+//! (`strata_pooler=transaction`); then nothing is kept in a pooled session and the leases
+//! connect to `strata_direct` (a lease without it is refused in one line). Through either
+//! mode the store lease and the named leases exclude each other exactly as direct.
 
 use crate::{owner, require_pg, scratch_table};
 use std::error::Error as _;
@@ -18,6 +20,11 @@ fn pg_error(err: &StoreError) -> &PgError {
 
 /// A PgBouncer in `mode` in front of the test server, or `None` (skipped, said so).
 fn bouncer(test: &str, mode: &str) -> Option<Pgbouncer> {
+    Some(bouncer_and_upstream(test, mode)?.0)
+}
+
+/// [`bouncer`] and the port of the server behind it.
+fn bouncer_and_upstream(test: &str, mode: &str) -> Option<(Pgbouncer, u16)> {
     let url = require_pg!();
     let Some(port) = loopback_port(&url) else {
         assert!(
@@ -27,7 +34,19 @@ fn bouncer(test: &str, mode: &str) -> Option<Pgbouncer> {
         eprintln!("skipped: {test}: STRATA_PG_URL is not postgresql://USER@127.0.0.1:PORT/…");
         return None;
     };
-    Pgbouncer::start_for_test(test, port, mode).unwrap()
+    Some((Pgbouncer::start_for_test(test, port, mode).unwrap()?, port))
+}
+
+/// The store URL through `pool` in `mode`: a transaction-mode pool is declared, with the
+/// server behind it for the leases.
+fn url_through(pool: &Pgbouncer, mode: &str, upstream: u16) -> String {
+    match mode {
+        "transaction" => format!(
+            "{}?strata_pooler=transaction&strata_direct=127.0.0.1:{upstream}",
+            pool.url()
+        ),
+        _ => format!("{}?strata_pooler=none", pool.url()),
+    }
 }
 
 #[test]
@@ -48,6 +67,7 @@ fn a_transaction_mode_pooler_is_refused_at_open_in_one_line() {
     assert!(
         line.contains(&format!("127.0.0.1:{}", pool.port()))
             && line.contains("transaction-mode connection pooler")
+            && line.contains("strata_pooler=transaction&strata_direct=HOST:PORT")
             && line.contains("pool_mode = session"),
         "{line}"
     );
@@ -69,12 +89,25 @@ fn a_transaction_mode_pooler_is_refused_at_open_in_one_line() {
 #[test]
 #[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn through_a_session_pool_the_store_lease_excludes_a_second_migrator() {
-    let Some(pool) = bouncer("through_a_session_pool_the_store_lease", "session") else {
+    store_lease_excludes_a_second_migrator("session");
+}
+
+#[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
+fn through_a_transaction_pool_the_store_lease_excludes_a_second_migrator() {
+    store_lease_excludes_a_second_migrator("transaction");
+}
+
+fn store_lease_excludes_a_second_migrator(mode: &str) {
+    let Some((pool, upstream)) = bouncer_and_upstream("the_store_lease_excludes", mode) else {
         return;
     };
     let table = scratch_table();
     let _owner = owner(&require_pg!(), &table);
-    let url = format!("{}?strata_lock_wait=0.3", pool.url());
+    let url = format!(
+        "{}&strata_lock_wait=0.3",
+        url_through(&pool, mode, upstream)
+    );
     let open = || Store::new(PgStore::connect_with(&url, PgOptions::new().table(&table)).unwrap());
     let (a, b) = (open(), open());
     let first = ExclusiveSession::acquire(&a, "migrate (first)", None).unwrap();
@@ -107,13 +140,23 @@ fn through_a_session_pool_the_store_lease_excludes_a_second_migrator() {
 #[test]
 #[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn through_a_session_pool_a_second_sweeper_is_contended_and_takes_over_after_release() {
-    let Some(pool) = bouncer("through_a_session_pool_a_second_sweeper", "session") else {
+    second_sweeper_is_contended("session");
+}
+
+#[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
+fn through_a_transaction_pool_a_second_sweeper_is_contended_and_takes_over_after_release() {
+    second_sweeper_is_contended("transaction");
+}
+
+fn second_sweeper_is_contended(mode: &str) {
+    let Some((pool, upstream)) = bouncer_and_upstream("a_second_sweeper", mode) else {
         return;
     };
     let table = scratch_table();
     let _owner = owner(&require_pg!(), &table);
-    let open =
-        || Store::new(PgStore::connect_with(&pool.url(), PgOptions::new().table(&table)).unwrap());
+    let url = url_through(&pool, mode, upstream);
+    let open = || Store::new(PgStore::connect_with(&url, PgOptions::new().table(&table)).unwrap());
     let (a, b) = (open(), open());
     let held = NamedLease::acquire(&a, "sweep/orders", "sweep (a)", Duration::ZERO).unwrap();
     let token = held.fencing_token().unwrap();
@@ -132,4 +175,99 @@ fn through_a_session_pool_a_second_sweeper_is_contended_and_takes_over_after_rel
     let next =
         NamedLease::acquire(&b, "sweep/orders", "sweep (b)", Duration::from_secs(5)).unwrap();
     assert!(next.fencing_token().unwrap() > token, "{next:?}");
+}
+
+#[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
+fn through_a_transaction_pool_without_a_direct_server_a_lease_is_refused_in_one_line() {
+    let Some(pool) = bouncer("without_a_direct_server_a_lease_is_refused", "transaction") else {
+        return;
+    };
+    let table = scratch_table();
+    let _owner = owner(&require_pg!(), &table);
+    let url = format!("{}?strata_pooler=transaction", pool.url());
+    let store = Store::new(PgStore::connect_with(&url, PgOptions::new().table(&table)).unwrap());
+    // Ordinary reads and writes work through it.
+    store
+        .apply(
+            Batch::new()
+                .require_absent(b"k".to_vec())
+                .set(b"k".to_vec(), b"1".to_vec()),
+        )
+        .unwrap();
+    assert_eq!(store.get(b"k").unwrap(), Some(b"1".to_vec()));
+    let err = ExclusiveSession::acquire(&store, "migrate", None).unwrap_err();
+    let pg = pg_error(&err);
+    assert!(matches!(pg, PgError::SessionNeedsDirect { .. }), "{err:?}");
+    let line = pg.to_string();
+    assert!(
+        !line.contains('\n')
+            && line.contains("store lease")
+            && line.contains("strata_direct=HOST:PORT"),
+        "{line}"
+    );
+    let err = NamedLease::acquire(&store, "cutover", "cutover", Duration::ZERO).unwrap_err();
+    assert!(
+        matches!(pg_error(&err), PgError::SessionNeedsDirect { .. }),
+        "{err:?}"
+    );
+}
+
+/// Many handles writing one counter through a transaction pool that lends few server
+/// sessions: nothing of one handle's session leaks into another's batch, no increment is
+/// lost.
+#[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
+fn through_a_transaction_pool_concurrent_increments_are_exact() {
+    let url = require_pg!();
+    let Some(upstream) = loopback_port(&url) else {
+        eprintln!("skipped: concurrent_increments_are_exact: STRATA_PG_URL is not loopback");
+        return;
+    };
+    // Two server sessions for four handles (and their pools): sessions change hands
+    // between transactions all the time.
+    let Some(pool) = Pgbouncer::start_sized_for_test(
+        "concurrent_increments_are_exact",
+        upstream,
+        "transaction",
+        2,
+    )
+    .unwrap() else {
+        return;
+    };
+    let table = scratch_table();
+    let _owner = owner(&require_pg!(), &table);
+    let url = url_through(&pool, "transaction", upstream);
+    const THREADS: usize = 4;
+    const EACH: usize = 100;
+    let barrier = std::sync::Barrier::new(THREADS);
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            s.spawn(|| {
+                let store = PgStore::connect_with(&url, PgOptions::new().table(&table)).unwrap();
+                barrier.wait();
+                for _ in 0..EACH {
+                    loop {
+                        let cur = store.get(b"n").unwrap();
+                        let n: usize = cur
+                            .as_deref()
+                            .map_or(0, |v| std::str::from_utf8(v).unwrap().parse().unwrap());
+                        let batch = Batch::new()
+                            .require(b"n".to_vec(), cur)
+                            .set(b"n".to_vec(), (n + 1).to_string().into_bytes());
+                        match store.apply(batch) {
+                            Ok(()) => break,
+                            Err(e) if e.is_conflict() => continue,
+                            Err(e) => panic!("{e:?}"),
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let store = PgStore::connect_with(&url, PgOptions::new().table(&table)).unwrap();
+    assert_eq!(
+        store.get(b"n").unwrap(),
+        Some((THREADS * EACH).to_string().into_bytes())
+    );
 }
