@@ -34,10 +34,13 @@ pub enum PgError {
         reason: String,
     },
     /// No connection could be established.
-    #[error("cannot connect to postgres at {target}; check that the server is running, reachable and accepts this user")]
+    #[error("cannot connect to postgres at {target}{hint}; check that the server is running, reachable and accepts this user")]
     Connect {
         /// Where (host, port, database, user; never the password).
         target: String,
+        /// What else to know, possibly empty: with several hosts (a failover URL), that
+        /// none accepted the session asked for — a failover may be in progress.
+        hint: String,
         /// The driver's error.
         #[source]
         source: Source,

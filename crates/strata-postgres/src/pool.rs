@@ -137,6 +137,7 @@ impl Pool {
             .build()
             .map_err(|e| PgError::Connect {
                 target: target.clone(),
+                hint: String::new(),
                 source: Box::new(e),
             })?;
         Ok(Pool {
@@ -499,8 +500,16 @@ pub(crate) fn connect(
                     after: timeouts.connect,
                 });
             }
+            // Several hosts: none was up and of the kind asked for (a primary, with
+            // `target_session_attrs=read-write`) — the middle of a failover looks so.
+            let hint = if config.get_hosts().len() > 1 {
+                " (none of its hosts accepted a session of the kind the URL asks for: all down, or only standbys while a failover is in progress; retry in a few seconds, once a standby has been promoted)".to_string()
+            } else {
+                String::new()
+            };
             Err(PgError::Connect {
                 target: target.to_string(),
+                hint,
                 source: Box::new(e),
             })
         }
