@@ -38,6 +38,11 @@ pub const POOLER_PARAM: &str = "strata_pooler";
 /// a session advisory lock for their whole life, connect there.
 pub const DIRECT_PARAM: &str = "strata_direct";
 
+/// The URL parameter that names a read replica (`strata_replica=HOST:PORT[,…]`, a hot
+/// standby, the other parameters as for the store): reads that tolerate staleness, through
+/// [`PgStore::stale_reads`] only.
+pub const REPLICA_PARAM: &str = "strata_replica";
+
 /// Pages asking for at most this many rows are fetched with one plain query; larger ones
 /// through a cursor (portal) in chunks of this many rows, so a page with a huge record
 /// limit and a small byte budget does not make the server list the whole prefix. (The
@@ -170,6 +175,8 @@ pub struct PgStore {
     hints: hints::Hints,
     /// The statements' text, for connections through a transaction-mode pooler.
     texts: sql::Texts,
+    /// The read replica (`strata_replica`), read only through [`PgStore::stale_reads`].
+    replica: Option<crate::replica::ReplicaSlot>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -211,7 +218,9 @@ impl PgStore {
         let mut parsed = conninfo::parse(url)?;
         // The service file, `PGPASSWORD` and the password file, as libpq reads them.
         crate::libpq::complete(&mut parsed, &crate::libpq::ProcessEnv)?;
-        let table = parsed.take_strata(TABLE_PARAM)?.unwrap_or(options.table);
+        let table = parsed
+            .take_strata(TABLE_PARAM)?
+            .unwrap_or_else(|| options.table.clone());
         check_table_name(&table)?;
         let secs = |name: &str, value: Option<String>, default: Duration| match value {
             None => Ok(default),
@@ -234,6 +243,7 @@ impl PgStore {
             }
         };
         let direct = parsed.take_strata(DIRECT_PARAM)?;
+        let replica = parsed.take_strata(REPLICA_PARAM)?;
         let timeouts = Timeouts {
             connect: secs(
                 "connect_timeout",
@@ -254,7 +264,7 @@ impl PgStore {
         };
         if let Some((key, _)) = parsed.strata.first() {
             return Err(PgError::InvalidUrl {
-                reason: format!("unknown strata parameter `{key}`; the known ones are `{TABLE_PARAM}`, `strata_handshake_timeout`, `strata_statement_timeout`, `strata_lock_wait`, `{POOLER_PARAM}` and `{DIRECT_PARAM}`"),
+                reason: format!("unknown strata parameter `{key}`; the known ones are `{TABLE_PARAM}`, `strata_handshake_timeout`, `strata_statement_timeout`, `strata_lock_wait`, `{POOLER_PARAM}`, `{DIRECT_PARAM}` and `{REPLICA_PARAM}`"),
             }
             .into());
         }
@@ -283,33 +293,83 @@ impl PgStore {
             Ok(config)
         };
         let config = build(&parsed)?;
-        let direct = match direct {
-            None => None,
-            Some(hosts) => {
-                let mut d = parsed.clone();
-                d.take_param("host");
-                d.take_param("hostaddr");
-                d.take_param("port");
-                let (mut names, mut ports) = (Vec::new(), Vec::new());
-                for hp in hosts.split(',') {
-                    let (h, p) = hp.trim().rsplit_once(':').unwrap_or((hp.trim(), "5432"));
-                    if h.is_empty() || p.parse::<u16>().is_err() {
-                        return Err(PgError::InvalidUrl {
-                            reason: format!(
-                                "`{DIRECT_PARAM}` is `{}`; use HOST:PORT[,HOST:PORT…] (the server behind the pooler)",
-                                conninfo::shown_value(&hosts)
-                            ),
-                        }
-                        .into());
-                    }
-                    names.push(h.to_string());
-                    ports.push(p.to_string());
-                }
-                d.params.push(("host".into(), names.join(",")));
-                d.params.push(("port".into(), ports.join(",")));
-                Some(build(&d)?)
+        // The same parameters with other hosts (`strata_direct`, `strata_replica`).
+        let elsewhere = |param: &str, hosts: &str, what: &str, any: bool| -> Result<Config> {
+            let mut d = parsed.clone();
+            d.take_param("host");
+            d.take_param("hostaddr");
+            d.take_param("port");
+            if any {
+                // A replica is a standby: whatever the URL asks of the primary.
+                d.take_param("target_session_attrs");
             }
+            let (mut names, mut ports) = (Vec::new(), Vec::new());
+            for hp in hosts.split(',') {
+                let (h, p) = hp.trim().rsplit_once(':').unwrap_or((hp.trim(), "5432"));
+                if h.is_empty() || p.parse::<u16>().is_err() {
+                    return Err(PgError::InvalidUrl {
+                        reason: format!(
+                            "`{param}` is `{}`; use HOST:PORT[,HOST:PORT…] ({what})",
+                            conninfo::shown_value(hosts)
+                        ),
+                    }
+                    .into());
+                }
+                names.push(h.to_string());
+                ports.push(p.to_string());
+            }
+            d.params.push(("host".into(), names.join(",")));
+            d.params.push(("port".into(), ports.join(",")));
+            build(&d)
         };
+        let direct = direct
+            .map(|h| elsewhere(DIRECT_PARAM, &h, "the server behind the pooler", false))
+            .transpose()?;
+        let replica = replica
+            .map(|h| {
+                elsewhere(
+                    REPLICA_PARAM,
+                    &h,
+                    "a hot standby for stale-tolerant reads",
+                    true,
+                )
+            })
+            .transpose()?;
+        // Opened on first use: a replica that is down (or behind the table's creation)
+        // fails the stale reads, never the store.
+        let replica = replica.map(|config| {
+            crate::replica::ReplicaSlot::new(
+                config,
+                connector.clone(),
+                timeouts,
+                table.clone(),
+                PgOptions {
+                    create_table: false,
+                    drop_table_on_drop: false,
+                    ..options.clone()
+                },
+            )
+        });
+        let sessions = crate::pool::Sessions {
+            functions: options.session_functions,
+            pooled,
+            direct,
+        };
+        Self::open(
+            config, connector, timeouts, table, options, sessions, replica,
+        )
+    }
+
+    /// Opens the store at `config` (see [`PgStore::connect_with`]).
+    pub(crate) fn open(
+        config: Config,
+        connector: crate::tls::Connector,
+        timeouts: Timeouts,
+        table: String,
+        options: PgOptions,
+        sessions: crate::pool::Sessions,
+        replica: Option<crate::replica::ReplicaSlot>,
+    ) -> Result<PgStore> {
         let target = describe(&config);
         let pool = Pool::new(
             config,
@@ -318,11 +378,7 @@ impl PgStore {
             target.clone(),
             table.clone(),
             options.max_connections,
-            crate::pool::Sessions {
-                functions: options.session_functions,
-                pooled,
-                direct,
-            },
+            sessions,
         )?;
 
         // Create (or find) the table on a first, raw connection; the pool's connections
@@ -415,12 +471,22 @@ impl PgStore {
             unflushed: AtomicBool::new(false),
             hints: hints::Hints::new(true),
             texts,
+            replica,
         })
     }
 
     /// The table holding this store.
     pub fn table(&self) -> &str {
         &self.table
+    }
+
+    /// Reads that tolerate staleness, from the read replica the URL names
+    /// (`strata_replica=HOST:PORT`); `None` without one. The store's own reads — and
+    /// every read that decides a write (a read-modify-write's, a precondition's, a
+    /// lease's or the fence's) — always go to the primary; see [`StaleReads`](crate::StaleReads)
+    /// for the staleness rule.
+    pub fn stale_reads(&self) -> Option<crate::StaleReads<'_>> {
+        self.replica.as_ref().map(|slot| crate::StaleReads { slot })
     }
 
     /// Where the store lives (host, port, database, user; never the password).

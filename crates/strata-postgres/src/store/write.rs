@@ -336,7 +336,7 @@ fn is_retryable(e: &tokio_postgres::Error) -> bool {
 const MAX_DECISIONS: usize = 64;
 
 /// The write primitive on PostgreSQL. A write that reads nothing is one batch (one round
-/// trip: see [`PgStore::apply_batch`]). A write that reads keys takes their values from
+/// trip: see `PgStore::apply_batch`). A write that reads keys takes their values from
 /// the handle's write hints (the bytes it last wrote, see `hints`) or reads them (one
 /// statement per key it has no hint for), decides, and sends the decided batch with one
 /// more precondition per key read — "still holds the value decided on" — so the server

@@ -16,6 +16,7 @@ mod lease;
 mod manifest;
 mod model;
 mod pooler;
+mod replica;
 mod sealed;
 mod tls;
 mod write_paths;
