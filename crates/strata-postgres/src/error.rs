@@ -164,6 +164,17 @@ pub enum PgError {
         /// What needed the session (`store lease`, `lease `sweep/orders``).
         what: String,
     },
+    /// The server reported a batch committed although its wait for the synchronous
+    /// standby was cancelled (`pg_cancel_backend`, a cancel request): only the primary
+    /// has it. Never reported as a success: a failover before the standby catches up
+    /// would lose it.
+    #[error("postgres at {target} committed a batch on table `{table}` without the synchronous standby's confirmation (its wait for the standby was cancelled): the batch is on the primary only and a failover now could lose it; check the standby's replication, then read the batch back before relying on it")]
+    CommitNotReplicated {
+        /// Where (host, port, database, user).
+        target: String,
+        /// The table.
+        table: String,
+    },
     /// The server returned something the backend did not ask for.
     #[error("postgres {op} on table `{table}` returned an unexpected row for key `{key}`; check that nothing else writes to the table")]
     Unexpected {

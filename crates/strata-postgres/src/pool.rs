@@ -16,6 +16,7 @@ use crate::error::PgError;
 use crate::sql::Statements;
 use crate::store::describe as describe_config;
 use crate::tls::Connector;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 use strata_store::StoreError;
@@ -53,6 +54,18 @@ impl Timeouts {
 pub(crate) struct Conn {
     pub(crate) client: Client,
     pub(crate) stmts: Option<Statements>,
+    /// Set by the connection's I/O task when the server warned that a commit's wait for
+    /// the synchronous standby was cancelled (see [`Raw`]).
+    unconfirmed: Arc<AtomicBool>,
+}
+
+/// A new connection and the flag its I/O task sets when the server reports a commit
+/// whose wait for the synchronous standby was cancelled (`WARNING: canceling wait for
+/// synchronous replication …` — PostgreSQL then reports the commit as successful though
+/// only the primary has it).
+pub(crate) struct Raw {
+    pub(crate) client: Client,
+    unconfirmed: Arc<AtomicBool>,
 }
 
 /// What the store's connections may keep in their server session.
@@ -182,8 +195,9 @@ impl Pool {
                 &self.connector,
                 self.timeouts,
                 &describe_config(direct),
-            ),
-            (None, false) => self.connect_raw(),
+            )
+            .map(|raw| raw.client),
+            (None, false) => self.connect_raw().map(|raw| raw.client),
             (None, true) => Err(PgError::SessionNeedsDirect {
                 target: self.target.clone(),
                 what: what.to_string(),
@@ -199,7 +213,7 @@ impl Pool {
 
     /// Opens a raw connection (no statements prepared), outside the pool's accounting,
     /// under the connect and handshake timeouts.
-    pub(crate) fn connect_raw(&self) -> Result<Client, PgError> {
+    pub(crate) fn connect_raw(&self) -> Result<Raw, PgError> {
         connect(
             &self.rt,
             &self.config,
@@ -232,8 +246,18 @@ impl Pool {
         };
         // On a timeout the connection is in an unknown state (a statement may still be
         // running): it is dropped, and the slot guard frees its place.
-        let out = block_on(&self.rt, self.timeouts.client_deadline(), f(&mut conn))?;
+        let mut out = block_on(&self.rt, self.timeouts.client_deadline(), f(&mut conn))?;
         slot.armed = false;
+        if conn.unconfirmed.swap(false, Ordering::SeqCst) && out.is_ok() {
+            // Committed on the primary only: never reported as a success.
+            out = Err(Failure::Store(
+                PgError::CommitNotReplicated {
+                    target: self.target.clone(),
+                    table: self.table.clone(),
+                }
+                .into(),
+            ));
+        }
         let lost = conn.client.is_closed()
             || matches!(&out, Err(Failure::Pg(e)) if is_connection_error(e));
         let failed = lost || out.is_err();
@@ -301,8 +325,8 @@ impl Pool {
 
     /// Adds a connection opened with [`Pool::connect_raw`] to the pool (counted against
     /// `max`), preparing its statements.
-    pub(crate) fn adopt(&self, client: Client) -> Result<(), PgError> {
-        let conn = self.prepare(client)?;
+    pub(crate) fn adopt(&self, raw: Raw) -> Result<(), PgError> {
+        let conn = self.prepare(raw)?;
         self.lock().open += 1;
         self.put_back(conn);
         Ok(())
@@ -312,7 +336,11 @@ impl Pool {
         self.prepare(self.connect_raw()?)
     }
 
-    fn prepare(&self, client: Client) -> Result<Conn, PgError> {
+    fn prepare(&self, raw: Raw) -> Result<Conn, PgError> {
+        let Raw {
+            client,
+            unconfirmed,
+        } = raw;
         let query_err = |e: tokio_postgres::Error| {
             if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
                 // Preparing waits for a lock on the table (another session holds it, e.g.
@@ -343,6 +371,7 @@ impl Pool {
             return Ok(Conn {
                 client,
                 stmts: None,
+                unconfirmed,
             });
         }
         let stmts = block_on(
@@ -360,6 +389,7 @@ impl Pool {
         Ok(Conn {
             client,
             stmts: Some(stmts),
+            unconfirmed,
         })
     }
 
@@ -477,7 +507,7 @@ pub(crate) fn connect(
     connector: &Connector,
     timeouts: Timeouts,
     target: &str,
-) -> Result<Client, PgError> {
+) -> Result<Raw, PgError> {
     let limit = timeouts.connect.saturating_add(timeouts.handshake);
     let attempt = rt.block_on(async {
         tokio::time::timeout(limit, async {
@@ -490,7 +520,7 @@ pub(crate) fn connect(
         .await
     });
     match attempt {
-        Ok(Ok(client)) => Ok(client),
+        Ok(Ok(raw)) => Ok(raw),
         Ok(Err(e)) => {
             // The driver's own connect timeout is a plain I/O timeout: report it as ours.
             if is_io_timeout(&e) {
@@ -521,19 +551,51 @@ pub(crate) fn connect(
     }
 }
 
-/// Opens one connection with `tls` and spawns its I/O task.
-async fn open<T>(config: &Config, tls: T) -> Result<Client, tokio_postgres::Error>
+/// Opens one connection with `tls` and spawns its I/O task, which watches the server's
+/// notices for a cancelled wait for the synchronous standby.
+async fn open<T>(config: &Config, tls: T) -> Result<Raw, tokio_postgres::Error>
 where
     T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket>,
     T::Stream: Send + 'static,
 {
-    let (client, connection) = config.connect(tls).await?;
+    let (client, mut connection) = config.connect(tls).await?;
+    let unconfirmed = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&unconfirmed);
     tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!(error = %e, "a postgres connection ended");
+        loop {
+            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(tokio_postgres::AsyncMessage::Notice(notice))) => {
+                    if is_unreplicated_commit(&notice) {
+                        tracing::warn!(notice = %notice, "a commit's wait for the synchronous standby was cancelled");
+                        flag.store(true, Ordering::SeqCst);
+                    } else {
+                        tracing::debug!(notice = %notice, "postgres notice");
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "a postgres connection ended");
+                    break;
+                }
+                None => break,
+            }
         }
     });
-    Ok(client)
+    Ok(Raw {
+        client,
+        unconfirmed,
+    })
+}
+
+/// True for PostgreSQL's warning that a commit stopped waiting for the synchronous
+/// standby (cancelled; the transaction "has already committed locally, but might not have
+/// been replicated to the standby"). Matched on the server's English message text: with
+/// another `lc_messages` it is not recognized.
+fn is_unreplicated_commit(notice: &tokio_postgres::error::DbError) -> bool {
+    notice.code() == &tokio_postgres::error::SqlState::WARNING
+        && notice
+            .message()
+            .contains("wait for synchronous replication")
 }
 
 /// True when `e` ended the connection: closed, an I/O error, or a FATAL/PANIC from the

@@ -383,7 +383,7 @@ impl PgStore {
 
         // Create (or find) the table on a first, raw connection; the pool's connections
         // prepare their statements against it.
-        let mut client = pool.connect_raw()?;
+        let mut raw = pool.connect_raw()?;
         // Before anything relies on a session (a prepared statement, a lease): refuse a
         // transaction-mode pooler, which would hand this connection's session to others.
         // (Declared with `strata_pooler=transaction`, nothing is kept in a session.)
@@ -391,7 +391,7 @@ impl PgStore {
         let detected = match pool.pooled() {
             true => None,
             false => pool
-                .block_on(crate::pool::transaction_pooler(&client, &second))
+                .block_on(crate::pool::transaction_pooler(&raw.client, &second.client))
                 .and_then(|r| r.map_err(Failure::Pg))
                 .map_err(|f| failure_error(f, "connect", &table, &target, pool.timeouts()))?,
         };
@@ -403,6 +403,7 @@ impl PgStore {
             .into());
         }
         let setup = pool.block_on(async {
+            let client = &mut raw.client;
             let shape = client
                 .query_typed(sql::TABLE_SHAPE, &[(&table, Type::TEXT)])
                 .await?;
@@ -454,7 +455,7 @@ impl PgStore {
         }
         // The first connection becomes the pool's first: preparing its statements now
         // makes a table of the wrong shape fail here, not on first use.
-        pool.adopt(client)?;
+        pool.adopt(raw)?;
         if options.max_connections > 1 {
             pool.adopt(second)?;
         } else {

@@ -40,7 +40,7 @@ impl PgStore {
         key_locks: Option<(&[i32], &[bool])>,
         fence: Option<i64>,
     ) -> std::result::Result<(), Failure> {
-        let Conn { client, stmts } = conn;
+        let Conn { client, stmts, .. } = conn;
         let Some(stmts) = stmts else {
             return self.try_apply_pooled(client, batch, key_locks, fence).await;
         };

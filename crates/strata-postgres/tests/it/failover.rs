@@ -301,3 +301,59 @@ fn a_lease_holder_cut_off_by_the_failover_cannot_commit() {
         .is_err());
     assert_eq!(b.get(b"after").unwrap(), Some(b"2".to_vec()));
 }
+
+/// PostgreSQL reports a commit whose wait for the synchronous standby was cancelled as a
+/// success (with a warning), though only the primary has it: strata reports it as an
+/// error instead, so no write the standby lacks is ever acknowledged.
+#[test]
+#[cfg_attr(
+    not(strata_pg),
+    ignore = "needs STRATA_PG_URL (and the server binaries)"
+)]
+fn a_commit_whose_wait_for_the_standby_was_cancelled_is_not_a_success() {
+    let Some(ha) =
+        HaPair::start_for_test("a_commit_whose_wait_for_the_standby_was_cancelled").unwrap()
+    else {
+        return;
+    };
+    let store = PgStore::connect_with(&ha.url(), PgOptions::new().table("unconfirmed")).unwrap();
+    store
+        .apply(Batch::new().set(b"k".to_vec(), b"0".to_vec()))
+        .unwrap();
+    // The standby goes away: the next commit waits for it.
+    ha.standby.stop_immediate().unwrap();
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| store.apply(Batch::new().set(b"k".to_vec(), b"1".to_vec())));
+        // Wait (polling with a deadline) for the backend waiting for the standby, then
+        // cancel its wait, as an operator or a tool might.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let cancelled = ha
+                .primary
+                .psql(
+                    "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity \
+                     WHERE wait_event = 'SyncRep'",
+                )
+                .unwrap();
+            if cancelled != "0" {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no commit waited for the standby"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let err = writer
+            .join()
+            .unwrap()
+            .expect_err("a commit without the standby's confirmation was reported a success");
+        let pg = pg_error(&err).unwrap_or_else(|| panic!("{err:?}"));
+        assert!(matches!(pg, PgError::CommitNotReplicated { .. }), "{err:?}");
+        let line = pg.to_string();
+        assert!(
+            !line.contains('\n') && line.contains("`unconfirmed`"),
+            "{line}"
+        );
+    });
+}
