@@ -483,14 +483,16 @@ pub fn pgbouncer_binary() -> Option<PathBuf> {
     })
 }
 
-/// Stops the daemon `pid` once this process has gone, however it ends (a pooler kept in a
-/// `static` is never dropped): a detached `sh` polls this process every half second.
-fn watchdog(pid: u32) {
+/// Stops the daemon `pid` and removes `dir` once this process has gone, however it ends
+/// (a pooler kept in a `static` is never dropped): a detached `sh` polls this process
+/// every half second.
+fn watchdog(pid: u32, dir: &Path) {
     let me = std::process::id();
+    let dir = dir.display().to_string().replace('\'', "");
     let _ = Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; kill {pid} 2>/dev/null"
+            "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; kill {pid} 2>/dev/null; sleep 1; rm -rf '{dir}'"
         ))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -599,7 +601,7 @@ impl Pgbouncer {
                 if let Some(pid) = pid {
                     bouncer.pid = Some(pid);
                     if std::net::TcpStream::connect(("127.0.0.1", bouncer.port)).is_ok() {
-                        watchdog(pid);
+                        watchdog(pid, &bouncer.dir);
                         return Ok(Some(bouncer));
                     }
                 }
