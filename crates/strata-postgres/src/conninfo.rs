@@ -13,7 +13,7 @@ use crate::error::PgError;
 use crate::tls::{SslMode, TlsParams};
 
 /// A connection string taken apart.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Parsed {
     /// Driver parameters (`host`, `port`, `user`, `dbname`, `sslmode`, ...), in order.
     pub(crate) params: Vec<(String, String)>,

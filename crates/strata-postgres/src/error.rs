@@ -34,10 +34,13 @@ pub enum PgError {
         reason: String,
     },
     /// No connection could be established.
-    #[error("cannot connect to postgres at {target}; check that the server is running, reachable and accepts this user")]
+    #[error("cannot connect to postgres at {target}{hint}; check that the server is running, reachable and accepts this user")]
     Connect {
         /// Where (host, port, database, user; never the password).
         target: String,
+        /// What else to know, possibly empty: with several hosts (a failover URL), that
+        /// none accepted the session asked for — a failover may be in progress.
+        hint: String,
         /// The driver's error.
         #[source]
         source: Source,
@@ -138,6 +141,39 @@ pub enum PgError {
         table: String,
         /// The token this holder had.
         token: i64,
+    },
+    /// The connection string reaches the server through a pooler that hands one client's
+    /// session to others between transactions (PgBouncer `pool_mode = transaction` or
+    /// `statement`): strata's session state — prepared statements, the session functions
+    /// and the session advisory lock of a lease — would be used by, or lost to, other
+    /// clients. Detected when the store is opened, before anything is written.
+    #[error("postgres at {target} is reached through a transaction-mode connection pooler ({evidence}); strata keeps session state there (prepared statements, its session functions, the session advisory locks of leases) that such a pooler hands to other clients, so it refuses to open the store: add `strata_pooler=transaction&strata_direct=HOST:PORT` (the server behind the pooler, for leases) to the URL, or connect directly or through a session-mode pool (PgBouncer `pool_mode = session`)")]
+    TransactionPooler {
+        /// Where (host, port, database, user).
+        target: String,
+        /// What showed it (two connections served by one server session, or one
+        /// connection by two).
+        evidence: String,
+    },
+    /// Something that needs a server session of its own (a lease's advisory lock) was
+    /// asked of a store whose URL names a transaction-mode pooler and no direct server.
+    #[error("the {what} needs a server session of its own, and postgres at {target} is a transaction-mode pooler (`strata_pooler=transaction`): add `strata_direct=HOST:PORT` naming the server behind the pooler to the URL")]
+    SessionNeedsDirect {
+        /// Where (the pooler).
+        target: String,
+        /// What needed the session (`store lease`, `lease `sweep/orders``).
+        what: String,
+    },
+    /// The server reported a batch committed although its wait for the synchronous
+    /// standby was cancelled (`pg_cancel_backend`, a cancel request): only the primary
+    /// has it. Never reported as a success: a failover before the standby catches up
+    /// would lose it.
+    #[error("postgres at {target} committed a batch on table `{table}` without the synchronous standby's confirmation (its wait for the standby was cancelled): the batch is on the primary only and a failover now could lose it; check the standby's replication, then read the batch back before relying on it")]
+    CommitNotReplicated {
+        /// Where (host, port, database, user).
+        target: String,
+        /// The table.
+        table: String,
     },
     /// The server returned something the backend did not ask for.
     #[error("postgres {op} on table `{table}` returned an unexpected row for key `{key}`; check that nothing else writes to the table")]

@@ -107,14 +107,23 @@ pub(crate) async fn holder_of(
     client: &Client,
     table: &str,
 ) -> std::result::Result<Option<(String, Option<i32>, bool)>, tokio_postgres::Error> {
-    let exists: bool = client
-        .query_one("SELECT to_regclass('strata_leases') IS NOT NULL", &[])
+    // Unnamed statements (`query_typed`): this runs on the store's connections, which
+    // may go through a transaction-mode pooler.
+    let exists = client
+        .query_typed("SELECT to_regclass('strata_leases') IS NOT NULL", &[])
         .await?
-        .try_get(0)?;
+        .first()
+        .map(|r| r.try_get::<_, bool>(0))
+        .transpose()?
+        .unwrap_or(false);
     if !exists {
         return Ok(None);
     }
-    let row = client.query_opt(WHO, &[&table]).await?;
+    let row = client
+        .query_typed(WHO, &[(&table, tokio_postgres::types::Type::TEXT)])
+        .await?
+        .into_iter()
+        .next();
     Ok(match row {
         Some(row) => Some((
             row.try_get(0)?,
@@ -264,7 +273,11 @@ fn take(
     holder: &str,
     wait: Duration,
 ) -> Result<Taken> {
-    let mut client = pool.connect_raw()?;
+    let what = match state {
+        Some(_) => "store lease".to_string(),
+        None => format!("lease `{table}`"),
+    };
+    let mut client = pool.connect_session(&what)?;
     let timeouts = pool.timeouts();
     let deadline = timeouts.client_deadline().saturating_add(wait);
     let wait_ms = wait.as_millis().max(1);

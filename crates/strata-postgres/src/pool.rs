@@ -14,7 +14,9 @@
 
 use crate::error::PgError;
 use crate::sql::Statements;
+use crate::store::describe as describe_config;
 use crate::tls::Connector;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 use strata_store::StoreError;
@@ -46,10 +48,38 @@ impl Timeouts {
     }
 }
 
-/// One pooled connection with the statements prepared on it.
+/// One pooled connection with the statements prepared on it — none through a
+/// transaction-mode pooler ([`Sessions::pooled`]), where every statement is an unnamed
+/// one sent with its parameters (`query_typed`) and nothing is left in the session.
 pub(crate) struct Conn {
     pub(crate) client: Client,
-    pub(crate) stmts: Statements,
+    pub(crate) stmts: Option<Statements>,
+    /// Set by the connection's I/O task when the server warned that a commit's wait for
+    /// the synchronous standby was cancelled (see [`Raw`]).
+    unconfirmed: Arc<AtomicBool>,
+}
+
+/// A new connection and the flag its I/O task sets when the server reports a commit
+/// whose wait for the synchronous standby was cancelled (`WARNING: canceling wait for
+/// synchronous replication …` — PostgreSQL then reports the commit as successful though
+/// only the primary has it).
+pub(crate) struct Raw {
+    pub(crate) client: Client,
+    unconfirmed: Arc<AtomicBool>,
+}
+
+/// What the store's connections may keep in their server session.
+#[derive(Debug, Clone)]
+pub(crate) struct Sessions {
+    /// Whether connections create the session functions (`store::function`).
+    pub(crate) functions: bool,
+    /// The URL names a transaction-mode pooler (`strata_pooler=transaction`): a
+    /// connection's session changes between transactions, so nothing is prepared or set
+    /// per session.
+    pub(crate) pooled: bool,
+    /// Where the session-bound parts (the store lease, named leases) connect instead:
+    /// the URL's `strata_direct=HOST:PORT[,…]`, the server behind the pooler.
+    pub(crate) direct: Option<Config>,
 }
 
 /// Why an operation on a connection failed: a store-level outcome (conflict, oversize
@@ -100,8 +130,7 @@ pub(crate) struct Pool {
     target: String,
     table: String,
     max: usize,
-    /// Whether connections create the session functions (`store::function`).
-    session_functions: bool,
+    sessions: Sessions,
     state: Mutex<State>,
     freed: Condvar,
 }
@@ -114,13 +143,14 @@ impl Pool {
         target: String,
         table: String,
         max: usize,
-        session_functions: bool,
+        sessions: Sessions,
     ) -> Result<Self, PgError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| PgError::Connect {
                 target: target.clone(),
+                hint: String::new(),
                 source: Box::new(e),
             })?;
         Ok(Pool {
@@ -131,7 +161,7 @@ impl Pool {
             target,
             table,
             max,
-            session_functions,
+            sessions,
             state: Mutex::new(State::default()),
             freed: Condvar::new(),
         })
@@ -149,6 +179,32 @@ impl Pool {
         &self.rt
     }
 
+    /// True when the URL names a transaction-mode pooler (`strata_pooler=transaction`).
+    pub(crate) fn pooled(&self) -> bool {
+        self.sessions.pooled
+    }
+
+    /// A connection of its own for something that needs a server session for its whole
+    /// life (a lease's advisory lock): straight to the server, or to `strata_direct` when
+    /// the store's URL names a transaction-mode pooler — refused when it names none.
+    pub(crate) fn connect_session(&self, what: &str) -> Result<Client, PgError> {
+        match (&self.sessions.direct, self.sessions.pooled) {
+            (Some(direct), _) => connect(
+                &self.rt,
+                direct,
+                &self.connector,
+                self.timeouts,
+                &describe_config(direct),
+            )
+            .map(|raw| raw.client),
+            (None, false) => self.connect_raw().map(|raw| raw.client),
+            (None, true) => Err(PgError::SessionNeedsDirect {
+                target: self.target.clone(),
+                what: what.to_string(),
+            }),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // The state is two plain fields updated in single steps: still consistent after a
         // panic elsewhere.
@@ -157,7 +213,7 @@ impl Pool {
 
     /// Opens a raw connection (no statements prepared), outside the pool's accounting,
     /// under the connect and handshake timeouts.
-    pub(crate) fn connect_raw(&self) -> Result<Client, PgError> {
+    pub(crate) fn connect_raw(&self) -> Result<Raw, PgError> {
         connect(
             &self.rt,
             &self.config,
@@ -190,8 +246,18 @@ impl Pool {
         };
         // On a timeout the connection is in an unknown state (a statement may still be
         // running): it is dropped, and the slot guard frees its place.
-        let out = block_on(&self.rt, self.timeouts.client_deadline(), f(&mut conn))?;
+        let mut out = block_on(&self.rt, self.timeouts.client_deadline(), f(&mut conn))?;
         slot.armed = false;
+        if conn.unconfirmed.swap(false, Ordering::SeqCst) && out.is_ok() {
+            // Committed on the primary only: never reported as a success.
+            out = Err(Failure::Store(
+                PgError::CommitNotReplicated {
+                    target: self.target.clone(),
+                    table: self.table.clone(),
+                }
+                .into(),
+            ));
+        }
         let lost = conn.client.is_closed()
             || matches!(&out, Err(Failure::Pg(e)) if is_connection_error(e));
         let failed = lost || out.is_err();
@@ -259,8 +325,8 @@ impl Pool {
 
     /// Adds a connection opened with [`Pool::connect_raw`] to the pool (counted against
     /// `max`), preparing its statements.
-    pub(crate) fn adopt(&self, client: Client) -> Result<(), PgError> {
-        let conn = self.prepare(client)?;
+    pub(crate) fn adopt(&self, raw: Raw) -> Result<(), PgError> {
+        let conn = self.prepare(raw)?;
         self.lock().open += 1;
         self.put_back(conn);
         Ok(())
@@ -270,7 +336,11 @@ impl Pool {
         self.prepare(self.connect_raw()?)
     }
 
-    fn prepare(&self, client: Client) -> Result<Conn, PgError> {
+    fn prepare(&self, raw: Raw) -> Result<Conn, PgError> {
+        let Raw {
+            client,
+            unconfirmed,
+        } = raw;
         let query_err = |e: tokio_postgres::Error| {
             if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
                 // Preparing waits for a lock on the table (another session holds it, e.g.
@@ -296,10 +366,18 @@ impl Pool {
                 source: Box::new(e),
             }
         };
+        if self.sessions.pooled {
+            // Nothing is kept in a session the pooler lends to others.
+            return Ok(Conn {
+                client,
+                stmts: None,
+                unconfirmed,
+            });
+        }
         let stmts = block_on(
             &self.rt,
             self.timeouts.client_deadline(),
-            Statements::prepare(&client, &self.table, self.timeouts, self.session_functions),
+            Statements::prepare(&client, &self.table, self.timeouts, self.sessions.functions),
         )
         .map_err(|_| PgError::Timeout {
             phase: "statement",
@@ -308,7 +386,11 @@ impl Pool {
         })?
         .map_err(query_err)?;
         tracing::debug!(target = %self.target, table = %self.table, "opened a postgres connection");
-        Ok(Conn { client, stmts })
+        Ok(Conn {
+            client,
+            stmts: Some(stmts),
+            unconfirmed,
+        })
     }
 
     fn put_back(&self, conn: Conn) {
@@ -327,15 +409,17 @@ impl Pool {
 /// fails.
 pub(crate) async fn lock_holder(client: &Client, table: &str) -> Option<String> {
     let row = client
-        .query_opt(
+        .query_typed(
             "SELECT l.pid, coalesce(a.application_name, ''), l.mode \
              FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid \
              WHERE l.relation = to_regclass($1) AND l.granted AND l.pid <> pg_backend_pid() \
              ORDER BY (l.mode = 'AccessExclusiveLock') DESC LIMIT 1",
-            &[&table],
+            &[(&table, tokio_postgres::types::Type::TEXT)],
         )
         .await
-        .ok()??;
+        .ok()?
+        .into_iter()
+        .next()?;
     let pid: i32 = row.try_get(0).ok()?;
     let app: String = row.try_get(1).unwrap_or_default();
     let mode: String = row.try_get(2).unwrap_or_default();
@@ -345,6 +429,55 @@ pub(crate) async fn lock_holder(client: &Client, table: &str) -> Option<String> 
         format!(", application `{}`", strata_store::shown_text(&app))
     };
     Some(format!("another session (pid {pid}{app}, {mode})"))
+}
+
+/// How many times [`transaction_pooler`] looks.
+const POOLER_ROUNDS: usize = 3;
+
+/// Whether two open connections `a` and `b` to one store are served by server sessions
+/// that change between transactions — a transaction- or statement-mode pooler such as
+/// PgBouncer with `pool_mode = transaction` — and if so what showed it.
+///
+/// The server session of a connection is its backend pid (`pg_backend_pid()`, asked with
+/// the simple protocol, which any pooler passes through). Straight to a server (or through
+/// a session-mode pooler or a TCP proxy) each connection keeps its own session for its
+/// whole life and two open connections never share one, so neither of the tests below can
+/// fire. Through a transaction pooler the session is lent for one transaction only: after
+/// `a`'s statement its session goes back to the pooler, which hands the most recently
+/// freed server connection to the next transaction (PgBouncer's default,
+/// `server_round_robin = 0`), so `b` is served by the same pid; with round-robin lending
+/// `a`'s next statement lands on another one. A few rounds of both make a miss unlikely
+/// for either lending order.
+pub(crate) async fn transaction_pooler(
+    a: &Client,
+    b: &Client,
+) -> Result<Option<String>, tokio_postgres::Error> {
+    async fn pid(c: &Client) -> Result<Option<String>, tokio_postgres::Error> {
+        let rows = c.simple_query("SELECT pg_backend_pid()").await?;
+        Ok(rows.iter().find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+            _ => None,
+        }))
+    }
+    let first = pid(a).await?;
+    for _ in 0..POOLER_ROUNDS {
+        let of_b = pid(b).await?;
+        if of_b.is_some() && of_b == first {
+            return Ok(Some(format!(
+                "two connections were both served by server session pid {}",
+                of_b.unwrap_or_default()
+            )));
+        }
+        let again = pid(a).await?;
+        if again != first {
+            return Ok(Some(format!(
+                "one connection was served by server session pid {} and then by pid {}",
+                first.unwrap_or_default(),
+                again.unwrap_or_default()
+            )));
+        }
+    }
+    Ok(None)
 }
 
 /// Lets the I/O tasks of `rt` run for a moment (see [`Pool::settle`]).
@@ -374,7 +507,7 @@ pub(crate) fn connect(
     connector: &Connector,
     timeouts: Timeouts,
     target: &str,
-) -> Result<Client, PgError> {
+) -> Result<Raw, PgError> {
     let limit = timeouts.connect.saturating_add(timeouts.handshake);
     let attempt = rt.block_on(async {
         tokio::time::timeout(limit, async {
@@ -387,7 +520,7 @@ pub(crate) fn connect(
         .await
     });
     match attempt {
-        Ok(Ok(client)) => Ok(client),
+        Ok(Ok(raw)) => Ok(raw),
         Ok(Err(e)) => {
             // The driver's own connect timeout is a plain I/O timeout: report it as ours.
             if is_io_timeout(&e) {
@@ -397,8 +530,16 @@ pub(crate) fn connect(
                     after: timeouts.connect,
                 });
             }
+            // Several hosts: none was up and of the kind asked for (a primary, with
+            // `target_session_attrs=read-write`) — the middle of a failover looks so.
+            let hint = if config.get_hosts().len() > 1 {
+                " (none of its hosts accepted a session of the kind the URL asks for: all down, or only standbys while a failover is in progress; retry in a few seconds, once a standby has been promoted)".to_string()
+            } else {
+                String::new()
+            };
             Err(PgError::Connect {
                 target: target.to_string(),
+                hint,
                 source: Box::new(e),
             })
         }
@@ -410,19 +551,51 @@ pub(crate) fn connect(
     }
 }
 
-/// Opens one connection with `tls` and spawns its I/O task.
-async fn open<T>(config: &Config, tls: T) -> Result<Client, tokio_postgres::Error>
+/// Opens one connection with `tls` and spawns its I/O task, which watches the server's
+/// notices for a cancelled wait for the synchronous standby.
+async fn open<T>(config: &Config, tls: T) -> Result<Raw, tokio_postgres::Error>
 where
     T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket>,
     T::Stream: Send + 'static,
 {
-    let (client, connection) = config.connect(tls).await?;
+    let (client, mut connection) = config.connect(tls).await?;
+    let unconfirmed = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&unconfirmed);
     tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!(error = %e, "a postgres connection ended");
+        loop {
+            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(tokio_postgres::AsyncMessage::Notice(notice))) => {
+                    if is_unreplicated_commit(&notice) {
+                        tracing::warn!(notice = %notice, "a commit's wait for the synchronous standby was cancelled");
+                        flag.store(true, Ordering::SeqCst);
+                    } else {
+                        tracing::debug!(notice = %notice, "postgres notice");
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "a postgres connection ended");
+                    break;
+                }
+                None => break,
+            }
         }
     });
-    Ok(client)
+    Ok(Raw {
+        client,
+        unconfirmed,
+    })
+}
+
+/// True for PostgreSQL's warning that a commit stopped waiting for the synchronous
+/// standby (cancelled; the transaction "has already committed locally, but might not have
+/// been replicated to the standby"). Matched on the server's English message text: with
+/// another `lc_messages` it is not recognized.
+fn is_unreplicated_commit(notice: &tokio_postgres::error::DbError) -> bool {
+    notice.code() == &tokio_postgres::error::SqlState::WARNING
+        && notice
+            .message()
+            .contains("wait for synchronous replication")
 }
 
 /// True when `e` ended the connection: closed, an I/O error, or a FATAL/PANIC from the

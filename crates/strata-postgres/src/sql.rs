@@ -86,7 +86,7 @@ pub(crate) fn shape_problem(relkind: &str, columns: &[String], key: &[String]) -
 /// number within the record limit (`$R`). The server thus never sends a value the
 /// [`PageBuilder`](strata_store::PageBuilder) will not take — in particular not the value
 /// of a record larger than the budget — while the builder still makes every decision.
-fn scan_sql(table: &str, lower_strict: bool, bounded: bool) -> String {
+pub(crate) fn scan_sql(table: &str, lower_strict: bool, bounded: bool) -> String {
     let lower = if lower_strict { ">" } else { ">=" };
     let (upper, b, r, l) = if bounded {
         ("AND k < $2", "$3", "$4", "$5")
@@ -136,6 +136,64 @@ pub(crate) fn lock_keys(first: usize) -> String {
          ELSE pg_advisory_xact_lock_shared(${class}::int4, id) END) \
          FROM unnest(${ids}::int4[], ${modes}::bool[]) AS u(id, x)"
     )
+}
+
+/// One record's value.
+pub(crate) fn get_sql(t: &str) -> String {
+    format!(r#"SELECT v FROM "{t}" WHERE k = $1"#)
+}
+
+/// Whether a key at or above `$1` (and below `$2` when `bounded`) exists.
+pub(crate) fn exists_sql(t: &str, bounded: bool) -> String {
+    match bounded {
+        false => format!(r#"SELECT EXISTS (SELECT 1 FROM "{t}" WHERE k >= $1)"#),
+        true => format!(r#"SELECT EXISTS (SELECT 1 FROM "{t}" WHERE k >= $1 AND k < $2)"#),
+    }
+}
+
+/// `(lease id, table id)`: the lease shared, the table shared.
+pub(crate) const LOCK_TABLE_SHARED: &str =
+    "SELECT pg_advisory_xact_lock_shared($1::int8), pg_advisory_xact_lock_shared($2::int8)";
+/// `(lease id, table id)`: the lease shared, the table exclusive.
+pub(crate) const LOCK_TABLE_EXCLUSIVE: &str =
+    "SELECT pg_advisory_xact_lock_shared($1::int8), pg_advisory_xact_lock($2::int8)";
+/// `(table id)`: the lease holder's table lock, shared.
+pub(crate) const HOLDER_LOCK_TABLE_SHARED: &str = "SELECT pg_advisory_xact_lock_shared($1::int8)";
+/// `(table id)`: the lease holder's table lock, exclusive.
+pub(crate) const HOLDER_LOCK_TABLE_EXCLUSIVE: &str = "SELECT pg_advisory_xact_lock($1::int8)";
+/// The rest of the transaction commits without waiting for the WAL flush.
+pub(crate) const ASYNC_COMMIT: &str = "SELECT set_config('synchronous_commit', 'off', true)";
+/// The session timeouts for one transaction only (`$1` statement, `$2` lock wait, in
+/// milliseconds as text): through a transaction-mode pooler nothing is set per session.
+pub(crate) const LOCAL_TIMEOUTS: &str =
+    "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)";
+
+/// The SQL of a store's statements as text, for connections through a transaction-mode
+/// pooler: each is sent whole, with its parameters' types, as the unnamed statement.
+#[derive(Debug)]
+pub(crate) struct Texts {
+    pub(crate) get: String,
+    /// `[lower_strict][bounded]`.
+    pub(crate) scan: [[String; 2]; 2],
+    /// `[bounded]`.
+    pub(crate) exists: [String; 2],
+    pub(crate) lock_keys: String,
+    pub(crate) write: String,
+}
+
+impl Texts {
+    pub(crate) fn new(t: &str) -> Self {
+        Texts {
+            get: get_sql(t),
+            scan: [
+                [scan_sql(t, false, false), scan_sql(t, false, true)],
+                [scan_sql(t, true, false), scan_sql(t, true, true)],
+            ],
+            exists: [exists_sql(t, false), exists_sql(t, true)],
+            lock_keys: lock_keys(1),
+            write: conditional_write(t),
+        }
+    }
 }
 
 /// The prepared statements of one connection.
@@ -246,7 +304,7 @@ impl Statements {
         let t = table;
         let p = |sql: String| async move { client.prepare(&sql).await };
         Ok(Statements {
-            get: p(format!(r#"SELECT v FROM "{t}" WHERE k = $1"#)).await?,
+            get: p(get_sql(t)).await?,
             scan: [
                 [
                     p(scan_sql(t, false, false)).await?,
@@ -258,34 +316,18 @@ impl Statements {
                 ],
             ],
             exists: [
-                p(format!(
-                    r#"SELECT EXISTS (SELECT 1 FROM "{t}" WHERE k >= $1)"#
-                ))
-                .await?,
-                p(format!(
-                    r#"SELECT EXISTS (SELECT 1 FROM "{t}" WHERE k >= $1 AND k < $2)"#
-                ))
-                .await?,
+                p(exists_sql(t, false)).await?,
+                p(exists_sql(t, true)).await?,
             ],
-            lock_table_shared: p(
-                "SELECT pg_advisory_xact_lock_shared($1::int8), pg_advisory_xact_lock_shared($2::int8)"
-                    .into(),
-            )
-            .await?,
-            lock_table_exclusive: p(
-                "SELECT pg_advisory_xact_lock_shared($1::int8), pg_advisory_xact_lock($2::int8)"
-                    .into(),
-            )
-            .await?,
-            holder_lock_table_shared: p("SELECT pg_advisory_xact_lock_shared($1::int8)".into())
-                .await?,
-            holder_lock_table_exclusive: p("SELECT pg_advisory_xact_lock($1::int8)".into()).await?,
+            lock_table_shared: p(LOCK_TABLE_SHARED.into()).await?,
+            lock_table_exclusive: p(LOCK_TABLE_EXCLUSIVE.into()).await?,
+            holder_lock_table_shared: p(HOLDER_LOCK_TABLE_SHARED.into()).await?,
+            holder_lock_table_exclusive: p(HOLDER_LOCK_TABLE_EXCLUSIVE.into()).await?,
             lock_keys: p(lock_keys(1)).await?,
             begin: p("BEGIN".into()).await?,
             commit: p("COMMIT".into()).await?,
             write: p(conditional_write(t)).await?,
-            async_commit: p("SELECT set_config('synchronous_commit', 'off', true)".into())
-                .await?,
+            async_commit: p(ASYNC_COMMIT.into()).await?,
             fence: None,
             functions,
         })

@@ -19,7 +19,7 @@ use strata_store::{
     PageBuilder, Result, ScanLimits, ScanPage, Store, StoreError, Visit, VisitEnd,
 };
 use tokio_postgres::error::SqlState;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Config;
 
 /// The default table name.
@@ -27,6 +27,21 @@ pub const DEFAULT_TABLE: &str = "strata_kv";
 
 /// The URL query parameter that names the table (`postgres://…/db?strata_table=NAME`).
 pub const TABLE_PARAM: &str = "strata_table";
+
+/// The URL parameter that says the host is a transaction-mode pooler
+/// (`strata_pooler=transaction`, e.g. PgBouncer's `pool_mode = transaction`): nothing is
+/// prepared or set per session, every statement is sent whole with its parameters.
+pub const POOLER_PARAM: &str = "strata_pooler";
+
+/// The URL parameter that names the server behind a pooler (`strata_direct=HOST:PORT`,
+/// several comma-separated for failover): the store lease and named leases, which hold
+/// a session advisory lock for their whole life, connect there.
+pub const DIRECT_PARAM: &str = "strata_direct";
+
+/// The URL parameter that names a read replica (`strata_replica=HOST:PORT[,…]`, a hot
+/// standby, the other parameters as for the store): reads that tolerate staleness, through
+/// [`PgStore::stale_reads`] only.
+pub const REPLICA_PARAM: &str = "strata_replica";
 
 /// Pages asking for at most this many rows are fetched with one plain query; larger ones
 /// through a cursor (portal) in chunks of this many rows, so a page with a huge record
@@ -158,6 +173,10 @@ pub struct PgStore {
     /// The bytes of keys this handle wrote last (module `hints`): a read-modify-write of
     /// one of them decides without reading it.
     hints: hints::Hints,
+    /// The statements' text, for connections through a transaction-mode pooler.
+    texts: sql::Texts,
+    /// The read replica (`strata_replica`), read only through [`PgStore::stale_reads`].
+    replica: Option<crate::replica::ReplicaSlot>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -199,7 +218,9 @@ impl PgStore {
         let mut parsed = conninfo::parse(url)?;
         // The service file, `PGPASSWORD` and the password file, as libpq reads them.
         crate::libpq::complete(&mut parsed, &crate::libpq::ProcessEnv)?;
-        let table = parsed.take_strata(TABLE_PARAM)?.unwrap_or(options.table);
+        let table = parsed
+            .take_strata(TABLE_PARAM)?
+            .unwrap_or_else(|| options.table.clone());
         check_table_name(&table)?;
         let secs = |name: &str, value: Option<String>, default: Duration| match value {
             None => Ok(default),
@@ -208,6 +229,21 @@ impl PgStore {
         let handshake = parsed.take_strata("strata_handshake_timeout")?;
         let statement = parsed.take_strata("strata_statement_timeout")?;
         let lock_wait = parsed.take_strata("strata_lock_wait")?;
+        let pooled = match parsed.take_strata(POOLER_PARAM)?.as_deref() {
+            None | Some("none") | Some("session") => false,
+            Some("transaction") => true,
+            Some(other) => {
+                return Err(PgError::InvalidUrl {
+                    reason: format!(
+                        "`{POOLER_PARAM}` is `{}`; use `transaction` (a transaction-mode pooler such as PgBouncer's `pool_mode = transaction`) or `none`",
+                        conninfo::shown_value(other)
+                    ),
+                }
+                .into())
+            }
+        };
+        let direct = parsed.take_strata(DIRECT_PARAM)?;
+        let replica = parsed.take_strata(REPLICA_PARAM)?;
         let timeouts = Timeouts {
             connect: secs(
                 "connect_timeout",
@@ -228,7 +264,7 @@ impl PgStore {
         };
         if let Some((key, _)) = parsed.strata.first() {
             return Err(PgError::InvalidUrl {
-                reason: format!("unknown strata parameter `{key}`; the known ones are `{TABLE_PARAM}`, `strata_handshake_timeout`, `strata_statement_timeout` and `strata_lock_wait`"),
+                reason: format!("unknown strata parameter `{key}`; the known ones are `{TABLE_PARAM}`, `strata_handshake_timeout`, `strata_statement_timeout`, `strata_lock_wait`, `{POOLER_PARAM}`, `{DIRECT_PARAM}` and `{REPLICA_PARAM}`"),
             }
             .into());
         }
@@ -241,18 +277,99 @@ impl PgStore {
         }
         // The driver sees the parameters without the password (so none of its messages can
         // show it); the password is set on the parsed configuration.
-        let mut config: Config =
-            parsed
-                .conninfo()
-                .parse()
-                .map_err(|e: tokio_postgres::Error| PgError::InvalidUrl {
-                    reason: e.to_string(),
-                })?;
-        if let Some(password) = &parsed.password {
-            config.password(password);
-        }
-        config.connect_timeout(timeouts.connect);
-        config.ssl_mode(ssl_mode);
+        let build = |parsed: &conninfo::Parsed| -> Result<Config> {
+            let mut config: Config =
+                parsed
+                    .conninfo()
+                    .parse()
+                    .map_err(|e: tokio_postgres::Error| PgError::InvalidUrl {
+                        reason: e.to_string(),
+                    })?;
+            if let Some(password) = &parsed.password {
+                config.password(password);
+            }
+            config.connect_timeout(timeouts.connect);
+            config.ssl_mode(ssl_mode);
+            Ok(config)
+        };
+        let config = build(&parsed)?;
+        // The same parameters with other hosts (`strata_direct`, `strata_replica`).
+        let elsewhere = |param: &str, hosts: &str, what: &str, any: bool| -> Result<Config> {
+            let mut d = parsed.clone();
+            d.take_param("host");
+            d.take_param("hostaddr");
+            d.take_param("port");
+            if any {
+                // A replica is a standby: whatever the URL asks of the primary.
+                d.take_param("target_session_attrs");
+            }
+            let (mut names, mut ports) = (Vec::new(), Vec::new());
+            for hp in hosts.split(',') {
+                let (h, p) = hp.trim().rsplit_once(':').unwrap_or((hp.trim(), "5432"));
+                if h.is_empty() || p.parse::<u16>().is_err() {
+                    return Err(PgError::InvalidUrl {
+                        reason: format!(
+                            "`{param}` is `{}`; use HOST:PORT[,HOST:PORT…] ({what})",
+                            conninfo::shown_value(hosts)
+                        ),
+                    }
+                    .into());
+                }
+                names.push(h.to_string());
+                ports.push(p.to_string());
+            }
+            d.params.push(("host".into(), names.join(",")));
+            d.params.push(("port".into(), ports.join(",")));
+            build(&d)
+        };
+        let direct = direct
+            .map(|h| elsewhere(DIRECT_PARAM, &h, "the server behind the pooler", false))
+            .transpose()?;
+        let replica = replica
+            .map(|h| {
+                elsewhere(
+                    REPLICA_PARAM,
+                    &h,
+                    "a hot standby for stale-tolerant reads",
+                    true,
+                )
+            })
+            .transpose()?;
+        // Opened on first use: a replica that is down (or behind the table's creation)
+        // fails the stale reads, never the store.
+        let replica = replica.map(|config| {
+            crate::replica::ReplicaSlot::new(
+                config,
+                connector.clone(),
+                timeouts,
+                table.clone(),
+                PgOptions {
+                    create_table: false,
+                    drop_table_on_drop: false,
+                    ..options.clone()
+                },
+            )
+        });
+        let sessions = crate::pool::Sessions {
+            functions: options.session_functions,
+            pooled,
+            direct,
+        };
+        Self::open(
+            config, connector, timeouts, table, options, sessions, replica,
+        )
+    }
+
+    /// Opens the store at `config` (see [`PgStore::connect_with`]).
+    pub(crate) fn open(
+        config: Config,
+        connector: crate::tls::Connector,
+        timeouts: Timeouts,
+        table: String,
+        options: PgOptions,
+        sessions: crate::pool::Sessions,
+        replica: Option<crate::replica::ReplicaSlot>,
+    ) -> Result<PgStore> {
         let target = describe(&config);
         let pool = Pool::new(
             config,
@@ -261,15 +378,36 @@ impl PgStore {
             target.clone(),
             table.clone(),
             options.max_connections,
-            options.session_functions,
+            sessions,
         )?;
 
         // Create (or find) the table on a first, raw connection; the pool's connections
         // prepare their statements against it.
-        let mut client = pool.connect_raw()?;
+        let mut raw = pool.connect_raw()?;
+        // Before anything relies on a session (a prepared statement, a lease): refuse a
+        // transaction-mode pooler, which would hand this connection's session to others.
+        // (Declared with `strata_pooler=transaction`, nothing is kept in a session.)
+        let second = pool.connect_raw()?;
+        let detected = match pool.pooled() {
+            true => None,
+            false => pool
+                .block_on(crate::pool::transaction_pooler(&raw.client, &second.client))
+                .and_then(|r| r.map_err(Failure::Pg))
+                .map_err(|f| failure_error(f, "connect", &table, &target, pool.timeouts()))?,
+        };
+        if let Some(evidence) = detected {
+            return Err(PgError::TransactionPooler {
+                target: target.clone(),
+                evidence,
+            }
+            .into());
+        }
         let setup = pool.block_on(async {
-            let shape = client.query_opt(sql::TABLE_SHAPE, &[&table]).await?;
-            if let Some(row) = &shape {
+            let client = &mut raw.client;
+            let shape = client
+                .query_typed(sql::TABLE_SHAPE, &[(&table, Type::TEXT)])
+                .await?;
+            if let Some(row) = shape.first() {
                 let relkind: String = row.try_get(0)?;
                 let columns: Vec<String> = row.try_get(1)?;
                 let key: Vec<String> = row.try_get(2)?;
@@ -284,7 +422,14 @@ impl PgStore {
             }
             if !options.create_table {
                 // Missing: where it was looked for, and where it would be created.
-                let row = client.query_one(sql::SCHEMAS, &[]).await?;
+                let rows = client.query_typed(sql::SCHEMAS, &[]).await?;
+                let row = rows.first().ok_or_else(|| {
+                    Failure::from(PgError::Unexpected {
+                        op: "connect",
+                        table: table.clone(),
+                        key: "(the search path)".into(),
+                    })
+                })?;
                 let current: Option<String> = row.try_get(0)?;
                 let searched: Vec<String> = row.try_get(1)?;
                 return Ok(Some((current, searched)));
@@ -293,8 +438,11 @@ impl PgStore {
             // the catalog) with the table-wide lock.
             let locks = LockIds::new(&table);
             let tx = client.transaction().await?;
-            tx.execute("SELECT pg_advisory_xact_lock($1::int8)", &[&locks.table])
-                .await?;
+            tx.query_typed(
+                "SELECT pg_advisory_xact_lock($1::int8)",
+                &[(&locks.table, Type::INT8)],
+            )
+            .await?;
             tx.batch_execute(&sql::create_table(&table)).await?;
             tx.commit().await?;
             tracing::info!(%target, %table, "created the postgres store table");
@@ -307,7 +455,14 @@ impl PgStore {
         }
         // The first connection becomes the pool's first: preparing its statements now
         // makes a table of the wrong shape fail here, not on first use.
-        pool.adopt(client)?;
+        pool.adopt(raw)?;
+        if options.max_connections > 1 {
+            pool.adopt(second)?;
+        } else {
+            drop(second);
+            pool.settle();
+        }
+        let texts = sql::Texts::new(&table);
         Ok(PgStore {
             pool,
             lease: Arc::default(),
@@ -316,12 +471,23 @@ impl PgStore {
             drop_table_on_drop: options.drop_table_on_drop,
             unflushed: AtomicBool::new(false),
             hints: hints::Hints::new(true),
+            texts,
+            replica,
         })
     }
 
     /// The table holding this store.
     pub fn table(&self) -> &str {
         &self.table
+    }
+
+    /// Reads that tolerate staleness, from the read replica the URL names
+    /// (`strata_replica=HOST:PORT`); `None` without one. The store's own reads — and
+    /// every read that decides a write (a read-modify-write's, a precondition's, a
+    /// lease's or the fence's) — always go to the primary; see [`StaleReads`](crate::StaleReads)
+    /// for the staleness rule.
+    pub fn stale_reads(&self) -> Option<crate::StaleReads<'_>> {
+        self.replica.as_ref().map(|slot| crate::StaleReads { slot })
     }
 
     /// Where the store lives (host, port, database, user; never the password).
@@ -387,7 +553,18 @@ impl PgStore {
     ) -> std::result::Result<ScanPage, Failure> {
         let mut page = PageBuilder::new(limits);
         let query = PageQuery::new(prefix, after, limits);
-        let stmt = &query.statement(conn).clone();
+        let Some(stmt) = query.statement(conn).cloned() else {
+            // Through a transaction pooler: one unnamed statement for the whole page (a
+            // portal would outlive the statement's transaction); rows beyond the byte
+            // budget carry only their keys and lengths.
+            let rows = conn
+                .client
+                .query_typed(query.text(&self.texts), &query.typed_params())
+                .await?;
+            self.offer_rows(&mut page, rows)?;
+            return Ok(page.finish());
+        };
+        let stmt = &stmt;
         let params = query.params();
         if query.row_limit <= FETCH_ROWS as i64 {
             let rows = conn.client.query(stmt, &params).await?;
@@ -534,8 +711,29 @@ impl<'a> PageQuery<'a> {
         }
     }
 
-    fn statement<'c>(&self, conn: &'c Conn) -> &'c tokio_postgres::Statement {
-        &conn.stmts.scan[usize::from(self.strict)][usize::from(self.upper.is_some())]
+    /// The prepared statement (none through a transaction pooler).
+    fn statement<'c>(&self, conn: &'c Conn) -> Option<&'c tokio_postgres::Statement> {
+        let s = conn.stmts.as_ref()?;
+        Some(&s.scan[usize::from(self.strict)][usize::from(self.upper.is_some())])
+    }
+
+    /// The statement's text (through a transaction pooler).
+    fn text<'t>(&self, texts: &'t sql::Texts) -> &'t str {
+        &texts.scan[usize::from(self.strict)][usize::from(self.upper.is_some())]
+    }
+
+    /// The parameters with their types, for an unnamed statement.
+    fn typed_params(&self) -> Vec<(&(dyn ToSql + Sync), Type)> {
+        let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![(&self.lower, Type::BYTEA)];
+        if let Some(u) = &self.upper {
+            params.push((u, Type::BYTEA));
+        }
+        params.extend([
+            (&self.max_bytes as &(dyn ToSql + Sync), Type::INT8),
+            (&self.max_records, Type::INT8),
+            (&self.row_limit, Type::INT8),
+        ]);
+        params
     }
 
     fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
@@ -642,7 +840,6 @@ fn check_table_name(name: &str) -> Result<()> {
     }
 }
 
-/// `host:port/database as user`, for messages (never the password).
 /// [`StoreError::NotFound`] of a missing store table: where it was looked for (the
 /// schemas of the connection's search path), where it would be created (`current`, the
 /// first of them that exists) and what creates it.
@@ -674,7 +871,8 @@ fn table_not_found(
     }
 }
 
-fn describe(config: &Config) -> String {
+/// `postgres://host:port[,…]/database as user`, for messages (never the password).
+pub(crate) fn describe(config: &Config) -> String {
     use tokio_postgres::config::Host;
     let hosts: Vec<String> = config
         .get_hosts()
@@ -709,7 +907,15 @@ fn describe(config: &Config) -> String {
 impl KvRead for PgStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.with_conn("get", async |conn| {
-            let row = conn.client.query_opt(&conn.stmts.get, &[&key]).await?;
+            let row = match &conn.stmts {
+                Some(s) => conn.client.query_opt(&s.get, &[&key]).await?,
+                None => conn
+                    .client
+                    .query_typed(&self.texts.get, &[(&key, Type::BYTEA)])
+                    .await?
+                    .into_iter()
+                    .next(),
+            };
             Ok(match row {
                 Some(row) => Some(row.try_get(0)?),
                 None => None,
@@ -736,10 +942,14 @@ impl KvRead for PgStore {
             return Ok(page.visit(visit));
         }
         let rows = self.with_conn("scan", async |conn| {
-            Ok(conn
-                .client
-                .query(query.statement(conn), &query.params())
-                .await?)
+            Ok(match query.statement(conn) {
+                Some(stmt) => conn.client.query(stmt, &query.params()).await?,
+                None => {
+                    conn.client
+                        .query_typed(query.text(&self.texts), &query.typed_params())
+                        .await?
+                }
+            })
         })?;
         self.visit_rows(&rows, limits, visit)
             .map_err(|e| self.error(e, "scan"))
@@ -759,19 +969,30 @@ impl PgStore {
     /// True when at least one key starts with `prefix`: one indexed probe.
     pub fn prefix_exists_probe(&self, prefix: &[u8]) -> Result<bool> {
         self.with_conn("prefix_exists", async |conn| {
-            let row = match successor(prefix) {
-                Some(upper) => {
+            let upper = successor(prefix);
+            let rows = match (&conn.stmts, &upper) {
+                (Some(s), Some(upper)) => {
+                    conn.client.query(&s.exists[1], &[&prefix, upper]).await?
+                }
+                (Some(s), None) => conn.client.query(&s.exists[0], &[&prefix]).await?,
+                (None, Some(upper)) => {
                     conn.client
-                        .query_one(&conn.stmts.exists[1], &[&prefix, &upper])
+                        .query_typed(
+                            &self.texts.exists[1],
+                            &[(&prefix, Type::BYTEA), (upper, Type::BYTEA)],
+                        )
                         .await?
                 }
-                None => {
+                (None, None) => {
                     conn.client
-                        .query_one(&conn.stmts.exists[0], &[&prefix])
+                        .query_typed(&self.texts.exists[0], &[(&prefix, Type::BYTEA)])
                         .await?
                 }
             };
-            Ok(row.try_get(0)?)
+            match rows.first() {
+                Some(row) => Ok(row.try_get(0)?),
+                None => Ok(false),
+            }
         })
     }
 }

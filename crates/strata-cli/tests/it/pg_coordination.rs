@@ -521,3 +521,155 @@ fn a_sigkilled_cutover_coordinator_is_finished_by_another_process_each_record_on
     assert_eq!((fence.state, fence.generation), (FenceState::Normal, 1));
     assert_transformed_once(&store, N);
 }
+
+// ---------------------------------------------------------------------------------------
+// Issue 28: a failover in the middle of the eager sweep and of the cutover, on a private
+// primary with a synchronous standby (`strata_postgres::testing::HaPair`), the processes
+// on the multi-host URL. The holder's named lease dies with the old primary; the holder's
+// next batch fails (one line) and the process ends; the rerun on the promoted standby
+// takes the lease at once and resumes after the last committed batch — every row once.
+
+/// The failover URL of `ha` with the store table `table`.
+fn ha_db(ha: &strata_postgres::testing::HaPair, table: &str) -> String {
+    format!("{}&strata_table={table}", ha.url())
+}
+
+/// The lines of a child's stderr that are not the pass's progress log.
+fn error_lines(lines: Lines<BufReader<ChildStderr>>, progress: &str) -> Vec<String> {
+    lines
+        .map(|l| l.unwrap())
+        .filter(|l| !l.contains(progress) && !l.contains("strata::pass") && !l.trim().is_empty())
+        .collect()
+}
+
+#[test]
+#[cfg_attr(
+    not(strata_pg),
+    ignore = "needs STRATA_PG_URL (and the server binaries)"
+)]
+fn a_promotion_mid_sweep_ends_the_sweeper_in_one_line_and_the_rerun_sweeps_each_row_once() {
+    const N: usize = 3000;
+    let Some(ha) = strata_postgres::testing::HaPair::start_for_test(
+        "a_promotion_mid_sweep_ends_the_sweeper_in_one_line_and_the_rerun_sweeps_each_row_once",
+    )
+    .unwrap() else {
+        return;
+    };
+    let db = ha_db(&ha, "sweep_failover");
+    {
+        let store = strata_postgres::connect_store(&db).unwrap();
+        let handle = Database::builder(store.clone())
+            .policy(PolicyConfig::new().heartbeat(None))
+            .open()
+            .unwrap();
+        handle
+            .collection::<Doc>("docs", CollectionOptions::new())
+            .unwrap();
+        write_docs(&store, "docs", N, |id| json!({"id": id}));
+    }
+
+    let mut first = spawn_child("sweep", &db, "sweep docs --batch-size 5");
+    let mut lines = BufReader::new(first.stderr.take().unwrap()).lines();
+    wait_for(&mut lines, "pass batch committed", 4);
+    ha.fail_over().unwrap();
+    let errors = error_lines(lines, "pass batch committed");
+    let status = first.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{errors:#?}");
+    assert_eq!(errors.len(), 1, "not one line: {errors:#?}");
+    eprintln!("the cut-off sweeper said: {}", errors[0]);
+    assert!(
+        errors[0].contains("lost the connection to postgres")
+            || errors[0].contains("cannot connect"),
+        "{errors:?}"
+    );
+
+    // On the promoted standby: the sweep stopped in progress after the first's batches.
+    let store = strata_postgres::connect_store(&db).unwrap();
+    let left = marker(&store);
+    assert_eq!(left.in_progress, Some(2), "{left:?}");
+    let done_by_first = left.counters.rewritten;
+    assert!(done_by_first >= 20 && done_by_first < N as u64, "{left:?}");
+
+    let out = run_child("sweep", &db, "sweep docs --json");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json_of(&out);
+    assert_eq!(doc["note"], "complete", "{doc}");
+    assert_eq!(doc["resumed"], true, "{doc}");
+    assert_eq!(doc["rewritten"], N as u64 - done_by_first, "{doc}");
+    let done = marker(&store);
+    assert_eq!(done.counters.rewritten, N as u64, "{done:?}");
+    assert!(done.token.unwrap() > left.token.unwrap(), "{done:?}");
+    let rows = scan_prefix(&store, &doc_prefix("docs"));
+    assert_eq!(rows.len(), N);
+    for (k, v) in &rows {
+        let (env, json) = envelope::decode(v).unwrap();
+        assert_eq!(env.payload_version, 2, "{}", String::from_utf8_lossy(k));
+        let d: Value = serde_json::from_slice(json).unwrap();
+        assert_eq!(d["sweeps"], 1, "{}: {d}", String::from_utf8_lossy(k));
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(strata_pg),
+    ignore = "needs STRATA_PG_URL (and the server binaries)"
+)]
+fn a_promotion_mid_cutover_ends_the_coordinator_in_one_line_and_the_rerun_transforms_each_record_once(
+) {
+    const N: usize = 1000;
+    let Some(ha) = strata_postgres::testing::HaPair::start_for_test(
+        "a_promotion_mid_cutover_ends_the_coordinator_in_one_line",
+    )
+    .unwrap() else {
+        return;
+    };
+    let db = ha_db(&ha, "cutover_failover");
+    old_build_with_invoices(&strata_postgres::connect_store(&db).unwrap(), N);
+
+    let mut first = spawn_child("coordinate", &db, "");
+    let mut lines = BufReader::new(first.stderr.take().unwrap()).lines();
+    wait_for(&mut lines, "cutover batch committed", 5);
+    ha.fail_over().unwrap();
+    let errors = error_lines(lines, "cutover batch committed");
+    let status = first.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{errors:#?}");
+    let reported: Vec<&String> = errors.iter().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(reported.len(), 1, "not one error line: {errors:#?}");
+    eprintln!("the cut-off coordinator said: {}", reported[0]);
+
+    let store = strata_postgres::connect_store(&db).unwrap();
+    let fence = strata::policy::Fence::read(&store).unwrap();
+    assert_eq!(fence.state, FenceState::Migrating, "{fence:?}");
+    let rows = scan_prefix(&store, &doc_prefix("invoices"));
+    let done_by_first = rows
+        .values()
+        .filter(|v| {
+            envelope::decode(v)
+                .unwrap()
+                .1
+                .windows(3)
+                .any(|w| w == b"\"n\"")
+        })
+        .count();
+    assert!((50..N).contains(&done_by_first), "{done_by_first}");
+
+    let out = run_child("coordinate", &db, "");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let records: usize = err
+        .lines()
+        .find_map(|l| l.strip_prefix("cutover done "))
+        .unwrap_or_else(|| panic!("{err}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(records, N - done_by_first, "{err}");
+    let fence = strata::policy::Fence::read(&store).unwrap();
+    assert_eq!((fence.state, fence.generation), (FenceState::Normal, 1));
+    assert_transformed_once(&store, N);
+}

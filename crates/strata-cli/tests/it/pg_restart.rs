@@ -4,6 +4,11 @@
 //! resumes from the checkpoint and completes — the records of both runs add up to the
 //! store's exactly, and every payload byte is unchanged.
 //!
+//! The same with a failover instead of a restart (issue 28): a private primary with a
+//! synchronous standby ([`strata_postgres::testing::HaPair`]), the migrate run through the
+//! multi-host URL, the primary killed and the standby promoted after 3 batches; the rerun
+//! on the promoted standby resumes from the checkpoint it has and finishes byte-exact.
+//!
 //! Skipped, saying so, where there are no PostgreSQL server binaries; under `CI=true` that
 //! is a failure.
 #![cfg(feature = "postgres")]
@@ -13,7 +18,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use strata::header::{checkpoint_key, header_key};
 use strata::SchemaHeader;
-use strata_postgres::testing::PrivateCluster;
+use strata_postgres::testing::{HaPair, PrivateCluster};
 use strata_postgres::{PgOptions, PgStore};
 use strata_store::{KvRead, Store};
 
@@ -46,15 +51,52 @@ fn a_server_restart_mid_migrate_is_one_line_and_a_rerun_resumes_with_exact_count
         "postgresql://postgres:s3cr3t@127.0.0.1:{}/postgres?strata_table=legacy",
         cluster.port()
     );
-    let store = Store::new(
-        PgStore::connect_with(&cluster.url(), PgOptions::new().table("legacy")).unwrap(),
-    );
+    interrupted_migrate(&cluster.url(), &db, N, || cluster.restart(), true);
+}
+
+/// Issue 28: the records of a failover-interrupted migrate (`STRATA_FAILOVER_MIGRATE_RECORDS`,
+/// default 200,000).
+#[test]
+fn a_promotion_mid_migrate_is_one_line_and_the_rerun_on_the_standby_finishes_byte_exact() {
+    let n = std::env::var("STRATA_FAILOVER_MIGRATE_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
+    let Some(ha) = HaPair::start_for_test(
+        "a_promotion_mid_migrate_is_one_line_and_the_rerun_on_the_standby_finishes_byte_exact",
+    )
+    .unwrap() else {
+        return;
+    };
+    let url = ha.url();
+    let db = format!("{url}&strata_table=legacy").replace("postgres@", "postgres:s3cr3t@");
+    // The holder's batches commit without waiting for the standby until its flush: a
+    // suffix of the logged batches may be missing on the promoted standby (with their
+    // checkpoint), and the rerun redoes them — so the counts add up to at least N.
+    interrupted_migrate(&url, &db, n, || ha.fail_over(), false);
+}
+
+/// Fills `url`'s table `legacy` with `n` legacy records, runs `strata migrate` on `db`,
+/// calls `disrupt` after 3 batches, checks the one line of the failed run, reruns and
+/// checks the store byte-exact. `exact`: the two runs' records add up to `n` exactly
+/// (else: at least `n`, and the rerun at most `n`).
+fn interrupted_migrate(
+    url: &str,
+    db: &str,
+    n: usize,
+    disrupt: impl FnOnce() -> Result<(), String>,
+    exact: bool,
+) {
+    #[allow(non_snake_case)]
+    let N = n;
+    let store = Store::new(PgStore::connect_with(url, PgOptions::new().table("legacy")).unwrap());
     let expected = legacy_records(&store, N);
+    drop(store);
 
     // The run: small batches, one log line each. Once it committed 3, the server restarts
     // (the child cannot get far meanwhile: it blocks on its full stderr pipe).
     let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(["--db", &db, "migrate", "--max-records", "64"])
+        .args(["--db", db, "migrate", "--max-records", "64"])
         .env("STRATA_LOG", "strata::pass=debug")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -74,7 +116,7 @@ fn a_server_restart_mid_migrate_is_one_line_and_a_rerun_resumes_with_exact_count
         }
     }
     assert_eq!(seen, 3, "the migrate ended before 3 batches");
-    cluster.restart().unwrap();
+    disrupt().unwrap();
     let mut other = Vec::new();
     for line in lines {
         let line = line.unwrap();
@@ -101,7 +143,7 @@ fn a_server_restart_mid_migrate_is_one_line_and_a_rerun_resumes_with_exact_count
 
     // The rerun resumes from the checkpoint and does exactly the rest.
     let out = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(["--db", &db, "migrate", "--json"])
+        .args(["--db", db, "migrate", "--json"])
         .output()
         .unwrap();
     let text = format!(
@@ -118,12 +160,21 @@ fn a_server_restart_mid_migrate_is_one_line_and_a_rerun_resumes_with_exact_count
         .iter()
         .map(|t| t["records"].as_u64().unwrap())
         .sum();
-    assert_eq!(first_run + rerun, N as u64, "{doc}");
+    if exact {
+        assert_eq!(first_run + rerun, N as u64, "{doc}");
+    } else {
+        assert!(
+            first_run + rerun >= N as u64 && rerun <= N as u64,
+            "{first_run} + {doc}"
+        );
+        eprintln!(
+            "records redone after the failover (unflushed when the primary died): {}",
+            first_run + rerun - N as u64
+        );
+    }
 
     // Every payload byte unchanged, every populated table current, no checkpoint left.
-    let store = Store::new(
-        PgStore::connect_with(&cluster.url(), PgOptions::new().table("legacy")).unwrap(),
-    );
+    let store = Store::new(PgStore::connect_with(url, PgOptions::new().table("legacy")).unwrap());
     assert!(
         payload(&snapshot(&store)) == expected,
         "a payload byte changed"

@@ -254,7 +254,7 @@ impl PgStore {
     #[cfg(feature = "testing")]
     pub fn session_functions_in_use(&self) -> strata_store::Result<bool> {
         self.pool
-            .with(async |conn| Ok(conn.stmts.functions.is_some()))
+            .with(async |conn| Ok(conn.stmts.as_ref().is_some_and(|s| s.functions.is_some())))
             .map_err(|e| self.error(e, "connect"))
     }
 }

@@ -40,27 +40,19 @@ impl PgStore {
         key_locks: Option<(&[i32], &[bool])>,
         fence: Option<i64>,
     ) -> std::result::Result<(), Failure> {
-        if fence.is_some() && conn.stmts.fence.is_none() {
+        let Conn { client, stmts, .. } = conn;
+        let Some(stmts) = stmts else {
+            return self.try_apply_pooled(client, batch, key_locks, fence).await;
+        };
+        if fence.is_some() && stmts.fence.is_none() {
             // Prepared on first use: the lease table exists once a lease was taken.
-            conn.stmts.fence = Some(conn.client.prepare(lease::FENCE_CHECK).await?);
+            stmts.fence = Some(client.prepare(lease::FENCE_CHECK).await?);
         }
-        let Conn { client, stmts } = conn;
         let (lease_id, table) = (&self.locks.lease, &self.locks.table);
         let preconditions = batch.preconditions();
         let (pre_keys, pre_values) = precondition_params(preconditions);
         let (set_keys, set_values, deletes) = mutation_params(batch.mutations());
         let client = &*client;
-        type Step<'f> = std::pin::Pin<
-            Box<
-                dyn std::future::Future<
-                        Output = std::result::Result<
-                            Vec<tokio_postgres::Row>,
-                            tokio_postgres::Error,
-                        >,
-                    > + Send
-                    + 'f,
-            >,
-        >;
         let lock_params: [&(dyn ToSql + Sync); 2] = [lease_id, table];
         let table_param: [&(dyn ToSql + Sync); 1] = [table];
         let (ids, modes) = key_locks.unwrap_or_default();
@@ -104,7 +96,106 @@ impl PgStore {
         }
         steps.push(Box::pin(client.query(&stmts.write, &params)));
         steps.push(Box::pin(client.query(&stmts.commit, &[])));
-        let mut results = join_all(steps).await;
+        self.finish_apply(join_all(steps).await, fence_at, token, preconditions)
+    }
+
+    /// [`PgStore::try_apply`] through a transaction-mode pooler: the same pipelined
+    /// transaction of unnamed statements, each sent whole with its parameters' types, and
+    /// the session settings it relies on (`statement_timeout`, `lock_timeout`) set for
+    /// the transaction only — nothing stays in the server session the pooler lends to
+    /// others next.
+    async fn try_apply_pooled(
+        &self,
+        client: &tokio_postgres::Client,
+        batch: &Batch,
+        key_locks: Option<(&[i32], &[bool])>,
+        fence: Option<i64>,
+    ) -> std::result::Result<(), Failure> {
+        use crate::sql;
+        use tokio_postgres::types::Type;
+        let (lease_id, table) = (&self.locks.lease, &self.locks.table);
+        let preconditions = batch.preconditions();
+        let (pre_keys, pre_values) = precondition_params(preconditions);
+        let (set_keys, set_values, deletes) = mutation_params(batch.mutations());
+        let timeouts = self.pool.timeouts();
+        let statement_ms = timeouts.statement.as_millis().max(1).to_string();
+        let lock_ms = timeouts.lock_wait.as_millis().max(1).to_string();
+        let token = fence.unwrap_or_default();
+        let renew = lease::renew_secs();
+        let (ids, modes) = key_locks.unwrap_or_default();
+        let (ids, modes) = (ids.to_vec(), modes.to_vec());
+        type P<'a> = (&'a (dyn ToSql + Sync), Type);
+        let local: [P<'_>; 2] = [(&statement_ms, Type::TEXT), (&lock_ms, Type::TEXT)];
+        let lock_params: [P<'_>; 2] = [(lease_id, Type::INT8), (table, Type::INT8)];
+        let table_param: [P<'_>; 1] = [(table, Type::INT8)];
+        let key_params: [P<'_>; 3] = [
+            (&self.locks.class, Type::INT4),
+            (&ids, Type::INT4_ARRAY),
+            (&modes, Type::BOOL_ARRAY),
+        ];
+        let fence_params: [P<'_>; 4] = [
+            (&self.table, Type::TEXT),
+            (&token, Type::INT8),
+            (lease_id, Type::INT8),
+            (&renew, Type::FLOAT8),
+        ];
+        let params: [P<'_>; 5] = [
+            (&pre_keys, Type::BYTEA_ARRAY),
+            (&pre_values, Type::BYTEA_ARRAY),
+            (&set_keys, Type::BYTEA_ARRAY),
+            (&set_values, Type::BYTEA_ARRAY),
+            (&deletes, Type::BYTEA_ARRAY),
+        ];
+        let texts = &self.texts;
+        let mut steps: Vec<Step<'_>> = vec![
+            Box::pin(client.query_typed("BEGIN", &[])),
+            Box::pin(client.query_typed(sql::LOCAL_TIMEOUTS, &local)),
+        ];
+        let mut fence_at = None;
+        match (fence, key_locks) {
+            (Some(_), _) => {
+                steps.push(Box::pin(client.query_typed(sql::ASYNC_COMMIT, &[])));
+                if key_locks.is_some() {
+                    steps.push(Box::pin(
+                        client.query_typed(sql::HOLDER_LOCK_TABLE_SHARED, &table_param),
+                    ));
+                    steps.push(Box::pin(client.query_typed(&texts.lock_keys, &key_params)));
+                } else {
+                    steps.push(Box::pin(
+                        client.query_typed(sql::HOLDER_LOCK_TABLE_EXCLUSIVE, &table_param),
+                    ));
+                }
+                fence_at = Some(steps.len());
+                steps.push(Box::pin(
+                    client.query_typed(lease::FENCE_CHECK, &fence_params),
+                ));
+            }
+            (None, Some(_)) => {
+                steps.push(Box::pin(
+                    client.query_typed(sql::LOCK_TABLE_SHARED, &lock_params),
+                ));
+                steps.push(Box::pin(client.query_typed(&texts.lock_keys, &key_params)));
+            }
+            (None, None) => {
+                steps.push(Box::pin(
+                    client.query_typed(sql::LOCK_TABLE_EXCLUSIVE, &lock_params),
+                ));
+            }
+        }
+        steps.push(Box::pin(client.query_typed(&texts.write, &params)));
+        steps.push(Box::pin(client.query_typed("COMMIT", &[])));
+        self.finish_apply(join_all(steps).await, fence_at, token, preconditions)
+    }
+
+    /// The outcome of a pipelined batch from its statements' answers (the write's and
+    /// the `COMMIT`'s last; the fence check's at `fence_at`).
+    fn finish_apply(
+        &self,
+        mut results: Vec<std::result::Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>>,
+        fence_at: Option<usize>,
+        token: i64,
+        preconditions: &[Precondition],
+    ) -> std::result::Result<(), Failure> {
         let committed = results.pop();
         let written = results.pop();
         // The first error is the cause; the later statements failed because of it.
@@ -135,6 +226,16 @@ impl PgStore {
         Ok(())
     }
 }
+
+/// One statement of a pipelined batch.
+type Step<'f> = std::pin::Pin<
+    Box<
+        dyn std::future::Future<
+                Output = std::result::Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>,
+            > + Send
+            + 'f,
+    >,
+>;
 
 /// The preconditions of a batch as the conditional write's first two parameters: the
 /// keys, and the value each requires (`NULL`: absent).
@@ -235,7 +336,7 @@ fn is_retryable(e: &tokio_postgres::Error) -> bool {
 const MAX_DECISIONS: usize = 64;
 
 /// The write primitive on PostgreSQL. A write that reads nothing is one batch (one round
-/// trip: see [`PgStore::apply_batch`]). A write that reads keys takes their values from
+/// trip: see `PgStore::apply_batch`). A write that reads keys takes their values from
 /// the handle's write hints (the bytes it last wrote, see `hints`) or reads them (one
 /// statement per key it has no hint for), decides, and sends the decided batch with one
 /// more precondition per key read — "still holds the value decided on" — so the server
@@ -321,7 +422,12 @@ impl KvWrite for PgStore {
             return Ok(());
         }
         let flushed = self.pool.with(async |conn| {
-            conn.client.execute(lease::FLUSH, &[&self.table]).await?;
+            conn.client
+                .query_typed(
+                    lease::FLUSH,
+                    &[(&self.table, tokio_postgres::types::Type::TEXT)],
+                )
+                .await?;
             Ok(())
         });
         flushed.map_err(|e| {
@@ -398,10 +504,10 @@ impl PgStore {
         loop {
             attempt += 1;
             let failure = match self.pool.with(async |conn| match ordinary {
-                Some(locks) => match &conn.stmts.functions {
-                    Some(f) => self.try_apply_function(&conn.client, f, batch, locks).await,
-                    None if fits => self.try_apply_one_message(conn, batch, locks).await,
-                    None => self.try_apply(conn, batch, key_locks, fence).await,
+                Some(locks) => match conn.stmts.as_ref().map(|s| &s.functions) {
+                    Some(Some(f)) => self.try_apply_function(&conn.client, f, batch, locks).await,
+                    Some(None) if fits => self.try_apply_one_message(conn, batch, locks).await,
+                    _ => self.try_apply(conn, batch, key_locks, fence).await,
                 },
                 None => self.try_apply(conn, batch, key_locks, fence).await,
             }) {

@@ -10,6 +10,7 @@ mod fixture;
 mod interop;
 mod limits;
 mod manager;
+mod pg_failover;
 mod pg_processes;
 mod props;
 mod runtime;
