@@ -41,7 +41,6 @@ mod keys;
 mod lease;
 mod libpq;
 mod pool;
-mod replica;
 mod sql;
 mod store;
 #[cfg(feature = "testing")]
@@ -50,7 +49,7 @@ mod tls;
 
 pub use conninfo::{is_connection_string, redact as redact_url};
 pub use error::PgError;
-pub use replica::StaleReads;
+pub use store::replica::StaleReads;
 pub use store::{
     connect_store, is_postgres_url, PgOptions, PgStore, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_LOCK_WAIT, DEFAULT_STATEMENT_TIMEOUT, DEFAULT_TABLE,

@@ -3,6 +3,7 @@
 pub(crate) mod function;
 mod hints;
 pub(crate) mod one_message;
+pub(crate) mod replica;
 mod write;
 
 use crate::conninfo;
@@ -176,7 +177,7 @@ pub struct PgStore {
     /// The statements' text, for connections through a transaction-mode pooler.
     texts: sql::Texts,
     /// The read replica (`strata_replica`), read only through [`PgStore::stale_reads`].
-    replica: Option<crate::replica::ReplicaSlot>,
+    replica: Option<replica::ReplicaSlot>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -338,7 +339,7 @@ impl PgStore {
         // Opened on first use: a replica that is down (or behind the table's creation)
         // fails the stale reads, never the store.
         let replica = replica.map(|config| {
-            crate::replica::ReplicaSlot::new(
+            replica::ReplicaSlot::new(
                 config,
                 connector.clone(),
                 timeouts,
@@ -368,7 +369,7 @@ impl PgStore {
         table: String,
         options: PgOptions,
         sessions: crate::pool::Sessions,
-        replica: Option<crate::replica::ReplicaSlot>,
+        replica: Option<replica::ReplicaSlot>,
     ) -> Result<PgStore> {
         let target = describe(&config);
         let pool = Pool::new(

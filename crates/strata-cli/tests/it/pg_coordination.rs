@@ -597,7 +597,7 @@ fn a_promotion_mid_sweep_ends_the_sweeper_in_one_line_and_the_rerun_sweeps_each_
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc = json_of(&out);
+    let doc = json_within(&out);
     assert_eq!(doc["note"], "complete", "{doc}");
     assert_eq!(doc["resumed"], true, "{doc}");
     assert_eq!(doc["rewritten"], N as u64 - done_by_first, "{doc}");

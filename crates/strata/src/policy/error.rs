@@ -102,7 +102,7 @@ pub enum PolicyError {
         source: Box<crate::pass::PassError>,
     },
     /// The store failed.
-    #[error("store error in the policy layer at `{}`; retry", escape_key(.key))]
+    #[error("store error in the policy layer at `{}`: {}", escape_key(.key), store_remedy(.source))]
     Store {
         /// The key being read or written.
         key: Vec<u8>,
@@ -150,6 +150,24 @@ impl PolicyError {
     /// True for a write refused by a strategy (non-additive, locked, user rejection).
     pub fn is_rejection(&self) -> bool {
         self.refusal().is_some_and(Refusal::is_rejection)
+    }
+}
+
+/// What to do about a store failure, by kind: "retry" only where a retry can succeed.
+fn store_remedy(e: &StoreError) -> &'static str {
+    match e {
+        StoreError::Conflict { .. } => "a concurrent change; nothing was written, retry",
+        StoreError::RecordTooLarge { .. } => "a record is over the read budget; raise it",
+        StoreError::KeyTooLong { .. }
+        | StoreError::DuplicateKey { .. }
+        | StoreError::InvalidArgument(_) => {
+            "the request was refused as malformed; nothing was written and a retry cannot succeed"
+        }
+        StoreError::InUse { .. }
+        | StoreError::NotFound { .. }
+        | StoreError::Damaged { .. }
+        | StoreError::CannotOpen { .. } => "the datastore cannot be used; see the cause",
+        _ => "the store failed; see the cause (a transient failure, such as a lost connection, can be retried)",
     }
 }
 
@@ -298,6 +316,38 @@ impl fmt::Display for RefusalMessage<'_> {
 mod tests {
     use super::*;
     use crate::collection::CollectionError;
+
+    /// A store error in the policy layer says "retry" only when a retry can succeed.
+    #[test]
+    fn store_errors_say_retry_only_when_a_retry_can_help() {
+        let too_long = PolicyError::store(
+            b"__nx/fence",
+            StoreError::KeyTooLong {
+                key: vec![b'k'; 3000],
+                len: 3000,
+                limit: 2048,
+            },
+        );
+        let msg = too_long.to_string();
+        assert!(msg.contains("a retry cannot succeed"), "{msg}");
+        assert!(!msg.ends_with("retry"), "{msg}");
+        let damaged = PolicyError::store(
+            b"__nx/fence",
+            StoreError::Damaged {
+                path: "/x".into(),
+                reason: "cut".into(),
+            },
+        );
+        assert!(!damaged.to_string().contains("retry"), "{damaged}");
+        let conflict = PolicyError::store(
+            b"__nx/fence",
+            StoreError::InvalidArgument("zero limit".into()),
+        );
+        assert!(
+            conflict.to_string().contains("cannot succeed"),
+            "{conflict}"
+        );
+    }
 
     /// Every refusal, as a collection write error and as a policy error, displays its
     /// reason (not only "refused"), names the collection, no CLI flag, and has no source
