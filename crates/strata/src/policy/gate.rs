@@ -157,6 +157,9 @@ pub(crate) struct Registration {
     pub(crate) upcaster: Upcaster,
     /// See [`SchemaDeclaration::cutover_step`].
     pub(crate) cutover_step: bool,
+    /// True when the declaration came with the collection's own chain (a collection
+    /// opened with its options), false for a raw declaration (schema and version only).
+    pub(crate) chain_known: bool,
 }
 
 #[derive(Debug)]
@@ -281,6 +284,7 @@ impl SchemaGate {
                     .clone()
                     .unwrap_or_else(|| Upcaster::identity_to(decl.payload_version.unwrap_or(1))),
                 cutover_step: decl.cutover_step,
+                chain_known: decl.upcaster.is_some(),
             },
         );
         DeclareOutcome {

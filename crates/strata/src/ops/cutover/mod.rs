@@ -268,11 +268,15 @@ impl SchemaGate {
             let found = reg.get(&p.collection).and_then(|r| {
                 r.cutover
                     .clone()
-                    .map(|c| (c, r.upcaster.clone(), r.cutover_step))
+                    .map(|c| (c, r.upcaster.clone(), r.cutover_step, r.chain_known))
             });
             match found {
-                Some(((transform, target), upcaster, in_chain)) if target.hash == p.target_hash => {
-                    if !in_chain {
+                Some(((transform, target), upcaster, in_chain, chain_known))
+                    if target.hash == p.target_hash =>
+                {
+                    // A raw declaration (no chain) reshapes rows in place by design; a
+                    // collection whose strategy declares no transform step is warned.
+                    if !in_chain && chain_known {
                         tracing::warn!(collection = %p.collection, "the cutover's strategy declares no transform step (cutover_transform); rows are reshaped at their payload version, so an older build can still write the old shape");
                     }
                     out.insert(
