@@ -14,8 +14,9 @@
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let dir = tempfile::tempdir()?;
-//! // A backend converts into a `Store` (`SledStore`, `RedbStore`; any other with `Store::new`).
-//! let store = strata::Store::from(strata_sled::SledStore::open(dir.path())?);
+//! // A backend converts into a `Store`: redb, the default for new stores (or `SledStore`
+//! // for an existing Numax store, any other backend with `Store::new`).
+//! let store = strata::Store::from(strata_redb::RedbStore::create(dir.path().join("app.redb"))?);
 //!
 //! // An old build wrote `balance` in dollars (payload v1).
 //! let old = Database::builder(store.clone()).open()?;
@@ -49,8 +50,9 @@
 //!
 //! * [`collection`], [`payload`], [`policy`] — typed collections, payload evolution
 //!   (envelope, upcast chains), shape policy (persisted JSON Schema, strategies, fence);
-//! * [`ops`] — the operations on top: the eager sweep, the coordinated cutover, data-key
-//!   rotation, sealed-record verification (and [`migrate`], the table migrator);
+//! * [`ops`] — the operations on top: the eager sweep, the coordinated cutover, deploy
+//!   windows (two builds live at once), data-key rotation, sealed-record verification
+//!   (and [`migrate`], the table migrator);
 //! * [`catalog`] — managed tables (name, fixed id, prefix, current version, decoder);
 //! * [`header`] — the 8-byte `NXDB` schema header at `__nx/schema/<table>`;
 //! * [`validate`] — startup validation (the six states of the Numax seed);
@@ -60,11 +62,12 @@
 //!
 //! The modules form layers, bottom first; a module uses only modules of lower layers
 //! (never one of its own layer or above), so no two modules import each other.
-//! `tests/layers.rs` reads this table and every `crate::`/`super::` reference of the
-//! sources, and fails on a reference that goes up. A `pub use` of a higher layer's items
-//! is only a facade keeping an older public path (`strata::policy::CutoverOptions`,
-//! `strata::payload::sweep`, `strata::seal::rotate_data_key`); nothing uses an item
-//! through it.
+//! `tests/it/layers.rs` reads this table and every `crate::`/`super::` reference of the
+//! sources (a `pub use` included), and fails on a reference that goes up. The only
+//! exceptions are the facades it lists (`KNOWN_FACADES`) that keep older public paths
+//! (`strata::policy::CutoverOptions`, `strata::payload::sweep`,
+//! `strata::seal::rotate_data_key`); nothing uses an item through them. The same test
+//! checks every crate of the workspace for import cycles.
 //!
 //! | layer | modules | holds |
 //! |---|---|---|
