@@ -127,6 +127,25 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let fence = Fence::read(&store)?;
     let clients = list_clients(&store)?;
     let now = SystemClock.now_ms();
+    // Open deploy windows (two builds live at once), with the builds recorded for each.
+    let mut windows = Vec::new();
+    for (collection, operational) in
+        strata::ops::window::open_windows(&store).map_err(Failure::error)?
+    {
+        let st = strata::ops::window::status(
+            &store,
+            &collection,
+            now,
+            strata::policy::DEFAULT_STALE_AFTER_MS,
+        )
+        .map_err(Failure::error)?;
+        let builds: Vec<serde_json::Value> = st
+            .builds
+            .iter()
+            .map(|b| serde_json::json!({"client": b.client, "version": b.version, "pid": b.pid, "live": b.live}))
+            .collect();
+        windows.push(serde_json::json!({"collection": collection, "operational": operational, "builds": builds}));
+    }
     if args.json {
         let doc = serde_json::json!({
                 "db": db::describe(db_path),
@@ -136,6 +155,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             "lease_until_ms": fence.lease_until_ms,
             "pending": fence.pending,
             "clients": clients,
+            "windows": windows,
             "now_ms": now,
         });
         crate::json::emit(&mut out, &doc)?;
@@ -165,6 +185,29 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 p.collection, p.target_hash
             )?;
         }
+    }
+    if windows.is_empty() {
+        writeln!(out, "windows      -")?;
+    }
+    for w in &windows {
+        let live: Vec<String> = w["builds"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|b| b["live"] == true)
+            .map(|b| format!("v{}", b["version"]))
+            .collect();
+        writeln!(
+            out,
+            "window       {} at v{} (live builds: {})",
+            w["collection"].as_str().unwrap_or_default(),
+            w["operational"],
+            if live.is_empty() {
+                "-".to_string()
+            } else {
+                live.join(", ")
+            }
+        )?;
     }
     writeln!(out, "clients      {}", clients.len())?;
     for c in &clients {

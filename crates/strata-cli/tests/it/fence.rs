@@ -145,6 +145,7 @@ fn a_fresh_store_has_a_normal_fence_at_generation_0() {
     assert_eq!(v["lease_until_ms"], 0);
     assert_eq!(v["pending"], json!([]));
     assert_eq!(v["clients"], json!([]));
+    assert_eq!(v["windows"], json!([]));
     assert!(v["now_ms"].as_u64().unwrap() > 0, "{v}");
 
     let out = strata_db(&db, &["fence"]);
@@ -155,6 +156,7 @@ fn a_fresh_store_has_a_normal_fence_at_generation_0() {
         "generation   0\n",
         "coordinator  -\n",
         "pending      -\n",
+        "windows      -\n",
         "clients      0\n",
     ] {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
@@ -171,6 +173,21 @@ fn a_fresh_store_has_a_normal_fence_at_generation_0() {
         stdout(&out)
     );
     with_store(&db, |store| assert_eq!(store.get(FENCE_KEY).unwrap(), None));
+
+    // An open deploy window is shown with its operational version.
+    with_store(&db, |store| {
+        strata::ops::window::open(store, "accts", 1).unwrap()
+    });
+    let v = ok_json(&strata_db(&db, &["fence", "--json"]));
+    assert_eq!(
+        v["windows"],
+        json!([{"collection": "accts", "operational": 1, "builds": []}])
+    );
+    let text = stdout(&strata_db(&db, &["fence"]));
+    assert!(
+        text.contains("window       accts at v1 (live builds: -)\n"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -64,6 +64,21 @@ pub fn operational<S: KvRead + ?Sized>(
         .map_err(|e| corrupted(collection, e))
 }
 
+/// Every open deploy window of the store: (collection, operational version), by
+/// collection name.
+pub fn open_windows<S: KvRead + ?Sized>(store: &S) -> Result<Vec<(String, i32)>, CollectionError> {
+    let prefix = crate::keys::WINDOW_PREFIX;
+    let limits = ScanLimits::new(256, 1 << 20).map_err(store_err(""))?;
+    let mut out = Vec::new();
+    for r in Pages::new(store, prefix, limits).records() {
+        let r = r.map_err(store_err(""))?;
+        let name = String::from_utf8_lossy(&r.key[prefix.len()..]).into_owned();
+        let op = decode_window(&name, &r.value).map_err(|e| corrupted(&name, e))?;
+        out.push((name, op));
+    }
+    Ok(out)
+}
+
 /// Records this client's build (best effort: a read-only store keeps no record).
 fn register_build(store: &Store, collection: &str, client: &str, version: i32) {
     if let Err(e) = crate::payload::window::register_build(store, collection, client, version) {
