@@ -8,7 +8,7 @@ use std::io::Write;
 use strata::collection::CollectionOptions;
 use strata::policy::{
     additive_only, coordinated_cutover, Baseline, CutoverOptions, DeclareOutcome, PolicyConfig,
-    SchemaDeclaration, Verdict,
+    SchemaDeclaration, SchemaOptions, Verdict,
 };
 use strata::Database;
 use strata_store::Store;
@@ -239,14 +239,26 @@ pub(super) fn policy_chapter(out: &mut impl Write, store: &Store) -> Result<(), 
 
     // Build 4: reshapes `total` into `amount.gross` through a coordinated cutover.
     let db = policy_db(store)?;
-    let invoices = db.collection::<InvoiceV4>("invoices", CollectionOptions::new())?;
-    let o = declare(&db, 4, vec![coordinated_cutover(reshape), additive_only()])?;
+    // Declared with the collection, so the cutover is a payload step: its transform is the
+    // step v1 -> v2 and the rows move to payload v2.
+    let invoices = db.collection::<InvoiceV4>(
+        "invoices",
+        CollectionOptions::new().schema(
+            SchemaOptions::json(invoice_schema(4))
+                .strategy(coordinated_cutover(reshape))
+                .strategy(additive_only()),
+        ),
+    )?;
+    let verdict = db
+        .verdict("invoices")
+        .ok_or_else(|| bug("build 4's declaration left no verdict"))?;
     writeln!(
         out,
-        "build 4 reshapes `total` into `amount.gross` with coordinated_cutover(reshape), additive_only: verdict {}",
-        verdict_word(&o.verdict)
+        "build 4 reshapes `total` into `amount.gross` with coordinated_cutover(reshape), additive_only: verdict {} (the transform is the payload step v1 -> v{})",
+        verdict_word(&verdict),
+        invoices.current_version()
     )?;
-    if !matches!(o.verdict, Verdict::CutoverPending { .. }) {
+    if !matches!(verdict, Verdict::CutoverPending { .. }) {
         return Err(bug("coordinated_cutover did not schedule a cutover"));
     }
     let i5 = InvoiceV4 {
