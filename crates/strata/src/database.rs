@@ -697,24 +697,14 @@ fn enter_window(
     collection: &str,
     upcaster: &Upcaster,
 ) -> Result<Option<i32>, CollectionError> {
-    use crate::payload::window::{encode_window, read_operational, window_key};
     let current = upcaster.chain().current_version();
     let lowest = upcaster.chain().lowest_writable();
     if lowest >= current {
         return Ok(None);
     }
     let reach = |v: i32| v < current && v >= lowest;
-    let read = || -> Result<Option<i32>, CollectionError> {
-        read_operational(store, collection)
-            .map_err(|e| CollectionError::store(collection, e))?
-            .map_err(|e| CollectionError::Corrupted {
-                collection: collection.to_string(),
-                key: e.key.clone(),
-                reason: e.to_string(),
-            })
-    };
     for _ in 0..8 {
-        if let Some(op) = read()? {
+        if let Some(op) = layout::window_operational(store, collection)? {
             return Ok(reach(op).then_some(op));
         }
         let baseline = store
@@ -727,12 +717,8 @@ fn enter_window(
         else {
             return Ok(None);
         };
-        let key = window_key(collection);
-        let batch = strata_store::Batch::new()
-            .require(key.clone(), None)
-            .set(key, encode_window(stored).to_vec());
-        match store.apply(batch) {
-            Ok(()) => {
+        match crate::payload::window::create(store, collection, stored) {
+            Ok(true) => {
                 tracing::info!(
                     collection,
                     operational = stored,
@@ -741,7 +727,7 @@ fn enter_window(
                 );
                 return Ok(Some(stored));
             }
-            Err(e) if e.is_conflict() => continue,
+            Ok(false) => continue,
             // A store opened read-only (an admin's `schema check`, say) opens no window;
             // the declaration then fails the same way and blocks nothing.
             Err(e) => {
@@ -750,5 +736,5 @@ fn enter_window(
             }
         }
     }
-    Ok(read()?.filter(|op| reach(*op)))
+    Ok(layout::window_operational(store, collection)?.filter(|op| reach(*op)))
 }

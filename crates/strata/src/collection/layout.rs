@@ -227,6 +227,29 @@ pub fn retired_below<S: strata_store::KvRead + ?Sized>(
     }
 }
 
+/// The operational version of `collection`'s open deploy window in `store` (`None`: no
+/// window); a damaged record is [`CollectionError::Corrupted`] naming it.
+pub fn window_operational<S: strata_store::KvRead + ?Sized>(
+    store: &S,
+    collection: &str,
+) -> Result<Option<i32>, CollectionError> {
+    crate::payload::window::read_operational(store, collection)
+        .map_err(|e| CollectionError::store(collection, e))?
+        .map_err(|e| corrupted_window(collection, e))
+}
+
+/// A damaged deploy-window or build record of `collection`.
+pub(crate) fn corrupted_window(
+    collection: &str,
+    e: crate::payload::window::WindowRecordError,
+) -> CollectionError {
+    CollectionError::Corrupted {
+        collection: collection.to_string(),
+        key: e.key.clone(),
+        reason: e.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -358,7 +358,7 @@ impl CollectionInner {
     fn write_version(&self, window: &[u8]) -> Result<i32, CollectionError> {
         let current = self.current_version();
         let operational = crate::payload::window::decode_window(&self.name, window)
-            .map_err(|e| self.corrupted_window(e))?;
+            .map_err(|e| super::layout::corrupted_window(&self.name, e))?;
         if operational >= current {
             return Ok(current);
         }
@@ -449,16 +449,6 @@ impl CollectionInner {
         tail.extend_from_slice(&kept);
         out.splice(close..close, tail);
         Ok(out)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn corrupted_window(&self, e: crate::payload::window::WindowRecordError) -> CollectionError {
-        CollectionError::Corrupted {
-            collection: self.name.clone(),
-            key: e.key.clone(),
-            reason: e.to_string(),
-        }
     }
 
     #[cold]

@@ -569,13 +569,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         }
         // Inside a deploy window rows stay at its operational version (checked after
         // the marker, so a completed sweep still costs one read).
-        let window = crate::payload::window::read_operational(store, &name)
-            .map_err(st)?
-            .map_err(|e| CollectionError::Corrupted {
-                collection: name.clone(),
-                key: e.key.clone(),
-                reason: e.to_string(),
-            })?;
+        let window = crate::collection::layout::window_operational(store, &name)?;
         if let Some(operational) = window {
             if operational < target {
                 report.note = SweepNote::WindowOpen(operational);

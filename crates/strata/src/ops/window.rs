@@ -29,9 +29,7 @@
 //! must; a sweep and read-repair never run inside a window (rows stay at N).
 
 use crate::collection::{Collection, CollectionError};
-use crate::payload::window::{
-    build_key, decode_build, decode_window, encode_window, parse_build_key, window_key,
-};
+use crate::payload::window::{build_key, decode_build, decode_window, parse_build_key, window_key};
 use crate::policy::list_clients;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -45,13 +43,7 @@ fn store_err(collection: &str) -> impl Fn(strata_store::StoreError) -> Collectio
     move |e| CollectionError::store(collection, e)
 }
 
-fn corrupted(collection: &str, e: crate::payload::window::WindowRecordError) -> CollectionError {
-    CollectionError::Corrupted {
-        collection: collection.to_string(),
-        key: e.key.clone(),
-        reason: e.to_string(),
-    }
-}
+use crate::collection::layout::corrupted_window as corrupted;
 
 /// The collection's operational version while a deploy window is open (`None`: no
 /// window).
@@ -59,9 +51,7 @@ pub fn operational<S: KvRead + ?Sized>(
     store: &S,
     collection: &str,
 ) -> Result<Option<i32>, CollectionError> {
-    crate::payload::window::read_operational(store, collection)
-        .map_err(store_err(collection))?
-        .map_err(|e| corrupted(collection, e))
+    crate::collection::layout::window_operational(store, collection)
 }
 
 /// Every open deploy window of the store: (collection, operational version), by
@@ -382,7 +372,6 @@ pub fn open<S: KvRead + KvWrite + ?Sized>(
     collection: &str,
     operational: i32,
 ) -> Result<(), CollectionError> {
-    let key = window_key(collection);
     if let Some(op) = self::operational(store, collection)? {
         if op == operational {
             return Ok(());
@@ -391,19 +380,11 @@ pub fn open<S: KvRead + KvWrite + ?Sized>(
             collection: collection.to_string(),
         });
     }
-    store
-        .apply(
-            Batch::new()
-                .require(key.clone(), None)
-                .set(key, encode_window(operational).to_vec()),
-        )
-        .map_err(|e| {
-            if e.is_conflict() {
-                CollectionError::WindowChanged {
-                    collection: collection.to_string(),
-                }
-            } else {
-                CollectionError::store(collection, e)
-            }
-        })
+    match crate::payload::window::create(store, collection, operational) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(CollectionError::WindowChanged {
+            collection: collection.to_string(),
+        }),
+        Err(e) => Err(CollectionError::store(collection, e)),
+    }
 }

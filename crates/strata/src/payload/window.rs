@@ -132,6 +132,24 @@ pub fn read_operational<S: strata_store::KvRead + ?Sized>(
     })
 }
 
+/// Opens `collection`'s window at `operational` if no window is open: `Ok(false)` when a
+/// record was there already (written concurrently; nothing was written).
+pub fn create<S: strata_store::KvWrite + ?Sized>(
+    store: &S,
+    collection: &str,
+    operational: i32,
+) -> Result<bool, strata_store::StoreError> {
+    let key = window_key(collection);
+    let batch = strata_store::Batch::new()
+        .require(key.clone(), None)
+        .set(key, encode_window(operational).to_vec());
+    match store.apply(batch) {
+        Ok(()) => Ok(true),
+        Err(e) if e.is_conflict() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Records that client `client` runs a build knowing payload `version` of `collection`.
 pub fn register_build<S: strata_store::KvWrite + ?Sized>(
     store: &S,
