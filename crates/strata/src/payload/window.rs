@@ -71,7 +71,7 @@ pub fn encode_build(version: i32) -> [u8; WINDOW_LEN] {
 
 /// Why a window or build record cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("corrupted deploy-window record `{key}`: {reason}; delete it (`strata window rollback` and `complete` rewrite what they need) or restore it from a backup")]
+#[error("corrupted deploy-window record `{key}`: {reason}; no document is affected: delete this record (a window record: the window closes and every build writes at its own version; a build record: it is written again when that client reopens the collection)")]
 pub struct WindowRecordError {
     /// The record's key, escaped.
     pub key: String,
