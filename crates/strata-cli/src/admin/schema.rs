@@ -72,6 +72,7 @@ impl Extension {
                 .unwrap_or_else(|| "every strategy".into());
             let (verdict, detail) = match &eval.decision {
                 UpdateDecision::Allow => ("allowed", format!("allowed by {by}")),
+                UpdateDecision::Accept => ("allowed", format!("accepted by {by}")),
                 UpdateDecision::Cutover(_) => (
                     "cutover",
                     format!("{by} plans a coordinated cutover: writes are fenced after deploy until `cutover` runs"),
@@ -192,6 +193,10 @@ impl Extension {
                             UpdateDecision::Allow => {
                                 verdict = "allowed".into();
                                 detail = format!("allowed by {by}");
+                            }
+                            UpdateDecision::Accept => {
+                                verdict = "allowed".into();
+                                detail = format!("accepted by {by}");
                             }
                             UpdateDecision::Cutover(t) => {
                                 verdict = "cutover".into();

@@ -368,11 +368,13 @@ impl SchemaGate {
             let eval = evaluate_strategies(&decl.strategies, &delta, &ctx);
             let strategy = eval.strategy.unwrap_or_default();
             match eval.decision {
-                UpdateDecision::Allow => match new.compare_and_swap(store, &c, Some(raw)) {
-                    Ok(true) => return self.record(&decl, Verdict::Allowed, Some(delta), None),
-                    Ok(false) => continue,
-                    Err(e) => return self.detection_failed(&decl, &e),
-                },
+                UpdateDecision::Allow | UpdateDecision::Accept => {
+                    match new.compare_and_swap(store, &c, Some(raw)) {
+                        Ok(true) => return self.record(&decl, Verdict::Allowed, Some(delta), None),
+                        Ok(false) => continue,
+                        Err(e) => return self.detection_failed(&decl, &e),
+                    }
+                }
                 UpdateDecision::Reject(rejection) => {
                     tracing::warn!(collection = %c, strategy = %strategy, "schema change rejected; writes will fail until it is fixed");
                     return self.record(

@@ -191,6 +191,12 @@ impl Rejection {
 pub enum UpdateDecision {
     /// Let the change through (the next strategy decides).
     Allow,
+    /// Accept the change and stop: later strategies are not consulted (terminal). A
+    /// strategy that vouches for a change the ones after it would refuse decides this —
+    /// [`covered_by_upcasts`] accepts a non-additive change whose payload version moved
+    /// forward with upcast steps, so an [`additive_only`] placed after it does not reject
+    /// it.
+    Accept,
     /// Refuse the change: every write fails until it is fixed (terminal).
     Reject(Rejection),
     /// Accept the change but fence the collection until a cutover rewrites every record
@@ -230,8 +236,9 @@ pub struct Evaluation {
     pub strategy: Option<String>,
 }
 
-/// Runs `strategies` in order; the first non-allow decision wins and later strategies are
-/// not called.
+/// Runs `strategies` in order; the first decision other than
+/// [`UpdateDecision::Allow`] wins (accept, reject or cutover) and later strategies are not
+/// called.
 pub fn evaluate_strategies(
     strategies: &[Strategy],
     delta: &SchemaDelta,
@@ -394,16 +401,28 @@ impl SchemaUpdateStrategy for CoveredByUpcasts {
                     ctx.payload_version.map_or("none".to_string(), |v| v.to_string()),
                 ),
             })
+        } else if delta.kind == DeltaKind::NonAdditive {
+            // Covered: vouch for it, so a backstop placed after (additive_only) does not
+            // reject what the upcasts make safe.
+            UpdateDecision::Accept
         } else {
             UpdateDecision::Allow
         }
     }
 }
 
-/// The bridge to payload evolution: accepts a non-additive change when the collection's
-/// payload version moved forward since the baseline and its registered upcast steps cover
-/// the move (stored rows are upcast on read); rejects it otherwise. Place it before
-/// [`additive_only`].
+/// The bridge to payload evolution: **accepts** a non-additive change when the
+/// collection's payload version moved forward since the baseline and its registered upcast
+/// steps cover the move (stored rows are upcast on read) — a terminal
+/// [`UpdateDecision::Accept`], so strategies after it are not consulted — and rejects it
+/// otherwise. Additive and unchanged deltas pass through to the next strategy. Place it
+/// before [`additive_only`]: `[covered_by_upcasts(), additive_only()]` accepts a covered
+/// version bump and still rejects an uncovered non-additive change.
+///
+/// It replaces a [`coordinated_cutover`] when every build that reads the collection
+/// carries the upcast steps: rows are upcast lazily on read (and by the eager sweep for an
+/// eager step), no fence is needed. Use a cutover when rows must all be rewritten before
+/// any build writes the new shape (a build that cannot read the old shape).
 pub fn covered_by_upcasts() -> Strategy {
     Arc::new(CoveredByUpcasts)
 }

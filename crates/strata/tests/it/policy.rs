@@ -174,8 +174,22 @@ fn covered_by_upcasts_accepts_a_non_additive_change_only_with_a_covered_version_
     let covered = UpdateContext::new("invoices").with_payload(Some(1), 3, true);
     assert!(matches!(
         covered_by_upcasts().on_schema_delta(&d, &covered),
-        UpdateDecision::Allow
+        UpdateDecision::Accept
     ));
+    // Accept is terminal: the additive_only() backstop after it is not consulted, and an
+    // uncovered change is still refused by covered_by_upcasts itself.
+    let pair = [covered_by_upcasts(), additive_only()];
+    let ev = evaluate_strategies(&pair, &d, &covered);
+    assert!(matches!(ev.decision, UpdateDecision::Accept));
+    assert_eq!(ev.strategy.as_deref(), Some("covered_by_upcasts"));
+    let gap_ctx = UpdateContext::new("invoices").with_payload(Some(1), 3, false);
+    let ev = evaluate_strategies(&pair, &d, &gap_ctx);
+    assert_eq!(ev.strategy.as_deref(), Some("covered_by_upcasts"));
+    assert!(rejected(&ev.decision).is_some());
+    // An additive change passes through to the backstop, which allows it.
+    let ev = evaluate_strategies(&pair, &additive_delta(), &covered);
+    assert!(matches!(ev.decision, UpdateDecision::Allow));
+    assert_eq!(ev.strategy, None);
     let not_moved = UpdateContext::new("invoices").with_payload(Some(3), 3, true);
     assert!(rejected(&covered_by_upcasts().on_schema_delta(&d, &not_moved)).is_some());
     let gap = UpdateContext::new("invoices").with_payload(Some(1), 3, false);
@@ -463,6 +477,18 @@ fn no_strategies_accept_changes_silently() {
 
 #[test]
 fn a_payload_version_bump_with_upcasts_bridges_a_non_additive_change() {
+    bridges_a_non_additive_change(|| vec![covered_by_upcasts()]);
+}
+
+/// The documented combination: `covered_by_upcasts()` before the `additive_only()`
+/// backstop accepts the covered bump (the backstop is not consulted) and still refuses the
+/// uncovered one.
+#[test]
+fn covered_by_upcasts_before_additive_only_bridges_a_covered_non_additive_change() {
+    bridges_a_non_additive_change(|| vec![covered_by_upcasts(), additive_only()]);
+}
+
+fn bridges_a_non_additive_change(strategies: fn() -> Vec<strata::policy::Strategy>) {
     use strata::payload::{Mode, StepError};
     let store = mem();
     let clock = ManualClock::new(0);
@@ -473,7 +499,7 @@ fn a_payload_version_bump_with_upcasts_bridges_a_non_additive_change() {
             .unwrap();
         db.collection::<InvV1>(
             "invoices",
-            CollectionOptions::new().schema(opts::<InvV1>(vec![covered_by_upcasts()])),
+            CollectionOptions::new().schema(opts::<InvV1>(strategies())),
         )
         .unwrap()
         .put(
@@ -494,7 +520,7 @@ fn a_payload_version_bump_with_upcasts_bridges_a_non_additive_change() {
         let c = db
             .collection::<InvV2>(
                 "invoices",
-                CollectionOptions::new().schema(opts::<InvV2>(vec![covered_by_upcasts()])),
+                CollectionOptions::new().schema(opts::<InvV2>(strategies())),
             )
             .unwrap();
         assert!(guard_err(c.put("i2", &InvV2 { id: "i2".into() }).unwrap_err()).is_rejection());
@@ -509,10 +535,7 @@ fn a_payload_version_bump_with_upcasts_bridges_a_non_additive_change() {
         Ok::<(), StepError>(())
     });
     let c = db
-        .collection::<InvV2>(
-            "invoices",
-            options.schema(opts::<InvV2>(vec![covered_by_upcasts()])),
-        )
+        .collection::<InvV2>("invoices", options.schema(opts::<InvV2>(strategies())))
         .unwrap();
     assert!(matches!(db.verdict("invoices"), Some(Verdict::Allowed)));
     c.put("i2", &InvV2 { id: "i2".into() }).unwrap();
