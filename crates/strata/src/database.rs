@@ -431,7 +431,7 @@ impl Database {
         let upcaster =
             Upcaster::new(chain, parts.protected, parts.version_field).with_retired_below(retired);
         let persist = schema.is_some();
-        let mut deferred = None;
+        let mut declaration = None;
         if let Some(schema) = schema {
             let froms: Vec<i32> = upcaster.chain().steps().iter().map(|s| s.from()).collect();
             let mut decl = SchemaDeclaration::new(name, schema)
@@ -448,10 +448,11 @@ impl Database {
                         .policy
                         .ensure()
                         .map_err(|e| CollectionError::policy(name, e))?;
-                    deferred = Some(decl);
+                    declaration = Some(decl);
                 }
                 None => {
-                    self.declare(decl)?;
+                    self.declare(decl.clone())?;
+                    declaration = Some(decl);
                 }
             }
         }
@@ -512,7 +513,7 @@ impl Database {
             sealer,
             sealed_without_key,
             window_key,
-            deferred,
+            declaration,
         }))
     }
 

@@ -22,6 +22,7 @@
 //! | `__nx/copy/…` | copy progress and manifest (JSON) | `strata copy` |
 //! | `__nx/retired/<collection>` | retirement record (`NXRV`) | [`crate::ops::retire`] |
 //! | `__nx/window/<collection>` | deploy window: the operational version (`NXWN`) | [`crate::ops::window`] |
+//! | `__nx/revert/<collection>` | unfinished revert: target version and cursor (`NXRB`) | [`crate::ops::revert`] |
 //! | `__nx/builds/<client-id>/<collection>` | the payload version a client's build knows (`NXBV`) | [`crate::Database`] |
 //! | `__nx/crdt/…` | the 14 Numax sync tables | `strata-sync` (see [`crate::numax`]) |
 
@@ -59,6 +60,8 @@ pub const SEALED_PREFIX: &[u8] = b"__nx/sealed/";
 pub const RETIRED_PREFIX: &[u8] = b"__nx/retired/";
 /// Deploy windows: `__nx/window/<collection>` (see [`crate::payload::window`]).
 pub const WINDOW_PREFIX: &[u8] = b"__nx/window/";
+/// Unfinished reverts: `__nx/revert/<collection>` (see [`crate::ops::revert`]).
+pub const REVERT_PREFIX: &[u8] = b"__nx/revert/";
 /// The payload version each client's build knows, per collection:
 /// `__nx/builds/<client-id>/<collection>` (see [`crate::payload::window`]).
 pub const BUILDS_PREFIX: &[u8] = b"__nx/builds/";
@@ -85,6 +88,7 @@ pub const ALL: &[&[u8]] = &[
     JSONSCHEMA_PREFIX,
     CUTOVER_PREFIX,
     WINDOW_PREFIX,
+    REVERT_PREFIX,
     BUILDS_PREFIX,
     COLLECTION_KEYRING_PREFIX,
     DATABASE_KEYRING_KEY,

@@ -135,6 +135,16 @@ pub enum CollectionError {
         /// The live clients of older builds (client id, pid, version).
         holdouts: Vec<String>,
     },
+    /// A revert ([`Collection::revert`](crate::Collection::revert)) cannot run as asked.
+    #[error("cannot revert `{collection}` to payload v{to}: {reason}")]
+    Revert {
+        /// The collection.
+        collection: String,
+        /// The version asked for.
+        to: i32,
+        /// Why, and what to do.
+        reason: String,
+    },
     /// The window record changed while an operation on it ran.
     #[error("the deploy window of `{collection}` changed while this operation ran (another instance completed or opened it); look at `strata collections` and run it again")]
     WindowChanged {

@@ -82,9 +82,10 @@ pub(crate) struct CollectionInner {
     /// collection can take no part in a window — not under policy and no downcast from
     /// its current version — and writes at its current version).
     pub(crate) window_key: Option<Vec<u8>>,
-    /// The schema declaration of a build that opened inside a deploy window (declared
-    /// when the window completes).
-    pub(crate) deferred: Option<crate::policy::SchemaDeclaration>,
+    /// This build's schema declaration (`None`: no persisted schema): declared at open,
+    /// or deferred while a deploy window is open; declared (again) when a window
+    /// completes — after a revert too, which put the baseline back to the older build's.
+    pub(crate) declaration: Option<crate::policy::SchemaDeclaration>,
 }
 
 // The errors of the read and write paths, built out of their line and shared by every

@@ -311,7 +311,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         }
         tracing::info!(collection = %name, from, to, "deploy window complete");
         register_build(store, &name, gate.client_id(), to);
-        if let Some(decl) = &self.inner.deferred {
+        if let Some(decl) = &self.inner.declaration {
             policy.declare(decl.clone());
         }
         let sweep = self.sweep(crate::ops::sweep::SweepOptions::new())?;

@@ -21,6 +21,7 @@ mod payload;
 mod policy;
 mod policy_util;
 mod retire;
+mod revert;
 mod rotate_damaged;
 mod seal;
 mod seal_fixture;
