@@ -4,7 +4,8 @@
 //!
 //! * `crash_sweep`: the eager sweep (role `sweeper`);
 //! * `crash_rotate`: the data-key rotation (role `rotator`);
-//! * `crash_cutover`: the coordinated cutover (role `coordinator`).
+//! * `crash_cutover`: the coordinated cutover (role `coordinator`);
+//! * `crash_revert`: a revert through the downcasts (role `reverter`).
 //!
 //! `cargo test -p strata --test crash -- sweep` runs only the scenarios whose name contains
 //! one of the given words; `STRATA_CRASH_ITERS`, `STRATA_CRASH_SEED` and the scenarios' own
@@ -13,14 +14,16 @@
 
 mod cutover;
 mod harness;
+mod revert;
 mod rotate;
 mod sweep;
 
 /// Every scenario, by the name `--list` prints and a filter matches.
-const SCENARIOS: [(&str, fn()); 3] = [
+const SCENARIOS: [(&str, fn()); 4] = [
     ("crash_sweep", sweep::run),
     ("crash_rotate", rotate::run),
     ("crash_cutover", cutover::run),
+    ("crash_revert", revert::run),
 ];
 
 fn main() {
@@ -30,6 +33,7 @@ fn main() {
             "sweeper" => sweep::child(&dir),
             "rotator" => rotate::child(&dir),
             "coordinator" => cutover::child(std::path::Path::new(&dir)),
+            "reverter" => revert::child(&dir),
             other => panic!("unknown role {other}"),
         }
         return;
