@@ -2,6 +2,7 @@
 //! the subcommands that need the application's types.
 
 mod cutover;
+mod revert;
 mod schema;
 mod sweep;
 mod window;
@@ -34,6 +35,14 @@ trait AdminCollection {
     ) -> Result<strata::ops::window::WindowReport, CollectionError>;
     /// Checks a rollback of the collection's deploy window.
     fn rollback_window(&self) -> Result<strata::ops::window::RollbackReport, CollectionError>;
+    /// The checks of a revert, on reads only.
+    fn check_revert(&self, to: i32) -> Result<(), CollectionError>;
+    /// Reverts the collection to an older payload version through its downcasts.
+    fn revert(
+        &self,
+        to: i32,
+        options: strata::ops::revert::RevertOptions,
+    ) -> Result<strata::ops::revert::RevertReport, CollectionError>;
 }
 
 impl<T: Serialize + DeserializeOwned> AdminCollection for Collection<T> {
@@ -60,6 +69,18 @@ impl<T: Serialize + DeserializeOwned> AdminCollection for Collection<T> {
 
     fn rollback_window(&self) -> Result<strata::ops::window::RollbackReport, CollectionError> {
         Collection::rollback_window(self)
+    }
+
+    fn check_revert(&self, to: i32) -> Result<(), CollectionError> {
+        Collection::check_revert(self, to)
+    }
+
+    fn revert(
+        &self,
+        to: i32,
+        options: strata::ops::revert::RevertOptions,
+    ) -> Result<strata::ops::revert::RevertReport, CollectionError> {
+        Collection::revert(self, to, options)
     }
 }
 
@@ -100,6 +121,13 @@ impl Registered {
 ///   `complete` waits until no older build is live, then moves every row to this build's
 ///   version; `rollback` checks, read-only, that the older build reads every row (exit 1
 ///   when some rows are above the window's version).
+/// * `revert <collection> --to N [--dry-run] [--drop-newer-fields] [--json]` — after a
+///   window completed, takes the collection back to payload version N through its
+///   downcasts (see [`strata::ops::revert`]): back into a deploy window at N, build N's
+///   schema baseline restored, every newer row downcast (resumable: run it again after an
+///   interruption). `--dry-run` writes nothing and lists the rows whose newer-only
+///   content the downcast cannot express (kept with the row unless
+///   `--drop-newer-fields`). Exit 0 done, 1 rows that failed (named) or unfinished.
 /// * `schema check [<collection>…] [--json]` — compares each collection's current JSON
 ///   Schema (from its [`SchemaOptions`](strata::SchemaOptions)) with the stored baseline under its strategies,
 ///   writing nothing: exit 0 compatible (or a cutover the strategies plan), 6 rejected —
@@ -328,6 +356,29 @@ struct WindowArgs {
     key: crate::cmd::keys::KeyArgs,
 }
 
+/// Arguments of `revert`.
+#[derive(Debug, clap::Args)]
+struct RevertArgs {
+    /// The collection (one the application registered).
+    collection: String,
+    /// The payload version to go back to.
+    #[arg(long, value_name = "N")]
+    to: i32,
+    /// Read only: count the rows a revert would move and list those whose newer-only
+    /// content the downcast cannot express.
+    #[arg(long)]
+    dry_run: bool,
+    /// Drop what the downcast cannot express instead of keeping it with the row.
+    #[arg(long)]
+    drop_newer_fields: bool,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+    /// The key of the database's sealed collections.
+    #[command(flatten)]
+    key: crate::cmd::keys::KeyArgs,
+}
+
 /// Arguments of `cutover`.
 #[derive(Debug, clap::Args)]
 struct CutoverArgs {
@@ -392,6 +443,9 @@ impl Extension {
             .subcommand(WindowArgs::augment_args(clap::Command::new("window")).about(
                 "Complete a collection's deploy window from the newest build, or check a rollback (two builds live at once)",
             ))
+            .subcommand(RevertArgs::augment_args(clap::Command::new("revert")).about(
+                "Take a collection back to an older payload version through its downcasts after its window completed (resumable; --dry-run writes nothing)",
+            ))
             .mut_subcommand("schema", |s| {
                 s.subcommand(CheckArgs::augment_args(clap::Command::new("check")).about(
                     "Compare each collection's current JSON Schema with the stored baseline under its strategies (exit 0 ok, 6 rejected; read-only)",
@@ -428,6 +482,11 @@ impl Extension {
                 WindowArgs::from_arg_matches(m)
                     .map_err(usage)
                     .and_then(|a| self.window(db, a)),
+            ),
+            Some(("revert", m)) => Some(
+                RevertArgs::from_arg_matches(m)
+                    .map_err(usage)
+                    .and_then(|a| self.revert(db, a)),
             ),
             Some(("cutover", m)) => Some(
                 CutoverArgs::from_arg_matches(m)

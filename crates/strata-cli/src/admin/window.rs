@@ -62,7 +62,7 @@ impl Extension {
                     writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
                 } else {
                     match r.operational {
-                        None => writeln!(out, "{}: no deploy window is open; a rollback now needs `revert` (not available yet)", r.collection)?,
+                        None => writeln!(out, "{}: no deploy window is open; after a completed window, `revert {} --to N` takes the rows back down", r.collection, r.collection)?,
                         Some(op) if r.above == 0 => writeln!(
                             out,
                             "{}: all {} rows are at v{op} or below: deploy the v{op} build again, then stop the newer one (the window stays open)",

@@ -9,6 +9,7 @@
 mod support;
 
 mod admin;
+mod admin_revert;
 mod admin_sealed;
 mod admin_sealed_refusals;
 mod backends;

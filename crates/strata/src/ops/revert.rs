@@ -447,18 +447,21 @@ impl<T: Serialize + DeserializeOwned> Processor for RevertProcessor<'_, T> {
 use strata_store::Mutation;
 
 impl<T: Serialize + DeserializeOwned> Collection<T> {
-    /// Takes the collection back down to payload version `to` through this build's
-    /// downcasts (see the [module docs](self)): back into a deploy window at `to`, the
-    /// schema baseline of `to` restored, then every row above `to` (and not above this
-    /// build's version) downcast, resumable. With [`RevertOptions::dry_run`] nothing is
-    /// written.
-    ///
-    /// Refused ([`CollectionError::Revert`], nothing changed) when `to` is not below this
-    /// build's version, when this build declares no downcasts down to `to`, when a window
-    /// is open at another version, when an eager sweep or another revert is unfinished,
-    /// or when the schema history records no schema at `to`; a fenced collection refuses
-    /// as a write does.
-    pub fn revert(&self, to: i32, options: RevertOptions) -> Result<RevertReport, CollectionError> {
+    /// Every check a [`Collection::revert`] to `to` makes before it writes, on reads only
+    /// (a store opened read-only will do): `Ok` when the revert would start or resume.
+    /// The embedded admin runs it on a read-only open first, so a refused revert changes
+    /// not one byte.
+    pub fn check_revert(&self, to: i32) -> Result<(), CollectionError> {
+        let (resumed, window) = self.revert_preflight(to)?;
+        if !resumed {
+            self.revert_start_batch(to, window.is_some())?;
+        }
+        Ok(())
+    }
+
+    /// The checks of a revert that need no row: (an unfinished revert to `to` is
+    /// resumed, the open window's operational version).
+    fn revert_preflight(&self, to: i32) -> Result<(bool, Option<i32>), CollectionError> {
         let name = self.name().to_string();
         let store = self.store();
         let st = |e: StoreError| CollectionError::store(&name, e);
@@ -496,7 +499,6 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             }
             None => false,
         };
-        let wkey = window_key(&name);
         let window = crate::collection::layout::window_operational(store, &name)?;
         if let Some(op) = window {
             if op != to {
@@ -505,7 +507,32 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 )));
             }
         }
-        self.check_guards()?;
+        Ok((resumed, window))
+    }
+
+    /// Takes the collection back down to payload version `to` through this build's
+    /// downcasts (see the [module docs](self)): back into a deploy window at `to`, the
+    /// schema baseline of `to` restored, then every row above `to` (and not above this
+    /// build's version) downcast, resumable. With [`RevertOptions::dry_run`] nothing is
+    /// written.
+    ///
+    /// Refused ([`CollectionError::Revert`], nothing changed) when `to` is not below this
+    /// build's version, when this build declares no downcasts down to `to`, when a window
+    /// is open at another version, when an eager sweep or another revert is unfinished,
+    /// or when the schema history records no schema at `to`; a fenced collection refuses
+    /// as a write does.
+    pub fn revert(&self, to: i32, options: RevertOptions) -> Result<RevertReport, CollectionError> {
+        let name = self.name().to_string();
+        let store = self.store();
+        let current = self.current_version();
+        let refuse = |reason: String| CollectionError::Revert {
+            collection: name.clone(),
+            to,
+            reason,
+        };
+        let (resumed, window) = self.revert_preflight(to)?;
+        let key = revert_key(&name);
+        let wkey = window_key(&name);
         let mut report = RevertReport {
             collection: name.clone(),
             to,
@@ -525,13 +552,30 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         };
         let named = Mutex::new(Named::default());
         if options.dry_run {
+            if !resumed {
+                // The refusals a real run would meet before its first row.
+                self.revert_start_batch(to, window.is_some())?;
+            }
             let counters = self.revert_dry_run(to, &options, &named)?;
             report.finished = true;
             fill(&mut report, &counters, named);
             return Ok(report);
         }
+        // A write from here on: the fence and the write guards decide (a dry run reads
+        // only, on a store that may be open read-only).
+        self.check_guards()?;
         if !resumed {
-            self.begin_revert(to, window.is_some())?;
+            let batch = self.revert_start_batch(to, window.is_some())?;
+            store.apply(batch).map_err(|e| {
+                if e.is_conflict() {
+                    CollectionError::WindowChanged {
+                        collection: name.clone(),
+                    }
+                } else {
+                    CollectionError::store(&name, e)
+                }
+            })?;
+            tracing::info!(collection = %name, to, "revert: back in a deploy window at v{to}; the schema baseline of v{to} restored");
         }
         tracing::info!(collection = %name, to, from = current, resumed, "revert started");
         let sealer = self.sealer_now();
@@ -611,8 +655,8 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
     }
 
     /// Step 1 (see the module docs): the window at `to`, the baseline of `to`, the sweep
-    /// marker lowered and the revert record, in one batch.
-    fn begin_revert(&self, to: i32, window_open: bool) -> Result<(), CollectionError> {
+    /// marker lowered and the revert record, as one batch (read here, not applied).
+    fn revert_start_batch(&self, to: i32, window_open: bool) -> Result<Batch, CollectionError> {
         let name = self.name();
         let store = self.store();
         let st = |e: StoreError| CollectionError::store(name, e);
@@ -673,21 +717,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     .map_err(|e| CollectionError::policy(name, e))?;
             }
         }
-        store.apply(batch).map_err(|e| {
-            if e.is_conflict() {
-                CollectionError::WindowChanged {
-                    collection: name.to_string(),
-                }
-            } else {
-                st(e)
-            }
-        })?;
-        tracing::info!(
-            collection = name,
-            to,
-            "revert: back in a deploy window at v{to}; the schema baseline of v{to} restored"
-        );
-        Ok(())
+        Ok(batch)
     }
 
     /// A dry run: every row decided, nothing written.
