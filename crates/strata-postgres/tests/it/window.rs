@@ -5,7 +5,7 @@
 //! updates; build 1 reads every document.
 //!
 //! The test re-runs its own binary (`--exact`) as the two children. `STRATA_WINDOW_DOCS`
-//! sets the shared document count (default 300).
+//! sets the shared document count (default 10,000, as the issue asks).
 
 use crate::{owner, peer, require_pg, scratch_table};
 use serde::{Deserialize, Serialize};
@@ -79,7 +79,7 @@ fn docs() -> usize {
     std::env::var("STRATA_WINDOW_DOCS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(300)
+        .unwrap_or(10_000)
 }
 
 fn database(store: Store) -> Database {
