@@ -86,6 +86,10 @@ pub(crate) struct CollectionInner {
     /// or deferred while a deploy window is open; declared (again) when a window
     /// completes — after a revert too, which put the baseline back to the older build's.
     pub(crate) declaration: Option<crate::policy::SchemaDeclaration>,
+    /// Payload versions above this build's whose rows it may write, with the properties
+    /// the newer build added (kept as stored on such a write): the schema history proves
+    /// the change additive (see [`CollectionOptions::keep_newer_fields`]).
+    pub(crate) newer_fields: Arc<std::collections::BTreeMap<i32, Vec<String>>>,
 }
 
 // The errors of the read and write paths, built out of their line and shared by every

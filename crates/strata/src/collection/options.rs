@@ -58,6 +58,9 @@ pub struct CollectionOptions {
     schema: SchemaOptions,
     sealed: bool,
     retired_below: Option<i32>,
+    /// Off: an older build is refused on rows of a newer build even when the schema
+    /// history proves the change additive (see [`CollectionOptions::keep_newer_fields`]).
+    refuse_newer: bool,
 }
 
 impl CollectionOptions {
@@ -251,6 +254,21 @@ impl CollectionOptions {
         self
     }
 
+    /// Whether this build may write rows a newer build wrote when the store's schema
+    /// history proves the newer build's change **additive** — new optional top-level
+    /// properties only, the schema `diff` classification `additive` — (on by default:
+    /// it is provably safe). The write keeps the properties this build's type does not
+    /// have, as stored, and the row's payload version; this build reads such rows (its
+    /// type ignores the new properties). Rows of a newer version whose schema is not an
+    /// additive change of this build's (or that the history does not record) are refused
+    /// by the ahead guard ("written by a newer build, upgrade this instance"), as with
+    /// `false`. It needs the collection under policy ([`CollectionOptions::schema`]):
+    /// the proof compares this build's declared schema with the history's.
+    pub fn keep_newer_fields(mut self, on: bool) -> Self {
+        self.refuse_newer = !on;
+        self
+    }
+
     /// Adds a write guard for this collection (in addition to the database's guards).
     pub fn write_guard(mut self, guard: Arc<dyn WriteGuard>) -> Self {
         self.guards.push(guard);
@@ -291,6 +309,7 @@ impl CollectionOptions {
             guards: self.guards,
             schema: self.schema,
             sealed: self.sealed,
+            keep_newer: !self.refuse_newer,
         }
     }
 }
@@ -304,6 +323,7 @@ pub(crate) struct OptionParts {
     pub(crate) guards: Vec<Arc<dyn WriteGuard>>,
     pub(crate) schema: SchemaOptions,
     pub(crate) sealed: bool,
+    pub(crate) keep_newer: bool,
 }
 
 /// The policy's gate guards the writes of the collections it watches (implemented here,

@@ -259,12 +259,30 @@ impl CollectionInner {
                 }
             });
         };
-        let write_at = match window {
+        let mut write_at = match window {
             None => self.current_version(),
             Some(w) => self.write_version(w)?,
         };
-        let (env, mut buf) = self.stamped(key, old_env, write_at, &mut doc.encoded, reencode)?;
-        if write_at < self.current_version() {
+        // A row a newer build wrote, whose change the schema history proves additive:
+        // written at its version, keeping the properties this build does not know.
+        let newer = old_env
+            .map(|e| e.payload_version)
+            .filter(|v| self.upcaster.is_ahead(*v))
+            .and_then(|v| self.newer_fields.get(&v).map(|names| (v, names)));
+        if let Some((v, _)) = newer {
+            write_at = v;
+        }
+        let (env, mut buf) = self.stamped(
+            key,
+            old_env,
+            write_at,
+            newer.is_some(),
+            &mut doc.encoded,
+            reencode,
+        )?;
+        if let (Some((_, names)), Some(o)) = (newer, old) {
+            buf = self.carry_newer(key, doc.full, o, sealer, buf, names)?;
+        } else if write_at < self.current_version() {
             buf = self.downcast_json(key, buf, write_at)?;
         } else if let (Some(_), Some(stored), Some(o)) = (window, old_env, old) {
             if stored.payload_version == write_at {
@@ -334,11 +352,12 @@ impl CollectionInner {
         key: &str,
         old_env: Option<Envelope>,
         write_at: i32,
+        newer_proven: bool,
         encoded: &mut Option<Vec<u8>>,
         reencode: Reencode<'_>,
     ) -> Result<(Envelope, Vec<u8>), CollectionError> {
         if let Some(e) = old_env {
-            if self.upcaster.is_ahead(e.payload_version) {
+            if !newer_proven && self.upcaster.is_ahead(e.payload_version) {
                 return Err(self.ahead(key, e.payload_version));
             }
         }
@@ -448,6 +467,51 @@ impl CollectionInner {
         tail.push(b':');
         tail.extend_from_slice(&kept);
         out.splice(close..close, tail);
+        Ok(out)
+    }
+
+    /// `buf` (this build's JSON behind room for the header) with the properties `names`
+    /// (added by the newer build that wrote the stored row `old`) copied from the stored
+    /// row where this build's document does not have them.
+    #[cold]
+    #[inline(never)]
+    fn carry_newer(
+        &self,
+        key: &str,
+        full: &[u8],
+        old: &[u8],
+        sealer: Option<&crate::seal::Sealer>,
+        buf: Vec<u8>,
+        names: &[String],
+    ) -> Result<Vec<u8>, CollectionError> {
+        let (clear, _) =
+            crate::seal::unseal_row(sealer, false, full, self.table_id, old).map_err(|source| {
+                CollectionError::Seal {
+                    collection: self.name.clone(),
+                    source,
+                }
+            })?;
+        let json = clear.get(ENVELOPE_HEADER_LEN..).unwrap_or_default();
+        let mut stored: crate::payload::JsonObject = serde_json::from_slice(json).map_err(|e| {
+            self.corrupted(
+                key,
+                format!("the stored document is not a JSON object: {e}"),
+            )
+        })?;
+        let mut obj: crate::payload::JsonObject =
+            serde_json::from_slice(&buf[ENVELOPE_HEADER_LEN..])
+                .map_err(|e| self.encode_error(key, e.to_string()))?;
+        for name in names {
+            if obj.contains_key(name) {
+                continue;
+            }
+            if let Some(v) = stored.remove(name) {
+                obj.insert(name.clone(), v);
+            }
+        }
+        let mut out = Vec::with_capacity(buf.len() + 64);
+        out.resize(ENVELOPE_HEADER_LEN, 0);
+        serde_json::to_writer(&mut out, &obj).map_err(|e| self.encode_error(key, e.to_string()))?;
         Ok(out)
     }
 

@@ -127,6 +127,19 @@ pub enum Verdict {
         /// The payload version this build declares.
         build: i32,
     },
+    /// A newer build moved the collection to a payload version above this build's with an
+    /// **additive** change (new optional top-level properties only): this build keeps
+    /// writing; its writes of rows the newer build wrote keep those properties and the
+    /// row's version (see `CollectionOptions::keep_newer_fields`). The baseline is never
+    /// moved back.
+    BehindAdditive {
+        /// The payload version the store's baseline records.
+        stored: i32,
+        /// The payload version this build declares.
+        build: i32,
+        /// The properties the newer build added.
+        added: Vec<String>,
+    },
     /// The delta could not be computed (storage error, corrupted baseline): logged, and
     /// writes are not blocked.
     DetectionFailed {
@@ -341,6 +354,19 @@ impl SchemaGate {
                 if stored > build {
                     if old.hash == new.hash {
                         return self.record(&decl, Verdict::Unchanged, None, None);
+                    }
+                    // The newer build only added optional properties: this build writes
+                    // on (the collection keeps what it does not know).
+                    if let Ok(d) = strata_schema::diff(&c, &new.schema, &old.schema) {
+                        if d.kind == strata_schema::DeltaKind::Additive {
+                            tracing::info!(collection = %c, stored, build, added = ?d.added, "a newer build added optional properties; this build keeps writing and keeps them");
+                            let verdict = Verdict::BehindAdditive {
+                                stored,
+                                build,
+                                added: d.added.clone(),
+                            };
+                            return self.record(&decl, verdict, Some(d), None);
+                        }
                     }
                     tracing::warn!(collection = %c, stored, build, "a newer build moved this collection's schema and payload version; this build's writes are refused until it is upgraded");
                     return self.record(&decl, Verdict::Behind { stored, build }, None, None);

@@ -16,6 +16,7 @@ mod layers;
 mod limits;
 mod manifest;
 mod migration;
+mod newer_fields;
 mod pass;
 mod payload;
 mod policy;

@@ -105,6 +105,7 @@ fn verdict_word(v: &Verdict) -> &'static str {
         Verdict::Rejected { .. } => "rejected",
         Verdict::CutoverPending { .. } => "cutover pending",
         Verdict::DetectionFailed { .. } => "detection failed",
+        Verdict::BehindAdditive { .. } => "behind (additive)",
         _ => "other",
     }
 }
