@@ -332,3 +332,72 @@ fn an_aborted_revert_resumes_after_its_cursor() {
         assert_eq!(&stored(&store, id).1, doc, "{id}");
     }
 }
+
+#[test]
+fn a_sealed_collection_reverts_sealed_and_a_fence_refuses_a_revert() {
+    use strata::seal::{Credential, KdfParams};
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    let open_sealed = || {
+        Database::builder(store.clone())
+            .policy(config(&clock))
+            .key(Credential::passphrase("open sesame").with_kdf(KdfParams::insecure_fast()))
+            .open()
+            .unwrap()
+    };
+    {
+        let db1 = open_sealed();
+        let c1 = db1.collection::<Acct>("accts", build1().sealed()).unwrap();
+        c1.put(
+            "a",
+            &Acct {
+                id: "a".into(),
+                owner: "ann".into(),
+                balance: 1,
+            },
+        )
+        .unwrap();
+    }
+    let db2 = open_sealed();
+    let c2 = db2
+        .collection::<AcctV2>("accts", build2().sealed())
+        .unwrap();
+    c2.complete_window(WindowOptions::new()).unwrap();
+    let d = c2.get_document("a").unwrap().unwrap();
+    c2.update("a", &v2("a", "ann", 1, &["SECRET-TAG"]), d.lock_version)
+        .unwrap();
+    assert_eq!(d.stored_version, 2);
+    let raw = store.get(b"__nx/doc/accts/a").unwrap().unwrap();
+    // A pending cutover fences the collection: the revert is refused like a write and
+    // changes nothing.
+    strata::policy::Fence::add_pending(&store, "accts", "0123").unwrap();
+    let before = everything(&store);
+    let err = c2.revert(1, RevertOptions::new()).unwrap_err();
+    assert!(
+        matches!(err.refusal(), Some(strata::policy::Refusal::Fenced { .. })),
+        "{err}"
+    );
+    assert!(everything(&store) == before, "a fenced revert wrote");
+    strata::policy::Fence::update(&store, |cur| {
+        let mut next = cur.clone();
+        next.pending.clear();
+        Ok(Some(next))
+    })
+    .unwrap();
+    let r = c2.revert(1, RevertOptions::new()).unwrap();
+    assert!(r.is_complete(), "{r:?}");
+    let after = store.get(b"__nx/doc/accts/a").unwrap().unwrap();
+    assert_ne!(after, raw);
+    assert!(
+        strata::seal::peek(&after).is_some_and(|(env, sealed)| sealed && env.payload_version == 1),
+        "the reverted row is sealed at v1"
+    );
+    assert!(
+        !after.windows(10).any(|w| w == b"SECRET-TAG"),
+        "kept field sealed with the row"
+    );
+    let db1 = open_sealed();
+    let c1 = db1.collection::<Acct>("accts", build1().sealed()).unwrap();
+    assert_eq!(c1.get("a").unwrap().unwrap().owner, "ann");
+    assert_eq!(c2.get("a").unwrap().unwrap().tags, ["SECRET-TAG"]);
+}
