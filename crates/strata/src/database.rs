@@ -59,7 +59,8 @@ use crate::collection::{
     Collection, CollectionError, CollectionInner, CollectionOptions, WriteGuard, WriteSet,
     WriteSetError, Written,
 };
-use crate::payload::chain::{UpcastChain, Upcaster};
+use crate::payload::chain::UpcastChain;
+use crate::payload::upcaster::Upcaster;
 use crate::policy::{
     baseline_key, DeclareOutcome, Fence, FenceDoc, Policy, PolicyConfig, PolicyError, PolicyLink,
     SchemaDeclaration, Verdict,

@@ -499,9 +499,9 @@ impl CollectionError {
         collection: &str,
         key: &str,
         stored: i32,
-        failure: crate::payload::chain::UpcastFailure,
+        failure: crate::payload::upcaster::UpcastFailure,
     ) -> Self {
-        use crate::payload::chain::UpcastFailure;
+        use crate::payload::upcaster::UpcastFailure;
         match failure {
             UpcastFailure::InvalidVersion { found } => CollectionError::InvalidPayloadVersion {
                 collection: collection.to_string(),

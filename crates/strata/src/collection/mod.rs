@@ -25,8 +25,9 @@ pub use iter::{Iter, ITER_PAGE_BYTES};
 pub use options::{CollectionOptions, WriteGuard};
 pub use write_set::{WriteSet, WriteSetError, Written};
 
-use crate::payload::chain::{JsonObject, UpcastChain, Upcaster};
+use crate::payload::chain::{JsonObject, UpcastChain};
 use crate::payload::envelope::{self, Envelope};
+use crate::payload::upcaster::Upcaster;
 use std::collections::HashSet;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};

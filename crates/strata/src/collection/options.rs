@@ -217,14 +217,14 @@ impl CollectionOptions {
     pub fn upcaster(
         &self,
         collection: &str,
-    ) -> Result<crate::payload::chain::Upcaster, crate::payload::chain::ChainError> {
+    ) -> Result<crate::payload::upcaster::Upcaster, crate::payload::chain::ChainError> {
         let start = self
             .retired_below
             .unwrap_or(crate::payload::chain::INITIAL_PAYLOAD_VERSION);
         let (steps, _) = self.chain_steps(collection)?;
         let chain = crate::payload::chain::UpcastChain::starting_at(collection, start, steps)?
             .with_downcasts(collection, self.downs.clone())?;
-        Ok(crate::payload::chain::Upcaster::new(
+        Ok(crate::payload::upcaster::Upcaster::new(
             chain,
             self.protected_fields(),
             self.version_field.clone(),

@@ -20,8 +20,9 @@
 //!    as a write would.
 
 use super::CollectionError;
-use crate::payload::chain::{JsonObject, Upcaster, INITIAL_PAYLOAD_VERSION};
+use crate::payload::chain::{JsonObject, INITIAL_PAYLOAD_VERSION};
 use crate::payload::envelope::{self, Envelope};
+use crate::payload::upcaster::Upcaster;
 use crate::policy::Transform;
 use serde_json::Value;
 

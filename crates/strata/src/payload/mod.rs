@@ -3,20 +3,24 @@
 //!
 //! * [`envelope`] — `NXDV | format | payload version | lock version | JSON`;
 //! * [`chain`] — [`UpcastStep`]s `from → from + 1` over the raw JSON object, validated into an
-//!   [`UpcastChain`], run by an [`Upcaster`] that protects identity and lock fields;
+//!   [`UpcastChain`] (with its downcasts);
+//! * [`upcaster`] — the [`Upcaster`] that runs a chain up (and down), protecting identity
+//!   and lock fields;
 //! * [`sweep`] — the leased, cursor-resumed eager sweep on the bulk pass (it lives in
 //!   [`crate::ops::sweep`], above collections).
 
 pub mod chain;
 pub mod envelope;
 pub mod retired;
+pub mod upcaster;
 pub mod window;
 
 pub use chain::{
-    ChainError, DowncastStep, JsonObject, Mode, StepError, UpcastChain, UpcastFailure, UpcastStep,
-    Upcaster, INITIAL_PAYLOAD_VERSION, KEPT_FIELD,
+    ChainError, DowncastStep, JsonObject, Mode, StepError, UpcastChain, UpcastStep,
+    INITIAL_PAYLOAD_VERSION, KEPT_FIELD,
 };
 pub use envelope::{Envelope, EnvelopeError};
+pub use upcaster::{UpcastFailure, Upcaster};
 // Facade: the sweep lives in `crate::ops::sweep` (above collections); it keeps its
 // `strata::payload::sweep` path.
 pub use crate::ops::sweep;

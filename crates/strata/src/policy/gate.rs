@@ -9,7 +9,7 @@ use super::strategy::{
 };
 use super::{PolicyConfig, PolicyError, Refusal};
 use crate::clock::SharedClock;
-use crate::payload::chain::Upcaster;
+use crate::payload::upcaster::Upcaster;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -37,7 +37,7 @@ pub use checkpoint::{checkpoint_target, cutover_key, CutoverCheckpoint, CUTOVER_
 /// (a write through this store touching it sends `complete` back to a recount).
 pub(super) type Certified = HashMap<String, (strata_store::Tally, strata_store::ArmedScope)>;
 use crate::pass::PassLimits;
-use crate::payload::chain::Upcaster;
+use crate::payload::upcaster::Upcaster;
 use crate::policy::{
     baseline_key, list_clients, Fence, FenceDoc, FenceState, PolicyError, SchemaGate, Transform,
     Verdict, FENCE_KEY,

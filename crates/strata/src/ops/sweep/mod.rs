@@ -33,7 +33,7 @@
 //! The marker is a hint: per-document payload versions stay the truth, and the lazy read
 //! path never consults it. Its only use is to let a completed sweep skip the scan.
 
-use crate::clock::{SharedClock, SystemClock};
+use crate::clock::SharedClock;
 use crate::collection::layout::sweep_key;
 use crate::collection::rewrite::RowRewrite;
 use crate::collection::{Collection, CollectionError};
@@ -42,19 +42,12 @@ use crate::pass::{
     RecordRef, RowCounters, RowOutcome,
 };
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use strata_store::{Batch, KvRead, KvWrite, Manifest, Mutation, NamedLease, StoreError};
 
-/// Default rows per batch.
-pub const DEFAULT_BATCH_SIZE: usize = 256;
-/// Default lease duration.
-pub const DEFAULT_LEASE_MS: u64 = 60_000;
-/// Default minimum spacing between progress lines.
-pub const DEFAULT_PROGRESS_LOG_MS: u64 = 5_000;
 /// Consecutive batch conflicts not explained by a changed row (a write guard's state moved)
 /// tolerated before the sweep gives up for this run.
 const MAX_CONFLICT_RETRIES: u64 = 1_000;
@@ -62,256 +55,12 @@ const MAX_CONFLICT_RETRIES: u64 = 1_000;
 /// (`__nx/manifest/sweep/<collection>`).
 pub const MANIFEST_OPERATION: &str = "sweep";
 
-type AbortCheck = Arc<dyn Fn() -> bool + Send + Sync>;
+mod marker;
+mod options;
 
-/// Knobs of a sweep; every default suits an unattended boot sweep.
-#[derive(Clone)]
-pub struct SweepOptions {
-    runner_id: String,
-    limits: PassLimits,
-    abort: Option<AbortCheck>,
-    lease_ms: u64,
-    lease_wait: Duration,
-    progress_log_ms: u64,
-    clock: SharedClock,
-}
-
-impl fmt::Debug for SweepOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SweepOptions")
-            .field("runner_id", &self.runner_id)
-            .field("limits", &self.limits)
-            .field("abort", &self.abort.is_some())
-            .field("lease_ms", &self.lease_ms)
-            .field("lease_wait", &self.lease_wait)
-            .field("progress_log_ms", &self.progress_log_ms)
-            .field("clock", &self.clock)
-            .finish()
-    }
-}
-
-impl Default for SweepOptions {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-fn random_runner_id() -> String {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!(
-        "{:x}-{:x}-{:x}",
-        std::process::id(),
-        nanos,
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-impl SweepOptions {
-    /// Defaults: a fresh runner id, [`DEFAULT_BATCH_SIZE`] rows (256, the payload seed's
-    /// batch) and the bulk pass's default byte budget (4 MiB) per batch, never aborts,
-    /// 60 s lease, a progress line at most every 5 s, the system clock.
-    pub fn new() -> Self {
-        SweepOptions {
-            runner_id: random_runner_id(),
-            limits: PassLimits::new(DEFAULT_BATCH_SIZE, crate::pass::DEFAULT_MAX_BYTES)
-                .unwrap_or_default(),
-            abort: None,
-            lease_ms: DEFAULT_LEASE_MS,
-            lease_wait: Duration::ZERO,
-            progress_log_ms: DEFAULT_PROGRESS_LOG_MS,
-            clock: SystemClock::shared(),
-        }
-    }
-
-    /// Identifies this instance, so a lease tells "mine, resume it" from "someone else's".
-    pub fn runner_id(mut self, id: impl Into<String>) -> Self {
-        self.runner_id = id.into();
-        self
-    }
-
-    /// The batch limits (rows and byte budget) of the bulk pass under the sweep; the rows
-    /// per batch are also the lease-renewal and abort-poll granularity.
-    pub fn limits(mut self, limits: PassLimits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// Polled at every batch boundary; `true` stops the sweep, releasing the lease and
-    /// leaving it resumable.
-    pub fn abort_when(mut self, check: impl Fn() -> bool + Send + Sync + 'static) -> Self {
-        self.abort = Some(Arc::new(check));
-        self
-    }
-
-    /// How long a claimed lease survives without a renewal.
-    pub fn lease_ms(mut self, ms: u64) -> Self {
-        self.lease_ms = ms;
-        self
-    }
-
-    /// How long to wait for another process's sweep of the collection to end before
-    /// returning [`SweepNote::Contended`] (default zero: one attempt). Only stores shared
-    /// by several processes have such a lease.
-    pub fn lease_wait(mut self, wait: Duration) -> Self {
-        self.lease_wait = wait;
-        self
-    }
-
-    /// Minimum spacing between "still going" progress lines (tracing, info level).
-    pub fn progress_log_ms(mut self, ms: u64) -> Self {
-        self.progress_log_ms = ms;
-        self
-    }
-
-    /// The clock lease expiry is computed with.
-    pub fn clock(mut self, clock: SharedClock) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// The runner id.
-    pub fn get_runner_id(&self) -> &str {
-        &self.runner_id
-    }
-
-    /// The batch limits.
-    pub fn get_limits(&self) -> PassLimits {
-        self.limits
-    }
-
-    /// The lease duration.
-    pub fn get_lease_ms(&self) -> u64 {
-        self.lease_ms
-    }
-}
-
-/// Row counters of a sweep.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SweepCounters {
-    /// Rows read.
-    pub scanned: u64,
-    /// Stale rows rewritten at the current version.
-    pub rewritten: u64,
-    /// Rows a concurrent write beat the sweep to: changed or deleted between the sweep's
-    /// read and its write, and left as that write made them (each counted once).
-    pub conflicted: u64,
-    /// Rows written by a newer build, left alone.
-    pub skipped_ahead: u64,
-    /// Rows that could not be read (invalid version, failing step, no bind); they block
-    /// completion.
-    pub failed: u64,
-}
-
-impl SweepCounters {
-    /// The sweep's view of the pass's per-row counters.
-    fn from_rows(c: &RowCounters) -> Self {
-        SweepCounters {
-            scanned: c.scanned,
-            rewritten: c.rewritten,
-            conflicted: c.conflicted,
-            skipped_ahead: c.skipped_ahead,
-            failed: c.failed,
-        }
-    }
-
-    fn add(&mut self, o: &SweepCounters) {
-        self.scanned += o.scanned;
-        self.rewritten += o.rewritten;
-        self.conflicted += o.conflicted;
-        self.skipped_ahead += o.skipped_ahead;
-        self.failed += o.failed;
-    }
-}
-
-/// The sweep marker stored (as JSON) at `__nx/sweep/<collection>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SweepMarker {
-    /// Marker format (1).
-    pub format: u8,
-    /// The highest target version a sweep completed (0: none).
-    pub completed: i32,
-    /// The target version of the sweep in progress, if any.
-    pub in_progress: Option<i32>,
-    /// The runner holding (or last holding) the in-progress lease.
-    pub runner: Option<String>,
-    /// When the lease expires, in clock milliseconds (0: released).
-    pub lease_expires_ms: u64,
-    /// The last processed full key of the in-progress sweep, hex-encoded.
-    pub cursor_hex: Option<String>,
-    /// Counters of the in-progress sweep (cumulative over its resumed runs), or of the
-    /// last finished one.
-    pub counters: SweepCounters,
-    /// The fencing token of the cross-process lease the runner claimed the marker under
-    /// (absent on stores one process opens at a time).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token: Option<u64>,
-}
-
-fn to_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
-
-fn from_hex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
-        .collect()
-}
-
-impl SweepMarker {
-    /// The JSON bytes stored.
-    pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
-    }
-
-    /// Decodes stored bytes.
-    pub fn decode(collection: &str, bytes: &[u8]) -> Result<Self, CollectionError> {
-        let m: SweepMarker =
-            serde_json::from_slice(bytes).map_err(|e| CollectionError::CorruptMarker {
-                collection: collection.to_string(),
-                reason: e.to_string(),
-            })?;
-        if m.format != 1 {
-            return Err(CollectionError::CorruptMarker {
-                collection: collection.to_string(),
-                reason: format!("unknown marker format {}", m.format),
-            });
-        }
-        if let Some(c) = &m.cursor_hex {
-            if from_hex(c).is_none() {
-                return Err(CollectionError::CorruptMarker {
-                    collection: collection.to_string(),
-                    reason: "the cursor is not valid hex".into(),
-                });
-            }
-        }
-        Ok(m)
-    }
-
-    /// The cursor (last processed full key) of the in-progress sweep.
-    pub fn cursor(&self) -> Option<Vec<u8>> {
-        self.cursor_hex.as_deref().and_then(from_hex)
-    }
-
-    /// True when another runner holds a lease that has not expired at `now_ms`.
-    pub fn held_by_other(&self, runner: &str, now_ms: u64) -> bool {
-        self.in_progress.is_some()
-            && self.lease_expires_ms > now_ms
-            && self.runner.as_deref() != Some(runner)
-    }
-}
+use marker::to_hex;
+pub use marker::{SweepCounters, SweepMarker};
+pub use options::{SweepOptions, DEFAULT_BATCH_SIZE, DEFAULT_LEASE_MS, DEFAULT_PROGRESS_LOG_MS};
 
 /// Why a sweep ended as it did.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,338 @@
+//! The read path's [`Upcaster`]: runs a validated [`UpcastChain`] over a stored
+//! document's JSON object (up, and down through the declared downcasts), protecting the
+//! identity and lock fields and stamping the version field; and what a downcast cannot
+//! express ([`KEPT_FIELD`]).
+
+use super::chain::{
+    JsonObject, Mode, StepError, UpcastChain, UpcastStep, INITIAL_PAYLOAD_VERSION, KEPT_FIELD,
+};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// The chain plus the fields the engine protects: what the read path and the sweep run.
+#[derive(Debug, Clone, Default)]
+pub struct Upcaster {
+    chain: UpcastChain,
+    protected: Arc<[String]>,
+    version_field: Option<Arc<str>>,
+    /// The store's retirement: rows stored below this version are refused.
+    retired_below: Option<i32>,
+}
+
+/// Why an upcast failed (without collection or key; the caller adds them).
+#[derive(Debug)]
+pub enum UpcastFailure {
+    /// The stored version is below 1.
+    InvalidVersion {
+        /// The version found.
+        found: i32,
+    },
+    /// The stored version is below the collection's retired versions.
+    Retired {
+        /// The version found.
+        found: i32,
+        /// Versions below this one are retired.
+        below: i32,
+    },
+    /// The chain cannot read the stored version: it starts above it (steps retired) and
+    /// the store records no retirement that would explain the row.
+    Unreachable {
+        /// The version found.
+        found: i32,
+        /// The version the chain starts at.
+        start: i32,
+    },
+    /// A step returned an error.
+    Step {
+        /// The failing step's `from`.
+        from: i32,
+        /// The step's error.
+        source: StepError,
+    },
+    /// A downcast step returned an error, or none is declared down to the target.
+    Downcast {
+        /// The failing (or missing) downcast's `from`.
+        from: i32,
+        /// The step's error (`None`: no downcast from `from` is declared).
+        source: Option<StepError>,
+    },
+}
+
+impl Upcaster {
+    /// An upcaster over `chain` protecting `protected` fields, and re-stamping
+    /// `version_field` (when given) into the object before every step and after the last.
+    pub fn new(chain: UpcastChain, protected: Vec<String>, version_field: Option<String>) -> Self {
+        Upcaster {
+            chain,
+            protected: protected.into(),
+            version_field: version_field.map(Into::into),
+            retired_below: None,
+        }
+    }
+
+    /// This upcaster refusing rows stored below `below` (the store's retirement record,
+    /// see [`crate::ops::retire`]); `None`: nothing retired.
+    pub fn with_retired_below(mut self, below: Option<i32>) -> Self {
+        self.retired_below = below;
+        self
+    }
+
+    /// Versions below this one are retired in the store (rows there are refused).
+    pub fn retired_below(&self) -> Option<i32> {
+        self.retired_below
+    }
+
+    /// The refusal of a row stored at `version`, when it is below the retired versions
+    /// (or below a chain that starts above 1): the failure to report, else `None`.
+    pub fn check_retired(&self, version: i32) -> Option<UpcastFailure> {
+        if let Some(below) = self.retired_below {
+            if version < below {
+                return Some(UpcastFailure::Retired {
+                    found: version,
+                    below,
+                });
+            }
+        }
+        let start = self.chain.start_version();
+        (version < start && version >= INITIAL_PAYLOAD_VERSION).then_some(
+            UpcastFailure::Unreachable {
+                found: version,
+                start,
+            },
+        )
+    }
+
+    /// The chain.
+    pub fn chain(&self) -> &UpcastChain {
+        &self.chain
+    }
+
+    /// The protected field names (identity fields and the lock field).
+    pub fn protected_fields(&self) -> &[String] {
+        &self.protected
+    }
+
+    /// The field the payload version is stamped into, if configured.
+    pub fn version_field(&self) -> Option<&str> {
+        self.version_field.as_deref()
+    }
+
+    /// True when a document stored at `version` needs steps to reach the current version.
+    pub fn is_behind(&self, version: i32) -> bool {
+        version < self.chain.current_version()
+    }
+
+    /// True when a document stored at `version` was written by a newer build.
+    pub fn is_ahead(&self, version: i32) -> bool {
+        version > self.chain.current_version()
+    }
+
+    /// Runs every pending step on `obj`, stored at `stored`, and returns the version
+    /// reached. A document at or above the current version is not touched. The protected
+    /// fields are snapshotted before the first step; before each step the version field is
+    /// stamped with the step's `from`, and after it the protected fields are restored
+    /// exactly to the snapshot (absent stays absent, null stays null). After the last step
+    /// the version field holds the version reached.
+    pub fn upcast(&self, obj: &mut JsonObject, stored: i32) -> Result<i32, UpcastFailure> {
+        if stored < INITIAL_PAYLOAD_VERSION {
+            return Err(UpcastFailure::InvalidVersion { found: stored });
+        }
+        if let Some(refused) = self.check_retired(stored) {
+            return Err(refused);
+        }
+        let current = self.chain.current_version();
+        if stored >= current {
+            return Ok(stored);
+        }
+        // One snapshot serves every step: after each step the protected fields are put
+        // back to it, so they hold the snapshot's values again before the next one. A field
+        // the step left alone is not rewritten (no clone, no allocation).
+        let snapshot = self.snapshot(obj);
+        let mut version = stored;
+        while version < current {
+            let Some(step) = self.chain.step_from(version) else {
+                break; // unreachable for a validated chain
+            };
+            self.stamp(obj, version);
+            step.run(obj).map_err(|source| UpcastFailure::Step {
+                from: version,
+                source,
+            })?;
+            self.restore(obj, &snapshot);
+            version = step.to();
+        }
+        if version != stored {
+            self.stamp(obj, version);
+        }
+        restore_kept(obj);
+        Ok(version)
+    }
+
+    /// Runs the downcast steps on `obj`, at the current version, down to `target`; the
+    /// protected fields are restored after each step and the version field stamped, as
+    /// in [`Upcaster::upcast`]. Returns the content the downcast cannot express: the
+    /// leaves of `obj` (members of objects, recursively; anything else as a whole) that a
+    /// round trip — the downcast, then the upcast back — does not reproduce, which the
+    /// caller keeps under [`KEPT_FIELD`].
+    pub fn downcast(&self, obj: &mut JsonObject, target: i32) -> Result<JsonObject, UpcastFailure> {
+        let current = self.chain.current_version();
+        if target >= current {
+            return Ok(JsonObject::new());
+        }
+        obj.remove(KEPT_FIELD);
+        let original = obj.clone();
+        let snapshot = self.snapshot(obj);
+        let mut version = current;
+        while version > target {
+            let Some(step) = self.chain.downcast_from(version) else {
+                return Err(UpcastFailure::Downcast {
+                    from: version,
+                    source: None,
+                });
+            };
+            self.stamp(obj, version);
+            step.run(obj).map_err(|source| UpcastFailure::Downcast {
+                from: version,
+                source: Some(source),
+            })?;
+            self.restore(obj, &snapshot);
+            version = step.to();
+        }
+        self.stamp(obj, version);
+        // The round trip: what the upcast back produces is expressed; the rest is kept.
+        let mut back = obj.clone();
+        self.upcast(&mut back, version)?;
+        let mut kept = lost(&original, &back);
+        if let Some(f) = self.version_field.as_deref() {
+            kept.remove(f);
+        }
+        Ok(kept)
+    }
+
+    /// An upcaster whose chain is `version - 1` steps that change nothing: for a
+    /// collection declared to the policy by its raw schema and payload version only (no
+    /// chain known), so that rows above `version` still count as written by a newer
+    /// build.
+    pub(crate) fn identity_to(version: i32) -> Self {
+        let steps: Vec<UpcastStep> = (INITIAL_PAYLOAD_VERSION
+            ..version.max(INITIAL_PAYLOAD_VERSION))
+            .map(|from| UpcastStep::new(from, Mode::Lazy, |_| Ok(())))
+            .collect();
+        Upcaster {
+            chain: UpcastChain {
+                steps: steps.into(),
+                start: INITIAL_PAYLOAD_VERSION,
+                downs: Arc::from(Vec::new()),
+            },
+            protected: Arc::from(Vec::new()),
+            version_field: None,
+            retired_below: None,
+        }
+    }
+
+    /// The values of the protected fields (`None`: absent), to restore after code that
+    /// must not change them (a step, a cutover transform).
+    pub(crate) fn snapshot(&self, obj: &JsonObject) -> Snapshot {
+        match &*self.protected {
+            [] => Snapshot::One(None),
+            // The common case (one identity field): no vector to allocate per row.
+            [only] => Snapshot::One(obj.get(only).cloned()),
+            many => Snapshot::Many(many.iter().map(|f| obj.get(f).cloned()).collect()),
+        }
+    }
+
+    /// Puts the protected fields back to `snapshot` (absent stays absent, null stays
+    /// null); a field left alone is not rewritten.
+    pub(crate) fn restore(&self, obj: &mut JsonObject, snapshot: &Snapshot) {
+        for (name, saved) in self.protected.iter().zip(snapshot.values()) {
+            if obj.get(name) == saved.as_ref() {
+                continue;
+            }
+            match saved {
+                Some(v) => {
+                    obj.insert(name.clone(), v.clone());
+                }
+                None => {
+                    obj.remove(name);
+                }
+            }
+        }
+    }
+
+    /// Writes `version` into the version field, if one is configured (in place when the
+    /// field exists: no key allocation).
+    pub(crate) fn stamp(&self, obj: &mut JsonObject, version: i32) {
+        let Some(f) = &self.version_field else {
+            return;
+        };
+        match obj.get_mut(&**f) {
+            Some(v) => *v = Value::from(version),
+            None => {
+                obj.insert(f.to_string(), Value::from(version));
+            }
+        }
+    }
+}
+
+/// What the round trip `back` lost of `original`, leaf by leaf: the members whose values
+/// it does not reproduce (objects compared member by member, anything else as a whole).
+fn lost(original: &JsonObject, back: &JsonObject) -> JsonObject {
+    let mut out = JsonObject::new();
+    for (k, v) in original {
+        match (v, back.get(k)) {
+            (Value::Object(o), Some(Value::Object(b))) => {
+                let inner = lost(o, b);
+                if !inner.is_empty() {
+                    out.insert(k.clone(), Value::Object(inner));
+                }
+            }
+            (v, Some(b)) if v == b => {}
+            (v, _) => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Merges `kept` into `target` leaf by leaf (objects member by member, anything else
+/// replaced).
+fn merge_kept(target: &mut JsonObject, kept: JsonObject) {
+    for (k, v) in kept {
+        match (target.get_mut(&k), v) {
+            (Some(Value::Object(t)), Value::Object(v)) => merge_kept(t, v),
+            (_, v) => {
+                target.insert(k, v);
+            }
+        }
+    }
+}
+
+/// Puts the content a downcast kept (under [`KEPT_FIELD`]) back into an object that was
+/// upcast to the version that wrote it: the kept leaves replace what the upcast
+/// produced for them (a value the older build could not express), every other member
+/// stays as the upcast made it (the older build's changes). Removes [`KEPT_FIELD`].
+fn restore_kept(obj: &mut JsonObject) {
+    if let Some(Value::Object(kept)) = obj.remove(KEPT_FIELD) {
+        merge_kept(obj, kept);
+    }
+}
+
+/// The protected fields' values taken by [`Upcaster::snapshot`], in the order they are
+/// declared (`None`: absent).
+#[derive(Debug)]
+pub(crate) enum Snapshot {
+    /// At most one protected field (with none, restoring zips over nothing).
+    One(Option<Value>),
+    /// Several.
+    Many(Vec<Option<Value>>),
+}
+
+impl Snapshot {
+    fn values(&self) -> &[Option<Value>] {
+        match self {
+            Snapshot::One(v) => std::slice::from_ref(v),
+            Snapshot::Many(v) => v,
+        }
+    }
+}
