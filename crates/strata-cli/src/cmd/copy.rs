@@ -1,16 +1,18 @@
 //! `strata copy --from A --to B`: the whole store, every key and value, from one backend
 //! to another (sled → redb, sled → PostgreSQL, …). This is how a Numax user leaves sled.
 //!
-//! * **Batched**: the source is read in pages bounded by `--max-records` and the
-//!   `--max-bytes` budget; each page is one atomic batch in the target.
+//! * **On the bulk pass** ([`strata::pass::Pass::run_between`]): the source is read in
+//!   batches bounded by `--max-records` and the `--max-bytes` budget; each batch is one
+//!   atomic batch in the target.
 //! * **Resumable**: each batch also writes the progress record
 //!   [`PROGRESS_KEY`] (the source, the last copied key, the count so far) with a
 //!   precondition on its previous value, so a copy killed at any instant resumes after
 //!   its last committed batch when rerun with the same `--from`/`--to`, and two copies
 //!   into one target cannot interleave.
 //! * **Refuses a non-empty target** that holds no progress record of this same copy.
-//! * **Verified**: at the end both stores are scanned again and their record count and
-//!   SHA-256 digest (over every key and value in key order) must be equal; then the
+//! * **Verified**: the source's record count and SHA-256 digest (over every key and value
+//!   in key order) are computed as the records are copied (a resumed copy scans the source
+//!   again), the target is scanned once at the end, and both must be equal; then the
 //!   progress record is replaced, in one atomic batch, by the bulk-operation manifest
 //!   [`MANIFEST_KEY`] (count + digest), which `strata verify` checks later.
 //!
@@ -25,7 +27,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use strata::keys::COPY_PREFIX;
-use strata_store::{Batch, KvRead, KvWrite, Pages, ScanLimits, Store, StoreError};
+use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store, StoreError};
 
 /// The progress record of an unfinished copy, in the target.
 pub const PROGRESS_KEY: &[u8] = b"__nx/copy/progress";
@@ -119,6 +121,9 @@ pub enum CopyError {
         /// Records now.
         now: u64,
     },
+    /// The bulk pass under the copy failed in another way (its own message).
+    #[error("{0}")]
+    Pass(Box<strata::pass::PassError>),
     /// A store error (its own message; the error itself is the source, so the exit code
     /// and the hints of `exit` see it).
     #[error("{0}")]
@@ -241,6 +246,14 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// One record into a copy digest: key length (u64 LE), key, value length (u64 LE), value.
+fn hash_record(hasher: &mut Sha256, key: &[u8], value: &[u8]) {
+    hasher.update((key.len() as u64).to_le_bytes());
+    hasher.update(key);
+    hasher.update((value.len() as u64).to_le_bytes());
+    hasher.update(value);
+}
+
 /// Count, bytes and SHA-256 over every record outside [`COPY_PREFIX`], in key order: each
 /// record hashes as key length (u64 LE), key, value length (u64 LE), value.
 pub fn digest(store: &Store, limits: ScanLimits) -> Result<(u64, u64, String), StoreError> {
@@ -251,10 +264,7 @@ pub fn digest(store: &Store, limits: ScanLimits) -> Result<(u64, u64, String), S
         let mut last = None;
         let end = store.scan_visit(b"", cursor.as_deref(), limits, &mut |k, v| {
             if !k.starts_with(COPY_PREFIX) {
-                hasher.update((k.len() as u64).to_le_bytes());
-                hasher.update(k);
-                hasher.update((v.len() as u64).to_le_bytes());
-                hasher.update(v);
+                hash_record(&mut hasher, k, v);
                 records += 1;
                 bytes += (k.len() + v.len()) as u64;
             }
@@ -453,6 +463,70 @@ impl Reporter {
     }
 }
 
+/// The copy's checkpoint on the bulk pass: the progress record [`PROGRESS_KEY`] in the
+/// target (the last copied key goes to [`CURSOR_KEY`], added by the batch hook, so the
+/// record stays small whatever the key). Every batch advances it under a precondition on
+/// its previous value; the final batch leaves it saying every record is copied (it is
+/// replaced by the manifest once both stores verified equal).
+struct CopyCheckpoint {
+    from: String,
+    /// Records copied before this run.
+    base: u64,
+    /// Records this run committed (the pass's progress).
+    run: std::cell::Cell<u64>,
+    /// The cursor read from the target before the pass (the codec cannot read it).
+    resume: Option<Vec<u8>>,
+}
+
+impl CopyCheckpoint {
+    fn value(&self, batch: &strata::pass::RowCounters) -> Vec<u8> {
+        let progress = Progress {
+            format: 1,
+            from: self.from.clone(),
+            cursor: String::new(),
+            copied: self.base + self.run.get() + batch.rewritten,
+            cursor_in_record: true,
+        };
+        serde_json::to_vec(&progress).unwrap_or_default()
+    }
+}
+
+impl strata::pass::CheckpointCodec for CopyCheckpoint {
+    fn key(&self) -> &[u8] {
+        PROGRESS_KEY
+    }
+    fn encode(&self, _cursor: &[u8]) -> Vec<u8> {
+        self.value(&strata::pass::RowCounters::default())
+    }
+    fn encode_counted(&self, _cursor: &[u8], batch: &strata::pass::RowCounters) -> Vec<u8> {
+        self.value(batch)
+    }
+    fn decode(&self, _value: &[u8]) -> Result<Vec<u8>, String> {
+        // Checked by `start_point` (source, format) before the pass; the cursor was read
+        // from its own record.
+        Ok(self.resume.clone().unwrap_or_default())
+    }
+    fn finished_counted(&self, batch: &strata::pass::RowCounters) -> Option<Vec<u8>> {
+        Some(self.value(batch))
+    }
+}
+
+/// A pass error as the copy reports it: store errors (a full disk, a conflicting second
+/// copy, a record over the budget) keep their own message, exit code and hints.
+fn pass_error(e: strata::pass::PassError) -> CopyError {
+    use strata::pass::PassError;
+    match e {
+        PassError::Store { source, .. } => CopyError::Store(source),
+        PassError::RecordTooLarge {
+            key, size, limit, ..
+        } => CopyError::Store(StoreError::RecordTooLarge { key, size, limit }),
+        other => CopyError::Pass(Box::new(other)),
+    }
+}
+
+/// The copy on the [bulk pass](strata::pass) from `source` into `target`: each record is
+/// read once to copy it (its bytes hashed on the way, so the source's digest costs no
+/// second read unless the copy resumed) and once, in the target, to verify it.
 fn copy(
     source: &Store,
     target: &Store,
@@ -466,59 +540,80 @@ fn copy(
     };
     let start = start_point(target, from, to)?;
     let resumed = start.is_some();
-    let (mut raw, mut progress) = match start {
-        Some((bytes, p)) => {
+    let (base, resume) = match &start {
+        Some((_, p)) => {
             eprintln!("copy: resuming after {} records", p.copied);
-            (Some(bytes), p)
+            let cursor = if p.cursor_in_record {
+                Some(target.get(CURSOR_KEY)?.ok_or_else(|| {
+                    bad("it names a cursor record `__nx/copy/cursor` that is missing".into())
+                })?)
+            } else if p.cursor.is_empty() {
+                None
+            } else {
+                Some(unhex(&p.cursor).ok_or_else(|| bad("cursor is not hex".into()))?)
+            };
+            (p.copied, cursor)
         }
-        None => (
-            None,
-            Progress {
-                format: 1,
-                from: from.to_string(),
-                cursor: String::new(),
-                copied: 0,
-                cursor_in_record: false,
-            },
-        ),
+        None => (0, None),
     };
-    let cursor = if progress.cursor_in_record {
-        Some(target.get(CURSOR_KEY)?.ok_or_else(|| {
-            bad("it names a cursor record `__nx/copy/cursor` that is missing".into())
-        })?)
-    } else if progress.cursor.is_empty() {
-        None
-    } else {
-        Some(unhex(&progress.cursor).ok_or_else(|| bad("cursor is not hex".into()))?)
+    let checkpoint = CopyCheckpoint {
+        from: from.to_string(),
+        base,
+        run: std::cell::Cell::new(0),
+        resume,
     };
+    let pass_limits = strata::pass::PassLimits::new(limits.max_records(), limits.max_bytes())
+        .map_err(pass_error)?;
     let mut reporter = Reporter::new();
-    for page in Pages::new(source, b"", limits).after(cursor.as_deref()) {
-        let page = page?;
-        let Some(last) = page.cursor().map(<[u8]>::to_vec) else {
-            break;
-        };
-        let mut batch = Batch::new().require(PROGRESS_KEY.to_vec(), raw.clone());
-        for r in page.records {
-            if !r.key.starts_with(COPY_PREFIX) {
-                progress.copied += 1;
-                batch = batch.set(r.key, r.value);
-            }
+    // The source's digest, hashed as the records go by (valid when the copy started from
+    // the first record).
+    let mut hasher = (!resumed).then(Sha256::new);
+    let (mut hashed_records, mut hashed_bytes) = (0u64, 0u64);
+    let processor = |r: &strata::pass::RecordRef<'_>,
+                     out: &mut Vec<strata_store::Mutation>|
+     -> Result<(), strata::pass::RecordError> {
+        if r.key.starts_with(COPY_PREFIX) {
+            return Ok(());
         }
-        progress.cursor = String::new();
-        progress.cursor_in_record = true;
-        let next = serde_json::to_vec(&progress).map_err(|e| bad(e.to_string()))?;
-        batch = batch
-            .set(CURSOR_KEY.to_vec(), last)
-            .set(PROGRESS_KEY.to_vec(), next.clone());
-        target.apply(batch)?;
-        raw = Some(next);
-        reporter.batch(progress.copied);
-    }
-    eprintln!(
-        "copy: {} records copied; verifying both stores",
-        progress.copied
-    );
-    let (from_records, bytes, from_digest) = digest(source, limits)?;
+        if let Some(h) = hasher.as_mut() {
+            hash_record(h, r.key, r.value);
+            hashed_records += 1;
+            hashed_bytes += (r.key.len() + r.value.len()) as u64;
+        }
+        out.push(strata_store::Mutation::Set {
+            key: r.key.to_vec(),
+            value: r.value.to_vec(),
+        });
+        Ok(())
+    };
+    strata::pass::Pass::new("copy", Vec::new(), &checkpoint)
+        .limits(pass_limits)
+        .guard_checkpoint(true)
+        .on_batch(|batch, info| {
+            if let Some(cursor) = info.cursor {
+                batch.push(strata_store::Mutation::Set {
+                    key: CURSOR_KEY.to_vec(),
+                    value: cursor.to_vec(),
+                });
+            }
+            Ok(())
+        })
+        .on_progress(|p| {
+            checkpoint.run.set(p.counters.rewritten);
+            reporter.batch(base + p.counters.rewritten);
+        })
+        .run_between(source, target, processor)
+        .map_err(pass_error)?;
+    let copied = base + checkpoint.run.get();
+    eprintln!("copy: {copied} records copied; verifying the target");
+    let (from_records, bytes, from_digest) = match hasher {
+        Some(h) => (
+            hashed_records,
+            hashed_bytes,
+            format!("sha256:{}", hex(&h.finalize())),
+        ),
+        None => digest(source, limits)?,
+    };
     let (to_records, _, to_digest) = digest(target, limits)?;
     if from_records != to_records || from_digest != to_digest {
         return Err(CopyError::Mismatch {
@@ -536,6 +631,7 @@ fn copy(
         digest: to_digest.clone(),
     };
     let manifest = serde_json::to_vec(&manifest).map_err(|e| bad(e.to_string()))?;
+    let raw = target.get(PROGRESS_KEY)?;
     target.apply(
         Batch::new()
             .require(PROGRESS_KEY.to_vec(), raw)
@@ -556,7 +652,7 @@ fn copy(
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
-    use strata_store::MemoryStore;
+    use strata_store::{MemoryStore, Pages};
 
     fn limits() -> ScanLimits {
         ScanLimits::new(3, 1 << 20).unwrap()

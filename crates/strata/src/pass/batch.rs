@@ -52,7 +52,10 @@ impl<'a> Pass<'a> {
             if let Some(rule) = rule {
                 return Err(self.forbidden(st, key, m.key(), rule));
             }
-            cost = cost.saturating_add(m.size());
+            // A verbatim copy writes the bytes it read: counted once.
+            if !(self.verbatim && m.key() == key) {
+                cost = cost.saturating_add(m.size());
+            }
         }
         if cost > self.limits.max_bytes() && !self.read_only {
             return Err(PassError::BatchTooLarge {
@@ -162,6 +165,10 @@ impl<'a> Pass<'a> {
         source: &[u8],
         ck_key: &[u8],
     ) -> Option<MutationRule> {
+        if self.verbatim {
+            // Into another store: the record itself, whatever it is, and nothing else.
+            return (target != source).then_some(MutationRule::SiblingKey);
+        }
         if target.starts_with(SCHEMA_PREFIX)
             || target.starts_with(MIGRATION_PREFIX)
             || target == ck_key

@@ -90,6 +90,8 @@ pub struct Pass<'a> {
     on_narrow: Option<NarrowFn<'a>>,
     read_only: bool,
     tally: bool,
+    /// [`Pass::run_between`]: every record is written verbatim into another store.
+    verbatim: bool,
 }
 
 impl std::fmt::Debug for Pass<'_> {
@@ -130,6 +132,7 @@ impl<'a> Pass<'a> {
             on_narrow: None,
             read_only: false,
             tally: false,
+            verbatim: false,
         }
     }
 
@@ -251,9 +254,48 @@ impl<'a> Pass<'a> {
 
     /// Runs the pass to completion over `store` (a [`strata_store::Store`], a
     /// [`strata_store::WriteLease`], or any `KvRead + KvWrite`).
-    pub fn run<S, P>(mut self, store: &S, mut processor: P) -> Result<PassReport, PassError>
+    pub fn run<S, P>(self, store: &S, processor: P) -> Result<PassReport, PassError>
     where
         S: KvRead + KvWrite + ?Sized,
+        P: Processor,
+    {
+        self.run_on(store, store, processor)
+    }
+
+    /// Runs the pass reading `source` and committing into `target` (another store): the
+    /// checkpoint lives in `target`, and the processor may emit only the scanned record's
+    /// own key, which it writes **verbatim** into the target — engine metadata included
+    /// (`strata copy` is this pass). A record costs its key and value once against the
+    /// byte budget (its copy is the same bytes). Per-row conditions and the scope tally
+    /// compare a store with itself and are off.
+    pub fn run_between<R, W, P>(
+        mut self,
+        source: &R,
+        target: &W,
+        processor: P,
+    ) -> Result<PassReport, PassError>
+    where
+        R: KvRead + ?Sized,
+        W: KvRead + KvWrite + ?Sized,
+        P: Processor,
+    {
+        self.verbatim = true;
+        self.row_conditions = false;
+        self.tally = false;
+        self.run_on(source, target, processor)
+    }
+
+    /// The pass: records read from `read`, batches and the checkpoint committed to
+    /// `write` (the same store but for [`Pass::run_between`]).
+    fn run_on<R, W, P>(
+        mut self,
+        read: &R,
+        store: &W,
+        mut processor: P,
+    ) -> Result<PassReport, PassError>
+    where
+        R: KvRead + ?Sized,
+        W: KvRead + KvWrite + ?Sized,
         P: Processor,
     {
         let started = Instant::now();
@@ -329,7 +371,7 @@ impl<'a> Pass<'a> {
             // Observed before the page is read: the rows' preconditions were read after it
             // (see `Batch::observed_at`).
             if self.row_conditions && !self.dry_run {
-                acc.page_epoch = store.capabilities().write_epoch();
+                acc.page_epoch = read.capabilities().write_epoch();
             }
             // Records are processed in place, as the backend hands them over (no copy).
             let mut outcome = PageOutcome::Scanned;
@@ -362,7 +404,7 @@ impl<'a> Pass<'a> {
                         }
                     }
                 };
-                store.scan_visit(&self.prefix, cursor.as_deref(), scan_limits, &mut visit)
+                read.scan_visit(&self.prefix, cursor.as_deref(), scan_limits, &mut visit)
             };
             if let PageOutcome::Failed(e) = outcome {
                 return Err(e);
@@ -375,7 +417,7 @@ impl<'a> Pass<'a> {
                         self.commit(store, &mut acc, &mut st, false)?;
                         self.poll_abort(&st)?;
                     }
-                    let value = store
+                    let value = read
                         .get(&key)
                         .map_err(|e| self.store_err(&st, e))?
                         .unwrap_or_default();
