@@ -99,3 +99,34 @@ fn push_escaped_char(out: &mut String, c: char) {
         c => out.push(c),
     }
 }
+
+/// Lowercase hex of `bytes` (cursors and prefixes kept in JSON records).
+///
+/// ```
+/// assert_eq!(strata_store::to_hex(b"\x00\xffa"), "00ff61");
+/// ```
+pub fn to_hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        // Writing to a String cannot fail.
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// The bytes of a hex string ([`to_hex`]'s inverse; either case), `None` when it is not
+/// hex.
+///
+/// ```
+/// assert_eq!(strata_store::from_hex("00FF61"), Some(b"\x00\xffa".to_vec()));
+/// assert_eq!(strata_store::from_hex("abc"), None);
+/// ```
+pub fn from_hex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect()
+}

@@ -67,13 +67,13 @@ pub use backend::{borrowed, Backend, Capabilities, Decide, KvRead, KvWrite, Visi
 pub use batch::{check_key_length, Batch, KeyWrite, Mutation, Precondition, MAX_KEY_BYTES};
 pub use epoch::{EpochClock, WriteEpoch};
 pub use error::{ConflictReason, StoreError};
-pub use escape::{escape_key, one_line, shown_key, shown_text, SHOWN_MAX};
+pub use escape::{escape_key, from_hex, one_line, shown_key, shown_text, to_hex, SHOWN_MAX};
 pub use exclusive::{lease_holder, CrossProcessLease, ExclusiveSession, HeldLease, NamedLease};
 pub use guard::guarded_open;
 pub use lease::{Store, WriteLease};
 pub use manifest::{ArmedScope, Manifest, Tally, MANIFEST_PREFIX};
 pub use memory::MemoryStore;
-pub use pages::{Pages, Records};
+pub use pages::{Oversize, Pages, Records};
 pub use scan::{Offer, PageBuilder, Record, ScanLimits, ScanPage, VisitBudget};
 
 /// Result alias for store operations.

@@ -196,20 +196,6 @@ pub struct Manifest {
     pub digest: String,
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -224,7 +210,7 @@ impl Manifest {
             format: MANIFEST_FORMAT,
             operation: operation.to_string(),
             scope: scope.to_string(),
-            prefix: hex(prefix),
+            prefix: crate::to_hex(prefix),
             at_ms: now_ms(),
             records: tally.records,
             bytes: tally.bytes,
@@ -269,7 +255,7 @@ impl Manifest {
                 m.format
             ));
         }
-        if unhex(&m.prefix).is_none() {
+        if crate::from_hex(&m.prefix).is_none() {
             return Err("its prefix is not hex".into());
         }
         Ok(m)
@@ -277,7 +263,7 @@ impl Manifest {
 
     /// The scope's key prefix.
     pub fn prefix_bytes(&self) -> Vec<u8> {
-        unhex(&self.prefix).unwrap_or_default()
+        crate::from_hex(&self.prefix).unwrap_or_default()
     }
 }
 

@@ -4,7 +4,13 @@
 //! One rule for oversize records, the store's: a record larger than the byte budget on
 //! its own is [`StoreError::RecordTooLarge`](crate::StoreError::RecordTooLarge), yielded
 //! as an `Err` item that ends the iteration (a scan never skips it silently, and never
-//! returns an empty page that would stall the cursor).
+//! returns an empty page that would stall the cursor). A caller that must see every
+//! record whatever its size (a manifest's tally) says so with
+//! [`Pages::oversize`]`(`[`Oversize::ReadAlone`]`)`: such a record is then read on its
+//! own.
+//!
+//! [`Pages::visit`] is the zero-copy form: each record is handed over as the backend
+//! holds it, nothing is copied but the cursor.
 //!
 //! ```
 //! use strata_store::{Batch, KvWrite, MemoryStore, Pages, ScanLimits, Store};
@@ -20,8 +26,19 @@
 //! # Ok(()) }
 //! ```
 
-use crate::{KvRead, Record, Result, ScanLimits, ScanPage};
+use crate::{KvRead, Record, Result, ScanLimits, ScanPage, StoreError, Visit};
 use std::collections::VecDeque;
+
+/// What a scan does with a record larger than the page budget on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Oversize {
+    /// [`StoreError::RecordTooLarge`](crate::StoreError::RecordTooLarge) ends the scan
+    /// (the default).
+    #[default]
+    Fail,
+    /// The record is read on its own ([`KvRead::get`]) and the scan goes on.
+    ReadAlone,
+}
 
 /// The pages of a prefix scan, in key order, each resuming after the previous page's
 /// cursor. A failed scan is yielded once as an `Err` and ends the iteration.
@@ -32,6 +49,7 @@ pub struct Pages<'a, S: ?Sized> {
     after: Option<Vec<u8>>,
     limits: ScanLimits,
     done: bool,
+    oversize: Oversize,
 }
 
 impl<'a, S: KvRead + ?Sized> Pages<'a, S> {
@@ -43,7 +61,68 @@ impl<'a, S: KvRead + ?Sized> Pages<'a, S> {
             after: None,
             limits,
             done: false,
+            oversize: Oversize::Fail,
         }
+    }
+
+    /// What [`Pages::visit`] does with a record over the page budget (default
+    /// [`Oversize::Fail`]).
+    pub fn oversize(mut self, rule: Oversize) -> Self {
+        self.oversize = rule;
+        self
+    }
+
+    /// Hands every record, in key order, to `f` without copying it (the backend's
+    /// [`KvRead::scan_visit`], page after page); `f` returning [`Visit::Stop`] ends the
+    /// scan. Returns the records visited.
+    pub fn visit(mut self, mut f: impl FnMut(&[u8], &[u8]) -> Visit) -> Result<u64> {
+        let mut visited = 0u64;
+        let mut last: Vec<u8> = Vec::new();
+        while !self.done {
+            let mut stopped = false;
+            let mut any = false;
+            let scanned = self.store.scan_visit(
+                &self.prefix,
+                self.after.as_deref(),
+                self.limits,
+                &mut |k, v| {
+                    visited += 1;
+                    any = true;
+                    last.clear();
+                    last.extend_from_slice(k);
+                    let next = f(k, v);
+                    stopped = next == Visit::Stop;
+                    next
+                },
+            );
+            if any {
+                self.after = Some(last.clone());
+            }
+            if stopped {
+                return Ok(visited);
+            }
+            match scanned {
+                Ok(end) => {
+                    // A page that says "more" but visited nothing cannot advance.
+                    if !end.more || !any {
+                        self.done = true;
+                    }
+                }
+                Err(StoreError::RecordTooLarge { key, .. })
+                    if self.oversize == Oversize::ReadAlone =>
+                {
+                    if let Some(v) = self.store.get(&key)? {
+                        visited += 1;
+                        if f(&key, &v) == Visit::Stop {
+                            return Ok(visited);
+                        }
+                    }
+                    self.after = Some(key);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(visited)
     }
 
     /// Starts after `cursor` (exclusive), as a resumed scan does.
@@ -159,6 +238,44 @@ mod tests {
             .map(|r| r.unwrap().key)
             .collect();
         assert_eq!(keys, [b"t/b".to_vec(), b"t/c".to_vec()]);
+    }
+
+    #[test]
+    fn visit_hands_over_every_record_and_reads_an_oversize_one_alone_when_asked() {
+        let s = store();
+        s.apply(Batch::new().set(b"t/b".to_vec(), vec![0; 100]))
+            .unwrap();
+        let limits = ScanLimits::new(1, 20).unwrap();
+        let mut seen = Vec::new();
+        let err = Pages::new(&s, b"t/", limits).visit(|k, _| {
+            seen.push(k.to_vec());
+            Visit::Continue
+        });
+        assert!(matches!(err, Err(StoreError::RecordTooLarge { ref key, .. }) if key == b"t/b"));
+        assert_eq!(seen, [b"t/a".to_vec()]);
+        let mut seen = Vec::new();
+        let n = Pages::new(&s, b"t/", limits)
+            .oversize(Oversize::ReadAlone)
+            .visit(|k, v| {
+                seen.push((k.to_vec(), v.len()));
+                Visit::Continue
+            })
+            .unwrap();
+        assert_eq!(n, 3);
+        let keys: Vec<&[u8]> = seen.iter().map(|(k, _)| k.as_slice()).collect();
+        assert_eq!(keys, [b"t/a".as_slice(), b"t/b", b"t/c"]);
+        assert_eq!(seen[1].1, 100);
+        // Stop ends the scan.
+        let n = Pages::new(&s, b"", ScanLimits::new(10, 1 << 20).unwrap())
+            .visit(|k, _| {
+                if k == b"t/b" {
+                    Visit::Stop
+                } else {
+                    Visit::Continue
+                }
+            })
+            .unwrap();
+        assert_eq!(n, 2);
     }
 
     #[test]

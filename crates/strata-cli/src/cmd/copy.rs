@@ -27,7 +27,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use strata::keys::COPY_PREFIX;
-use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store, StoreError};
+use strata_store::{
+    from_hex, to_hex, Batch, KvRead, KvWrite, Pages, ScanLimits, Store, StoreError, Visit,
+};
 
 /// The progress record of an unfinished copy, in the target.
 pub const PROGRESS_KEY: &[u8] = b"__nx/copy/progress";
@@ -232,20 +234,6 @@ struct CopyDoc {
     verified: bool,
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
 /// One record into a copy digest: key length (u64 LE), key, value length (u64 LE), value.
 fn hash_record(hasher: &mut Sha256, key: &[u8], value: &[u8]) {
     hasher.update((key.len() as u64).to_le_bytes());
@@ -259,27 +247,18 @@ fn hash_record(hasher: &mut Sha256, key: &[u8], value: &[u8]) {
 pub fn digest(store: &Store, limits: ScanLimits) -> Result<(u64, u64, String), StoreError> {
     let mut hasher = Sha256::new();
     let (mut records, mut bytes) = (0u64, 0u64);
-    let mut cursor: Option<Vec<u8>> = None;
-    loop {
-        let mut last = None;
-        let end = store.scan_visit(b"", cursor.as_deref(), limits, &mut |k, v| {
-            if !k.starts_with(COPY_PREFIX) {
-                hash_record(&mut hasher, k, v);
-                records += 1;
-                bytes += (k.len() + v.len()) as u64;
-            }
-            last = Some(k.to_vec());
-            strata_store::Visit::Continue
-        })?;
-        match last {
-            Some(k) if end.more => cursor = Some(k),
-            _ => break,
+    Pages::new(store, b"", limits).visit(|k, v| {
+        if !k.starts_with(COPY_PREFIX) {
+            hash_record(&mut hasher, k, v);
+            records += 1;
+            bytes += (k.len() + v.len()) as u64;
         }
-    }
+        Visit::Continue
+    })?;
     Ok((
         records,
         bytes,
-        format!("sha256:{}", hex(&hasher.finalize())),
+        format!("sha256:{}", to_hex(&hasher.finalize())),
     ))
 }
 
@@ -550,7 +529,7 @@ fn copy(
             } else if p.cursor.is_empty() {
                 None
             } else {
-                Some(unhex(&p.cursor).ok_or_else(|| bad("cursor is not hex".into()))?)
+                Some(from_hex(&p.cursor).ok_or_else(|| bad("cursor is not hex".into()))?)
             };
             (p.copied, cursor)
         }
@@ -610,7 +589,7 @@ fn copy(
         Some(h) => (
             hashed_records,
             hashed_bytes,
-            format!("sha256:{}", hex(&h.finalize())),
+            format!("sha256:{}", to_hex(&h.finalize())),
         ),
         None => digest(source, limits)?,
     };
@@ -652,7 +631,7 @@ fn copy(
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
-    use strata_store::{MemoryStore, Pages};
+    use strata_store::MemoryStore;
 
     fn limits() -> ScanLimits {
         ScanLimits::new(3, 1 << 20).unwrap()
@@ -669,9 +648,9 @@ mod tests {
 
     #[test]
     fn hex_round_trips() {
-        assert_eq!(unhex(&hex(b"\x00\xffab")).unwrap(), b"\x00\xffab");
-        assert!(unhex("abc").is_none());
-        assert!(unhex("zz").is_none());
+        assert_eq!(from_hex(&to_hex(b"\x00\xffab")).unwrap(), b"\x00\xffab");
+        assert!(from_hex("abc").is_none());
+        assert!(from_hex("zz").is_none());
     }
 
     #[test]
@@ -708,7 +687,7 @@ mod tests {
         let progress = Progress {
             format: 1,
             from: "a".into(),
-            cursor: hex(&[b'k', 2]),
+            cursor: to_hex(&[b'k', 2]),
             copied: 3,
             cursor_in_record: false,
         };
@@ -740,7 +719,7 @@ mod tests {
         let progress = Progress {
             format: 1,
             from: "a".into(),
-            cursor: hex(b"k1"),
+            cursor: to_hex(b"k1"),
             copied: 1,
             cursor_in_record: false,
         };

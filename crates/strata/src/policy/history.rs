@@ -70,21 +70,12 @@ fn read_raw<S: KvRead + ?Sized>(
     let prefix = history_prefix(collection);
     let limits = ScanLimits::new(256, 16 << 20).map_err(|e| PolicyError::store(&prefix, e))?;
     let mut out = Vec::new();
-    let mut cursor: Option<Vec<u8>> = None;
-    loop {
-        let page = store
-            .scan(&prefix, cursor.as_deref(), limits)
-            .map_err(|e| PolicyError::store(&prefix, e))?;
-        for r in &page.records {
-            let suffix: [u8; 4] = r.key[prefix.len()..].try_into().map_err(|_| {
-                PolicyError::corrupted(&r.key, "a schema history key must end in a 4-byte version")
-            })?;
-            out.push((u32::from_be_bytes(suffix), r.value.clone()));
-        }
-        match page.cursor() {
-            Some(c) if page.more => cursor = Some(c.to_vec()),
-            _ => break,
-        }
+    for r in strata_store::Pages::new(store, &prefix, limits).records() {
+        let r = r.map_err(|e| PolicyError::store(&prefix, e))?;
+        let suffix: [u8; 4] = r.key[prefix.len()..].try_into().map_err(|_| {
+            PolicyError::corrupted(&r.key, "a schema history key must end in a 4-byte version")
+        })?;
+        out.push((u32::from_be_bytes(suffix), r.value));
     }
     Ok(out)
 }

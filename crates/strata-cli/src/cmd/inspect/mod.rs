@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::Path;
 use strata::collection::layout::FIRST_COLLECTION_ID;
 use strata::payload::envelope;
-use strata_store::{escape_key, KvRead, ScanLimits};
+use strata_store::{escape_key, Pages, ScanLimits};
 
 /// Default cut of a raw (hex or text) value, in characters.
 const RAW_MAX_CHARS: usize = 160;
@@ -93,41 +93,36 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let sealer = args.key.unlock(&store)?;
     let mut out = std::io::stdout().lock();
     let mut records: Vec<serde_json::Value> = Vec::new();
-    let mut printed = 0;
-    let mut cursor: Option<Vec<u8>> = None;
-    // Page through with bounded scans; a huge value is shown, not refused.
-    while printed < args.limit {
-        let limits = ScanLimits::new(args.limit - printed, args.max_bytes)?;
-        let page = store.scan(table.prefix(), cursor.as_deref(), limits)?;
-        for r in &page.records {
-            let key = escape_key(&r.key);
-            if decode_docs {
-                let id = String::from_utf8_lossy(&r.key[table.prefix().len().min(r.key.len())..]);
-                let decoded = decode_document(&r.value, &r.key, table.id(), sealer.as_ref());
-                if args.json {
-                    records.push(document_json(&key, &id, &r.value, decoded));
-                } else {
-                    write_document(&mut out, &id, &r.value, decoded, max_chars)?;
-                }
-            } else if decode_sync {
-                let suffix = &r.key[table.prefix().len().min(r.key.len())..];
-                let view = numax::view(table.id(), suffix, &r.value);
-                if args.json {
-                    records.push(numax::record_json(&key, &r.value, view));
-                } else {
-                    numax::write_record(&mut out, &key, &r.value, view, max_chars)?;
-                }
-            } else if args.json {
-                records.push(raw_json(&key, &r.value));
+    // Bounded pages (the store's rule for a record over `--max-bytes`: one clear error),
+    // at most `--limit` records.
+    let limits = ScanLimits::new(args.limit.max(1), args.max_bytes)?;
+    for r in Pages::new(&store, table.prefix(), limits)
+        .records()
+        .take(args.limit)
+    {
+        let r = r?;
+        let key = escape_key(&r.key);
+        if decode_docs {
+            let id = String::from_utf8_lossy(&r.key[table.prefix().len().min(r.key.len())..]);
+            let decoded = decode_document(&r.value, &r.key, table.id(), sealer.as_ref());
+            if args.json {
+                records.push(document_json(&key, &id, &r.value, decoded));
             } else {
-                write_raw(&mut out, &key, &r.value, max_chars)?;
+                write_document(&mut out, &id, &r.value, decoded, max_chars)?;
             }
-            printed += 1;
+        } else if decode_sync {
+            let suffix = &r.key[table.prefix().len().min(r.key.len())..];
+            let view = numax::view(table.id(), suffix, &r.value);
+            if args.json {
+                records.push(numax::record_json(&key, &r.value, view));
+            } else {
+                numax::write_record(&mut out, &key, &r.value, view, max_chars)?;
+            }
+        } else if args.json {
+            records.push(raw_json(&key, &r.value));
+        } else {
+            write_raw(&mut out, &key, &r.value, max_chars)?;
         }
-        if !page.more {
-            break;
-        }
-        cursor = page.cursor().map(<[u8]>::to_vec);
     }
     if args.json {
         let doc = serde_json::json!({
@@ -143,7 +138,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
 fn raw_json(key: &str, value: &[u8]) -> serde_json::Value {
     serde_json::json!({
         "key": key,
-        "value_hex": hex(value),
+        "value_hex": strata_store::to_hex(value),
         "value_utf8": std::str::from_utf8(value).ok(),
     })
 }
@@ -156,7 +151,7 @@ fn write_raw(
 ) -> std::io::Result<()> {
     let shown = match std::str::from_utf8(value) {
         Ok(s) if s.chars().all(|c| !c.is_control()) => s.to_string(),
-        _ => format!("0x{}", hex(value)),
+        _ => format!("0x{}", strata_store::to_hex(value)),
     };
     writeln!(out, "{key}\t{}", cut(&shown, max_chars))
 }
@@ -207,7 +202,7 @@ fn document_json(key: &str, id: &str, value: &[u8], decoded: Decoded) -> serde_j
             "key": key,
             "id": id,
             "error": reason,
-            "value_hex": hex(value),
+            "value_hex": strata_store::to_hex(value),
         }),
     }
 }
@@ -238,13 +233,9 @@ fn write_document(
         Err(reason) => writeln!(
             out,
             "{id}  unreadable: {reason}\n0x{}\n",
-            cut(&hex(value), max_chars)
+            cut(&strata_store::to_hex(value), max_chars)
         ),
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -56,7 +56,9 @@ fn decoded(table_id: u16, v: &[u8]) -> Result<Value, DecodeError> {
 pub(crate) fn record_json(key: &str, value: &[u8], view: Result<Value, String>) -> Value {
     match view {
         Ok(decoded) => json!({ "key": key, "value": decoded }),
-        Err(reason) => json!({ "key": key, "error": reason, "value_hex": hex(value) }),
+        Err(reason) => {
+            json!({ "key": key, "error": reason, "value_hex": strata_store::to_hex(value) })
+        }
     }
 }
 
@@ -71,13 +73,12 @@ pub(crate) fn write_record(
 ) -> std::io::Result<()> {
     let shown = match view {
         Ok(decoded) => decoded.to_string(),
-        Err(reason) => format!("unreadable ({reason}), as stored: 0x{}", hex(value)),
+        Err(reason) => format!(
+            "unreadable ({reason}), as stored: 0x{}",
+            strata_store::to_hex(value)
+        ),
     };
     writeln!(out, "{key}\t{}", super::cut(&shown, max_chars))
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// `b` as a JSON string when it is UTF-8 text (no control characters), else
@@ -85,7 +86,7 @@ fn hex(b: &[u8]) -> String {
 fn bytes(b: &[u8]) -> Value {
     match std::str::from_utf8(b) {
         Ok(s) if !s.chars().any(char::is_control) => Value::String(s.to_string()),
-        _ => json!({ "hex": hex(b) }),
+        _ => json!({ "hex": strata_store::to_hex(b) }),
     }
 }
 

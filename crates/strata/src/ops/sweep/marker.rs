@@ -67,25 +67,6 @@ pub struct SweepMarker {
     pub token: Option<u64>,
 }
 
-pub(super) fn to_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
-
-fn from_hex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
-        .collect()
-}
-
 impl SweepMarker {
     /// The JSON bytes stored.
     pub fn encode(&self) -> Vec<u8> {
@@ -106,7 +87,7 @@ impl SweepMarker {
             });
         }
         if let Some(c) = &m.cursor_hex {
-            if from_hex(c).is_none() {
+            if strata_store::from_hex(c).is_none() {
                 return Err(CollectionError::CorruptMarker {
                     collection: collection.to_string(),
                     reason: "the cursor is not valid hex".into(),
@@ -118,7 +99,7 @@ impl SweepMarker {
 
     /// The cursor (last processed full key) of the in-progress sweep.
     pub fn cursor(&self) -> Option<Vec<u8>> {
-        self.cursor_hex.as_deref().and_then(from_hex)
+        self.cursor_hex.as_deref().and_then(strata_store::from_hex)
     }
 
     /// True when another runner holds a lease that has not expired at `now_ms`.

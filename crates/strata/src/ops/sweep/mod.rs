@@ -58,7 +58,6 @@ pub const MANIFEST_OPERATION: &str = "sweep";
 mod marker;
 mod options;
 
-use marker::to_hex;
 pub use marker::{SweepCounters, SweepMarker};
 pub use options::{SweepOptions, DEFAULT_BATCH_SIZE, DEFAULT_LEASE_MS, DEFAULT_PROGRESS_LOG_MS};
 
@@ -216,7 +215,7 @@ impl CheckpointCodec for MarkerCodec<'_> {
         let g = self.0.lock();
         let mut m = g.marker.clone();
         m.in_progress = Some(self.0.target);
-        m.cursor_hex = (!cursor.is_empty()).then(|| to_hex(cursor));
+        m.cursor_hex = (!cursor.is_empty()).then(|| strata_store::to_hex(cursor));
         m.lease_expires_ms = self.0.clock.now_ms().saturating_add(self.0.lease_ms);
         let mut c = g.committed;
         c.add(&SweepCounters::from_rows(batch));
