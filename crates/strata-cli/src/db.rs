@@ -219,6 +219,100 @@ pub fn open_target_for_reading(target: &Target) -> Result<Store, StoreError> {
     }
 }
 
+/// Whose reads a read-only command may take on PostgreSQL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reads {
+    /// The primary's (the store the URL opens): `status`, and every command whose
+    /// reads decide a write.
+    Primary,
+    /// The read replica's when the URL names one (`strata_replica=HOST:PORT`): reads that
+    /// tolerate staleness (`collections`, `verify`, `inspect`, `schema plan`). Nothing
+    /// read there can decide a write: the store it opens refuses every write.
+    StaleTolerant,
+}
+
+/// Which servers answered a read-only command on PostgreSQL: shown in its text output
+/// (one line, [`Hosts::line`]) and in its `--json` document (`hosts`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Hosts {
+    /// `primary` or `replica`: where this command's reads were answered.
+    pub read_from: &'static str,
+    /// The primary's `HOST:PORT` (of a multi-host URL, the host that accepted the
+    /// session; behind a pooler, the server behind it).
+    pub primary: String,
+    /// The read replica's `HOST:PORT` when the URL names one and it answered.
+    pub replica: Option<String>,
+    /// Why the replica the URL names was not read (it did not answer): the reads went to
+    /// the primary instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica_error: Option<String>,
+}
+
+impl Hosts {
+    /// The one line a text report ends with.
+    pub fn line(&self) -> String {
+        match (self.read_from, &self.replica, &self.replica_error) {
+            ("replica", Some(replica), _) => format!(
+                "read from the postgres replica {replica} (stale-tolerant: it may lag the primary {} by the replication lag)",
+                self.primary
+            ),
+            (_, _, Some(error)) => format!(
+                "answered by the postgres primary {} (the read replica did not answer: {error})",
+                self.primary
+            ),
+            (_, Some(replica), None) => format!(
+                "answered by the postgres primary {} (the read replica {replica} answered too; this command reads the primary)",
+                self.primary
+            ),
+            _ => format!("answered by the postgres primary {}", self.primary),
+        }
+    }
+}
+
+/// Opens an existing datastore for a read-only command, as [`open_for_reading`]; on
+/// PostgreSQL also says which servers answer, and with [`Reads::StaleTolerant`] reads
+/// the replica the URL names (`strata_replica`), falling back to the primary, with a
+/// warning and [`Hosts::replica_error`], when the replica does not answer.
+pub fn open_reading(path: &Path, reads: Reads) -> Result<(Store, Option<Hosts>), StoreError> {
+    match target(path, false)? {
+        Target::Postgres(url) => open_postgres_reading(&url, reads),
+        other => Ok((open_target_for_reading(&other)?, None)),
+    }
+}
+
+#[cfg(feature = "postgres")]
+fn open_postgres_reading(url: &str, reads: Reads) -> Result<(Store, Option<Hosts>), StoreError> {
+    let options = strata_postgres::PgOptions::new().create_table(false);
+    let primary = strata_postgres::PgStore::connect_with(url, options)?;
+    let mut hosts = Hosts {
+        read_from: "primary",
+        primary: primary.answering_server()?,
+        replica: None,
+        replica_error: None,
+    };
+    let Some(replica) = primary.replica_store() else {
+        return Ok((Store::new(primary), Some(hosts)));
+    };
+    match replica.answering_server() {
+        Ok(at) => hosts.replica = Some(at),
+        Err(e) => {
+            let error = strata_store::one_line(&crate::exit::message(&e));
+            tracing::warn!(replica = %replica.host(), %error, "the read replica did not answer; reading the primary");
+            hosts.replica_error = Some(error);
+        }
+    }
+    if reads == Reads::StaleTolerant && hosts.replica.is_some() {
+        hosts.read_from = "replica";
+        return Ok((Store::new(replica), Some(hosts)));
+    }
+    Ok((Store::new(primary), Some(hosts)))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_postgres_reading(url: &str, _reads: Reads) -> Result<(Store, Option<Hosts>), StoreError> {
+    open_postgres(url, false).map(|s| (s, None))
+}
+
 /// Opens the store `target` names; `create` creates a missing one (never for postgres
 /// tables, which are created by the backend when `create` is set).
 pub fn open_target(target: &Target, create: bool) -> Result<Store, StoreError> {

@@ -175,6 +175,15 @@ pub enum PgError {
         /// The table.
         table: String,
     },
+    /// A write (or a lease) asked of a read replica's store ([`crate::ReplicaStore`]),
+    /// which only answers stale-tolerant reads.
+    #[error("the read replica at {target} answers stale-tolerant reads of table `{table}` only, and nothing was written; write through the primary (the store the URL opens, not its `strata_replica`)")]
+    ReplicaReadOnly {
+        /// The replica (host, port, database, user).
+        target: String,
+        /// The table.
+        table: String,
+    },
     /// The server returned something the backend did not ask for.
     #[error("postgres {op} on table `{table}` returned an unexpected row for key `{key}`; check that nothing else writes to the table")]
     Unexpected {

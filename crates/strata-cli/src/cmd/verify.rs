@@ -76,6 +76,10 @@ struct VerifyDoc<'a> {
     /// document of a failed run.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<ErrorDoc>,
+    /// PostgreSQL: which servers answered (`read_from` is `replica` when the URL names a
+    /// read replica that answered).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hosts: Option<db::Hosts>,
 }
 
 impl<'a> VerifyDoc<'a> {
@@ -98,6 +102,7 @@ impl<'a> VerifyDoc<'a> {
             retired_rows: &[],
             unfinished,
             error: None,
+            hosts: None,
         }
     }
 }
@@ -360,7 +365,8 @@ fn policy_problems(store: &Store, catalog: &Catalog) -> Result<Vec<String>, Fail
 
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
-    let store = db::open_for_reading(db_path)?;
+    // Stale-tolerant: a read replica the URL names answers (nothing here decides a write).
+    let (store, hosts) = db::open_reading(db_path, db::Reads::StaleTolerant)?;
     let catalog = db::catalog(&store).map_err(catalog_failure)?;
     // What `strata status` checks, with its exit codes.
     let (tables, mut problems) = inspect_tables(&store, &catalog)?;
@@ -375,12 +381,13 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     if let Some(copy) = unfinished.iter().find(|u| u.operation == "copy") {
         // Part of a source: nothing here is certified or judged, not even what it holds.
         if args.json {
-            let doc = VerifyDoc::unscanned(
+            let mut doc = VerifyDoc::unscanned(
                 db::describe(db_path),
                 "unfinished_copy",
                 &problems,
                 &unfinished,
             );
+            doc.hosts = hosts.clone();
             crate::json::emit(&mut out, &doc)?;
         } else {
             writeln!(out, "{}", copy.line())?;
@@ -394,7 +401,8 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     if code == UNSUPPORTED {
         // This build must not trust the store: no record scan.
         if args.json {
-            let doc = VerifyDoc::unscanned(db::describe(db_path), word, &problems, &unfinished);
+            let mut doc = VerifyDoc::unscanned(db::describe(db_path), word, &problems, &unfinished);
+            doc.hosts = hosts.clone();
             crate::json::emit(&mut out, &doc)?;
         } else {
             for p in &problems {
@@ -457,6 +465,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             retired_rows: &retired,
             unfinished: &unfinished,
             error,
+            hosts: hosts.clone(),
         };
         crate::json::emit(&mut out, &doc)?;
     } else {
@@ -494,6 +503,9 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 out,
                 "a migration is required: run `strata migrate` (it is resumable and safe to interrupt)"
             )?;
+        }
+        if let Some(h) = &hosts {
+            writeln!(out, "{}", h.line())?;
         }
     }
     out.flush()?;

@@ -31,6 +31,7 @@ mod not_found;
 mod nothing_to_do;
 mod pg_coordination;
 mod pg_processes;
+mod pg_replica;
 mod pg_restart;
 mod read_only_bytes;
 mod repair;
