@@ -30,6 +30,7 @@ mod migrate;
 mod not_found;
 mod nothing_to_do;
 mod pg_coordination;
+mod pg_failover_ops;
 mod pg_processes;
 mod pg_replica;
 mod pg_restart;
