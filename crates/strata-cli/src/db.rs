@@ -246,6 +246,11 @@ pub struct Hosts {
     /// the primary instead.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replica_error: Option<String>,
+    /// `status` only: the primary's commit receipt (`TIMELINE:LSN`): every commit
+    /// acknowledged before it is covered; after a failover to an asynchronous standby,
+    /// `strata verify --receipt` says whether they are all on the new primary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<String>,
 }
 
 impl Hosts {
@@ -269,6 +274,54 @@ impl Hosts {
     }
 }
 
+/// What `verify --receipt` found, for its text line and its `--json` `receipt` member.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReceiptReport {
+    /// The receipt checked (`TIMELINE:LSN`).
+    pub receipt: String,
+    /// `kept`, `may_be_lost` or `not_in_history`.
+    pub verdict: &'static str,
+    /// What was found and what to do (one line).
+    pub detail: String,
+}
+
+/// Checks a commit receipt (`TIMELINE:LSN`, from `status --json` `hosts.receipt`) on the
+/// primary `path` names: whether every commit acknowledged before it is there.
+#[cfg(feature = "postgres")]
+pub fn check_receipt(path: &Path, receipt: &str) -> Result<ReceiptReport, crate::exit::Failure> {
+    let parsed: strata_postgres::Receipt = receipt
+        .parse()
+        .map_err(|e| crate::exit::Failure::with_code(crate::exit::USAGE, e))?;
+    let Target::Postgres(url) = target(path, false)? else {
+        return Err(crate::exit::Failure::with_code(
+            crate::exit::USAGE,
+            "`--receipt` is a position in a PostgreSQL server's WAL history: it needs a postgres `--db`",
+        ));
+    };
+    let options = strata_postgres::PgOptions::new().create_table(false);
+    let store = strata_postgres::PgStore::connect_with(&url, options)?;
+    let check = store.check_receipt(parsed)?;
+    let verdict = match &check {
+        strata_postgres::ReceiptCheck::Kept { .. } => "kept",
+        strata_postgres::ReceiptCheck::MayBeLost { .. } => "may_be_lost",
+        _ => "not_in_history",
+    };
+    Ok(ReceiptReport {
+        receipt: parsed.to_string(),
+        verdict,
+        detail: check.describe(parsed),
+    })
+}
+
+/// Without the PostgreSQL backend there is no receipt to check.
+#[cfg(not(feature = "postgres"))]
+pub fn check_receipt(_path: &Path, _receipt: &str) -> Result<ReceiptReport, crate::exit::Failure> {
+    Err(crate::exit::Failure::with_code(
+        crate::exit::USAGE,
+        "`--receipt` needs the PostgreSQL backend, but this strata was built without it; rebuild strata-cli with `--features postgres`",
+    ))
+}
+
 /// Opens an existing datastore for a read-only command, as [`open_for_reading`]; on
 /// PostgreSQL also says which servers answer, and with [`Reads::StaleTolerant`] reads
 /// the replica the URL names (`strata_replica`), falling back to the primary, with a
@@ -289,7 +342,11 @@ fn open_postgres_reading(url: &str, reads: Reads) -> Result<(Store, Option<Hosts
         primary: primary.answering_server()?,
         replica: None,
         replica_error: None,
+        receipt: None,
     };
+    if reads == Reads::Primary {
+        hosts.receipt = Some(primary.commit_receipt()?.to_string());
+    }
     let Some(replica) = primary.replica_store() else {
         return Ok((Store::new(primary), Some(hosts)));
     };

@@ -49,6 +49,7 @@ mod tls;
 
 pub use conninfo::{is_connection_string, redact as redact_url};
 pub use error::PgError;
+pub use store::receipt::{Receipt, ReceiptCheck};
 pub use store::replica::{ReplicaStore, StaleReads};
 pub use store::{
     connect_store, is_postgres_url, PgOptions, PgStore, DEFAULT_CONNECT_TIMEOUT,

@@ -3,6 +3,7 @@
 pub(crate) mod function;
 mod hints;
 pub(crate) mod one_message;
+pub(crate) mod receipt;
 pub(crate) mod replica;
 mod write;
 
