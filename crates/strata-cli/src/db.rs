@@ -345,7 +345,15 @@ fn open_postgres_reading(url: &str, reads: Reads) -> Result<(Store, Option<Hosts
         receipt: None,
     };
     if reads == Reads::Primary {
-        hosts.receipt = Some(primary.commit_receipt()?.to_string());
+        // A hot standby named without `target_session_attrs=read-write` has no WAL
+        // position of its own: no receipt then (status still reports).
+        hosts.receipt = match primary.commit_receipt() {
+            Ok(r) => Some(r.to_string()),
+            Err(e) => {
+                tracing::debug!(error = %crate::exit::message(&e), "no commit receipt");
+                None
+            }
+        };
     }
     let Some(replica) = primary.replica_store() else {
         return Ok((Store::new(primary), Some(hosts)));
