@@ -215,6 +215,17 @@ fn stale_tolerant_commands_read_the_replica_and_status_names_the_hosts_that_answ
         stdout(&out)
     );
 
+    // `status` pointed at the hot standby itself (no `target_session_attrs`): it answers,
+    // names the standby, and hands out no commit receipt (a standby has no WAL position
+    // of its own).
+    let standby_only =
+        format!("postgresql://postgres@{replica_at}/postgres?strata_table=replica_cli");
+    let out = strata_db(&standby_only, &["status", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc = json_of(&out);
+    assert_eq!(doc["hosts"]["primary"], replica_at.as_str(), "{doc}");
+    assert_eq!(doc["hosts"].get("receipt"), None, "{doc}");
+
     // A replica that does not answer: the reads go to the primary, and it says why.
     let dead_replica = format!("{plain}&strata_replica=127.0.0.1:1&connect_timeout=5");
     let out = strata_db(&dead_replica, &["collections", "--json"]);
