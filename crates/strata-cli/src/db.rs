@@ -240,6 +240,10 @@ pub struct Hosts {
     /// The primary's `HOST:PORT` (of a multi-host URL, the host that accepted the
     /// session; behind a pooler, the server behind it).
     pub primary: String,
+    /// True when the server the URL's hosts led to is a hot standby (the URL names a
+    /// standby without `target_session_attrs=read-write`): read-only, possibly behind.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub standby: bool,
     /// The read replica's `HOST:PORT` when the URL names one and it answered.
     pub replica: Option<String>,
     /// Why the replica the URL names was not read (it did not answer): the reads went to
@@ -267,6 +271,10 @@ impl Hosts {
             ),
             (_, Some(replica), None) => format!(
                 "answered by the postgres primary {} (the read replica {replica} answered too; this command reads the primary)",
+                self.primary
+            ),
+            _ if self.standby => format!(
+                "answered by the postgres hot standby {} (the URL leads to a standby: read-only, possibly behind its primary; add `target_session_attrs=read-write` to reach the primary)",
                 self.primary
             ),
             _ => format!("answered by the postgres primary {}", self.primary),
@@ -340,13 +348,12 @@ fn open_postgres_reading(url: &str, reads: Reads) -> Result<(Store, Option<Hosts
     let mut hosts = Hosts {
         read_from: "primary",
         primary: primary.answering_server()?,
+        standby: primary.is_standby()?,
         replica: None,
         replica_error: None,
         receipt: None,
     };
-    if reads == Reads::Primary {
-        // A hot standby named without `target_session_attrs=read-write` has no WAL
-        // position of its own: no receipt then (status still reports).
+    if reads == Reads::Primary && !hosts.standby {
         hosts.receipt = match primary.commit_receipt() {
             Ok(r) => Some(r.to_string()),
             Err(e) => {

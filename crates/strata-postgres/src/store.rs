@@ -501,6 +501,22 @@ impl PgStore {
         })
     }
 
+    /// True when the server this handle's session is on is a hot standby (in recovery:
+    /// read-only, possibly behind its primary) — a URL naming a standby without
+    /// `target_session_attrs=read-write`.
+    pub fn is_standby(&self) -> Result<bool> {
+        self.with_conn("recovery state", async |conn| {
+            let rows = conn
+                .client
+                .query_typed("SELECT pg_is_in_recovery()", &[])
+                .await?;
+            match rows.first() {
+                Some(r) => Ok(r.try_get::<_, bool>(0)?),
+                None => Ok(false),
+            }
+        })
+    }
+
     /// The server that answers this handle's reads and writes, as `HOST:PORT` — with a
     /// multi-host URL, the one of its hosts that accepted the session (the primary). The
     /// server's own address (`inet_server_addr()`, `inet_server_port()`), so through a

@@ -201,6 +201,7 @@ fn stale_tolerant_commands_read_the_replica_and_status_names_the_hosts_that_answ
     assert_eq!(hosts["read_from"], "primary", "{doc}");
     assert_eq!(hosts["primary"], primary_at.as_str(), "{doc}");
     assert_eq!(hosts["replica"], replica_at.as_str(), "{doc}");
+    assert_eq!(hosts.get("standby"), None, "{doc}");
     // The primary's commit receipt (timeline 1: never promoted).
     assert!(
         hosts["receipt"]
@@ -224,7 +225,16 @@ fn stale_tolerant_commands_read_the_replica_and_status_names_the_hosts_that_answ
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let doc = json_of(&out);
     assert_eq!(doc["hosts"]["primary"], replica_at.as_str(), "{doc}");
+    assert_eq!(doc["hosts"]["standby"], true, "{doc}");
     assert_eq!(doc["hosts"].get("receipt"), None, "{doc}");
+    let out = strata_db(&standby_only, &["status"]);
+    assert!(
+        stdout(&out).contains(&format!(
+            "answered by the postgres hot standby {replica_at}"
+        )),
+        "{}",
+        stdout(&out)
+    );
 
     // A replica that does not answer: the reads go to the primary, and it says why.
     let dead_replica = format!("{plain}&strata_replica=127.0.0.1:1&connect_timeout=5");
