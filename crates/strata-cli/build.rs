@@ -3,6 +3,13 @@
 //! as passed, and rebuilds them (this script reruns) when the variable changes.
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(strata_pg)");
+    // The opt-in Patroni + etcd soak (`scripts/patroni-soak.sh`): ignored unless built
+    // with `STRATA_PATRONI_SOAK=1`.
+    println!("cargo::rustc-check-cfg=cfg(strata_patroni_soak)");
+    println!("cargo::rerun-if-env-changed=STRATA_PATRONI_SOAK");
+    if std::env::var("STRATA_PATRONI_SOAK").is_ok_and(|v| v == "1") {
+        println!("cargo::rustc-cfg=strata_patroni_soak");
+    }
     println!("cargo::rerun-if-env-changed=STRATA_PG_URL");
     if std::env::var("STRATA_PG_URL").is_ok_and(|u| !u.trim().is_empty()) {
         println!("cargo::rustc-cfg=strata_pg");

@@ -219,6 +219,172 @@ pub fn open_target_for_reading(target: &Target) -> Result<Store, StoreError> {
     }
 }
 
+/// Whose reads a read-only command may take on PostgreSQL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reads {
+    /// The primary's (the store the URL opens): `status`, and every command whose
+    /// reads decide a write.
+    Primary,
+    /// The read replica's when the URL names one (`strata_replica=HOST:PORT`): reads that
+    /// tolerate staleness (`collections`, `verify`, `inspect`, `schema plan`). Nothing
+    /// read there can decide a write: the store it opens refuses every write.
+    StaleTolerant,
+}
+
+/// Which servers answered a read-only command on PostgreSQL: shown in its text output
+/// (one line, [`Hosts::line`]) and in its `--json` document (`hosts`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Hosts {
+    /// `primary` or `replica`: where this command's reads were answered.
+    pub read_from: &'static str,
+    /// The primary's `HOST:PORT` (of a multi-host URL, the host that accepted the
+    /// session; behind a pooler, the server behind it).
+    pub primary: String,
+    /// True when the server the URL's hosts led to is a hot standby (the URL names a
+    /// standby without `target_session_attrs=read-write`): read-only, possibly behind.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub standby: bool,
+    /// The read replica's `HOST:PORT` when the URL names one and it answered.
+    pub replica: Option<String>,
+    /// Why the replica the URL names was not read (it did not answer): the reads went to
+    /// the primary instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica_error: Option<String>,
+    /// `status` only: the primary's commit receipt (`TIMELINE:LSN`): every commit
+    /// acknowledged before it is covered; after a failover to an asynchronous standby,
+    /// `strata verify --receipt` says whether they are all on the new primary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<String>,
+}
+
+impl Hosts {
+    /// The one line a text report ends with.
+    pub fn line(&self) -> String {
+        match (self.read_from, &self.replica, &self.replica_error) {
+            ("replica", Some(replica), _) => format!(
+                "read from the postgres replica {replica} (stale-tolerant: it may lag the primary {} by the replication lag)",
+                self.primary
+            ),
+            (_, _, Some(error)) => format!(
+                "answered by the postgres primary {} (the read replica did not answer: {error})",
+                self.primary
+            ),
+            (_, Some(replica), None) => format!(
+                "answered by the postgres primary {} (the read replica {replica} answered too; this command reads the primary)",
+                self.primary
+            ),
+            _ if self.standby => format!(
+                "answered by the postgres hot standby {} (the URL leads to a standby: read-only, possibly behind its primary; add `target_session_attrs=read-write` to reach the primary)",
+                self.primary
+            ),
+            _ => format!("answered by the postgres primary {}", self.primary),
+        }
+    }
+}
+
+/// What `verify --receipt` found, for its text line and its `--json` `receipt` member.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReceiptReport {
+    /// The receipt checked (`TIMELINE:LSN`).
+    pub receipt: String,
+    /// `kept`, `may_be_lost` or `not_in_history`.
+    pub verdict: &'static str,
+    /// What was found and what to do (one line).
+    pub detail: String,
+}
+
+/// Checks a commit receipt (`TIMELINE:LSN`, from `status --json` `hosts.receipt`) on the
+/// primary `path` names: whether every commit acknowledged before it is there.
+#[cfg(feature = "postgres")]
+pub fn check_receipt(path: &Path, receipt: &str) -> Result<ReceiptReport, crate::exit::Failure> {
+    let parsed: strata_postgres::Receipt = receipt
+        .parse()
+        .map_err(|e| crate::exit::Failure::with_code(crate::exit::USAGE, e))?;
+    let Target::Postgres(url) = target(path, false)? else {
+        return Err(crate::exit::Failure::with_code(
+            crate::exit::USAGE,
+            "`--receipt` is a position in a PostgreSQL server's WAL history: it needs a postgres `--db`",
+        ));
+    };
+    let options = strata_postgres::PgOptions::new().create_table(false);
+    let store = strata_postgres::PgStore::connect_with(&url, options)?;
+    let check = store.check_receipt(parsed)?;
+    let verdict = match &check {
+        strata_postgres::ReceiptCheck::Kept { .. } => "kept",
+        strata_postgres::ReceiptCheck::MayBeLost { .. } => "may_be_lost",
+        _ => "not_in_history",
+    };
+    Ok(ReceiptReport {
+        receipt: parsed.to_string(),
+        verdict,
+        detail: check.describe(parsed),
+    })
+}
+
+/// Without the PostgreSQL backend there is no receipt to check.
+#[cfg(not(feature = "postgres"))]
+pub fn check_receipt(_path: &Path, _receipt: &str) -> Result<ReceiptReport, crate::exit::Failure> {
+    Err(crate::exit::Failure::with_code(
+        crate::exit::USAGE,
+        "`--receipt` needs the PostgreSQL backend, but this strata was built without it; rebuild strata-cli with `--features postgres`",
+    ))
+}
+
+/// Opens an existing datastore for a read-only command, as [`open_for_reading`]; on
+/// PostgreSQL also says which servers answer, and with [`Reads::StaleTolerant`] reads
+/// the replica the URL names (`strata_replica`), falling back to the primary, with a
+/// warning and [`Hosts::replica_error`], when the replica does not answer.
+pub fn open_reading(path: &Path, reads: Reads) -> Result<(Store, Option<Hosts>), StoreError> {
+    match target(path, false)? {
+        Target::Postgres(url) => open_postgres_reading(&url, reads),
+        other => Ok((open_target_for_reading(&other)?, None)),
+    }
+}
+
+#[cfg(feature = "postgres")]
+fn open_postgres_reading(url: &str, reads: Reads) -> Result<(Store, Option<Hosts>), StoreError> {
+    let options = strata_postgres::PgOptions::new().create_table(false);
+    let primary = strata_postgres::PgStore::connect_with(url, options)?;
+    let mut hosts = Hosts {
+        read_from: "primary",
+        primary: primary.answering_server()?,
+        standby: primary.is_standby()?,
+        replica: None,
+        replica_error: None,
+        receipt: None,
+    };
+    if reads == Reads::Primary && !hosts.standby {
+        hosts.receipt = match primary.commit_receipt() {
+            Ok(r) => Some(r.to_string()),
+            Err(e) => {
+                tracing::debug!(error = %crate::exit::message(&e), "no commit receipt");
+                None
+            }
+        };
+    }
+    let Some(replica) = primary.replica_store() else {
+        return Ok((Store::new(primary), Some(hosts)));
+    };
+    match replica.answering_server() {
+        Ok(at) => hosts.replica = Some(at),
+        Err(e) => {
+            let error = strata_store::one_line(&crate::exit::message(&e));
+            tracing::warn!(replica = %replica.host(), %error, "the read replica did not answer; reading the primary");
+            hosts.replica_error = Some(error);
+        }
+    }
+    if reads == Reads::StaleTolerant && hosts.replica.is_some() {
+        hosts.read_from = "replica";
+        return Ok((Store::new(replica), Some(hosts)));
+    }
+    Ok((Store::new(primary), Some(hosts)))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_postgres_reading(url: &str, _reads: Reads) -> Result<(Store, Option<Hosts>), StoreError> {
+    open_postgres(url, false).map(|s| (s, None))
+}
+
 /// Opens the store `target` names; `create` creates a missing one (never for postgres
 /// tables, which are created by the backend when `create` is set).
 pub fn open_target(target: &Target, create: bool) -> Result<Store, StoreError> {

@@ -175,6 +175,31 @@ pub enum PgError {
         /// The table.
         table: String,
     },
+    /// A write (or a lease) asked of a read replica's store ([`crate::ReplicaStore`]),
+    /// which only answers stale-tolerant reads.
+    #[error("the read replica at {target} answers stale-tolerant reads of table `{table}` only, and nothing was written; write through the primary (the store the URL opens, not its `strata_replica`)")]
+    ReplicaReadOnly {
+        /// The replica (host, port, database, user).
+        target: String,
+        /// The table.
+        table: String,
+    },
+    /// A commit receipt that is not `TIMELINE:LSN`.
+    #[error("invalid commit receipt `{text}`; use TIMELINE:LSN as `strata status --json` prints it (`hosts.receipt`, e.g. 1:0/3000148)")]
+    InvalidReceipt {
+        /// The text given (escaped).
+        text: String,
+    },
+    /// The server's timeline history could not be read to check a commit receipt.
+    #[error("cannot check the commit receipt at {target}: reading the timeline history `{file}` failed ({reason}); connect as a superuser or a role granted `pg_read_server_files`")]
+    ReceiptUnchecked {
+        /// Where (host, port, database, user).
+        target: String,
+        /// The history file.
+        file: String,
+        /// What the server said.
+        reason: String,
+    },
     /// The server returned something the backend did not ask for.
     #[error("postgres {op} on table `{table}` returned an unexpected row for key `{key}`; check that nothing else writes to the table")]
     Unexpected {

@@ -49,7 +49,8 @@ mod tls;
 
 pub use conninfo::{is_connection_string, redact as redact_url};
 pub use error::PgError;
-pub use store::replica::StaleReads;
+pub use store::receipt::{Receipt, ReceiptCheck};
+pub use store::replica::{ReplicaStore, StaleReads};
 pub use store::{
     connect_store, is_postgres_url, PgOptions, PgStore, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_LOCK_WAIT, DEFAULT_STATEMENT_TIMEOUT, DEFAULT_TABLE,

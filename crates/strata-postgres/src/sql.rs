@@ -344,6 +344,10 @@ pub(crate) fn session_timeouts(t: Timeouts) -> String {
     )
 }
 
+/// The address and port of the server that answers a session (`NULL`s over a Unix
+/// socket): which host of a multi-host URL (or behind a pooler) a command talked to.
+pub(crate) const SERVER_ADDRESS: &str = "SELECT host(inet_server_addr()), inet_server_port()";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@
 pub(crate) mod function;
 mod hints;
 pub(crate) mod one_message;
+pub(crate) mod receipt;
 pub(crate) mod replica;
 mod write;
 
@@ -177,7 +178,7 @@ pub struct PgStore {
     /// The statements' text, for connections through a transaction-mode pooler.
     texts: sql::Texts,
     /// The read replica (`strata_replica`), read only through [`PgStore::stale_reads`].
-    replica: Option<replica::ReplicaSlot>,
+    replica: Option<Arc<replica::ReplicaSlot>>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -339,7 +340,7 @@ impl PgStore {
         // Opened on first use: a replica that is down (or behind the table's creation)
         // fails the stale reads, never the store.
         let replica = replica.map(|config| {
-            replica::ReplicaSlot::new(
+            Arc::new(replica::ReplicaSlot::new(
                 config,
                 connector.clone(),
                 timeouts,
@@ -349,7 +350,7 @@ impl PgStore {
                     drop_table_on_drop: false,
                     ..options.clone()
                 },
-            )
+            ))
         });
         let sessions = crate::pool::Sessions {
             functions: options.session_functions,
@@ -369,7 +370,7 @@ impl PgStore {
         table: String,
         options: PgOptions,
         sessions: crate::pool::Sessions,
-        replica: Option<replica::ReplicaSlot>,
+        replica: Option<Arc<replica::ReplicaSlot>>,
     ) -> Result<PgStore> {
         let target = describe(&config);
         let pool = Pool::new(
@@ -489,6 +490,52 @@ impl PgStore {
     /// for the staleness rule.
     pub fn stale_reads(&self) -> Option<crate::StaleReads<'_>> {
         self.replica.as_ref().map(|slot| crate::StaleReads { slot })
+    }
+
+    /// The read replica as a store of its own ([`ReplicaStore`](crate::ReplicaStore)):
+    /// a backend for a read-only command that tolerates staleness (it refuses every
+    /// write); `None` when the URL names no replica. It lives on after this handle.
+    pub fn replica_store(&self) -> Option<crate::ReplicaStore> {
+        self.replica.as_ref().map(|slot| crate::ReplicaStore {
+            slot: Arc::clone(slot),
+        })
+    }
+
+    /// True when the server this handle's session is on is a hot standby (in recovery:
+    /// read-only, possibly behind its primary) — a URL naming a standby without
+    /// `target_session_attrs=read-write`.
+    pub fn is_standby(&self) -> Result<bool> {
+        self.with_conn("recovery state", async |conn| {
+            let rows = conn
+                .client
+                .query_typed("SELECT pg_is_in_recovery()", &[])
+                .await?;
+            match rows.first() {
+                Some(r) => Ok(r.try_get::<_, bool>(0)?),
+                None => Ok(false),
+            }
+        })
+    }
+
+    /// The server that answers this handle's reads and writes, as `HOST:PORT` — with a
+    /// multi-host URL, the one of its hosts that accepted the session (the primary). The
+    /// server's own address (`inet_server_addr()`, `inet_server_port()`), so through a
+    /// pooler it is the server behind it; over a Unix socket, [`PgStore::target`].
+    pub fn answering_server(&self) -> Result<String> {
+        let found = self.with_conn("server address", async |conn| {
+            let rows = conn.client.query_typed(sql::SERVER_ADDRESS, &[]).await?;
+            let Some(row) = rows.first() else {
+                return Ok(None);
+            };
+            let host: Option<String> = row.try_get(0)?;
+            let port: Option<i32> = row.try_get(1)?;
+            Ok(host.zip(port))
+        })?;
+        Ok(match found {
+            Some((host, port)) if host.contains(':') => format!("[{host}]:{port}"),
+            Some((host, port)) => format!("{host}:{port}"),
+            None => self.target().to_string(),
+        })
     }
 
     /// Where the store lives (host, port, database, user; never the password).

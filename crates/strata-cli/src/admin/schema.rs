@@ -128,8 +128,9 @@ impl Extension {
         use std::collections::{BTreeMap, BTreeSet};
         let reg = self.registered(&args.collection)?;
         super::check_key(db_path, &args.key, &[&reg.name])?;
-        // A plan only reads: the datastore is opened read-only.
-        let store = db::open_for_reading(db_path)?;
+        // A plan only reads: the datastore is opened read-only; its reads tolerate
+        // staleness, so a read replica the URL names answers them.
+        let (store, hosts) = db::open_reading(db_path, db::Reads::StaleTolerant)?;
         let shown = db::describe(db_path);
         let Some(table) = strata::database::read_catalog(&store)
             .map_err(Failure::error)?
@@ -323,7 +324,7 @@ impl Extension {
                 .iter()
                 .map(|(k, r)| serde_json::json!({"key": k, "reason": r}))
                 .collect();
-            let doc = serde_json::json!({
+            let mut doc = serde_json::json!({
                 "db": shown,
                 "collection": reg.name,
                 "current_version": current,
@@ -336,6 +337,9 @@ impl Extension {
                 "work": {"kind": work, "rows": work_rows, "bytes": work_bytes, "estimated_seconds": est_secs, "read_rate_rows_per_s": rate.round() as u64},
                 "written": false,
             });
+            if let Some(h) = &hosts {
+                doc["hosts"] = serde_json::to_value(h).map_err(Failure::error)?;
+            }
             crate::json::emit(&mut out, &doc)?;
             return Ok(code);
         }
@@ -373,6 +377,9 @@ impl Extension {
                 "  work            {kind} of {work_rows} rows, {work_bytes} bytes rewritten; about {est_secs} s at the {} rows/s this plan read (writes are slower)",
                 rate.round() as u64
             )?,
+        }
+        if let Some(h) = &hosts {
+            writeln!(out, "{}", h.line())?;
         }
         Ok(code)
     }

@@ -158,6 +158,10 @@ struct CollectionsDoc<'a> {
     collections: &'a [CollectionSurvey],
     /// Unfinished work (see `strata status`).
     unfinished: &'a [crate::cmd::unfinished::Unfinished],
+    /// PostgreSQL: which servers answered (`read_from` is `replica` when the URL names a
+    /// read replica that answered).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hosts: Option<db::Hosts>,
 }
 
 /// The fence record, read once per command.
@@ -357,7 +361,8 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
 
 /// Runs the command with the application's code versions as references.
 pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdResult {
-    let store = db::open_for_reading(db_path)?;
+    // Stale-tolerant: a read replica the URL names answers (nothing here decides a write).
+    let (store, hosts) = db::open_reading(db_path, db::Reads::StaleTolerant)?;
     let surveys = survey_all(&store, code)?;
     let shown = db::describe(db_path);
     let catalog = db::catalog(&store).map_err(crate::exit::catalog_failure)?;
@@ -374,6 +379,7 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
             verdict,
             collections: &surveys,
             unfinished: &unfinished,
+            hosts,
         };
         crate::json::emit(&mut out, &doc)?;
         return Ok(exit);
@@ -385,6 +391,9 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
         )?;
         for u in &unfinished {
             writeln!(out, "{}", u.line())?;
+        }
+        if let Some(h) = &hosts {
+            writeln!(out, "{}", h.line())?;
         }
         return Ok(exit);
     }
@@ -470,6 +479,9 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
     }
     for u in &unfinished {
         writeln!(out, "{}", u.line())?;
+    }
+    if let Some(h) = &hosts {
+        writeln!(out, "{}", h.line())?;
     }
     Ok(exit)
 }

@@ -41,6 +41,10 @@ struct StatusDoc<'a> {
     /// keyring), as `verify` reports it; absent when there is none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     problems: Vec<String>,
+    /// PostgreSQL: which servers answered (`status` reads the primary; the replica the
+    /// URL names, when it answered, is listed too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hosts: Option<db::Hosts>,
 }
 
 /// Rows of one collection stored below its retired versions.
@@ -104,7 +108,7 @@ pub(crate) fn inspect_tables(
 
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
-    let store = db::open_for_reading(db_path)?;
+    let (store, hosts) = db::open_reading(db_path, db::Reads::Primary)?;
     let catalog = db::catalog(&store).map_err(catalog_failure)?;
     let (tables, _) = inspect_tables(&store, &catalog)?;
     let (mut code, mut word) = verdict(&tables);
@@ -158,6 +162,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             unfinished: &unfinished,
             retired_rows: retired,
             problems,
+            hosts,
         };
         crate::json::emit(&mut out, &doc)?;
     } else {
@@ -191,6 +196,9 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 "sweep pending for {}: rows are stored at an older payload version (they are upcast on read; see `strata collections`, run the application's sweep to rewrite them)",
                 names.join(", ")
             )?;
+        }
+        if let Some(h) = &hosts {
+            writeln!(out, "{}", h.line())?;
         }
     }
     Ok(code)

@@ -46,6 +46,12 @@ pub struct Args {
     /// checked (and the output says so).
     #[command(flatten)]
     key: crate::cmd::keys::KeyArgs,
+    /// PostgreSQL: a commit receipt (`TIMELINE:LSN`, `status --json` `hosts.receipt`)
+    /// taken after writes were acknowledged: checks on the primary that every commit
+    /// acknowledged before it is there (after a failover to an asynchronous standby;
+    /// exit 4 when some may be lost).
+    #[arg(long, value_name = "TIMELINE:LSN")]
+    receipt: Option<String>,
 }
 
 /// The `--json` document (written by [`crate::json::emit`], which adds its format).
@@ -76,6 +82,13 @@ struct VerifyDoc<'a> {
     /// document of a failed run.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<ErrorDoc>,
+    /// PostgreSQL: which servers answered (`read_from` is `replica` when the URL names a
+    /// read replica that answered).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hosts: Option<db::Hosts>,
+    /// What `--receipt` found (`kept`, `may_be_lost`, `not_in_history`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    receipt: Option<db::ReceiptReport>,
 }
 
 impl<'a> VerifyDoc<'a> {
@@ -98,6 +111,8 @@ impl<'a> VerifyDoc<'a> {
             retired_rows: &[],
             unfinished,
             error: None,
+            hosts: None,
+            receipt: None,
         }
     }
 }
@@ -360,7 +375,17 @@ fn policy_problems(store: &Store, catalog: &Catalog) -> Result<Vec<String>, Fail
 
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
-    let store = db::open_for_reading(db_path)?;
+    // Stale-tolerant: a read replica the URL names answers (nothing here decides a write).
+    let (store, hosts) = db::open_reading(db_path, db::Reads::StaleTolerant)?;
+    // Checked on the primary (never a replica: the question is what the primary has).
+    let receipt = match &args.receipt {
+        Some(r) => Some(db::check_receipt(db_path, r)?),
+        None => None,
+    };
+    let lost = receipt
+        .as_ref()
+        .filter(|r| r.verdict != "kept")
+        .map(|r| Failure::with_code(UNSUPPORTED, r.detail.clone()));
     let catalog = db::catalog(&store).map_err(catalog_failure)?;
     // What `strata status` checks, with its exit codes.
     let (tables, mut problems) = inspect_tables(&store, &catalog)?;
@@ -375,15 +400,20 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     if let Some(copy) = unfinished.iter().find(|u| u.operation == "copy") {
         // Part of a source: nothing here is certified or judged, not even what it holds.
         if args.json {
-            let doc = VerifyDoc::unscanned(
+            let mut doc = VerifyDoc::unscanned(
                 db::describe(db_path),
                 "unfinished_copy",
                 &problems,
                 &unfinished,
             );
+            doc.hosts = hosts.clone();
+            doc.receipt = receipt.clone();
             crate::json::emit(&mut out, &doc)?;
         } else {
             writeln!(out, "{}", copy.line())?;
+            if let Some(r) = &receipt {
+                writeln!(out, "{}", r.detail)?;
+            }
             writeln!(
                 out,
                 "\nverification not done: this store is an unfinished copy; no record was certified"
@@ -394,11 +424,16 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     if code == UNSUPPORTED {
         // This build must not trust the store: no record scan.
         if args.json {
-            let doc = VerifyDoc::unscanned(db::describe(db_path), word, &problems, &unfinished);
+            let mut doc = VerifyDoc::unscanned(db::describe(db_path), word, &problems, &unfinished);
+            doc.hosts = hosts.clone();
+            doc.receipt = receipt.clone();
             crate::json::emit(&mut out, &doc)?;
         } else {
             for p in &problems {
                 writeln!(out, "{p}")?;
+            }
+            if let Some(r) = &receipt {
+                writeln!(out, "{}", r.detail)?;
             }
             writeln!(
                 out,
@@ -441,6 +476,11 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         }),
         other => other,
     };
+    // Commits acknowledged before the receipt that the primary may lack: data missing.
+    let failure = failure.or(lost);
+    if failure.as_ref().is_some_and(|f| f.code == UNSUPPORTED) {
+        word = "unsupported";
+    }
     if args.json {
         let error = failure.as_ref().map(|f| ErrorDoc {
             message: crate::exit::failure_line(f),
@@ -457,6 +497,8 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             retired_rows: &retired,
             unfinished: &unfinished,
             error,
+            hosts: hosts.clone(),
+            receipt: receipt.clone(),
         };
         crate::json::emit(&mut out, &doc)?;
     } else {
@@ -494,6 +536,12 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 out,
                 "a migration is required: run `strata migrate` (it is resumable and safe to interrupt)"
             )?;
+        }
+        if let Some(r) = &receipt {
+            writeln!(out, "{}", r.detail)?;
+        }
+        if let Some(h) = &hosts {
+            writeln!(out, "{}", h.line())?;
         }
     }
     out.flush()?;

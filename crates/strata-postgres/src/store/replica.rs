@@ -23,7 +23,9 @@ use crate::store::{describe, PgOptions};
 use crate::tls::Connector;
 use crate::PgStore;
 use std::sync::{Arc, Mutex};
-use strata_store::{Capabilities, KvRead, Result, ScanLimits, Visit, VisitEnd};
+use strata_store::{
+    Backend, Capabilities, Decide, KvRead, KvWrite, Result, ScanLimits, Visit, VisitEnd,
+};
 use tokio_postgres::Config;
 
 /// A store's read replica, connected on first use (and again after a failed open).
@@ -101,6 +103,99 @@ impl StaleReads<'_> {
     /// password): what a status report names as the host that answered.
     pub fn host(&self) -> &str {
         &self.slot.target
+    }
+
+    /// The replica server that answers, as `HOST:PORT` (connecting when not yet
+    /// connected); see [`PgStore::answering_server`].
+    pub fn answering_server(&self) -> Result<String> {
+        self.slot.store()?.answering_server()
+    }
+}
+
+/// A store's read replica as a [`Backend`] of its own, for a read-only command whose
+/// reads tolerate staleness (`strata collections`, `verify`, `inspect`, `schema plan`):
+/// every read is answered by the replica under the staleness rule of this module, and
+/// every write is refused ([`PgError::ReplicaReadOnly`](crate::PgError::ReplicaReadOnly))
+/// without touching a server — so nothing decided on what it read can be committed
+/// through it. It has no lease ([`Capabilities::cross_process_lease`] is `None`). From
+/// [`PgStore::replica_store`].
+#[derive(Clone)]
+pub struct ReplicaStore {
+    pub(crate) slot: Arc<ReplicaSlot>,
+}
+
+impl std::fmt::Debug for ReplicaStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicaStore")
+            .field("host", &self.slot.target)
+            .field("table", &self.slot.table)
+            .finish()
+    }
+}
+
+impl ReplicaStore {
+    /// The replica that answers (hosts, port, database, user; never the password).
+    pub fn host(&self) -> &str {
+        &self.slot.target
+    }
+
+    /// The replica server that answers, as `HOST:PORT`; connects when not yet connected,
+    /// so an error here says the replica cannot answer (see
+    /// [`PgStore::answering_server`]).
+    pub fn answering_server(&self) -> Result<String> {
+        self.slot.store()?.answering_server()
+    }
+}
+
+impl KvRead for ReplicaStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.slot.store()?.get(key)
+    }
+
+    fn scan_visit(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limits: ScanLimits,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
+    ) -> Result<VisitEnd> {
+        self.slot.store()?.scan_visit(prefix, after, limits, visit)
+    }
+
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities {
+            remote_reads: true,
+            cross_process_lease: None,
+            write_epoch: None,
+        }
+    }
+}
+
+/// Refuses every write: a replica answers stale-tolerant reads only.
+impl KvWrite for ReplicaStore {
+    fn read_modify_write(&self, _reads: &[&[u8]], _decide: &mut Decide<'_>) -> Result<bool> {
+        Err(self.refused())
+    }
+
+    fn flush(&self) -> Result<()> {
+        // Nothing was written through it.
+        Ok(())
+    }
+}
+
+impl Backend for ReplicaStore {
+    fn name(&self) -> &'static str {
+        crate::BACKEND
+    }
+}
+
+impl ReplicaStore {
+    fn refused(&self) -> strata_store::StoreError {
+        crate::PgError::ReplicaReadOnly {
+            target: self.slot.target.clone(),
+            table: self.slot.table.clone(),
+        }
+        .into()
     }
 }
 

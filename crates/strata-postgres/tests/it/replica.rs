@@ -78,6 +78,35 @@ fn a_replica_answers_stale_reads_and_never_a_read_that_decides_a_write() {
     assert_eq!(decided_on, vec![2], "decided on a replica's read");
     assert_eq!(number(store.get(b"n").unwrap().as_deref()), 3);
 
+    // The replica as a store of its own (what the command line's stale-tolerant commands
+    // read): the standby's value, its address as the host that answered, and every write
+    // refused before it reaches a server.
+    let replica = store.replica_store().expect("the URL names a replica");
+    assert_eq!(
+        number(replica.get(b"n").unwrap().as_deref()),
+        1,
+        "not stale"
+    );
+    assert_eq!(
+        replica.answering_server().unwrap(),
+        format!("127.0.0.1:{}", ha.standby.port())
+    );
+    assert_eq!(
+        store.answering_server().unwrap(),
+        format!("127.0.0.1:{}", ha.primary.port())
+    );
+    let refused = replica
+        .apply(Batch::new().set(b"n".to_vec(), b"7".to_vec()))
+        .unwrap_err();
+    assert!(
+        matches!(
+            std::error::Error::source(&refused).and_then(|s| s.downcast_ref::<PgError>()),
+            Some(PgError::ReplicaReadOnly { .. })
+        ),
+        "{refused:?}"
+    );
+    assert!(replica.capabilities().cross_process_lease.is_none());
+
     // A replica never holds a write: the standby refuses one, and nothing of it shows.
     let on_replica = PgStore::connect_with(
         &format!(

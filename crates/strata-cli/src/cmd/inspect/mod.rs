@@ -65,7 +65,8 @@ pub(crate) fn cut(s: &str, max: usize) -> String {
 
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
-    let store = db::open_for_reading(db_path)?;
+    // Stale-tolerant: a read replica the URL names answers (nothing here decides a write).
+    let (store, hosts) = db::open_reading(db_path, db::Reads::StaleTolerant)?;
     let catalog = db::catalog(&store).map_err(Failure::error)?;
     let Some(table) = catalog.get(&args.table) else {
         let names: Vec<&str> = catalog.tables().iter().map(|t| t.name()).collect();
@@ -125,12 +126,17 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         }
     }
     if args.json {
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "db": db::describe(db_path),
             "table": table.name(),
             "records": records,
         });
+        if let Some(h) = &hosts {
+            doc["hosts"] = serde_json::to_value(h).map_err(Failure::error)?;
+        }
         crate::json::emit(&mut out, &doc)?;
+    } else if let Some(h) = &hosts {
+        writeln!(out, "{}", h.line())?;
     }
     Ok(0)
 }
