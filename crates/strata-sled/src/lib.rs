@@ -45,7 +45,12 @@
 //!
 //! The one write primitive ([`strata_store::KvWrite::read_modify_write`]) is one critical
 //! section: a write that reads keys holds the exclusive side of the writer lock while it
-//! reads them (write cache, else sled), decides, checks its guards and writes.
+//! reads them (write cache, else sled), decides, checks its guards and writes — except the
+//! commonest write, one document decided on its stored value (and on keys the guard cache
+//! holds, such as a deploy-window record) and written alone, with guards the guard cache
+//! holds: it holds only the shared side, so writers of different documents run in
+//! parallel, and writes with one compare-and-swap over the value it decided on, deciding
+//! again when a concurrent writer of the same key won.
 //!
 //! What this crate is not: it adds no layout of its own (the engine above decides the key
 //! encoding), and it never exposes `sled` types: sled errors become
