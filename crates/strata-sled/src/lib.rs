@@ -22,11 +22,13 @@
 //!   write are one tree traversal, not a `get` and an `insert`;
 //! * the current values of *guard keys* — keys a batch requires but does not write, such
 //!   as a fence record every write preconditions on — are kept in a small cache that is
-//!   exact: it lives inside the writer lock and is read, filled and emptied only under
-//!   its exclusive side, and any batch that writes a cached key removes it there before
-//!   it writes (a plain batch writing a key of a cached length takes the exclusive side
-//!   for that). Since every writer of the datastore goes through that lock (see above), a
-//!   cached value always equals sled's; no second lock is taken per write.
+//!   exact: it lives inside the writer lock and is filled and emptied only under its
+//!   exclusive side (read under either side), and any write of a cached key removes it
+//!   there before it writes (a plain batch writing a key of a cached length takes the
+//!   exclusive side for that; a decided one-document write of a cached key is decided
+//!   under the exclusive side). Since every writer of the datastore goes through that
+//!   lock (see above), a cached value always equals sled's while either side is held; no
+//!   second lock is taken per write.
 //!
 //! For the same reason the store keeps a [write epoch](strata_store::epoch), advanced
 //! after every write while its side of the lock is still held: a batch whose row
