@@ -119,7 +119,8 @@ impl SledStore {
     }
 
     /// One sled compare-and-swap of `key` from `old` (`None`: absent) to `new`. The
-    /// caller holds the exclusive side of `writers`.
+    /// caller holds `writers`: the exclusive side, or the shared side for a key that is
+    /// not a cached guard (see [`SledStore::write_one_shared`]).
     fn cas(&self, key: Vec<u8>, old: Option<&[u8]>, new: Option<Vec<u8>>) -> Result<()> {
         let new = new.map(sled::IVec::from);
         let mut values = self.values.lock_key(&key);
@@ -227,7 +228,96 @@ impl SledStore {
     }
 }
 
+/// How often [`SledStore::write_one_shared`] decides again after losing its key's
+/// compare-and-swap to a concurrent writer of the same key, before it decides under the
+/// exclusive side.
+const SHARED_ATTEMPTS: usize = 16;
+
 impl SledStore {
+    /// A decided write of ONE key without the exclusive side of `writers`, so writers of
+    /// different keys run in parallel: under the SHARED side, `reads[0]` (the key written)
+    /// is read (write cache, else sled), every other key of `reads` is taken from the
+    /// guard cache, the decision is made, the decided batch's guards are checked against
+    /// the guard cache, and the key is written with one sled compare-and-swap over the
+    /// value decided on (a concurrent writer of the same key makes it fail: read and
+    /// decided again).
+    ///
+    /// Why this is the primitive's critical section all the same: the guard cache's
+    /// entries change only under the exclusive side, which every write of a cached key
+    /// takes (a conditional batch always, a plain batch whose key has a cached length,
+    /// and this path refuses a key that is itself cached) — so no cached value read here
+    /// can change before the write; and the compare-and-swap commits only over the very
+    /// value decided on. The write linearizes at the compare-and-swap.
+    ///
+    /// `None` (nothing written, the decision's batch dropped) when the write does not fit
+    /// — the batch writes another key or more than one, or requires or reads a key the
+    /// guard cache does not hold (yet): the caller decides again under the exclusive side
+    /// (which fills the cache), as the primitive's contract allows (a decision may be
+    /// made more than once; only the last one's batch commits).
+    fn write_one_shared(&self, reads: &[&[u8]], decide: &mut Decide<'_>) -> Result<Option<bool>> {
+        let Some((&key, others)) = reads.split_first() else {
+            return Ok(None);
+        };
+        let cache = self.shared();
+        if cache.get(key).is_some() || others.contains(&key) {
+            return Ok(None);
+        }
+        // The other keys read: cached guards (stable while the shared side is held).
+        let mut cached: Vec<Option<&[u8]>> = Vec::with_capacity(others.len());
+        for k in others {
+            match cache.get(k) {
+                Some(v) => cached.push(v.as_deref()),
+                None => return Ok(None),
+            }
+        }
+        for _ in 0..SHARED_ATTEMPTS {
+            let current = self.current(key)?;
+            let decided = if cached.is_empty() {
+                decide(&[current.as_deref()])
+            } else {
+                let mut values = Vec::with_capacity(reads.len());
+                values.push(current.as_deref());
+                values.extend_from_slice(&cached);
+                decide(&values)
+            };
+            let Some(batch) = decided else {
+                return Ok(Some(false));
+            };
+            match batch.mutations() {
+                [m] if m.key() == key => {}
+                [] if batch.preconditions().is_empty() => return Ok(Some(true)),
+                _ => return Ok(None),
+            }
+            for p in batch.preconditions() {
+                if p.key() != key && cache.get(p.key()).is_none() {
+                    return Ok(None);
+                }
+            }
+            self.checks
+                .fetch_add(batch.preconditions().len() as u64, Ordering::Relaxed);
+            for p in batch.preconditions() {
+                if p.key() == key {
+                    // The key's own precondition: checked on the value the
+                    // compare-and-swap below requires.
+                    p.check(current.as_deref())?;
+                } else if let Some(value) = cache.get(p.key()) {
+                    p.check(value.as_deref())?;
+                }
+            }
+            let (mut mutations, _) = batch.into_parts();
+            let new = match mutations.pop() {
+                Some(Mutation::Set { value, .. }) => Some(value),
+                _ => None,
+            };
+            match self.cas(key.to_vec(), current.as_deref(), new) {
+                Ok(()) => return Ok(Some(true)),
+                Err(StoreError::Conflict { key: k, .. }) if k == key => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
     /// A batch (a write that reads nothing): a plain one takes the shared side of
     /// `writers`, a conditional one the exclusive side for its checks and its write.
     fn apply_batch(&self, batch: Batch) -> Result<()> {
@@ -281,6 +371,9 @@ impl KvWrite for SledStore {
             };
             return self.apply_batch(batch).map(|()| true);
         }
+        if let Some(written) = self.write_one_shared(reads, decide)? {
+            return Ok(written);
+        }
         let mut cache = self.exclusive();
         let mut current = Vec::with_capacity(reads.len());
         for key in reads {
@@ -293,6 +386,14 @@ impl KvWrite for SledStore {
         drop(values);
         if batch.mutations().len() > 1 {
             batch.validate()?;
+        }
+        // A write of the shape `write_one_shared` serves (it writes the first key read,
+        // alone): the other keys it read (a deploy-window record, say) are guards of the
+        // next such write, cached so that write can take the shared side.
+        if matches!(batch.mutations(), [m] if reads.first() == Some(&m.key())) {
+            for (key, value) in reads.iter().zip(&current).skip(1) {
+                cache.fill(&self.guards.lengths, key, value.as_deref());
+            }
         }
         if batch.is_empty() {
             return Ok(true);

@@ -14,7 +14,7 @@ pub(crate) fn length_bit(key: &[u8]) -> u64 {
 
 /// What every clone of a [`SledStore`](crate::SledStore) knows of the guard cache without
 /// a lock. The entries ([`GuardEntries`]) live inside the writer lock: only its exclusive
-/// side reads or changes them.
+/// side changes them; either side reads them (stable while held).
 #[derive(Debug, Default)]
 pub(crate) struct GuardCache {
     /// One bit per cached key length (modulo 64), set when a key is cached (under the

@@ -22,11 +22,13 @@
 //!   write are one tree traversal, not a `get` and an `insert`;
 //! * the current values of *guard keys* — keys a batch requires but does not write, such
 //!   as a fence record every write preconditions on — are kept in a small cache that is
-//!   exact: it lives inside the writer lock and is read, filled and emptied only under
-//!   its exclusive side, and any batch that writes a cached key removes it there before
-//!   it writes (a plain batch writing a key of a cached length takes the exclusive side
-//!   for that). Since every writer of the datastore goes through that lock (see above), a
-//!   cached value always equals sled's; no second lock is taken per write.
+//!   exact: it lives inside the writer lock and is filled and emptied only under its
+//!   exclusive side (read under either side), and any write of a cached key removes it
+//!   there before it writes (a plain batch writing a key of a cached length takes the
+//!   exclusive side for that; a decided one-document write of a cached key is decided
+//!   under the exclusive side). Since every writer of the datastore goes through that
+//!   lock (see above), a cached value always equals sled's while either side is held; no
+//!   second lock is taken per write.
 //!
 //! For the same reason the store keeps a [write epoch](strata_store::epoch), advanced
 //! after every write while its side of the lock is still held: a batch whose row
@@ -45,7 +47,12 @@
 //!
 //! The one write primitive ([`strata_store::KvWrite::read_modify_write`]) is one critical
 //! section: a write that reads keys holds the exclusive side of the writer lock while it
-//! reads them (write cache, else sled), decides, checks its guards and writes.
+//! reads them (write cache, else sled), decides, checks its guards and writes — except the
+//! commonest write, one document decided on its stored value (and on keys the guard cache
+//! holds, such as a deploy-window record) and written alone, with guards the guard cache
+//! holds: it holds only the shared side, so writers of different documents run in
+//! parallel, and writes with one compare-and-swap over the value it decided on, deciding
+//! again when a concurrent writer of the same key won.
 //!
 //! What this crate is not: it adds no layout of its own (the engine above decides the key
 //! encoding), and it never exposes `sled` types: sled errors become

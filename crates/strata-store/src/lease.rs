@@ -57,14 +57,18 @@ impl Gate {
     /// Enters the shared side; returns false when the calling thread holds the lease (its
     /// writes go straight through and must not be counted).
     fn enter_shared(&self) -> bool {
-        let s = self.state.load(Ordering::Acquire);
-        if s & (LEASED | WAITING) == 0
-            && self
+        let mut s = self.state.load(Ordering::Acquire);
+        // Retried while only the count changed under it (another write entering or
+        // leaving): concurrent writers never fall back to the mutex just for meeting
+        // each other — only a lease held or waited for sends a write to the slow path.
+        while s & (LEASED | WAITING) == 0 {
+            match self
                 .state
-                .compare_exchange(s, s + 1, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        {
-            return true;
+                .compare_exchange_weak(s, s + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(actual) => s = actual,
+            }
         }
         self.enter_shared_slow()
     }

@@ -22,7 +22,7 @@
 //! the hints are dropped wholesale (a later write reads, as without hints).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::RwLock;
 
 /// The most documents one handle keeps hints for.
 pub const MAX_ENTRIES: usize = 4096;
@@ -34,7 +34,8 @@ pub const MAX_BYTES: usize = 4 << 20;
 pub(crate) struct Hints {
     /// Off: nothing is remembered, every write reads.
     enabled: bool,
-    state: Mutex<State>,
+    /// Read (shared) by every write's lookup, changed (exclusive, one map step) after it.
+    state: RwLock<State>,
 }
 
 #[derive(Debug, Default)]
@@ -48,13 +49,13 @@ impl Hints {
     pub(crate) fn new(enabled: bool) -> Self {
         Hints {
             enabled,
-            state: Mutex::default(),
+            state: RwLock::default(),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> std::sync::RwLockWriteGuard<'_, State> {
         // A map updated in single steps: consistent after a panic elsewhere.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.write().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The bytes this handle last wrote under `key`, if it remembers them.
@@ -68,7 +69,13 @@ impl Hints {
 
     #[inline(never)]
     fn lookup(&self, key: &[u8]) -> Option<Vec<u8>> {
-        self.lock().docs.get(key).cloned()
+        // Shared: concurrent writers through one handle look their hints up at once.
+        self.state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .docs
+            .get(key)
+            .cloned()
     }
 
     /// Remembers that `key` now holds `value` (written by this handle).

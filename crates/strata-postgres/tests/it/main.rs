@@ -22,6 +22,7 @@ mod tls;
 mod window;
 mod write_paths;
 mod write_set;
+mod write_set_processes;
 
 use strata_postgres::{PgOptions, PgStore};
 

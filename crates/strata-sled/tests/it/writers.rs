@@ -137,3 +137,119 @@ fn compare_and_set_through_clones_loses_no_update_beside_plain_batches() {
     let per_thread = PLAIN_BATCHES.div_ceil(3) + (PLAIN_BATCHES - PLAIN_BATCHES.div_ceil(3)) * 3;
     assert_eq!(plain.len(), PLAIN_THREADS * per_thread);
 }
+/// Decided writes of single documents guarded by a cached guard key (the collection's
+/// write: shared side of the writer lock, one compare-and-swap), from several clones on
+/// overlapping keys, lose no update; a guard changed under them refuses them all.
+#[test]
+fn decided_document_writes_from_clones_lose_no_update() {
+    const THREADS: u64 = 4;
+    const EACH: u64 = 200;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path().join("db")).unwrap();
+    store
+        .apply(Batch::new().set(b"fence".to_vec(), b"F".to_vec()))
+        .unwrap();
+    let guard = || strata_store::Precondition::Equals {
+        key: b"fence".to_vec(),
+        value: b"F".to_vec(),
+    };
+    let barrier = Barrier::new(THREADS as usize);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (store, barrier) = (store.clone(), &barrier);
+            s.spawn(move || {
+                barrier.wait();
+                for i in 0..EACH {
+                    // Two shared keys everybody increments, and one of this thread's own.
+                    let key = match i % 3 {
+                        0 => b"n/shared-a".to_vec(),
+                        1 => b"n/shared-b".to_vec(),
+                        _ => format!("n/own-{t}").into_bytes(),
+                    };
+                    let written = store
+                        .read_modify_write(&[&key], &mut |values| {
+                            let next = decode(values[0].map(<[u8]>::to_vec)) + 1;
+                            let mut b = Batch::new().set(key.clone(), next.to_be_bytes().to_vec());
+                            b.push_precondition(guard());
+                            Some(b)
+                        })
+                        .unwrap();
+                    assert!(written);
+                }
+            });
+        }
+    });
+    let total: u64 = ["n/shared-a", "n/shared-b"]
+        .iter()
+        .map(|k| decode(store.get(k.as_bytes()).unwrap()))
+        .chain((0..THREADS).map(|t| decode(store.get(format!("n/own-{t}").as_bytes()).unwrap())))
+        .sum();
+    assert_eq!(total, THREADS * EACH, "lost updates");
+    // The guard changes: every such write is refused with the guard's conflict.
+    store
+        .apply(Batch::new().set(b"fence".to_vec(), b"G".to_vec()))
+        .unwrap();
+    let err = store
+        .read_modify_write(&[b"n/own-0"], &mut |_| {
+            let mut b = Batch::new().set(b"n/own-0".to_vec(), vec![0; 8]);
+            b.push_precondition(guard());
+            Some(b)
+        })
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::Conflict { ref key, .. } if key == b"fence"),
+        "{err}"
+    );
+}
+
+/// A decided write that also reads a key it does not write (a collection's deploy-window
+/// record) takes the shared path once that key is cached, and a change of that key is
+/// still seen by the next write: writing it forgets the cached value (under the exclusive
+/// side), so no write decides on a stale copy.
+#[test]
+fn a_second_key_read_is_never_decided_on_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path().join("db")).unwrap();
+    let write = |doc: &[u8]| {
+        let mut seen = None;
+        store
+            .read_modify_write(&[doc, b"window"], &mut |values| {
+                seen = Some(values[1].map(<[u8]>::to_vec));
+                Some(Batch::new().set(doc.to_vec(), values[1].unwrap_or(b"-").to_vec()))
+            })
+            .unwrap();
+        seen.unwrap()
+    };
+    // Absent, then cached as absent: both writes see it absent.
+    assert_eq!(write(b"d/1"), None);
+    assert_eq!(write(b"d/2"), None);
+    // A plain write of the window key, then a conditional one: each is seen at once.
+    store
+        .apply(Batch::new().set(b"window".to_vec(), b"W1".to_vec()))
+        .unwrap();
+    assert_eq!(write(b"d/1"), Some(b"W1".to_vec()));
+    assert_eq!(write(b"d/3"), Some(b"W1".to_vec()));
+    store
+        .apply(
+            Batch::new()
+                .require_eq(b"window".to_vec(), b"W1".to_vec())
+                .set(b"window".to_vec(), b"W2".to_vec()),
+        )
+        .unwrap();
+    assert_eq!(write(b"d/2"), Some(b"W2".to_vec()));
+    // A decided write of the window key itself (it reads it first).
+    store
+        .read_modify_write(&[b"window"], &mut |_| {
+            Some(Batch::new().delete(b"window".to_vec()))
+        })
+        .unwrap();
+    assert_eq!(write(b"d/4"), None);
+    for (doc, want) in [
+        (&b"d/1"[..], &b"W1"[..]),
+        (b"d/2", b"W2"),
+        (b"d/3", b"W1"),
+        (b"d/4", b"-"),
+    ] {
+        assert_eq!(store.get(doc).unwrap().as_deref(), Some(want));
+    }
+}

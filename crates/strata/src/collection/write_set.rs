@@ -47,6 +47,8 @@ use super::write::{DocWrite, Refusal};
 use super::{Collection, CollectionError, CollectionInner, Expect};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use std::collections::HashSet;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 use strata_store::{Batch, KvWrite, Precondition, Store};
 
@@ -134,6 +136,10 @@ pub enum Written {
 pub struct WriteSet {
     store: Store,
     docs: Vec<Pending>,
+    /// The hashes of the documents' full keys: a key added twice is found without
+    /// comparing it with every document of the set (a bulk load adds a thousand).
+    hashes: HashSet<u64>,
+    hasher: RandomState,
 }
 
 impl std::fmt::Debug for WriteSet {
@@ -150,6 +156,8 @@ impl WriteSet {
         WriteSet {
             store,
             docs: Vec::new(),
+            hashes: HashSet::new(),
+            hasher: RandomState::new(),
         }
     }
 
@@ -179,7 +187,10 @@ impl WriteSet {
             });
         }
         let full = inner.key_of(key);
-        if self.docs.iter().any(|d| d.full == full) {
+        // A hash seen before: compared with the documents (usually a true repeat).
+        if !self.hashes.insert(self.hasher.hash_one(&full))
+            && self.docs.iter().any(|d| d.full == full)
+        {
             return Err(WriteSetError::Invalid {
                 reason: format!(
                     "document `{key}` of collection `{}` is written twice in one set; write it once",
@@ -206,10 +217,15 @@ impl WriteSet {
         let mut reads: Vec<&[u8]> = self.docs.iter().map(|d| d.full.as_slice()).collect();
         // Each collection's deploy-window record, read once in the same transaction.
         let mut windows: Vec<Option<usize>> = Vec::with_capacity(self.docs.len());
+        let first_window = reads.len();
         for d in &self.docs {
             windows.push(d.inner.window_key.as_ref().map(|w| {
-                match reads.iter().position(|r| *r == w.as_slice()) {
-                    Some(at) => at,
+                // (Among the window records added so far: one per collection.)
+                match reads[first_window..]
+                    .iter()
+                    .position(|r| *r == w.as_slice())
+                {
+                    Some(at) => first_window + at,
                     None => {
                         reads.push(w.as_slice());
                         reads.len() - 1

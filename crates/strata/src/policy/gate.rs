@@ -13,7 +13,7 @@ use crate::payload::upcaster::Upcaster;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use strata_store::{Precondition, Store};
 
 /// What a collection declares to the policy layer when it is opened with a persisted
@@ -181,7 +181,9 @@ pub(crate) struct Inner {
     pub(crate) config: PolicyConfig,
     pub(crate) presence: Arc<Presence>,
     pub(crate) generation: AtomicU64,
-    pub(crate) registry: Mutex<HashMap<String, Registration>>,
+    /// The declared collections' verdicts: read by every write of a governed collection
+    /// (shared), changed only when a collection is declared or a cutover completes.
+    pub(crate) registry: RwLock<HashMap<String, Registration>>,
 }
 
 /// The write gate of one handle: every write of a collection goes through
@@ -215,15 +217,24 @@ impl SchemaGate {
                 config,
                 presence,
                 generation: AtomicU64::new(generation),
-                registry: Mutex::new(HashMap::new()),
+                registry: RwLock::new(HashMap::new()),
             }),
         })
     }
 
-    pub(crate) fn registry(&self) -> MutexGuard<'_, HashMap<String, Registration>> {
+    /// The registry, shared (the write path's check: writers never wait for each other).
+    pub(crate) fn registry(&self) -> RwLockReadGuard<'_, HashMap<String, Registration>> {
         self.inner
             .registry
-            .lock()
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The registry, to change it (a declaration, a completed cutover).
+    pub(crate) fn registry_mut(&self) -> RwLockWriteGuard<'_, HashMap<String, Registration>> {
+        self.inner
+            .registry
+            .write()
             .unwrap_or_else(|e| e.into_inner())
     }
 
@@ -282,7 +293,7 @@ impl SchemaGate {
         delta: Option<SchemaDelta>,
         cutover: Option<(Transform, Baseline)>,
     ) -> DeclareOutcome {
-        self.registry().insert(
+        self.registry_mut().insert(
             decl.collection.clone(),
             Registration {
                 verdict: verdict.clone(),

@@ -38,3 +38,4 @@ mod window;
 mod window_processes;
 mod window_shared;
 mod write_set;
+mod writers;

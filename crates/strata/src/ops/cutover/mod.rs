@@ -485,7 +485,7 @@ impl SchemaGate {
             .store(generation, std::sync::atomic::Ordering::SeqCst);
         self.presence().advance(generation)?;
         {
-            let mut reg = self.registry();
+            let mut reg = self.registry_mut();
             for c in &collections {
                 if let Some(r) = reg.get_mut(&c.collection) {
                     r.verdict = Verdict::Allowed;
