@@ -362,11 +362,7 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
     let shown = db::describe(db_path);
     let catalog = db::catalog(&store).map_err(crate::exit::catalog_failure)?;
     let unfinished = crate::cmd::unfinished::find(&store, &catalog, &shown)?;
-    let (exit, verdict) = if unfinished.iter().any(|u| u.operation == "copy") {
-        (crate::exit::UNFINISHED, "unfinished_copy")
-    } else {
-        (OK, "ok")
-    };
+    let (exit, verdict) = crate::cmd::unfinished::combine(OK, "ok", &unfinished);
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = CollectionsDoc {
@@ -470,6 +466,9 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
     }
     for u in &unfinished {
         writeln!(out, "{}", u.line())?;
+    }
+    if let Some(summary) = crate::cmd::unfinished::summary(exit) {
+        writeln!(out, "{summary}")?;
     }
     Ok(exit)
 }

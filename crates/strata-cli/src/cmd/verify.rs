@@ -441,6 +441,10 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         }),
         other => other,
     };
+    if failure.is_none() && matches!(word, "ok" | "migration_required") {
+        // Every record checked and nothing failed: unfinished work is the verdict.
+        (code, word) = crate::cmd::unfinished::combine(code, word, &unfinished);
+    }
     if args.json {
         let error = failure.as_ref().map(|f| ErrorDoc {
             message: crate::exit::failure_line(f),
@@ -494,6 +498,15 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 out,
                 "a migration is required: run `strata migrate` (it is resumable and safe to interrupt)"
             )?;
+        }
+        if let Some(summary) = crate::cmd::unfinished::summary(code) {
+            for p in problems
+                .iter()
+                .filter(|_| code == crate::exit::UNFINISHED_MIGRATION)
+            {
+                writeln!(out, "{p}")?;
+            }
+            writeln!(out, "{summary}")?;
         }
     }
     out.flush()?;
