@@ -163,6 +163,13 @@ fn escape_sequences_and_newlines_in_echoed_arguments_stay_escaped_on_one_line() 
         ],
         vec!["copy", "--from", &evil_path, "--to", &evil_path],
         vec!["copy", "--from", &db, "--to", &db],
+        vec!["--db", &evil_path, "collections", "--json"],
+        vec!["--db", &evil_path, "migrate"],
+        vec!["--db", &evil_path, "repair", "--apply"],
+        vec!["--db", &evil_path, "fence"],
+        vec!["--db", &db, "retire", evil, "--below", "2"],
+        vec!["--db", &db, "fixture", "capture", "--collection", evil],
+        vec!["--db", &db, "inspect", evil, "--json"],
     ];
     for args in &cases {
         let out = run_within(args, Duration::from_secs(60));
