@@ -152,8 +152,9 @@ impl CollectionSurvey {
 #[derive(Debug, Serialize)]
 struct CollectionsDoc<'a> {
     db: String,
-    /// `ok`, or `unfinished_copy` (exit 7) when the store is the target of an unfinished
-    /// `strata copy`.
+    /// `ok`, or the verdict of unfinished work (`unfinished_copy` 7, `unfinished_migration`
+    /// 8, `unfinished_cutover` 9, `unfinished_rotation` 10, `unfinished_sweep` 11; see
+    /// [`crate::cmd::unfinished`]).
     verdict: &'static str,
     collections: &'a [CollectionSurvey],
     /// Unfinished work (see `strata status`).

@@ -31,8 +31,8 @@ struct StatusDoc<'a> {
     /// Collections with rows at an older payload version (not an error: they are upcast on
     /// read; the application's sweep rewrites them).
     sweep_pending: Vec<SweepPending>,
-    /// Unfinished work: a copy into this store (verdict `unfinished_copy`, exit 7), a
-    /// sweep, cutover, rotation or migration (listed; their exit code is the state's).
+    /// Unfinished work: a copy into this store, a migration, cutover, rotation or sweep,
+    /// each its own verdict and exit code ([`crate::cmd::unfinished::verdict`]).
     unfinished: &'a [crate::cmd::unfinished::Unfinished],
     /// Collections with rows stored below their retired versions (`retire`): every read
     /// refuses them (`strata verify` fails on them).

@@ -52,7 +52,8 @@ pub struct Args {
 #[derive(Debug, Serialize)]
 struct VerifyDoc<'a> {
     db: String,
-    /// `ok`, `migration_required` or `unsupported` (as `strata status`).
+    /// `ok`, `migration_required`, `unsupported`, `failed` or a verdict of unfinished work
+    /// (as `strata status`).
     verdict: &'static str,
     /// Every metadata problem found (empty when the verdict is `ok`).
     problems: &'a [String],
