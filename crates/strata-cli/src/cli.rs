@@ -6,7 +6,9 @@
 //! (a bar with rate and ETA on a terminal, plain lines otherwise). Exit codes: 0 success, 1 error, 2 usage, 3 migration
 //! required, 4 future or corrupt metadata, 5 a record over the format's limit (a bulk pass
 //! checkpoint: the table's keys are too long), 6 incompatible schema change, 7 an unfinished
-//! copy (resume it or delete the store). Under `--json` an
+//! copy (resume it or delete the store), 8 an interrupted migration, 9 a pending or
+//! interrupted cutover, 10 an interrupted key rotation, 11 a sweep running or interrupted
+//! (`status`, `verify`, `collections`; see [`crate::exit`]). Under `--json` an
 //! error is also printed on stdout as `{"format":1,"error":{"message":"…","exit_code":N}}`.
 
 use crate::exit::CmdResult;

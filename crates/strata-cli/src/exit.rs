@@ -23,6 +23,23 @@ pub const NON_ADDITIVE: u8 = 6;
 /// source): reported by `status`, `verify` and `collections`; `migrate` refuses it. Resume
 /// the copy or delete the store.
 pub const UNFINISHED: u8 = 7;
+/// A migration of the store was interrupted (a resumable checkpoint): `strata migrate`
+/// resumes it. Reported by `status`, `verify` and `collections` (verdict
+/// `unfinished_migration`) in place of 0 or 3.
+pub const UNFINISHED_MIGRATION: u8 = 8;
+/// A coordinated cutover is pending or was interrupted (the fence is not `normal`, or
+/// cutovers are pending): writes to its collections are fenced until the application's
+/// `cutover` finishes it (or `strata fence abort`). Verdict `unfinished_cutover`, in
+/// place of 0 or 3.
+pub const UNFINISHED_CUTOVER: u8 = 9;
+/// A data-key rotation was interrupted (its checkpoint is in the store): `strata keys
+/// rotate` resumes it; both keys open every record meanwhile. Verdict
+/// `unfinished_rotation`, in place of 0 or 3.
+pub const UNFINISHED_ROTATION: u8 = 10;
+/// An eager sweep is running or was interrupted (its marker is in progress): the
+/// application's `sweep` resumes it; rows are upcast on read meanwhile. Verdict
+/// `unfinished_sweep`, in place of 0 or 3.
+pub const UNFINISHED_SWEEP: u8 = 11;
 
 /// A failed command: the exit code and the error to print.
 #[derive(Debug)]

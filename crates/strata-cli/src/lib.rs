@@ -4,7 +4,9 @@
 //! `collections`, `inspect`, `migrate`, `verify`, `schema`, `fence`, `copy`, `repair`, `demo`.
 //! Results go to stdout, errors to stderr prefixed `strata: `, progress to stderr. Exit
 //! codes: 0 success, 1 error, 2 usage, 3 migration required, 4 future or corrupt metadata,
-//! 6 incompatible schema change, 7 an unfinished copy. Under `--json` every result is one document with
+//! 5 a record over the format's limit, 6 incompatible schema change, 7 an unfinished copy,
+//! 8 an interrupted migration, 9 a pending or interrupted cutover, 10 an interrupted key
+//! rotation, 11 a sweep running or interrupted. Under `--json` every result is one document with
 //! `"format": 1` (and `"db"` where a store is involved), and an error is also printed on
 //! stdout as `{"format":1,"error":{"message":"…","exit_code":N}}`.
 //!

@@ -594,11 +594,21 @@ fn map_error(path: &Path, e: redb::Error) -> StoreError {
 /// The boxed source of [`StoreError::Backend`] for redb: names the file, carries redb's
 /// error as its own source. Private: redb's types are not part of the API.
 #[derive(Debug, thiserror::Error)]
-#[error("redb store `{}` failed; check the disk (space, permissions) and the path, then retry", .path.display())]
+#[error("redb store `{}` failed: {}", .path.display(), remedy(.source))]
 struct RedbError {
     path: PathBuf,
     #[source]
     source: redb::Error,
+}
+
+/// What to do about a redb failure: by the I/O error's kind ([`strata_store::io_remedy`]:
+/// "retry" only for a transient one), otherwise the generic advice (never "retry": the
+/// same call meets the same state again).
+fn remedy(e: &redb::Error) -> &'static str {
+    match e {
+        redb::Error::Io(io) => strata_store::io_remedy(io),
+        _ => "check the disk and the path (the cause follows)",
+    }
 }
 
 /// `Database::builder(RedbStore::create(path)?)`: a redb datastore is a [`Store`].
@@ -686,5 +696,37 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, StoreError::CannotOpen { .. }), "{err:?}");
         assert!(store.is_read_only());
+    }
+
+    /// The message of a redb failure says "retry" only for a transient I/O failure; a
+    /// full disk, missing permissions and redb's own errors name the fix instead.
+    #[test]
+    fn a_failure_says_retry_only_when_a_retry_can_help() {
+        use std::error::Error as _;
+        use std::io::{Error, ErrorKind};
+        let shown = |e: redb::Error| {
+            let err = map_error(Path::new("/srv/s.redb"), e);
+            assert!(matches!(err, StoreError::Backend { .. }), "{err:?}");
+            err.source().map(ToString::to_string).unwrap_or_default()
+        };
+        let full = shown(redb::Error::Io(Error::new(
+            ErrorKind::StorageFull,
+            "no space",
+        )));
+        assert!(
+            full.contains("`/srv/s.redb`") && full.contains("free space"),
+            "{full}"
+        );
+        let denied = shown(redb::Error::Io(Error::new(
+            ErrorKind::PermissionDenied,
+            "no",
+        )));
+        assert!(denied.contains("permissions"), "{denied}");
+        let other = shown(redb::Error::TransactionInProgress);
+        for msg in [&full, &denied, &other] {
+            assert!(!msg.contains("retry"), "{msg}");
+        }
+        let transient = shown(redb::Error::Io(Error::new(ErrorKind::Interrupted, "eintr")));
+        assert!(transient.contains("retry"), "{transient}");
     }
 }

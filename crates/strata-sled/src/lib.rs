@@ -263,9 +263,19 @@ fn backend_error(path: &Path, e: sled::Error) -> StoreError {
 /// The boxed source of [`StoreError::Backend`] for sled: names the datastore, carries
 /// sled's error as its own source. Private: sled's types are not part of the API.
 #[derive(Debug, thiserror::Error)]
-#[error("sled datastore `{}` failed; check the disk and the path, then retry", .path.display())]
+#[error("sled datastore `{}` failed: {}", .path.display(), remedy(.source))]
 struct SledError {
     path: PathBuf,
     #[source]
     source: sled::Error,
+}
+
+/// What to do about a sled failure: by the I/O error's kind ([`strata_store::io_remedy`]:
+/// "retry" only for a transient one), otherwise the generic advice (never "retry": the
+/// same call meets the same state again).
+fn remedy(e: &sled::Error) -> &'static str {
+    match e {
+        sled::Error::Io(io) => strata_store::io_remedy(io),
+        _ => "check the disk and the path (the cause follows)",
+    }
 }

@@ -415,8 +415,37 @@ mod tests {
         let source = std::error::Error::source(&err).map(ToString::to_string);
         assert_eq!(
             source.as_deref(),
-            Some("sled datastore `/x` failed; check the disk and the path, then retry")
+            Some("sled datastore `/x` failed: the files cannot be written or read with these permissions: check the owner and mode of the datastore and its directory, and that the file system is mounted writable")
         );
+    }
+
+    /// The message of a sled failure says "retry" only for a transient I/O failure.
+    #[test]
+    fn a_failure_says_retry_only_when_a_retry_can_help() {
+        let shown = |e: sled::Error| {
+            let err = open_error(Path::new("/srv/s"), e);
+            std::error::Error::source(&err)
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        };
+        let full = shown(sled::Error::Io(io::Error::new(
+            io::ErrorKind::StorageFull,
+            "no space",
+        )));
+        assert!(
+            full.contains("`/srv/s`") && full.contains("free space"),
+            "{full}"
+        );
+        let other = shown(sled::Error::Unsupported("nope".into()));
+        let bug = shown(sled::Error::ReportableBug("bug".into()));
+        for msg in [&full, &other, &bug] {
+            assert!(!msg.contains("retry"), "{msg}");
+        }
+        let transient = shown(sled::Error::Io(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "slow",
+        )));
+        assert!(transient.contains("retry"), "{transient}");
     }
 
     fn locked() -> sled::Error {

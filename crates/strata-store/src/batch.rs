@@ -179,6 +179,9 @@ pub struct Batch {
     preconditions: Vec<Precondition>,
     /// The first `count` preconditions were read after `epoch` was observed.
     observed: Option<Observed>,
+    /// Set by [`Batch::copying_records`]: the [`Store`](crate::Store) handle does not
+    /// refuse its keys over [`MAX_KEY_BYTES`].
+    copying: bool,
 }
 
 /// See [`Batch::observed_at`].
@@ -306,6 +309,7 @@ impl Batch {
             mutations,
             preconditions,
             observed: None,
+            copying: false,
         }
     }
 
@@ -336,10 +340,27 @@ impl Batch {
         self.mutations.iter().map(Mutation::size).sum()
     }
 
+    /// Marks a batch that writes records copied as they are from another store (`strata
+    /// copy`): the [`Store`](crate::Store) handle then keeps keys longer than
+    /// [`MAX_KEY_BYTES`] that an older build or another tool stored in a redb or sled
+    /// datastore, so a copy between embedded backends loses no record. The PostgreSQL
+    /// backend still refuses them ([`StoreError::KeyTooLong`]): its index cannot hold
+    /// them. Nothing else should use it.
+    pub fn copying_records(mut self) -> Self {
+        self.copying = true;
+        self
+    }
+
+    /// True for a batch marked with [`Batch::copying_records`].
+    pub fn is_copying_records(&self) -> bool {
+        self.copying
+    }
+
     /// Rejects a batch that sets a key longer than [`MAX_KEY_BYTES`]
-    /// ([`StoreError::KeyTooLong`]). The PostgreSQL backend calls it on every batch; the
-    /// collection layer checks every document key against the same limit, so a long key
-    /// gets the same error on every backend.
+    /// ([`StoreError::KeyTooLong`]), whatever [`Batch::copying_records`] says. Every
+    /// write through a [`Store`](crate::Store) handle is checked (except a copy's
+    /// records), and the PostgreSQL backend checks every batch, so a long key gets the same
+    /// error on every backend.
     pub fn check_key_lengths(&self) -> Result<()> {
         for m in &self.mutations {
             if let Mutation::Set { key, .. } = m {
@@ -366,11 +387,13 @@ impl Batch {
 
 /// The longest key of a strata record, on every backend: PostgreSQL's btree index refuses
 /// an index row over about 2,704 bytes (a third of a page), so keys are held below it with
-/// room for the row's own overhead. Collections refuse a longer document key on every
-/// backend ([`StoreError::KeyTooLong`], before the backend sees it); the PostgreSQL backend
-/// refuses it in any batch. redb and sled still take longer keys written through the raw
-/// store API (records of older builds or other tools), so such stores stay readable and
-/// copyable between them.
+/// room for the row's own overhead. Every write through a [`Store`](crate::Store) handle
+/// (and so every write of strata: collections, migrations, sweeps, the CLI) refuses a
+/// longer key on every backend ([`StoreError::KeyTooLong`], before the backend sees it);
+/// the PostgreSQL backend refuses it in any batch. Longer keys already stored in a redb or
+/// sled datastore (by an older build, or another tool through the backend's own API) stay
+/// readable, and `strata copy` keeps them between embedded backends
+/// ([`Batch::copying_records`]).
 pub const MAX_KEY_BYTES: usize = 2048;
 
 /// Refuses a key longer than [`MAX_KEY_BYTES`] with [`StoreError::KeyTooLong`].

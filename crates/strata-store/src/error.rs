@@ -143,6 +143,39 @@ impl StoreError {
     }
 }
 
+/// What to do about an I/O failure of a datastore's files, by its kind, for the messages
+/// of the embedded backends. Only a failure that can pass by itself (an interrupted or
+/// timed-out call) says "retry"; a full disk, missing permissions or a missing path are
+/// not fixed by running the same operation again, so their advice names the fix.
+///
+/// ```
+/// use std::io::{Error, ErrorKind};
+/// let full = strata_store::io_remedy(&Error::new(ErrorKind::StorageFull, "x"));
+/// assert!(full.contains("free space") && !full.contains("retry"));
+/// let denied = strata_store::io_remedy(&Error::new(ErrorKind::PermissionDenied, "x"));
+/// assert!(denied.contains("permissions") && !denied.contains("retry"));
+/// let interrupted = strata_store::io_remedy(&Error::new(ErrorKind::Interrupted, "x"));
+/// assert!(interrupted.contains("retry"));
+/// ```
+pub fn io_remedy(e: &std::io::Error) -> &'static str {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::StorageFull | K::QuotaExceeded | K::FileTooLarge => {
+            "the disk or quota is full: free space on it (the failed write was not committed), then run the operation again"
+        }
+        K::PermissionDenied | K::ReadOnlyFilesystem => {
+            "the files cannot be written or read with these permissions: check the owner and mode of the datastore and its directory, and that the file system is mounted writable"
+        }
+        K::NotFound => {
+            "a file of the datastore is missing: check the path and that nothing else removed or moved its files"
+        }
+        K::Interrupted | K::TimedOut | K::WouldBlock | K::ResourceBusy => {
+            "a transient I/O failure: retry"
+        }
+        _ => "an I/O failure of its files: check the disk and the path (the cause follows)",
+    }
+}
+
 /// A path as a message shows it: escaped and, when long, shortened
 /// ([`crate::shown_text`]).
 pub(crate) fn shown_path(path: &std::path::Path) -> String {

@@ -281,11 +281,40 @@ impl KvWrite for Store {
             gate: &self.gate,
             counted: self.gate.enter_shared(),
         };
-        self.manifests
-            .read_modify_write(self.backend.as_ref(), reads, decide)
+        key_checked(decide, |decide| {
+            self.manifests
+                .read_modify_write(self.backend.as_ref(), reads, decide)
+        })
     }
     fn flush(&self) -> Result<()> {
         self.backend.flush()
+    }
+}
+
+/// Runs `write` with `decide` wrapped so that a decided batch setting a key longer than
+/// [`crate::MAX_KEY_BYTES`] is not written: the write returns
+/// [`StoreError::KeyTooLong`](crate::StoreError::KeyTooLong) naming the key, the same on
+/// every backend (a copy's records, [`crate::Batch::copying_records`], excepted). Only
+/// the last decision counts, as for the backend.
+fn key_checked(
+    decide: &mut crate::Decide<'_>,
+    write: impl FnOnce(&mut crate::Decide<'_>) -> Result<bool>,
+) -> Result<bool> {
+    let mut refused = None;
+    let written = write(&mut |values| {
+        refused = None;
+        let batch = decide(values)?;
+        if !batch.is_copying_records() {
+            if let Err(e) = batch.check_key_lengths() {
+                refused = Some(e);
+                return None;
+            }
+        }
+        Some(batch)
+    })?;
+    match refused {
+        Some(e) => Err(e),
+        None => Ok(written),
     }
 }
 
@@ -331,9 +360,11 @@ impl KvRead for WriteLease {
 /// The holder's writes: the manifests, then the backend's primitive (no gate).
 impl KvWrite for WriteLease {
     fn read_modify_write(&self, reads: &[&[u8]], decide: &mut crate::Decide<'_>) -> Result<bool> {
-        self.store
-            .manifests
-            .read_modify_write(self.store.backend.as_ref(), reads, decide)
+        key_checked(decide, |decide| {
+            self.store
+                .manifests
+                .read_modify_write(self.store.backend.as_ref(), reads, decide)
+        })
     }
     fn flush(&self) -> Result<()> {
         self.store.backend.flush()

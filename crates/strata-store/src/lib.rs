@@ -66,7 +66,7 @@ pub(crate) mod scan;
 pub use backend::{borrowed, Backend, Capabilities, Decide, KvRead, KvWrite, Visit, VisitEnd};
 pub use batch::{check_key_length, Batch, KeyWrite, Mutation, Precondition, MAX_KEY_BYTES};
 pub use epoch::{EpochClock, WriteEpoch};
-pub use error::{ConflictReason, StoreError};
+pub use error::{io_remedy, ConflictReason, StoreError};
 pub use escape::{escape_key, from_hex, one_line, shown_key, shown_text, to_hex, SHOWN_MAX};
 pub use exclusive::{lease_holder, CrossProcessLease, ExclusiveSession, HeldLease, NamedLease};
 pub use guard::guarded_open;

@@ -152,8 +152,9 @@ impl CollectionSurvey {
 #[derive(Debug, Serialize)]
 struct CollectionsDoc<'a> {
     db: String,
-    /// `ok`, or `unfinished_copy` (exit 7) when the store is the target of an unfinished
-    /// `strata copy`.
+    /// `ok`, or the verdict of unfinished work (`unfinished_copy` 7, `unfinished_migration`
+    /// 8, `unfinished_cutover` 9, `unfinished_rotation` 10, `unfinished_sweep` 11; see
+    /// [`crate::cmd::unfinished`]).
     verdict: &'static str,
     collections: &'a [CollectionSurvey],
     /// Unfinished work (see `strata status`).
@@ -367,11 +368,7 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
     let shown = db::describe(db_path);
     let catalog = db::catalog(&store).map_err(crate::exit::catalog_failure)?;
     let unfinished = crate::cmd::unfinished::find(&store, &catalog, &shown)?;
-    let (exit, verdict) = if unfinished.iter().any(|u| u.operation == "copy") {
-        (crate::exit::UNFINISHED, "unfinished_copy")
-    } else {
-        (OK, "ok")
-    };
+    let (exit, verdict) = crate::cmd::unfinished::combine(OK, "ok", &unfinished);
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = CollectionsDoc {
@@ -479,6 +476,9 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
     }
     for u in &unfinished {
         writeln!(out, "{}", u.line())?;
+    }
+    if let Some(summary) = crate::cmd::unfinished::summary(exit) {
+        writeln!(out, "{summary}")?;
     }
     if let Some(h) = &hosts {
         writeln!(out, "{}", h.line())?;

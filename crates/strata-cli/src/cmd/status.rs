@@ -4,7 +4,7 @@
 use crate::cmd::collections::{read_fence, survey};
 use crate::db;
 use crate::exit::catalog_failure;
-use crate::exit::{CmdResult, Failure, MIGRATION_REQUIRED, OK, UNFINISHED, UNSUPPORTED};
+use crate::exit::{CmdResult, Failure, MIGRATION_REQUIRED, OK, UNSUPPORTED};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -31,8 +31,8 @@ struct StatusDoc<'a> {
     /// Collections with rows at an older payload version (not an error: they are upcast on
     /// read; the application's sweep rewrites them).
     sweep_pending: Vec<SweepPending>,
-    /// Unfinished work: a copy into this store (verdict `unfinished_copy`, exit 7), a
-    /// sweep, cutover, rotation or migration (listed; their exit code is the state's).
+    /// Unfinished work: a copy into this store, a migration, cutover, rotation or sweep,
+    /// each its own verdict and exit code ([`crate::cmd::unfinished::verdict`]).
     unfinished: &'a [crate::cmd::unfinished::Unfinished],
     /// Collections with rows stored below their retired versions (`retire`): every read
     /// refuses them (`strata verify` fails on them).
@@ -114,11 +114,9 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let (mut code, mut word) = verdict(&tables);
     let shown = db::describe(db_path);
     let unfinished = crate::cmd::unfinished::find(&store, &catalog, &shown)?;
-    let partial_copy = unfinished.iter().any(|u| u.operation == "copy");
-    if partial_copy {
-        // Only part of the source is here: its tables' states say nothing of the store.
-        (code, word) = (UNFINISHED, "unfinished_copy");
-    }
+    // Only part of a copy's source: its tables' states say nothing of the store (the
+    // copy beats every other verdict); other unfinished work replaces 0 and 3.
+    (code, word) = crate::cmd::unfinished::combine(code, word, &unfinished);
     // A database keyring that does not decode: no sealed record can be opened, so the
     // store is unsupported here as in `verify` (and `repair` lists it).
     let mut problems = Vec::new();
@@ -170,14 +168,13 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         for p in &problems {
             writeln!(out, "\n{p}")?;
         }
-        let summary = match code {
-            UNFINISHED => "this store is an unfinished copy: resume the copy or delete the store (no command certifies or migrates it until then)".to_string(),
-            OK => "every table is current or empty".to_string(),
+        let summary = crate::cmd::unfinished::summary(code).unwrap_or(match code {
+            OK => "every table is current or empty",
             MIGRATION_REQUIRED => {
-                "a migration is required: run `strata migrate` (it is resumable and safe to interrupt)".to_string()
+                "a migration is required: run `strata migrate` (it is resumable and safe to interrupt)"
             }
-            _ => "this build cannot open the store: future or corrupt schema metadata (`strata repair` lists what it can fix)".to_string(),
-        };
+            _ => "this build cannot open the store: future or corrupt schema metadata (`strata repair` lists what it can fix)",
+        });
         writeln!(out, "\n{summary}")?;
         for u in &unfinished {
             writeln!(out, "{}", u.line())?;

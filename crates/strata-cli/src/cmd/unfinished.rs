@@ -4,14 +4,22 @@
 //! (the fence), a data-key rotation interrupted (its checkpoint, or a keyring with a
 //! retiring key), a migration interrupted (a resumable checkpoint).
 //!
-//! An unfinished copy is its own verdict, `unfinished_copy`, with its own exit code
-//! ([`crate::exit::UNFINISHED`], 7): the store holds only part of its source, so `status`,
-//! `verify` and `collections` say so instead of judging the part, and no command
-//! certifies or migrates it — the only ways forward are resuming the copy or deleting the
-//! target. The others are listed (`unfinished` in `--json`) with the exit code their
-//! state already has.
+//! Each kind is its own verdict with its own exit code ([`verdict`]), reported by `status`,
+//! `verify` and `collections` (and listed, `unfinished` in `--json`, with what was found
+//! and what to do):
+//!
+//! * `unfinished_copy`, exit 7 ([`crate::exit::UNFINISHED`]): the store holds only part
+//!   of its source, so the commands say so instead of judging the part (it beats every
+//!   other verdict of the tables), and no command certifies or migrates it — the only ways
+//!   forward are resuming the copy or deleting the target;
+//! * `unfinished_migration` 8, `unfinished_cutover` 9, `unfinished_rotation` 10,
+//!   `unfinished_sweep` 11 (in that order when several are found): in place of `ok` (0) or
+//!   `migration_required` (3); damage (4) and failures (1) are reported before them.
 
-use crate::exit::{Failure, UNFINISHED};
+use crate::exit::{
+    Failure, MIGRATION_REQUIRED, OK, UNFINISHED, UNFINISHED_CUTOVER, UNFINISHED_MIGRATION,
+    UNFINISHED_ROTATION, UNFINISHED_SWEEP,
+};
 use serde::Serialize;
 use strata::collection::layout::{sweep_key, FIRST_COLLECTION_ID};
 use strata::migrate::{check_checkpoint, CheckpointCheck, Registry};
@@ -48,6 +56,46 @@ impl Unfinished {
             ),
         }
     }
+}
+
+/// Each kind of unfinished work with its exit code and verdict, the most pressing first.
+const VERDICTS: [(&str, u8, &str); 5] = [
+    ("copy", UNFINISHED, "unfinished_copy"),
+    ("migration", UNFINISHED_MIGRATION, "unfinished_migration"),
+    ("cutover", UNFINISHED_CUTOVER, "unfinished_cutover"),
+    ("rotation", UNFINISHED_ROTATION, "unfinished_rotation"),
+    ("sweep", UNFINISHED_SWEEP, "unfinished_sweep"),
+];
+
+/// The exit code and verdict of the most pressing unfinished work in `unfinished`, if any.
+pub fn verdict(unfinished: &[Unfinished]) -> Option<(u8, &'static str)> {
+    VERDICTS
+        .iter()
+        .find(|(op, ..)| unfinished.iter().any(|u| u.operation == *op))
+        .map(|&(_, code, word)| (code, word))
+}
+
+/// The verdict a command reports, from the one its other checks gave (`code`, `word`) and
+/// the unfinished work found: an unfinished copy beats everything; other unfinished work
+/// replaces `ok` (0) and `migration_required` (3) only.
+pub fn combine(code: u8, word: &'static str, unfinished: &[Unfinished]) -> (u8, &'static str) {
+    match verdict(unfinished) {
+        Some((UNFINISHED, w)) => (UNFINISHED, w),
+        Some(v) if matches!(code, OK | MIGRATION_REQUIRED) => v,
+        _ => (code, word),
+    }
+}
+
+/// The summary line of a verdict of unfinished work (`None` for another code).
+pub fn summary(code: u8) -> Option<&'static str> {
+    Some(match code {
+        UNFINISHED => "this store is an unfinished copy: resume the copy or delete the store (no command certifies or migrates it until then)",
+        UNFINISHED_MIGRATION => "a migration was interrupted: run `strata migrate` to resume it (it continues after its checkpoint)",
+        UNFINISHED_CUTOVER => "a coordinated cutover is pending or was interrupted: writes to its collections are fenced until the application's `cutover` finishes it (or `strata fence abort`)",
+        UNFINISHED_ROTATION => "a data-key rotation was interrupted: run `strata keys rotate` with the key to finish it (both keys open every record meanwhile)",
+        UNFINISHED_SWEEP => "an eager sweep is running or was interrupted: run the application's `sweep` to finish it (rows are upcast on read meanwhile)",
+        _ => return None,
+    })
 }
 
 /// The unfinished copy into `store`, if its progress record is there.

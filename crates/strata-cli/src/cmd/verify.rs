@@ -58,7 +58,8 @@ pub struct Args {
 #[derive(Debug, Serialize)]
 struct VerifyDoc<'a> {
     db: String,
-    /// `ok`, `migration_required` or `unsupported` (as `strata status`).
+    /// `ok`, `migration_required`, `unsupported`, `failed` or a verdict of unfinished work
+    /// (as `strata status`).
     verdict: &'static str,
     /// Every metadata problem found (empty when the verdict is `ok`).
     problems: &'a [String],
@@ -481,6 +482,10 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     if failure.as_ref().is_some_and(|f| f.code == UNSUPPORTED) {
         word = "unsupported";
     }
+    if failure.is_none() && matches!(word, "ok" | "migration_required") {
+        // Every record checked and nothing failed: unfinished work is the verdict.
+        (code, word) = crate::cmd::unfinished::combine(code, word, &unfinished);
+    }
     if args.json {
         let error = failure.as_ref().map(|f| ErrorDoc {
             message: crate::exit::failure_line(f),
@@ -536,6 +541,15 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 out,
                 "a migration is required: run `strata migrate` (it is resumable and safe to interrupt)"
             )?;
+        }
+        if let Some(summary) = crate::cmd::unfinished::summary(code) {
+            for p in problems
+                .iter()
+                .filter(|_| code == crate::exit::UNFINISHED_MIGRATION)
+            {
+                writeln!(out, "{p}")?;
+            }
+            writeln!(out, "{summary}")?;
         }
         if let Some(r) = &receipt {
             writeln!(out, "{}", r.detail)?;

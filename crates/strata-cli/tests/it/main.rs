@@ -49,4 +49,5 @@ mod sled_private_copy;
 mod sled_read_only;
 mod status;
 mod unfinished_copy;
+mod unfinished_work;
 mod verify_remedy;

@@ -342,7 +342,8 @@ fn an_interrupted_migration_is_resumable_not_stuck() {
     let doc = json_of(&strata_db(&db, &["repair", "--json"]));
     assert_eq!(finding(&doc, "__nx/migration/op-log")["action"], "none");
     assert_eq!(all(&db), before);
-    assert_eq!(strata_db(&db, &["status"]).status.code(), Some(3));
+    // An interrupted migration is its own verdict (`unfinished_migration`, exit 8).
+    assert_eq!(strata_db(&db, &["status"]).status.code(), Some(8));
     let out = strata_db(&db, &["migrate", "--dry-run"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(strata_db(&db, &["migrate"]).status.code(), Some(0));

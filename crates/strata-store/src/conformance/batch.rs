@@ -3,7 +3,7 @@
 use super::{
     dump, each_write_path, expect_conflict, fixture, k, keys, put, put_all, scan, unbounded,
 };
-use crate::{Batch, ConflictReason, KvWrite, Store, StoreError};
+use crate::{Batch, ConflictReason, KvRead, KvWrite, Store, StoreError};
 use std::path::Path;
 
 /// A batch of sets and deletes is applied as a whole (plain and with preconditions).
@@ -272,4 +272,100 @@ pub fn flush<F: Fn(&Path) -> Store>(factory: F) {
         w.flush().unwrap();
         assert_eq!(r.get(&k(ns, b"f")).unwrap(), Some(b"durable".to_vec()));
     });
+}
+
+/// One maximum key length on every backend: a batch setting a key of 3,000 bytes (over
+/// [`crate::MAX_KEY_BYTES`]) is refused whole with [`StoreError::KeyTooLong`] — the same
+/// typed error and the same message (key shortened, its length and the limit, no "retry")
+/// on every backend, never the backend's own error — through a batch, a single-key write
+/// and the write primitive; a key of exactly the limit is stored and read back. A copy's
+/// records ([`Batch::copying_records`]) may keep a longer key only where the backend can
+/// hold it; otherwise they get the same typed error. A longer key stored through the
+/// backend's own API (where it can hold one) still reads, and deletes, through the handle.
+pub fn key_length_limit<F: Fn(&Path) -> Store>(factory: F) {
+    let fx = fixture(&factory);
+    each_write_path(&fx.store, |w, r, ns| {
+        let mut long = k(ns, b"long/");
+        long.resize(3000, b'k');
+        let beside = k(ns, b"beside");
+        let err = w
+            .apply(
+                Batch::new()
+                    .set(beside.clone(), b"v".to_vec())
+                    .set(long.clone(), b"v".to_vec()),
+            )
+            .unwrap_err();
+        match &err {
+            StoreError::KeyTooLong { key, len, limit } => {
+                assert_eq!((key, *len, *limit), (&long, 3000, crate::MAX_KEY_BYTES));
+            }
+            other => panic!("a 3,000-byte key: expected KeyTooLong, got {other:?}"),
+        }
+        let msg = err.to_string();
+        assert!(msg.contains("3000 bytes"), "{msg}");
+        assert!(msg.contains("2048-byte maximum key length"), "{msg}");
+        assert!(
+            msg.contains("(3000 bytes)"),
+            "the key is not shortened: {msg}"
+        );
+        assert!(msg.len() < 600, "the key is not shortened: {msg}");
+        assert!(!msg.contains("retry"), "{msg}");
+        assert_eq!(r.get(&long).unwrap(), None);
+        assert_eq!(
+            r.get(&beside).unwrap(),
+            None,
+            "nothing of the batch written"
+        );
+        let err = w
+            .compare_and_swap(crate::KeyWrite::set(long.clone(), None, b"v".to_vec()))
+            .unwrap_err();
+        assert!(
+            matches!(err, StoreError::KeyTooLong { len: 3000, .. }),
+            "{err:?}"
+        );
+        let mut decided = 0;
+        let err = w
+            .read_modify_write(&[beside.as_slice()], &mut |_| {
+                decided += 1;
+                Some(Batch::new().set(long.clone(), b"v".to_vec()))
+            })
+            .unwrap_err();
+        assert!(
+            matches!(err, StoreError::KeyTooLong { len: 3000, .. }),
+            "{err:?}"
+        );
+        assert!(decided >= 1);
+        assert_eq!(r.get(&long).unwrap(), None);
+        // Exactly the limit: stored everywhere.
+        let mut longest = k(ns, b"longest/");
+        longest.resize(crate::MAX_KEY_BYTES, b'k');
+        put(w, &longest, b"v");
+        assert_eq!(r.get(&longest).unwrap(), Some(b"v".to_vec()));
+        // A copy's record with a long key: kept where the backend holds it, else the
+        // same typed error (never a raw backend error).
+        match w.apply(
+            Batch::new()
+                .set(long.clone(), b"copied".to_vec())
+                .copying_records(),
+        ) {
+            Ok(()) => assert_eq!(r.get(&long).unwrap(), Some(b"copied".to_vec())),
+            Err(StoreError::KeyTooLong { len: 3000, .. }) => {
+                assert_eq!(r.get(&long).unwrap(), None);
+            }
+            Err(other) => panic!("a copied 3,000-byte key: {other:?}"),
+        }
+    });
+    // A longer key an older build or another tool stored through the backend's own API
+    // (where the backend can hold one) still reads, and deletes, through the handle.
+    let legacy = vec![b'L'; 3000];
+    let raw = fx.store.unguarded_backend();
+    match raw.apply(Batch::new().set(legacy.clone(), b"old".to_vec())) {
+        Ok(()) => {
+            assert_eq!(fx.store.get(&legacy).unwrap(), Some(b"old".to_vec()));
+            fx.store.apply(Batch::new().delete(legacy.clone())).unwrap();
+            assert_eq!(fx.store.get(&legacy).unwrap(), None);
+        }
+        Err(StoreError::KeyTooLong { len: 3000, .. }) => {}
+        Err(other) => panic!("a 3,000-byte key through the backend: {other:?}"),
+    }
 }

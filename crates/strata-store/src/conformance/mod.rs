@@ -43,7 +43,7 @@ mod scan;
 
 pub use batch::{
     atomic_batch, delete_absent_ok, duplicate_key_rejected, failed_precondition_writes_nothing,
-    flush, precondition_absent, precondition_equals,
+    flush, key_length_limit, precondition_absent, precondition_equals,
 };
 pub use concurrency::{cas_increments_are_not_lost, concurrent_claim_has_one_winner};
 pub use key::{
@@ -99,6 +99,7 @@ macro_rules! conformance_tests {
             precondition_absent,
             failed_precondition_writes_nothing,
             duplicate_key_rejected,
+            key_length_limit,
             delete_absent_ok,
             flush,
             concurrent_claim_has_one_winner,

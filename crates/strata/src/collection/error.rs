@@ -656,7 +656,7 @@ fn store_failure(e: &StoreError) -> String {
         StoreError::Backend { backend, .. } => {
             format!("the {backend} backend failed; see the cause")
         }
-        _ => "the store failed; see the cause and retry".into(),
+        _ => "the store failed; see the cause".into(),
     }
 }
 
@@ -736,5 +736,39 @@ mod tests {
         assert!(e
             .to_string()
             .starts_with("store error in the collection catalog: "));
+    }
+
+    /// "retry" only where a retry can succeed: a conflict says it; a malformed request, an
+    /// oversize key, a damaged or locked store and a backend failure do not.
+    #[test]
+    fn only_a_conflict_advises_a_retry() {
+        let conflict = CollectionError::store(
+            "orders",
+            StoreError::Conflict {
+                key: b"k".to_vec(),
+                reason: strata_store::ConflictReason::Changed,
+            },
+        );
+        assert!(conflict.to_string().contains("retry"), "{conflict}");
+        let never = [
+            StoreError::InvalidArgument("x".into()),
+            StoreError::DuplicateKey { key: b"k".to_vec() },
+            StoreError::KeyTooLong {
+                key: vec![b'k'; 3000],
+                len: 3000,
+                limit: strata_store::MAX_KEY_BYTES,
+            },
+            StoreError::Damaged {
+                path: "/x".into(),
+                reason: "bad".into(),
+            },
+            StoreError::InUse { path: "/x".into() },
+            StoreError::backend("redb", std::io::Error::other("x")),
+        ];
+        for source in never {
+            let msg = CollectionError::store("orders", source).to_string();
+            assert!(!msg.contains("retry"), "{msg}");
+            assert!(!msg.contains("try again"), "{msg}");
+        }
     }
 }

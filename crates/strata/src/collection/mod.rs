@@ -225,8 +225,8 @@ impl CollectionInner {
     }
 
     /// Refuses a document whose full store key is longer than
-    /// [`strata_store::MAX_KEY_BYTES`], the same way on every backend (PostgreSQL could not
-    /// index it; redb and sled would take it).
+    /// [`strata_store::MAX_KEY_BYTES`] before the write is attempted, naming the collection
+    /// (the store layer refuses the same key the same way on every backend).
     pub(crate) fn check_key_length(&self, key: &str) -> Result<(), CollectionError> {
         if self.prefix.len().saturating_add(key.len()) > strata_store::MAX_KEY_BYTES {
             return Err(self.store_error(strata_store::StoreError::KeyTooLong {

@@ -260,6 +260,12 @@ impl<'a> Pass<'a> {
             } else {
                 Batch::from_parts(std::mem::take(&mut mutations), Vec::new())
             };
+            // A verbatim copy into another store writes the records as they are (a key
+            // over the limit that an older build stored is kept; see
+            // `Batch::copying_records`).
+            if self.verbatim {
+                batch = batch.copying_records();
+            }
             let new_value = if done {
                 self.checkpoint.finished_counted(&counters)
             } else {
