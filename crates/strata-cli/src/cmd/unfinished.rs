@@ -1,8 +1,9 @@
 //! Unfinished work, as every read-only command reports it (#23 item 3): an unfinished
 //! `strata copy` into this store (its progress record `__nx/copy/progress`), a sweep
 //! running or interrupted (its marker's `in_progress`), a cutover pending or interrupted
-//! (the fence), a data-key rotation interrupted (its checkpoint, or a keyring with a
-//! retiring key), a migration interrupted (a resumable checkpoint).
+//! (the fence), a data-key rotation interrupted (its checkpoint), a migration interrupted
+//! (a resumable checkpoint), a revert interrupted (its record `__nx/revert/<collection>`;
+//! reported as a sweep: it is the downcast sweep).
 //!
 //! Each kind is its own verdict with its own exit code ([`verdict`]), reported by `status`,
 //! `verify` and `collections` (and listed, `unfinished` in `--json`, with what was found
@@ -93,7 +94,7 @@ pub fn summary(code: u8) -> Option<&'static str> {
         UNFINISHED_MIGRATION => "a migration was interrupted: run `strata migrate` to resume it (it continues after its checkpoint)",
         UNFINISHED_CUTOVER => "a coordinated cutover is pending or was interrupted: writes to its collections are fenced until the application's `cutover` finishes it (or `strata fence abort`)",
         UNFINISHED_ROTATION => "a data-key rotation was interrupted: run `strata keys rotate` with the key to finish it (both keys open every record meanwhile)",
-        UNFINISHED_SWEEP => "an eager sweep is running or was interrupted: run the application's `sweep` to finish it (rows are upcast on read meanwhile)",
+        UNFINISHED_SWEEP => "an eager sweep (or a revert) is running or was interrupted: run the application's `sweep` (or the same `revert`) again to finish it (rows are read through the chain meanwhile)",
         _ => return None,
     })
 }
@@ -168,6 +169,15 @@ pub fn find(store: &Store, catalog: &Catalog, shown: &str) -> Result<Vec<Unfinis
                     });
                 }
             }
+        }
+        // A revert is the downcast sweep: it reports as an unfinished sweep.
+        if let Ok(Some(target)) = strata::ops::revert::unfinished(store, t.name()) {
+            out.push(Unfinished {
+                operation: "sweep",
+                scope: Some(t.name().to_string()),
+                detail: format!("a revert to payload v{target} (the downcast sweep) was interrupted (its record `__nx/revert/{}` is here)", t.name()),
+                next: format!("run the application's `revert {} --to {target}` again: it resumes after its cursor (the collection is in a deploy window at v{target} meanwhile)", t.name()),
+            });
         }
         if store
             .get(&strata::seal::rotation_checkpoint_key(t.name()))?

@@ -320,3 +320,96 @@ fn an_interrupted_key_rotation_is_unfinished_rotation_exit_10() {
     }
     assert_finished(&db, &[PASS_ENV]);
 }
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+struct Acct {
+    id: String,
+    owner: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+struct AcctV2 {
+    id: String,
+    owner_name: String,
+}
+
+/// A revert (the downcast sweep, #26 item 4) stopped part-way is an unfinished sweep
+/// (exit 11) naming the revert to rerun; once it finished every command exits 0.
+#[test]
+fn an_interrupted_revert_is_unfinished_sweep_exit_11() {
+    use strata::ops::revert::RevertOptions;
+    use strata::ops::window::WindowOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("revert.redb");
+    let rename = |o: &mut serde_json::Map<String, Value>, from: &str, to: &str| {
+        let v = o.remove(from).unwrap_or_default();
+        o.insert(to.into(), v);
+        Ok(())
+    };
+    let v1 = || {
+        CollectionOptions::new()
+            .identity_fields(["id"])
+            .schema(SchemaOptions::of::<Acct>().strategy(strata::policy::additive_only()))
+    };
+    let v2 = move || {
+        CollectionOptions::new()
+            .identity_fields(["id"])
+            .upcast(1, Mode::Eager, move |o| rename(o, "owner", "owner_name"))
+            .downcast(2, move |o| rename(o, "owner_name", "owner"))
+            .schema(SchemaOptions::of::<AcctV2>().strategy(strata::policy::covered_by_upcasts()))
+    };
+    let policy = || PolicyConfig::new().heartbeat(None);
+    {
+        let store = strata_redb::RedbStore::create_store(&db).unwrap();
+        let d = Database::builder(store).policy(policy()).open().unwrap();
+        let c = d.collection::<Acct>("acc", v1()).unwrap();
+        for i in 0..20 {
+            let id = format!("a{i:02}");
+            c.put(
+                &id,
+                &Acct {
+                    id: id.clone(),
+                    owner: format!("o{i}"),
+                },
+            )
+            .unwrap();
+        }
+    }
+    let revert = |abort: bool| {
+        let store = open(&db);
+        let d = Database::builder(store.clone())
+            .policy(policy())
+            .open()
+            .unwrap();
+        let c = d.collection::<AcctV2>("acc", v2()).unwrap();
+        if abort {
+            c.complete_window(WindowOptions::new()).unwrap();
+        } else {
+            // The window the revert reopened cannot complete while the revert is
+            // unfinished.
+            let err = c.complete_window(WindowOptions::new()).unwrap_err();
+            assert!(err.to_string().contains("revert"), "{err}");
+        }
+        let mut options = RevertOptions::new().limits(PassLimits::new(5, 1 << 20).unwrap());
+        if abort {
+            let polls = std::sync::atomic::AtomicUsize::new(0);
+            options = options
+                .abort_when(move || polls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= 1);
+        }
+        let report = c.revert(1, options).unwrap();
+        store.flush().unwrap();
+        report
+    };
+    let report = revert(true);
+    assert!(!report.finished, "{report:?}");
+    assert_reported(&db, "sweep", "unfinished_sweep", 11, &[]);
+    let out = strata_db(&db, &["status"]);
+    assert!(
+        stdout(&out).contains("revert acc --to 1"),
+        "{}",
+        stdout(&out)
+    );
+    let report = revert(false);
+    assert!(report.is_complete() && report.resumed, "{report:?}");
+    assert_finished(&db, &[]);
+}

@@ -246,6 +246,13 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             });
         };
         let from = decode_window(&name, &raw).map_err(|e| corrupted(&name, e))?;
+        if let Some(target) = crate::ops::revert::unfinished(store, &name)? {
+            return Err(CollectionError::Revert {
+                collection: name,
+                to: target,
+                reason: format!("it is unfinished, and the deploy window cannot complete before it: run the same revert (to v{target}) again to finish it, then complete the window"),
+            });
+        }
         if from >= to {
             return Err(CollectionError::WindowNotAbove {
                 collection: name,

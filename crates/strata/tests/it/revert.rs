@@ -325,6 +325,14 @@ fn an_aborted_revert_resumes_after_its_cursor() {
         .filter(|id| stored(&store, id).0.payload_version == 1)
         .count();
     assert!(moved > 0 && moved < before.len(), "{moved}");
+    // The window it reopened cannot complete under it.
+    let err = c2.complete_window(WindowOptions::new()).unwrap_err();
+    assert!(
+        matches!(err, CollectionError::Revert { to: 1, .. })
+            && err.to_string().contains("unfinished"),
+        "{err}"
+    );
+    assert_eq!(operational(&store, "accts").unwrap(), Some(1));
     let r = c2.revert(1, RevertOptions::new()).unwrap();
     assert!(r.resumed && r.is_complete(), "{r:?}");
     assert_eq!(r.reverted as usize, before.len() - moved);
