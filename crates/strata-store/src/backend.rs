@@ -8,7 +8,8 @@
 //! backend or wrapper overrides: there is one write path, and every wrapper (fault
 //! injection, the exclusive session, read-only passes) forwards exactly it.
 
-use crate::{Batch, KeyWrite, Result, ScanLimits, ScanPage};
+use crate::{Batch, KeyWrite, Result, ScanLimits, ScanPage, Visit, VisitEnd};
+use std::time::Duration;
 
 /// What a write decides on the values it read: the batch to commit (its mutations, and
 /// its preconditions — guards on other keys — checked in the same atomic commit), or
@@ -27,7 +28,7 @@ pub struct Capabilities<'a> {
     /// time (sled's and redb's file lock, memory): there the in-process write lease
     /// already excludes every other writer. See
     /// [`ExclusiveSession`](crate::ExclusiveSession).
-    pub cross_process_lease: Option<&'a dyn crate::CrossProcessLease>,
+    pub cross_process_lease: Option<&'a dyn CrossProcessLease>,
     /// The backend's write epoch (see [`crate::epoch`]), for a backend whose writers are
     /// all ordered by one in-process lock (memory, sled): a batch whose preconditions were
     /// [observed](Batch::observed_at) at the current epoch is committed without reading
@@ -106,25 +107,6 @@ pub trait KvRead {
         })?;
         Ok(found)
     }
-}
-
-/// What a [`KvRead::scan_visit`] visitor wants after a record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Visit {
-    /// Hand over the next record.
-    Continue,
-    /// End the page here.
-    Stop,
-}
-
-/// How a [`KvRead::scan_visit`] page ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct VisitEnd {
-    /// Records handed to the visitor.
-    pub records: usize,
-    /// True when the page stopped before the prefix was exhausted (at a limit or on
-    /// [`Visit::Stop`]; there may be no record left in the latter case).
-    pub more: bool,
 }
 
 /// Writing: the one read-modify-write primitive and durability.
@@ -224,4 +206,44 @@ impl<T: KvWrite + ?Sized> KvWrite for &T {
     fn flush(&self) -> Result<()> {
         (**self).flush()
     }
+}
+
+/// A lease on a whole store that is exclusive across processes and machines (implemented
+/// by backends that several processes write to).
+pub trait CrossProcessLease: Send + Sync {
+    /// Takes the lease for `holder` (a name the writers kept waiting will see in their
+    /// error), waiting up to `wait` (the backend's default when `None`) while another
+    /// holder has it; fails with a backend error naming that holder when the wait expires.
+    fn acquire_lease(&self, holder: &str, wait: Option<Duration>) -> Result<Box<dyn HeldLease>>;
+
+    /// Takes the lease called `name` of this store for `holder`: exclusive among the
+    /// holders of `name` across processes and machines, holding up nobody else's writes.
+    /// Waits up to `wait` (zero: one attempt) while another holder has it, then returns
+    /// [`NamedLease::Busy`] naming that holder. The fencing tokens of one name grow with
+    /// every acquisition; a holder whose process dies loses the lease at once.
+    fn acquire_named_lease(&self, name: &str, holder: &str, wait: Duration) -> Result<NamedLease>;
+}
+
+/// The outcome of [`NamedLease::acquire`].
+#[derive(Debug)]
+pub enum NamedLease {
+    /// The store's backend is opened by one process at a time (sled's file lock, redb,
+    /// memory): there is no other process to exclude, the caller's in-process rules apply.
+    Local,
+    /// Held (released when dropped).
+    Held(Box<dyn HeldLease>),
+    /// Another holder has it (its name, as it gave it: what, pid and host).
+    Busy {
+        /// The current holder.
+        holder: String,
+    },
+}
+
+/// A held [`CrossProcessLease`]; dropping it releases the lease.
+pub trait HeldLease: Send + std::fmt::Debug {
+    /// Who holds it.
+    fn holder(&self) -> &str;
+    /// The fencing token of this acquisition: larger than that of every earlier one. The
+    /// backend refuses the holder's batches once a later acquisition took the lease over.
+    fn fencing_token(&self) -> u64;
 }

@@ -35,39 +35,8 @@
 //! # Ok(()) }
 //! ```
 
-use crate::{KvRead, KvWrite, Result, ScanLimits, Store, WriteLease};
+use crate::{HeldLease, KvRead, KvWrite, NamedLease, Result, ScanLimits, Store, WriteLease};
 use std::time::Duration;
-
-/// A lease on a whole store that is exclusive across processes and machines (implemented
-/// by backends that several processes write to).
-pub trait CrossProcessLease: Send + Sync {
-    /// Takes the lease for `holder` (a name the writers kept waiting will see in their
-    /// error), waiting up to `wait` (the backend's default when `None`) while another
-    /// holder has it; fails with a backend error naming that holder when the wait expires.
-    fn acquire_lease(&self, holder: &str, wait: Option<Duration>) -> Result<Box<dyn HeldLease>>;
-
-    /// Takes the lease called `name` of this store for `holder`: exclusive among the
-    /// holders of `name` across processes and machines, holding up nobody else's writes.
-    /// Waits up to `wait` (zero: one attempt) while another holder has it, then returns
-    /// [`NamedLease::Busy`] naming that holder. The fencing tokens of one name grow with
-    /// every acquisition; a holder whose process dies loses the lease at once.
-    fn acquire_named_lease(&self, name: &str, holder: &str, wait: Duration) -> Result<NamedLease>;
-}
-
-/// The outcome of [`NamedLease::acquire`].
-#[derive(Debug)]
-pub enum NamedLease {
-    /// The store's backend is opened by one process at a time (sled's file lock, redb,
-    /// memory): there is no other process to exclude, the caller's in-process rules apply.
-    Local,
-    /// Held (released when dropped).
-    Held(Box<dyn HeldLease>),
-    /// Another holder has it (its name, as it gave it: what, pid and host).
-    Busy {
-        /// The current holder.
-        holder: String,
-    },
-}
 
 impl NamedLease {
     /// Takes the lease `name` of `store` for `holder` (see
@@ -88,15 +57,6 @@ impl NamedLease {
             _ => None,
         }
     }
-}
-
-/// A held [`CrossProcessLease`]; dropping it releases the lease.
-pub trait HeldLease: Send + std::fmt::Debug {
-    /// Who holds it.
-    fn holder(&self) -> &str;
-    /// The fencing token of this acquisition: larger than that of every earlier one. The
-    /// backend refuses the holder's batches once a later acquisition took the lease over.
-    fn fencing_token(&self) -> u64;
 }
 
 /// A holder name for leases: `what` and where it runs (`migrate (pid 42 on host-a)`).
@@ -183,7 +143,7 @@ impl KvWrite for ExclusiveSession {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
-    use crate::{Backend, Batch, MemoryStore};
+    use crate::{Backend, Batch, CrossProcessLease, MemoryStore};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Mutex};
 

@@ -63,18 +63,21 @@ mod memory;
 mod pages;
 pub(crate) mod scan;
 
-pub use backend::{borrowed, Backend, Capabilities, Decide, KvRead, KvWrite, Visit, VisitEnd};
+pub use backend::{
+    borrowed, Backend, Capabilities, CrossProcessLease, Decide, HeldLease, KvRead, KvWrite,
+    NamedLease,
+};
 pub use batch::{check_key_length, Batch, KeyWrite, Mutation, Precondition, MAX_KEY_BYTES};
 pub use epoch::{EpochClock, WriteEpoch};
 pub use error::{io_remedy, ConflictReason, StoreError};
 pub use escape::{escape_key, from_hex, one_line, shown_key, shown_text, to_hex, SHOWN_MAX};
-pub use exclusive::{lease_holder, CrossProcessLease, ExclusiveSession, HeldLease, NamedLease};
+pub use exclusive::{lease_holder, ExclusiveSession};
 pub use guard::guarded_open;
 pub use lease::{Store, WriteLease};
 pub use manifest::{ArmedScope, Manifest, Tally, MANIFEST_PREFIX};
 pub use memory::MemoryStore;
 pub use pages::{Oversize, Pages, Records};
-pub use scan::{Offer, PageBuilder, Record, ScanLimits, ScanPage, VisitBudget};
+pub use scan::{Offer, PageBuilder, Record, ScanLimits, ScanPage, Visit, VisitBudget, VisitEnd};
 
 /// Result alias for store operations.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

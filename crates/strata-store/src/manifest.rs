@@ -32,7 +32,7 @@ mod watch;
 pub use watch::ArmedScope;
 pub(crate) use watch::ManifestWatch;
 
-use crate::{Batch, KvRead, Mutation, Result, ScanLimits, StoreError, Visit};
+use crate::{Batch, KvRead, Mutation, Result, ScanLimits, Visit};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -128,44 +128,14 @@ pub fn tally_scope<S: KvRead + ?Sized>(
         };
     }
     let mut tally = Tally::default();
-    let mut cursor: Option<Vec<u8>> = None;
-    let limits = ScanLimits::new(1_000, 4 << 20)?;
-    loop {
-        let mut last = None;
-        let mut too_large = None;
-        let end = store.scan_visit(prefix, cursor.as_deref(), limits, &mut |k, v| {
+    crate::Pages::new(store, prefix, ScanLimits::new(1_000, 4 << 20)?)
+        .oversize(crate::Oversize::ReadAlone)
+        .visit(|k, v| {
             if !overlay.contains_key(k) {
                 tally.add(k, v);
             }
-            last = Some(k.to_vec());
             Visit::Continue
-        });
-        let end = match end {
-            Ok(end) => end,
-            Err(StoreError::RecordTooLarge { key, .. }) => {
-                too_large = Some(key);
-                crate::VisitEnd {
-                    records: 0,
-                    more: true,
-                }
-            }
-            Err(e) => return Err(e),
-        };
-        if let Some(key) = too_large {
-            // One record over the page budget: read it on its own.
-            if !overlay.contains_key(key.as_slice()) {
-                if let Some(v) = store.get(&key)? {
-                    tally.add(&key, &v);
-                }
-            }
-            cursor = Some(key);
-            continue;
-        }
-        match last {
-            Some(k) if end.more => cursor = Some(k),
-            _ => break,
-        }
-    }
+        })?;
     for (k, v) in overlay {
         if let Some(v) = v {
             tally.add(k, v);
@@ -272,23 +242,10 @@ pub type StoredManifest = (Vec<u8>, std::result::Result<Manifest, String>);
 
 /// Every manifest stored in `store`.
 pub fn read_manifests<S: KvRead + ?Sized>(store: &S) -> Result<Vec<StoredManifest>> {
-    let mut out = Vec::new();
-    let mut cursor: Option<Vec<u8>> = None;
-    let limits = ScanLimits::new(256, 4 << 20)?;
-    loop {
-        let page = store.scan(MANIFEST_PREFIX, cursor.as_deref(), limits)?;
-        let next = page.cursor().map(<[u8]>::to_vec);
-        let more = page.more;
-        for r in page.records {
-            let m = Manifest::decode(&r.value);
-            out.push((r.key, m));
-        }
-        match next {
-            Some(k) if more => cursor = Some(k),
-            _ => break,
-        }
-    }
-    Ok(out)
+    crate::Pages::new(store, MANIFEST_PREFIX, ScanLimits::new(256, 4 << 20)?)
+        .records()
+        .map(|r| r.map(|r| (r.key, Manifest::decode(&r.value))))
+        .collect()
 }
 
 #[cfg(test)]

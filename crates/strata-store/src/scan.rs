@@ -1,6 +1,6 @@
 //! Bounded scans.
 
-use crate::{Result, StoreError, VisitEnd};
+use crate::{Result, StoreError};
 
 /// One key-value record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,11 +83,11 @@ impl ScanPage {
 
     /// Hands the page's records to `visit` in order, as
     /// [`KvRead::scan_visit`](crate::KvRead::scan_visit) would have: a
-    /// [`Visit::Stop`](crate::Visit::Stop) ends it (the record just seen counts as taken,
+    /// [`Visit::Stop`](Visit::Stop) ends it (the record just seen counts as taken,
     /// and `more` is true).
     pub fn visit(&self, visit: &mut dyn FnMut(&[u8], &[u8]) -> crate::Visit) -> VisitEnd {
         for (i, r) in self.records.iter().enumerate() {
-            if visit(&r.key, &r.value) == crate::Visit::Stop {
+            if visit(&r.key, &r.value) == Visit::Stop {
                 return VisitEnd {
                     records: i + 1,
                     more: true,
@@ -243,7 +243,7 @@ impl VisitBudget {
     }
 
     /// The end of a page cut short: at a limit, or by the visitor's
-    /// [`Visit::Stop`](crate::Visit::Stop).
+    /// [`Visit::Stop`](Visit::Stop).
     pub fn more(&self) -> VisitEnd {
         VisitEnd {
             records: self.records,
@@ -258,6 +258,25 @@ impl VisitBudget {
             more: false,
         }
     }
+}
+
+/// What a [`KvRead::scan_visit`](crate::KvRead::scan_visit) visitor wants after a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Visit {
+    /// Hand over the next record.
+    Continue,
+    /// End the page here.
+    Stop,
+}
+
+/// How a [`KvRead::scan_visit`](crate::KvRead::scan_visit) page ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VisitEnd {
+    /// Records handed to the visitor.
+    pub records: usize,
+    /// True when the page stopped before the prefix was exhausted (at a limit or on
+    /// [`Visit::Stop`]; there may be no record left in the latter case).
+    pub more: bool,
 }
 
 #[cfg(test)]
@@ -283,9 +302,9 @@ mod visit_budget_tests {
         let end = page.visit(&mut |k, _| {
             seen.push(k.to_vec());
             if k == b"b" {
-                crate::Visit::Stop
+                Visit::Stop
             } else {
-                crate::Visit::Continue
+                Visit::Continue
             }
         });
         assert_eq!(seen, [b"a".to_vec(), b"b".to_vec()]);
@@ -297,7 +316,7 @@ mod visit_budget_tests {
             }
         );
         let full = ScanPage { more: true, ..page };
-        let end = full.visit(&mut |_, _| crate::Visit::Continue);
+        let end = full.visit(&mut |_, _| Visit::Continue);
         assert_eq!(
             end,
             VisitEnd {

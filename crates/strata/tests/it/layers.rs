@@ -456,15 +456,9 @@ fn allowed_facade(rel: &str, path: &[String], allowed: &[(&str, &str)]) -> bool 
 ///
 /// * strata-postgres (#28 works in it): `lease` → `pool` → `sql` → `store` → `lease`, and
 ///   `store::write` ↔ `store::one_message`;
-/// * strata-store: `backend` (the `Capabilities` it hands out name the cross-process
-///   lease of `exclusive`) ↔ `exclusive` → `lease` (`Store`) → `manifest` → `scan` → `backend`.
 const KNOWN_CYCLES: &[(&str, &[&str])] = &[
     ("strata-postgres", &["lease", "pool", "sql", "store"]),
     ("strata-postgres", &["store::write", "store::one_message"]),
-    (
-        "strata-store",
-        &["backend", "exclusive", "lease", "manifest", "scan"],
-    ),
 ];
 
 fn src_dir() -> PathBuf {
