@@ -14,7 +14,7 @@
 
 use crate::error::PgError;
 use crate::sql::Statements;
-use crate::store::describe as describe_config;
+pub(crate) use crate::sql::Timeouts;
 use crate::tls::Connector;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -22,31 +22,6 @@ use std::time::Duration;
 use strata_store::StoreError;
 use tokio::runtime::Runtime;
 use tokio_postgres::{Client, Config, NoTls};
-
-/// The timeouts of a store's connections.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Timeouts {
-    /// Opening the TCP connection (per host).
-    pub(crate) connect: Duration,
-    /// The startup and authentication exchange after the TCP connection is open.
-    pub(crate) handshake: Duration,
-    /// One operation (a read, a page, a batch's transaction); also the server's
-    /// `statement_timeout` of the store's sessions.
-    pub(crate) statement: Duration,
-    /// How long an ordinary batch waits for a lock (in particular for another process's
-    /// exclusive store lease) before failing; the server's `lock_timeout`.
-    pub(crate) lock_wait: Duration,
-}
-
-impl Timeouts {
-    /// How long the client waits for one operation: the statement timeout plus a grace
-    /// period, so that the server's own cancellation (a clean error on a connection that
-    /// stays usable) normally comes first and the client's deadline only catches a server
-    /// that stopped answering altogether.
-    pub(crate) fn client_deadline(&self) -> Duration {
-        self.statement.saturating_add(Duration::from_secs(2))
-    }
-}
 
 /// One pooled connection with the statements prepared on it — none through a
 /// transaction-mode pooler ([`Sessions::pooled`]), where every statement is an unnamed
@@ -194,7 +169,7 @@ impl Pool {
                 direct,
                 &self.connector,
                 self.timeouts,
-                &describe_config(direct),
+                &describe(direct),
             )
             .map(|raw| raw.client),
             (None, false) => self.connect_raw().map(|raw| raw.client),
@@ -645,4 +620,37 @@ impl Drop for Slot<'_> {
             self.pool.release_slot();
         }
     }
+}
+
+/// `postgres://host:port[,…]/database as user`, for messages (never the password).
+pub(crate) fn describe(config: &Config) -> String {
+    use tokio_postgres::config::Host;
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let host = match h {
+                Host::Tcp(name) => name.clone(),
+                Host::Unix(path) => path.display().to_string(),
+            };
+            let port = config
+                .get_ports()
+                .get(i)
+                .or(config.get_ports().first())
+                .copied()
+                .unwrap_or(5432);
+            format!("{host}:{port}")
+        })
+        .collect();
+    let hosts = if hosts.is_empty() {
+        "localhost:5432".to_string()
+    } else {
+        hosts.join(",")
+    };
+    format!(
+        "postgres://{hosts}/{} as {}",
+        config.get_dbname().unwrap_or("(default database)"),
+        config.get_user().unwrap_or("(default user)")
+    )
 }

@@ -9,8 +9,7 @@
 //! `bytea` compares like `memcmp` (then shorter first), which is exactly the unsigned
 //! byte order the store trait promises; the primary-key B-tree serves every range scan.
 
-use crate::pool::Timeouts;
-use crate::store::function::Functions;
+use std::time::Duration;
 use tokio_postgres::{Client, Statement};
 
 /// `CREATE TABLE IF NOT EXISTS` for `table` (a validated identifier).
@@ -196,6 +195,31 @@ impl Texts {
     }
 }
 
+/// The timeouts of a store's connections.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timeouts {
+    /// Opening the TCP connection (per host).
+    pub(crate) connect: Duration,
+    /// The startup and authentication exchange after the TCP connection is open.
+    pub(crate) handshake: Duration,
+    /// One operation (a read, a page, a batch's transaction); also the server's
+    /// `statement_timeout` of the store's sessions.
+    pub(crate) statement: Duration,
+    /// How long an ordinary batch waits for a lock (in particular for another process's
+    /// exclusive store lease) before failing; the server's `lock_timeout`.
+    pub(crate) lock_wait: Duration,
+}
+
+impl Timeouts {
+    /// How long the client waits for one operation: the statement timeout plus a grace
+    /// period, so that the server's own cancellation (a clean error on a connection that
+    /// stays usable) normally comes first and the client's deadline only catches a server
+    /// that stopped answering altogether.
+    pub(crate) fn client_deadline(&self) -> Duration {
+        self.statement.saturating_add(Duration::from_secs(2))
+    }
+}
+
 /// The prepared statements of one connection.
 pub(crate) struct Statements {
     pub(crate) get: Statement,
@@ -291,7 +315,7 @@ impl Statements {
         client.batch_execute(SESSION_SETTINGS).await?;
         client.batch_execute(&session_timeouts(timeouts)).await?;
         client
-            .batch_execute(&crate::store::one_message::prepare_sql(
+            .batch_execute(&prepare_sql(
                 &lock_keys(1),
                 &conditional_write(table),
                 &conditional_set(table),
@@ -347,6 +371,132 @@ pub(crate) fn session_timeouts(t: Timeouts) -> String {
 /// The address and port of the server that answers a session (`NULL`s over a Unix
 /// socket): which host of a multi-host URL (or behind a pooler) a command talked to.
 pub(crate) const SERVER_ADDRESS: &str = "SELECT host(inet_server_addr()), inet_server_port()";
+
+// ---- session functions (see `crate::store::function` for their use) ----
+
+/// The two functions' calling statements on one connection.
+pub(crate) struct Functions {
+    /// `pg_temp.strata_set_<table>`: a batch of one set.
+    pub(crate) set: Statement,
+    /// `pg_temp.strata_write_<table>`: any other batch.
+    pub(crate) write: Statement,
+}
+
+/// The longest identifier PostgreSQL keeps (`NAMEDATALEN - 1`); longer ones are cut.
+pub(crate) const MAX_IDENT: usize = 63;
+
+/// `<kind>_<table>`, or `<kind>_<hash of the table>` when that would be longer than an
+/// identifier can be (PostgreSQL would cut it, and two tables could then share a name).
+pub(crate) fn function_name(kind: &str, table: &str) -> String {
+    let name = format!("{kind}_{table}");
+    if name.len() <= MAX_IDENT {
+        return name;
+    }
+    let h = crate::keys::fnv1a(&[b"strata-postgres-function", table.as_bytes()]);
+    format!("{kind}_{h:016x}")
+}
+
+/// The `CREATE FUNCTION`s of one connection for `table` (one string: one implicit
+/// transaction, so both are created or neither).
+pub(crate) fn create_sql(table: &str) -> String {
+    // The conditional write's parameters come first (`$1`…`$4` / `$5`), so its SQL is
+    // the prepared statement's text unchanged; then the lock parameters.
+    let set = function_name("strata_set", table);
+    let write = function_name("strata_write", table);
+    format!(
+        "CREATE FUNCTION pg_temp.{set}(bytea[], bytea[], bytea, bytea, int8, int8, int4, int4[], bool[]) \
+         {body_set}; \
+         CREATE FUNCTION pg_temp.{write}(bytea[], bytea[], bytea[], bytea[], bytea[], int8, int8, int4, int4[], bool[]) \
+         {body_write}",
+        body_set = body(5, &conditional_set(table)),
+        body_write = body(6, &conditional_write(table)),
+    )
+}
+
+/// The rest of a `CREATE FUNCTION` whose lock parameters start at `$first` (lease id,
+/// table id, class, ids, modes) and whose result is `write`'s.
+fn body(first: usize, write: &str) -> String {
+    let (lease, table, class, ids, modes) = (first, first + 1, first + 2, first + 3, first + 4);
+    // All locks in ONE statement (one executor run instead of two): two leading rows of
+    // the `unnest` take the lease and table locks, then the key locks follow in array
+    // order — the same order as the separate statements.
+    format!(
+        "RETURNS TABLE (strata_i int8, strata_cur bytea) LANGUAGE plpgsql VOLATILE AS $strata$\n\
+         #variable_conflict use_column\n\
+         BEGIN\n\
+         PERFORM count(CASE n WHEN 1 THEN pg_advisory_xact_lock_shared(${lease}) \
+         WHEN 2 THEN pg_advisory_xact_lock_shared(${table}) \
+         ELSE CASE WHEN x THEN pg_advisory_xact_lock(${class}::int4, id) \
+         ELSE pg_advisory_xact_lock_shared(${class}::int4, id) END END) \
+         FROM unnest(ARRAY[0, 0]::int4[] || ${ids}::int4[], ARRAY[false, false] || ${modes}::bool[]) \
+         WITH ORDINALITY AS u(id, x, n);\n\
+         RETURN QUERY {write};\n\
+         END $strata$"
+    )
+}
+
+impl Functions {
+    /// Creates the functions on a fresh connection and prepares their calls; `None` (said
+    /// at debug level) when the server refuses to create them — no `TEMPORARY` privilege,
+    /// no `plpgsql`, a read-only server — so that the connection keeps the one-message
+    /// batches. Lost connections, cancellations and timeouts are errors: those say nothing
+    /// about the server's abilities.
+    pub(crate) async fn create(
+        client: &Client,
+        table: &str,
+    ) -> Result<Option<Self>, tokio_postgres::Error> {
+        if let Err(e) = client.batch_execute(&create_sql(table)).await {
+            if !refused(&e) {
+                return Err(e);
+            }
+            tracing::debug!(
+                %table,
+                error = %e,
+                "cannot create the session functions; this connection sends batches as one message of three statements"
+            );
+            return Ok(None);
+        }
+        let call = |name: String, n: usize| {
+            let params: Vec<String> = (1..=n).map(|i| format!("${i}")).collect();
+            format!(
+                "SELECT strata_i, strata_cur FROM pg_temp.{name}({})",
+                params.join(", ")
+            )
+        };
+        Ok(Some(Functions {
+            set: client
+                .prepare(&call(function_name("strata_set", table), 9))
+                .await?,
+            write: client
+                .prepare(&call(function_name("strata_write", table), 10))
+                .await?,
+        }))
+    }
+}
+
+/// Whether `e`, from the `CREATE FUNCTION`s, means the server will not have them: an
+/// ordinary SQL error (privilege, missing language, read-only transaction, …), not a
+/// lost connection, a fatal error or a cancellation.
+pub(crate) fn refused(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::{Severity, SqlState};
+    let Some(db) = e.as_db_error() else {
+        return false;
+    };
+    db.parsed_severity() == Some(Severity::Error)
+        && *db.code() != SqlState::QUERY_CANCELED
+        && *db.code() != SqlState::ADMIN_SHUTDOWN
+}
+
+/// The session's prepared statements behind the `EXECUTE`s (run once per connection).
+pub(crate) fn prepare_sql(lock_keys: &str, write: &str, set: &str) -> String {
+    format!(
+        "PREPARE strata_lock_shared(int8, int8) AS \
+         SELECT pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock_shared($2); \
+         PREPARE strata_lock_keys(int4, int4[], bool[]) AS {lock_keys}; \
+         PREPARE strata_write(bytea[], bytea[], bytea[], bytea[], bytea[]) AS {write}; \
+         PREPARE strata_set(bytea[], bytea[], bytea, bytea) AS {set}"
+    )
+}
 
 #[cfg(test)]
 mod tests {

@@ -4,6 +4,7 @@ pub(crate) mod function;
 mod hints;
 pub(crate) mod one_message;
 mod options;
+mod params;
 mod read;
 pub(crate) mod receipt;
 pub(crate) mod replica;
@@ -270,7 +271,7 @@ impl PgStore {
         sessions: crate::pool::Sessions,
         replica: Option<Arc<replica::ReplicaSlot>>,
     ) -> Result<PgStore> {
-        let target = describe(&config);
+        let target = crate::pool::describe(&config);
         let pool = Pool::new(
             config,
             connector,
@@ -589,39 +590,6 @@ fn table_not_found(
         what: format!("postgres table `{table}` in {target} (searched {searched})"),
         remedy: format!("it is created {created_in}by the first connection with table creation on (`PgStore::connect`, the default: the application's first start) or by `strata copy --from SOURCE --to` this URL; strata's read, migrate and admin commands never create it (check the URL's database and `strata_table`)"),
     }
-}
-
-/// `postgres://host:port[,…]/database as user`, for messages (never the password).
-pub(crate) fn describe(config: &Config) -> String {
-    use tokio_postgres::config::Host;
-    let hosts: Vec<String> = config
-        .get_hosts()
-        .iter()
-        .enumerate()
-        .map(|(i, h)| {
-            let host = match h {
-                Host::Tcp(name) => name.clone(),
-                Host::Unix(path) => path.display().to_string(),
-            };
-            let port = config
-                .get_ports()
-                .get(i)
-                .or(config.get_ports().first())
-                .copied()
-                .unwrap_or(5432);
-            format!("{host}:{port}")
-        })
-        .collect();
-    let hosts = if hosts.is_empty() {
-        "localhost:5432".to_string()
-    } else {
-        hosts.join(",")
-    };
-    format!(
-        "postgres://{hosts}/{} as {}",
-        config.get_dbname().unwrap_or("(default database)"),
-        config.get_user().unwrap_or("(default user)")
-    )
 }
 
 impl Backend for PgStore {

@@ -77,123 +77,10 @@
 
 use super::PgStore;
 use crate::pool::Failure;
-use crate::sql;
+use crate::sql::Functions;
 use strata_store::{Batch, Mutation};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Statement};
-
-/// The two functions' calling statements on one connection.
-pub(crate) struct Functions {
-    /// `pg_temp.strata_set_<table>`: a batch of one set.
-    set: Statement,
-    /// `pg_temp.strata_write_<table>`: any other batch.
-    write: Statement,
-}
-
-/// The longest identifier PostgreSQL keeps (`NAMEDATALEN - 1`); longer ones are cut.
-const MAX_IDENT: usize = 63;
-
-/// `<kind>_<table>`, or `<kind>_<hash of the table>` when that would be longer than an
-/// identifier can be (PostgreSQL would cut it, and two tables could then share a name).
-fn function_name(kind: &str, table: &str) -> String {
-    let name = format!("{kind}_{table}");
-    if name.len() <= MAX_IDENT {
-        return name;
-    }
-    let h = crate::keys::fnv1a(&[b"strata-postgres-function", table.as_bytes()]);
-    format!("{kind}_{h:016x}")
-}
-
-/// The `CREATE FUNCTION`s of one connection for `table` (one string: one implicit
-/// transaction, so both are created or neither).
-pub(crate) fn create_sql(table: &str) -> String {
-    // The conditional write's parameters come first (`$1`…`$4` / `$5`), so its SQL is
-    // the prepared statement's text unchanged; then the lock parameters.
-    let set = function_name("strata_set", table);
-    let write = function_name("strata_write", table);
-    format!(
-        "CREATE FUNCTION pg_temp.{set}(bytea[], bytea[], bytea, bytea, int8, int8, int4, int4[], bool[]) \
-         {body_set}; \
-         CREATE FUNCTION pg_temp.{write}(bytea[], bytea[], bytea[], bytea[], bytea[], int8, int8, int4, int4[], bool[]) \
-         {body_write}",
-        body_set = body(5, &sql::conditional_set(table)),
-        body_write = body(6, &sql::conditional_write(table)),
-    )
-}
-
-/// The rest of a `CREATE FUNCTION` whose lock parameters start at `$first` (lease id,
-/// table id, class, ids, modes) and whose result is `write`'s.
-fn body(first: usize, write: &str) -> String {
-    let (lease, table, class, ids, modes) = (first, first + 1, first + 2, first + 3, first + 4);
-    // All locks in ONE statement (one executor run instead of two): two leading rows of
-    // the `unnest` take the lease and table locks, then the key locks follow in array
-    // order — the same order as the separate statements.
-    format!(
-        "RETURNS TABLE (strata_i int8, strata_cur bytea) LANGUAGE plpgsql VOLATILE AS $strata$\n\
-         #variable_conflict use_column\n\
-         BEGIN\n\
-         PERFORM count(CASE n WHEN 1 THEN pg_advisory_xact_lock_shared(${lease}) \
-         WHEN 2 THEN pg_advisory_xact_lock_shared(${table}) \
-         ELSE CASE WHEN x THEN pg_advisory_xact_lock(${class}::int4, id) \
-         ELSE pg_advisory_xact_lock_shared(${class}::int4, id) END END) \
-         FROM unnest(ARRAY[0, 0]::int4[] || ${ids}::int4[], ARRAY[false, false] || ${modes}::bool[]) \
-         WITH ORDINALITY AS u(id, x, n);\n\
-         RETURN QUERY {write};\n\
-         END $strata$"
-    )
-}
-
-impl Functions {
-    /// Creates the functions on a fresh connection and prepares their calls; `None` (said
-    /// at debug level) when the server refuses to create them — no `TEMPORARY` privilege,
-    /// no `plpgsql`, a read-only server — so that the connection keeps the one-message
-    /// batches. Lost connections, cancellations and timeouts are errors: those say nothing
-    /// about the server's abilities.
-    pub(crate) async fn create(
-        client: &Client,
-        table: &str,
-    ) -> Result<Option<Self>, tokio_postgres::Error> {
-        if let Err(e) = client.batch_execute(&create_sql(table)).await {
-            if !refused(&e) {
-                return Err(e);
-            }
-            tracing::debug!(
-                %table,
-                error = %e,
-                "cannot create the session functions; this connection sends batches as one message of three statements"
-            );
-            return Ok(None);
-        }
-        let call = |name: String, n: usize| {
-            let params: Vec<String> = (1..=n).map(|i| format!("${i}")).collect();
-            format!(
-                "SELECT strata_i, strata_cur FROM pg_temp.{name}({})",
-                params.join(", ")
-            )
-        };
-        Ok(Some(Functions {
-            set: client
-                .prepare(&call(function_name("strata_set", table), 9))
-                .await?,
-            write: client
-                .prepare(&call(function_name("strata_write", table), 10))
-                .await?,
-        }))
-    }
-}
-
-/// Whether `e`, from the `CREATE FUNCTION`s, means the server will not have them: an
-/// ordinary SQL error (privilege, missing language, read-only transaction, …), not a
-/// lost connection, a fatal error or a cancellation.
-fn refused(e: &tokio_postgres::Error) -> bool {
-    use tokio_postgres::error::{Severity, SqlState};
-    let Some(db) = e.as_db_error() else {
-        return false;
-    };
-    db.parsed_severity() == Some(Severity::Error)
-        && *db.code() != SqlState::QUERY_CANCELED
-        && *db.code() != SqlState::ADMIN_SHUTDOWN
-}
+use tokio_postgres::Client;
 
 impl PgStore {
     /// One attempt at a batch as one function call (see the module); `functions` are the
@@ -206,7 +93,7 @@ impl PgStore {
         (ids, modes): (&[i32], &[bool]),
     ) -> Result<(), Failure> {
         let preconditions = batch.preconditions();
-        let (pre_keys, pre_values) = super::write::precondition_params(preconditions);
+        let (pre_keys, pre_values) = super::params::precondition_params(preconditions);
         let locks: [&(dyn ToSql + Sync); 5] = [
             &self.locks.lease,
             &self.locks.table,
@@ -224,7 +111,7 @@ impl PgStore {
                 client.query(&functions.set, &params).await?
             }
             mutations => {
-                let (set_keys, set_values, deletes) = super::write::mutation_params(mutations);
+                let (set_keys, set_values, deletes) = super::params::mutation_params(mutations);
                 let mut params: Vec<&(dyn ToSql + Sync)> =
                     vec![&pre_keys, &pre_values, &set_keys, &set_values, &deletes];
                 params.extend(locks);
@@ -237,7 +124,7 @@ impl PgStore {
             Some(row) => {
                 let position: i64 = row.try_get(0)?;
                 let current: Option<&[u8]> = row.try_get(1)?;
-                Err(super::write::failed_precondition(
+                Err(super::params::failed_precondition(
                     preconditions,
                     Some(position),
                     current,
@@ -261,7 +148,7 @@ impl PgStore {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::sql::{self, *};
 
     #[test]
     fn names_carry_the_table_and_fit_an_identifier() {

@@ -42,17 +42,6 @@ use tokio_postgres::SimpleQueryMessage;
 /// Batches with more key and value bytes than this use the pipelined transaction.
 pub(super) const MAX_BYTES: usize = 64 << 10;
 
-/// The session's prepared statements behind the `EXECUTE`s (run once per connection).
-pub(crate) fn prepare_sql(lock_keys: &str, write: &str, set: &str) -> String {
-    format!(
-        "PREPARE strata_lock_shared(int8, int8) AS \
-         SELECT pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock_shared($2); \
-         PREPARE strata_lock_keys(int4, int4[], bool[]) AS {lock_keys}; \
-         PREPARE strata_write(bytea[], bytea[], bytea[], bytea[], bytea[]) AS {write}; \
-         PREPARE strata_set(bytea[], bytea[], bytea, bytea) AS {set}"
-    )
-}
-
 /// Whether `batch` takes this path: no fence (not the lease holder), per-key locks (not
 /// the table-wide lock) and at most [`MAX_BYTES`] of keys and values.
 pub(super) fn fits(batch: &Batch) -> bool {
@@ -176,7 +165,7 @@ impl PgStore {
                             })
                         })?),
                     };
-                    return Err(super::write::failed_precondition(
+                    return Err(super::params::failed_precondition(
                         preconditions,
                         position,
                         current.as_deref(),

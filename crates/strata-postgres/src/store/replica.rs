@@ -18,8 +18,9 @@
 //! `synchronous_commit = remote_apply` on the primary has applied every acknowledged
 //! commit when the commit returns.
 
+use crate::pool::describe;
 use crate::pool::Timeouts;
-use crate::store::{describe, PgOptions};
+use crate::store::PgOptions;
 use crate::tls::Connector;
 use crate::PgStore;
 use std::sync::{Arc, Mutex};

@@ -1,5 +1,6 @@
 //! The write path of [`PgStore`]: atomic conditional batches.
 
+use super::params::{failed_precondition, mutation_params, precondition_params};
 use super::{one_message, PgStore};
 use crate::error::PgError;
 use crate::lease;
@@ -236,65 +237,6 @@ type Step<'f> = std::pin::Pin<
             + 'f,
     >,
 >;
-
-/// The preconditions of a batch as the conditional write's first two parameters: the
-/// keys, and the value each requires (`NULL`: absent).
-pub(super) fn precondition_params(
-    preconditions: &[Precondition],
-) -> (Vec<&[u8]>, Vec<Option<&[u8]>>) {
-    let keys = preconditions.iter().map(|p| p.key()).collect();
-    let values = preconditions
-        .iter()
-        .map(|p| match p {
-            Precondition::Equals { value, .. } => Some(value.as_slice()),
-            Precondition::Absent { .. } => None,
-        })
-        .collect();
-    (keys, values)
-}
-
-/// Borrowed keys or values: one array parameter of the conditional write.
-type ByteaArray<'a> = Vec<&'a [u8]>;
-
-/// The mutations of a batch as the conditional write's last three parameters: the keys
-/// and values to set, the keys to delete.
-pub(super) fn mutation_params(
-    mutations: &[Mutation],
-) -> (ByteaArray<'_>, ByteaArray<'_>, ByteaArray<'_>) {
-    let (mut set_keys, mut set_values, mut deletes) = (Vec::new(), Vec::new(), Vec::new());
-    for m in mutations {
-        match m {
-            Mutation::Set { key, value } => {
-                set_keys.push(key.as_slice());
-                set_values.push(value.as_slice());
-            }
-            Mutation::Delete { key } => deletes.push(key.as_slice()),
-        }
-    }
-    (set_keys, set_values, deletes)
-}
-
-/// The failure of a batch whose conditional write reported a failed precondition: its
-/// 1-based `position` among `preconditions` and the key's `current` value. The error is
-/// the precondition's own (it names the key and what it found), or a conflict on the key.
-pub(super) fn failed_precondition(
-    preconditions: &[Precondition],
-    position: Option<i64>,
-    current: Option<&[u8]>,
-) -> Failure {
-    let p = position
-        .and_then(|i| usize::try_from(i).ok())
-        .and_then(|i| preconditions.get(i.checked_sub(1)?));
-    if let Some(p) = p {
-        if let Err(e) = p.check(current) {
-            return Failure::from(e);
-        }
-    }
-    Failure::from(StoreError::Conflict {
-        key: p.map(|p| p.key().to_vec()).unwrap_or_default(),
-        reason: strata_store::ConflictReason::Changed,
-    })
-}
 
 /// Awaits futures together, polling them in order (so that statements on one connection
 /// are sent in that order, in one round trip); their outputs in the same order.
