@@ -167,7 +167,18 @@ fn store_remedy(e: &StoreError) -> &'static str {
         | StoreError::NotFound { .. }
         | StoreError::Damaged { .. }
         | StoreError::CannotOpen { .. } => "the datastore cannot be used; see the cause",
-        _ => "the store failed; see the cause (a transient failure, such as a lost connection, can be retried)",
+        _ => {
+            // An I/O failure of an embedded store's files: advice by its kind (a full disk
+            // is not fixed by retrying).
+            let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+            while let Some(c) = cause {
+                if let Some(io) = c.downcast_ref::<std::io::Error>() {
+                    return strata_store::io_remedy(io);
+                }
+                cause = c.source();
+            }
+            "the store failed; see the cause (a transient failure, such as a lost connection, can be retried)"
+        }
     }
 }
 
@@ -314,6 +325,21 @@ impl fmt::Display for RefusalMessage<'_> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+
+    #[test]
+    fn an_io_failure_under_a_store_error_gets_advice_by_its_kind() {
+        let full = std::io::Error::new(std::io::ErrorKind::StorageFull, "no space left on device");
+        let e = PolicyError::store(b"__nx/fence", StoreError::backend("redb", full));
+        let text = e.to_string();
+        assert!(text.contains("free space"), "{text}");
+        assert!(!text.contains("retried"), "{text}");
+        let lost = PolicyError::store(
+            b"__nx/fence",
+            StoreError::backend("postgres", std::fmt::Error),
+        );
+        assert!(lost.to_string().contains("can be retried"), "{lost}");
+    }
+
     use super::*;
     use crate::collection::CollectionError;
 
