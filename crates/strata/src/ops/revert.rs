@@ -52,7 +52,7 @@ use crate::policy::{read_history, Baseline};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::sync::{Arc, Mutex};
-use strata_store::{Batch, KvRead, KvWrite, Pages, ScanLimits, StoreError};
+use strata_store::{Batch, KvRead, KvWrite, Mutation, Pages, ScanLimits, StoreError};
 
 /// The revert record's magic.
 pub const REVERT_MAGIC: [u8; 4] = *b"NXRB";
@@ -443,8 +443,6 @@ impl<T: Serialize + DeserializeOwned> Processor for RevertProcessor<'_, T> {
         self.last.take()
     }
 }
-
-use strata_store::Mutation;
 
 impl<T: Serialize + DeserializeOwned> Collection<T> {
     /// Every check a [`Collection::revert`] to `to` makes before it writes, on reads only

@@ -76,3 +76,42 @@ pub fn wait_ready(child: &mut Child, role: &str) -> BufReader<ChildStdout> {
     );
     out
 }
+
+/// Runs the child `role` and SIGKILLs it after `reports` lines of its stdout, unless it
+/// printed a line starting with `end` (or closed stdout) first. Returns true when it
+/// finished before the kill (the kill then hit nothing).
+pub fn kill_after(role: &str, dir: &Path, reports: u64, end: &str) -> bool {
+    let mut child = spawn(role, dir);
+    let mut out = wait_ready(&mut child, role);
+    let mut finished = false;
+    let mut line = String::new();
+    for _ in 0..reports {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 || line.starts_with(end) {
+            finished = true;
+            break;
+        }
+    }
+    child.kill().unwrap(); // SIGKILL on Unix
+    child.wait().unwrap();
+    finished
+}
+
+/// Runs the child `role` to its end: its last line (the one starting with `end`), after
+/// asserting that it exited successfully.
+pub fn run_to_end(role: &str, dir: &Path, end: &str) -> String {
+    let mut child = spawn(role, dir);
+    let mut out = wait_ready(&mut child, role);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 || line.starts_with(end) {
+            break;
+        }
+    }
+    assert!(
+        child.wait().unwrap().success(),
+        "the final {role} run failed"
+    );
+    line
+}

@@ -11,11 +11,10 @@
 //! backwards. A final uninterrupted run must finish: every row equals the copy, the
 //! record is gone, and build 1 reads the collection.
 
-use crate::harness::{env_usize, spawn, wait_ready, Rng};
+use crate::harness::{env_usize, kill_after, run_to_end, Rng};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::io::BufRead;
 use std::time::Instant;
 use strata::collection::{layout, CollectionOptions};
 use strata::ops::revert::{decode_record, revert_key, RevertOptions};
@@ -209,20 +208,8 @@ pub fn run() {
     let mut last: Option<Vec<u8>> = None;
     let mut kills = 0;
     for i in 0..iters {
-        let mut child = spawn("reverter", &dir);
-        let mut out = wait_ready(&mut child, "reverter");
         let reports = 1 + rng.next() % 60;
-        let mut finished = false;
-        let mut line = String::new();
-        for _ in 0..reports {
-            line.clear();
-            if out.read_line(&mut line).unwrap() == 0 || line.starts_with("note=") {
-                finished = true;
-                break;
-            }
-        }
-        child.kill().unwrap(); // SIGKILL on Unix
-        child.wait().unwrap();
+        let finished = kill_after("reverter", &dir, reports, "note=");
         if !finished {
             kills += 1;
         }
@@ -238,16 +225,7 @@ pub fn run() {
         );
     }
     assert!(kills > 0, "no kill landed before the revert finished");
-    let mut child = spawn("reverter", &dir);
-    let mut out = wait_ready(&mut child, "reverter");
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if out.read_line(&mut line).unwrap() == 0 || line.starts_with("note=") {
-            break;
-        }
-    }
-    assert!(child.wait().unwrap().success(), "the final revert failed");
+    let line = run_to_end("reverter", &dir, "note=");
     assert!(
         line.starts_with("note=finished true") && line.trim_end().ends_with("failed 0"),
         "unexpected final note {line}"

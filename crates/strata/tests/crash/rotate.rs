@@ -15,9 +15,8 @@
 //!
 //! `STRATA_CRASH_ROWS` overrides the rows per collection (default 10 000).
 
-use crate::harness::{env_usize, spawn, wait_ready, Rng};
+use crate::harness::{env_usize, kill_after, run_to_end, Rng};
 use serde::{Deserialize, Serialize};
-use std::io::BufRead;
 use std::time::Instant;
 use strata::collection::{layout, CollectionOptions};
 use strata::pass::PassLimits;
@@ -171,20 +170,8 @@ pub fn run() {
     let mut last_new = 0;
     let mut kills = 0;
     for i in 0..iters {
-        let mut child = spawn("rotator", &dir);
-        let mut out = wait_ready(&mut child, "rotator");
         let reports = rng.next() % 121;
-        let mut finished = false;
-        let mut line = String::new();
-        for _ in 0..reports {
-            line.clear();
-            if out.read_line(&mut line).unwrap() == 0 || line.starts_with("done") {
-                finished = true;
-                break;
-            }
-        }
-        child.kill().unwrap(); // SIGKILL on Unix
-        child.wait().unwrap();
+        let finished = kill_after("rotator", &dir, reports, "done");
         if !finished {
             kills += 1;
         }
@@ -207,16 +194,7 @@ pub fn run() {
     // progress or finished above).
     let (_, done) = check(&dir, n);
     if !done {
-        let mut child = spawn("rotator", &dir);
-        let mut out = wait_ready(&mut child, "rotator");
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if out.read_line(&mut line).unwrap() == 0 || line.starts_with("done") {
-                break;
-            }
-        }
-        assert!(child.wait().unwrap().success(), "the final rotation failed");
+        let line = run_to_end("rotator", &dir, "done");
         assert_eq!(line.trim(), "done finished=true");
     }
     let (under_new, done) = check(&dir, n);

@@ -15,10 +15,9 @@
 //!
 //! `STRATA_CRASH_ROWS` overrides the row count (default 100 000).
 
-use crate::harness::{env_usize, spawn, wait_ready, Rng};
+use crate::harness::{env_usize, kill_after, run_to_end, Rng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::io::BufRead;
 use std::time::Instant;
 use strata::collection::{layout, CollectionOptions};
 use strata::payload::envelope::{self, Envelope};
@@ -160,20 +159,8 @@ pub fn run() {
     let mut last_cursor: Option<Vec<u8>> = None;
     let mut kills = 0;
     for i in 0..iters {
-        let mut child = spawn("sweeper", &dir);
-        let mut out = wait_ready(&mut child, "sweeper");
         let reports = 1 + rng.next() % 60;
-        let mut finished = false;
-        let mut line = String::new();
-        for _ in 0..reports {
-            line.clear();
-            if out.read_line(&mut line).unwrap() == 0 || line.starts_with("note=") {
-                finished = true;
-                break;
-            }
-        }
-        child.kill().unwrap(); // SIGKILL on Unix
-        child.wait().unwrap();
+        let finished = kill_after("sweeper", &dir, reports, "note=");
         if !finished {
             kills += 1;
         }
@@ -212,16 +199,7 @@ pub fn run() {
     }
     assert!(kills > 0, "no kill landed before the sweep finished");
     // Rerun to completion.
-    let mut child = spawn("sweeper", &dir);
-    let mut out = wait_ready(&mut child, "sweeper");
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if out.read_line(&mut line).unwrap() == 0 || line.starts_with("note=") {
-            break;
-        }
-    }
-    assert!(child.wait().unwrap().success(), "the final sweep failed");
+    let line = run_to_end("sweeper", &dir, "note=");
     let note = line.trim().to_string();
     assert!(
         note == "note=complete" || note == "note=already at v3",

@@ -3,15 +3,15 @@
 //! version — when the store's schema history proves the newer build's change additive
 //! (new optional properties only); under a non-additive history it is refused as before.
 
-use super::policy_util::{config, mem};
+use super::policy_util::mem;
+use super::window_shared::{open, stored};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use strata::clock::ManualClock;
 use strata::collection::{CollectionError, CollectionOptions};
-use strata::payload::{envelope, Mode, StepError};
+use strata::payload::{Mode, StepError};
 use strata::policy::{additive_only, covered_by_upcasts, Refusal, SchemaOptions, Verdict};
-use strata::Database;
-use strata_store::{KvRead, Store};
+use strata_store::KvRead;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 struct Acct {
@@ -64,22 +64,6 @@ fn renaming_build2() -> CollectionOptions {
             Ok(())
         })
         .schema(SchemaOptions::of::<AcctRenamed>().strategy(covered_by_upcasts()))
-}
-
-fn open(store: &Store, clock: &ManualClock) -> Database {
-    Database::builder(store.clone())
-        .policy(config(clock))
-        .open()
-        .unwrap()
-}
-
-fn stored(store: &Store, id: &str) -> (envelope::Envelope, Value) {
-    let raw = store
-        .get(format!("__nx/doc/accts/{id}").as_bytes())
-        .unwrap()
-        .unwrap();
-    let (env, json) = envelope::decode(&raw).unwrap();
-    (env, serde_json::from_slice(json).unwrap())
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! scenario is `tests/crash/revert.rs`.
 
 use super::policy_util::{config, mem};
-use super::window_shared::{build1, build2, Acct, AcctV2};
+use super::window_shared::{build1, build2, open, stored, Acct, AcctV2};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use strata::clock::ManualClock;
@@ -15,22 +15,6 @@ use strata::payload::KEPT_FIELD;
 use strata::policy::Baseline;
 use strata::{Collection, Database};
 use strata_store::{Batch, KvRead, KvWrite, Pages, ScanLimits, Store};
-
-fn open(store: &Store, clock: &ManualClock) -> Database {
-    Database::builder(store.clone())
-        .policy(config(clock))
-        .open()
-        .unwrap()
-}
-
-fn stored(store: &Store, id: &str) -> (Envelope, Value) {
-    let raw = store
-        .get(format!("__nx/doc/accts/{id}").as_bytes())
-        .unwrap()
-        .unwrap();
-    let (env, json) = envelope::decode(&raw).unwrap();
-    (env, serde_json::from_slice(json).unwrap())
-}
 
 /// Every record of the store, byte for byte.
 fn everything(store: &Store) -> Vec<(Vec<u8>, Vec<u8>)> {

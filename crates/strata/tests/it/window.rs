@@ -2,32 +2,15 @@
 //! steps, newer fields kept, complete and rollback.
 
 use super::policy_util::{config, mem};
-use super::window_shared::{build1, build2, Acct, AcctV2};
-use serde_json::{json, Value};
+use super::window_shared::{build1, build2, open, stored, Acct, AcctV2};
+use serde_json::json;
 use strata::clock::ManualClock;
 use strata::collection::{CollectionError, CollectionOptions};
 use strata::ops::window::{operational, WindowOptions};
-use strata::payload::envelope;
 use strata::payload::{Mode, KEPT_FIELD};
 use strata::policy::Refusal;
 use strata::{Collection, Database};
 use strata_store::{KvRead, Store};
-
-fn open(store: &Store, clock: &ManualClock) -> Database {
-    Database::builder(store.clone())
-        .policy(config(clock))
-        .open()
-        .unwrap()
-}
-
-fn stored(store: &Store, id: &str) -> (envelope::Envelope, Value) {
-    let raw = store
-        .get(format!("__nx/doc/accts/{id}").as_bytes())
-        .unwrap()
-        .unwrap();
-    let (env, json) = envelope::decode(&raw).unwrap();
-    (env, serde_json::from_slice(json).unwrap())
-}
 
 fn acct(id: &str, owner: &str, balance: i64) -> Acct {
     Acct {

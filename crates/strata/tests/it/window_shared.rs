@@ -1,10 +1,15 @@
 //! The two builds of the deploy-window tests.
 
+use super::policy_util::config;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use strata::clock::ManualClock;
 use strata::collection::CollectionOptions;
+use strata::payload::envelope::{self, Envelope};
 use strata::payload::{Mode, StepError};
 use strata::policy::{additive_only, covered_by_upcasts, SchemaOptions};
+use strata::Database;
+use strata_store::{KvRead, Store};
 
 /// Build 1: payload v1.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
@@ -56,4 +61,22 @@ pub fn build2() -> CollectionOptions {
             Ok(())
         })
         .schema(SchemaOptions::of::<AcctV2>().strategy(covered_by_upcasts()))
+}
+
+/// A database on `store` under policy with `clock`.
+pub fn open(store: &Store, clock: &ManualClock) -> Database {
+    Database::builder(store.clone())
+        .policy(config(clock))
+        .open()
+        .unwrap()
+}
+
+/// The stored envelope and JSON of document `id` of collection `accts`.
+pub fn stored(store: &Store, id: &str) -> (Envelope, Value) {
+    let raw = store
+        .get(format!("__nx/doc/accts/{id}").as_bytes())
+        .unwrap()
+        .unwrap();
+    let (env, json) = envelope::decode(&raw).unwrap();
+    (env, serde_json::from_slice(json).unwrap())
 }
