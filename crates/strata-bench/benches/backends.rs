@@ -14,12 +14,14 @@
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::{Duration, Instant};
-use strata::collection::{layout, CollectionOptions};
+use strata::layout;
+use strata::layout::envelope::{self, Envelope};
 use strata::migrate::{Migrator, Registry};
 use strata::numax::wire::{Op, OpKind};
-use strata::payload::envelope::{self, Envelope};
-use strata::payload::{Mode, SweepOptions};
+use strata::ops::sweep::SweepOptions;
+use strata::CollectionOptions;
 use strata::Database;
+use strata::Mode;
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
 use strata_sync::SyncManager;
 
@@ -170,7 +172,7 @@ fn fill_docs(store: &Store, n: usize) {
         let id = format!("d{i:08}");
         let json = format!(r#"{{"id":"{id}","n":{i}}}"#);
         batch = batch.set(
-            layout::doc_key("docs", &id),
+            layout::keys::doc_key("docs", &id),
             envelope::encode(Envelope::new(1, 1), json.as_bytes()),
         );
         if i % 1000 == 999 {

@@ -24,9 +24,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::process::ExitCode;
-use strata::payload::{Mode, StepError};
+use strata::policy::SchemaOptions;
 use strata::policy::{additive_only, coordinated_cutover, Baseline};
-use strata::{CollectionOptions, Database, SchemaOptions};
+use strata::{CollectionOptions, Database};
+use strata::{Mode, StepError};
 
 /// The current account shape (payload v3): cents and a tier.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]

@@ -486,7 +486,7 @@ fn redact(shown: String) -> String {
 /// collection recorded in the store under `__nx/catalog/`.
 pub fn catalog(store: &Store) -> Result<strata::Catalog, Box<dyn std::error::Error + Send + Sync>> {
     let mut catalog = strata::numax::catalog_in_use(store)?;
-    for table in strata::database::read_catalog(store)?.tables() {
+    for table in strata::layout::read_catalog(store)?.tables() {
         catalog.add(table.clone())?;
     }
     Ok(catalog)

@@ -191,12 +191,12 @@ pub fn code_of(e: &(dyn Error + 'static)) -> u8 {
     }
     let checkpoint_too_large = chain(e).any(|err| {
         matches!(
-            err.downcast_ref::<strata::PassError>(),
-            Some(strata::PassError::CheckpointTooLarge { .. })
+            err.downcast_ref::<strata::pass::PassError>(),
+            Some(strata::pass::PassError::CheckpointTooLarge { .. })
         ) || matches!(
-            err.downcast_ref::<strata::MigrateError>(),
-            Some(strata::MigrateError::Pass(
-                strata::PassError::CheckpointTooLarge { .. }
+            err.downcast_ref::<strata::migrate::MigrateError>(),
+            Some(strata::migrate::MigrateError::Pass(
+                strata::pass::PassError::CheckpointTooLarge { .. }
             ))
         )
     });
@@ -260,11 +260,11 @@ pub fn message(error: &(dyn Error + 'static)) -> String {
 /// migrator", its API); any other error as it displays itself.
 pub fn render(error: &(dyn Error + 'static)) -> String {
     const REMEDY: &str = "an explicit migration is required: run `strata migrate`";
-    match error.downcast_ref::<strata::ValidationError>() {
-        Some(strata::ValidationError::Legacy { table }) => {
+    match error.downcast_ref::<strata::validate::ValidationError>() {
+        Some(strata::validate::ValidationError::Legacy { table }) => {
             format!("legacy unversioned data found in {table}; {REMEDY}")
         }
-        Some(strata::ValidationError::MigrationRequired {
+        Some(strata::validate::ValidationError::MigrationRequired {
             table,
             found,
             current,
@@ -309,9 +309,10 @@ pub fn finish(result: CmdResult, json: bool) -> ExitCode {
 fn cli_hint(e: &(dyn Error + 'static)) -> Option<&'static str> {
     let over_budget = chain(e).any(|err| {
         matches!(
-            err.downcast_ref::<strata::PassError>(),
+            err.downcast_ref::<strata::pass::PassError>(),
             Some(
-                strata::PassError::RecordTooLarge { .. } | strata::PassError::BatchTooLarge { .. }
+                strata::pass::PassError::RecordTooLarge { .. }
+                    | strata::pass::PassError::BatchTooLarge { .. }
             )
         ) || matches!(
             err.downcast_ref::<strata_store::StoreError>(),
@@ -346,8 +347,8 @@ fn needs_key(e: &(dyn Error + 'static)) -> bool {
 /// True when `e` (or its chain) is stuck or corrupt metadata `strata repair` handles.
 pub(crate) fn repairable(e: &(dyn Error + 'static)) -> bool {
     chain(e).any(|err| {
-        err.downcast_ref::<strata::MigrateError>()
-            .is_some_and(strata::MigrateError::is_checkpoint)
+        err.downcast_ref::<strata::migrate::MigrateError>()
+            .is_some_and(strata::migrate::MigrateError::is_checkpoint)
             || matches!(
                 err.downcast_ref::<strata::CollectionError>(),
                 Some(
@@ -356,8 +357,8 @@ pub(crate) fn repairable(e: &(dyn Error + 'static)) -> bool {
                 )
             )
             || matches!(
-                err.downcast_ref::<strata::PolicyError>(),
-                Some(strata::PolicyError::Corrupted { .. })
+                err.downcast_ref::<strata::policy::PolicyError>(),
+                Some(strata::policy::PolicyError::Corrupted { .. })
             )
     })
 }
@@ -367,8 +368,8 @@ pub(crate) fn repairable(e: &(dyn Error + 'static)) -> bool {
 mod tests {
     use super::*;
 
-    fn checkpoint_too_large() -> strata::PassError {
-        strata::PassError::CheckpointTooLarge {
+    fn checkpoint_too_large() -> strata::pass::PassError {
+        strata::pass::PassError::CheckpointTooLarge {
             table: "orders".into(),
             key: b"__nx/sweep/orders".to_vec(),
             size: 5 << 20,
@@ -383,7 +384,7 @@ mod tests {
     fn checkpoint_too_large_has_its_own_exit_code() {
         assert_eq!(Failure::error(checkpoint_too_large()).code, RECORD_LIMIT);
         assert_eq!(
-            Failure::error(strata::MigrateError::Pass(checkpoint_too_large())).code,
+            Failure::error(strata::migrate::MigrateError::Pass(checkpoint_too_large())).code,
             RECORD_LIMIT
         );
         let sweep = strata::CollectionError::Sweep {
@@ -392,7 +393,7 @@ mod tests {
             source: Some(Box::new(checkpoint_too_large())),
         };
         assert_eq!(Failure::from(sweep).code, RECORD_LIMIT);
-        let other = strata::PassError::Aborted {
+        let other = strata::pass::PassError::Aborted {
             table: "orders".into(),
             checkpoint: None,
         };

@@ -26,10 +26,10 @@
 use serde::{Deserialize, Serialize};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use strata::collection::CollectionOptions;
-use strata::header::header_key;
+use strata::layout::header::header_key;
 use strata::migrate::{Migrator, Registry};
 use strata::numax::{self, wire};
+use strata::CollectionOptions;
 use strata::Database;
 use strata_store::{Batch, KvWrite, Mutation, Store};
 

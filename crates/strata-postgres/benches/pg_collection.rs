@@ -31,7 +31,7 @@
 use serde::{Deserialize, Serialize};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use strata::collection::CollectionOptions;
+use strata::CollectionOptions;
 use strata::Database;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -43,7 +43,7 @@ const FETCH_ROWS: usize = 8192;
 ///
 /// * Reads are single statements (one consistent snapshot each).
 /// * A scan sends values only for the records the page takes: the server
-///   computes the running byte total and the client's [`PageBuilder`] decides with key and
+///   computes the running byte total and the client's [`PageBuilder`](strata_store::PageBuilder) decides with key and
 ///   value *length* before any value is copied, so an oversized record is reported without
 ///   its value ever crossing the wire.
 /// * [`KvWrite::apply`](strata_store::KvWrite::apply) runs one transaction that first takes a transaction-scoped

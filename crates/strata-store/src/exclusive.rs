@@ -40,7 +40,7 @@ use std::time::Duration;
 
 impl NamedLease {
     /// Takes the lease `name` of `store` for `holder` (see
-    /// [`CrossProcessLease::acquire_named_lease`]); [`NamedLease::Local`] when the
+    /// [`CrossProcessLease::acquire_named_lease`](crate::CrossProcessLease::acquire_named_lease)); [`NamedLease::Local`] when the
     /// backend has no cross-process lease.
     pub fn acquire(store: &Store, name: &str, holder: &str, wait: Duration) -> Result<Self> {
         let backend = store.unguarded_backend();

@@ -1,7 +1,7 @@
 //! The sync layer's one error type.
 
 use strata::numax::decode::DecodeError;
-use strata::ValidationError;
+use strata::validate::ValidationError;
 use strata_store::StoreError;
 
 /// Errors of the sync store.

@@ -21,7 +21,7 @@ use strata_store::{KvRead, KvWrite, ScanLimits, Store};
 /// ```
 pub fn write_legacy_fixture(store: &Store, ops: &[Op]) -> Result<usize, SyncError> {
     let headers = store.scan(
-        strata::header::SCHEMA_PREFIX,
+        strata::layout::keys::SCHEMA_PREFIX,
         None,
         ScanLimits::new(1, usize::MAX)?,
     )?;

@@ -2,8 +2,8 @@
 //! (the chain validated, identity and lock fields protected, the version field stamped).
 
 use serde_json::{Map, Value};
-use strata::payload::{UpcastFailure, Upcaster};
 use strata::CollectionOptions;
+use strata::{UpcastFailure, Upcaster};
 
 /// The name checks give the collection in messages (steps do not see it).
 const COLLECTION: &str = "under-test";
@@ -68,7 +68,7 @@ fn describe(f: UpcastFailure) -> String {
 /// Asserts that a document at the chain's current version, `input`, written during a
 /// deploy window at `target` reads as `expected` there (the downcasts from the current
 /// version down to `target`, protected fields restored), and returns the fields the
-/// downcast cannot express (kept with the row, see `strata::payload::KEPT_FIELD`).
+/// downcast cannot express (kept with the row, see `strata::KEPT_FIELD`).
 /// Then checks the round trip: the stored form upcast back is `input` again.
 ///
 /// ```
@@ -115,10 +115,7 @@ pub fn assert_downcasts(
     );
     let mut back = obj;
     if !kept.is_empty() {
-        back.insert(
-            strata::payload::KEPT_FIELD.to_string(),
-            Value::Object(kept.clone()),
-        );
+        back.insert(strata::KEPT_FIELD.to_string(), Value::Object(kept.clone()));
     }
     if let Err(f) = up.upcast(&mut back, target) {
         panic!("the upcast back from v{target} failed: {}", describe(f));
@@ -227,7 +224,7 @@ pub fn assert_upcast_fails(options: &CollectionOptions, version: i32, input: Val
 /// is refused when this build writes it (the stored row stays as it was).
 #[track_caller]
 pub fn assert_ahead_refused(options: &CollectionOptions, version: i32) {
-    use strata::payload::envelope::{encode, Envelope};
+    use strata::layout::envelope::{encode, Envelope};
     let store = strata::Store::new(strata_store::MemoryStore::new());
     let db = match strata::Database::builder(store.clone()).open() {
         Ok(db) => db,
@@ -237,7 +234,7 @@ pub fn assert_ahead_refused(options: &CollectionOptions, version: i32) {
         Ok(c) => c,
         Err(e) => panic!("the collection does not open: {e}"),
     };
-    let key = strata::collection::layout::doc_key(COLLECTION, "row");
+    let key = strata::layout::keys::doc_key(COLLECTION, "row");
     let stored = encode(Envelope::new(version, 1), b"{}");
     if let Err(e) = strata_store::KvWrite::apply(
         &store,

@@ -29,7 +29,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use strata::header::header_key;
+use strata::layout::header::header_key;
 use strata::migrate::{Migrator, Registry};
 use strata::numax::{self, wire};
 use strata::pass::{PassLimits, DEFAULT_MAX_BYTES};

@@ -22,12 +22,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use strata::clock::ManualClock;
-use strata::collection::layout::{doc_key, doc_prefix};
-use strata::collection::CollectionOptions;
-use strata::payload::envelope::{self, Envelope};
-use strata::policy::{coordinated_cutover, CutoverOptions, PolicyConfig, SchemaOptions};
+use strata::layout::envelope::{self, Envelope};
+use strata::layout::keys::{doc_key, doc_prefix};
+use strata::ops::cutover::CutoverOptions;
+use strata::pass::PassLimits;
+use strata::policy::{coordinated_cutover, PolicyConfig, SchemaOptions};
+use strata::CollectionOptions;
 use strata::Database;
-use strata::PassLimits;
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
 
 const BATCH: usize = 512;

@@ -22,10 +22,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use strata::collection::{layout, CollectionOptions};
-use strata::payload::envelope::{self, Envelope, ENVELOPE_HEADER_LEN};
-use strata::payload::{Mode, StepError, SweepOptions};
+use strata::layout;
+use strata::layout::envelope::{self, Envelope, ENVELOPE_HEADER_LEN};
+use strata::ops::sweep::SweepOptions;
+use strata::CollectionOptions;
 use strata::{Collection, Database};
+use strata::{Mode, StepError};
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -97,7 +99,7 @@ fn seed(store: &Store, rows: usize, version: i32, json: impl Fn(usize) -> String
     for i in 0..rows {
         let id = format!("a{i:07}");
         b = b.set(
-            layout::doc_key("acc", &id),
+            layout::keys::doc_key("acc", &id),
             envelope::encode(Envelope::new(version, 1), json(i).as_bytes()),
         );
         if (i + 1) % 5000 == 0 {
@@ -264,7 +266,7 @@ fn hand_loop(rows: usize, batch: usize) -> Duration {
 /// The timed part of [`hand_loop`] (its own symbol, for `callgrind --toggle-collect`).
 #[inline(never)]
 fn hand_pass(store: &Store, batch: usize) -> usize {
-    let prefix = layout::doc_prefix("acc");
+    let prefix = layout::keys::doc_prefix("acc");
     let mut after: Option<Vec<u8>> = None;
     let limits = ScanLimits::new(batch, 16 << 20).unwrap();
     let mut n = 0usize;

@@ -19,9 +19,9 @@ use serde::{Deserialize, Serialize};
 use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use strata::collection::CollectionOptions;
 use strata::policy::{additive_only, PolicyConfig, SchemaOptions};
 use strata::seal::{Credential, KdfParams};
+use strata::CollectionOptions;
 use strata::{Collection, Database};
 use strata_redb::{RedbDurability, RedbOptions};
 
@@ -317,7 +317,7 @@ fn main() {
             note("load via put_many vs 1 raw txn", "≤ 1.2×", raw, st);
             // The same raw rows in put_many's bounded sets: what strata adds per row,
             // apart from committing in bounded sets.
-            let raw = raw_load(&s, strata::collection::write_set::PUT_MANY_DOCUMENTS);
+            let raw = raw_load(&s, strata::PUT_MANY_DOCUMENTS);
             note("load vs raw in the same sets", "—", raw, st);
         }
         if wanted("get") {

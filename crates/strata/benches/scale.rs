@@ -16,8 +16,8 @@
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::{Duration, Instant};
-use strata::collection::CollectionOptions;
 use strata::policy::{additive_only, PolicyConfig, SchemaOptions};
+use strata::CollectionOptions;
 use strata::{Collection, Database};
 use strata_redb::{RedbDurability, RedbOptions};
 use strata_sled::SledOptions;

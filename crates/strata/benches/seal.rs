@@ -42,11 +42,13 @@
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use strata::collection::CollectionOptions;
-use strata::payload::envelope::{self, Envelope};
-use strata::payload::{Mode, SweepOptions};
-use strata::seal::{self, Credential, KdfParams, Keyring, RotateOptions, Sealer};
+use strata::layout::envelope::{self, Envelope};
+use strata::ops::rotate::RotateOptions;
+use strata::ops::sweep::SweepOptions;
+use strata::seal::{self, Credential, KdfParams, Keyring, Sealer};
+use strata::CollectionOptions;
 use strata::Database;
+use strata::Mode;
 use strata_store::{Batch, KvRead, KvWrite, Store};
 
 const COLLECTION_ID: u16 = 1024;

@@ -17,10 +17,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use strata::collection::CollectionOptions;
-use strata::payload::{Mode, StepError};
 use strata::policy::{covered_by_upcasts, PolicyConfig, SchemaOptions};
+use strata::CollectionOptions;
 use strata::{Collection, Database};
+use strata::{Mode, StepError};
 use strata_redb::{RedbDurability, RedbOptions};
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]

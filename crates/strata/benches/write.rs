@@ -18,8 +18,8 @@
 use serde::{Deserialize, Serialize};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use strata::collection::CollectionOptions;
 use strata::policy::{additive_only, PolicyConfig, SchemaOptions};
+use strata::CollectionOptions;
 use strata::{Collection, Database};
 use strata_sled::SledOptions;
 

@@ -9,9 +9,10 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use strata::collection::CollectionOptions;
-use strata::payload::{Mode, StepError, SweepOptions};
+use strata::ops::sweep::SweepOptions;
+use strata::CollectionOptions;
 use strata::Database;
+use strata::{Mode, StepError};
 
 /// The v1 shape (the old build).
 #[derive(Debug, Serialize, Deserialize)]

@@ -8,8 +8,8 @@
 //!
 //! ```
 //! use serde::{Deserialize, Serialize};
-//! use strata::collection::CollectionOptions;
-//! use strata::database::Database;
+//! use strata::CollectionOptions;
+//! use strata::Database;
 //! use strata_store::{MemoryStore, Store};
 //!
 //! #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -31,8 +31,8 @@
 //! use std::sync::Arc;
 //! use serde::{Deserialize, Serialize};
 //! use strata::clock::ManualClock;
-//! use strata::collection::CollectionOptions;
-//! use strata::database::Database;
+//! use strata::CollectionOptions;
+//! use strata::Database;
 //! use strata::policy::{additive_only, PolicyConfig, SchemaOptions};
 //! use strata_store::{MemoryStore, Store};
 //!
@@ -54,11 +54,12 @@
 //! ```
 
 use crate::catalog::{Catalog, TableDef};
-use crate::collection::layout::{self, CATALOG_PREFIX, CATALOG_SEQ_KEY, FIRST_COLLECTION_ID};
+use crate::collection::layout::{self, FIRST_COLLECTION_ID};
 use crate::collection::{
     Collection, CollectionError, CollectionInner, CollectionOptions, WriteGuard, WriteSet,
     WriteSetError, Written,
 };
+use crate::keys::{CATALOG_PREFIX, CATALOG_SEQ_KEY};
 use crate::payload::chain::UpcastChain;
 use crate::payload::upcaster::Upcaster;
 use crate::policy::{
@@ -323,7 +324,7 @@ impl Database {
     /// sealing, lock version, ahead guard), all or nothing: the first document that
     /// refuses refuses the set with a [`WriteSetError::Document`] naming it. Nothing is
     /// written when `f` returns an error. Returns `f`'s value and what each document
-    /// returned, in the order added. See [`crate::collection::write_set`] for the limits
+    /// returned, in the order added. See [`WriteSet`](crate::WriteSet) for the limits
     /// per backend.
     ///
     /// This replaces hand-encoded raw batches on [`Database::store`], which bypass every

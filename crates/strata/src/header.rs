@@ -55,9 +55,9 @@ impl SchemaHeader {
     /// The 8 header bytes.
     ///
     /// ```
-    /// let h = strata::SchemaHeader::new(1, 14);
+    /// let h = strata::layout::header::SchemaHeader::new(1, 14);
     /// assert_eq!(h.encode(), *b"NXDB\x00\x01\x00\x0e");
-    /// assert_eq!(strata::SchemaHeader::decode(&h.encode()), Ok(h));
+    /// assert_eq!(strata::layout::header::SchemaHeader::decode(&h.encode()), Ok(h));
     /// ```
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut out = [0u8; HEADER_LEN];

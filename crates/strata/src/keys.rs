@@ -13,6 +13,7 @@
 //! | `__nx/fence` | the store's fence (JSON) | policy, cutover |
 //! | `__nx/clients/<client-id>` | client presence (JSON) | policy clients |
 //! | `__nx/jsonschema/<collection>` | persisted JSON Schema baseline | policy |
+//! | `__nx/jsonschema-log/<collection>/<version>` | schema history | policy |
 //! | `__nx/cutover/<collection>` | cutover checkpoint (`NXCU`) | cutover |
 //! | `__nx/keys/database` | the database keyring | `seal` |
 //! | `__nx/keys/collection/<collection>` | sealed-collection keyring | `seal` |
@@ -46,6 +47,9 @@ pub const FENCE_KEY: &[u8] = b"__nx/fence";
 pub const CLIENTS_PREFIX: &[u8] = b"__nx/clients/";
 /// Persisted JSON Schema baselines: `__nx/jsonschema/<collection>`.
 pub const JSONSCHEMA_PREFIX: &[u8] = b"__nx/jsonschema/";
+/// The schema history, every version a collection's schema had:
+/// `__nx/jsonschema-log/<collection>/<version>`.
+pub const HISTORY_PREFIX: &[u8] = b"__nx/jsonschema-log/";
 /// Cutover checkpoints: `__nx/cutover/<collection>`.
 pub const CUTOVER_PREFIX: &[u8] = b"__nx/cutover/";
 /// Sealed-collection keyrings: `__nx/keys/collection/<collection>`.
@@ -56,14 +60,14 @@ pub const DATABASE_KEYRING_KEY: &[u8] = b"__nx/keys/database";
 pub const ROTATION_PREFIX: &[u8] = b"__nx/rotate/";
 /// Sealed marks: `__nx/sealed/database`, `__nx/sealed/collection/<collection>`.
 pub const SEALED_PREFIX: &[u8] = b"__nx/sealed/";
-/// Retirement records: `__nx/retired/<collection>` (see [`crate::payload::retired`]).
+/// Retirement records: `__nx/retired/<collection>` (see [`crate::layout::retired`]).
 pub const RETIRED_PREFIX: &[u8] = b"__nx/retired/";
-/// Deploy windows: `__nx/window/<collection>` (see [`crate::payload::window`]).
+/// Deploy windows: `__nx/window/<collection>` (see [`crate::layout::window`]).
 pub const WINDOW_PREFIX: &[u8] = b"__nx/window/";
 /// Unfinished reverts: `__nx/revert/<collection>` (see [`crate::ops::revert`]).
 pub const REVERT_PREFIX: &[u8] = b"__nx/revert/";
 /// The payload version each client's build knows, per collection:
-/// `__nx/builds/<client-id>/<collection>` (see [`crate::payload::window`]).
+/// `__nx/builds/<client-id>/<collection>` (see [`crate::layout::window`]).
 pub const BUILDS_PREFIX: &[u8] = b"__nx/builds/";
 /// The Numax sync tables live under this prefix.
 pub const CRDT_PREFIX: &[u8] = b"__nx/crdt/";
@@ -86,6 +90,7 @@ pub const ALL: &[&[u8]] = &[
     FENCE_KEY,
     CLIENTS_PREFIX,
     JSONSCHEMA_PREFIX,
+    HISTORY_PREFIX,
     CUTOVER_PREFIX,
     WINDOW_PREFIX,
     REVERT_PREFIX,
@@ -148,7 +153,10 @@ mod tests {
             COLLECTION_KEYRING_PREFIX
         );
         assert_eq!(crate::seal::DATABASE_KEYRING_KEY, DATABASE_KEYRING_KEY);
-        assert_eq!(crate::seal::ROTATION_CHECKPOINT_PREFIX, ROTATION_PREFIX);
+        assert_eq!(
+            crate::ops::rotate::ROTATION_CHECKPOINT_PREFIX,
+            ROTATION_PREFIX
+        );
         for (_, name, _) in crate::numax::NUMAX_TABLES {
             let def = crate::numax::catalog();
             let t = def

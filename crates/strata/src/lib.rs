@@ -1,5 +1,48 @@
 //! strata: safe, resumable evolution of data kept in an ordered key-value store.
 //!
+//! ## What strata is
+//!
+//! A library (an embedded engine, with a blocking API) that keeps typed JSON documents
+//! and tables in a key-value store — [redb](https://docs.rs/redb) for new stores
+//! (`strata-redb`), sled 0.34 for existing Numax stores (`strata-sled`), PostgreSQL when
+//! several processes or machines share one store (`strata-postgres`) — and changes the
+//! shape of that data safely over many releases:
+//!
+//! * every document carries the **payload version** it was written at; a newer build reads
+//!   older rows through declared upcast steps (lazily, or rewritten by a leased, resumable
+//!   sweep), and an older build never overwrites a newer row (the ahead guard);
+//! * every collection can keep a **persisted JSON Schema**: a new build's schema is
+//!   classified against it (additive, narrowing, breaking) and accepted, refused or
+//!   carried out by a coordinated, fenced **cutover** across every client;
+//! * every managed table has a **schema header**, checked at startup, and **migrations**
+//!   that resume after a crash in bounded memory;
+//! * two builds can run at once (a **deploy window**), and a completed version can be taken
+//!   back down (**revert**) through declared downcasts.
+//!
+//! ## Main types
+//!
+//! * [`Database`] — opened over a [`Store`] with [`Database::builder`]; hands out
+//!   collections, runs multi-document write sets ([`Database::write`], [`WriteSet`]);
+//! * [`Collection<T>`] — the documents of one serde type under a name: `get`, `put`,
+//!   `insert`, `update` (optimistic lock), `delete`, `iter`, `put_many`, `sweep`;
+//! * [`CollectionOptions`] — how a collection evolves: upcast and downcast steps
+//!   ([`Mode`], [`StepError`]), identity fields, the schema it declares, sealing;
+//! * [`policy`] — shape policy: the persisted schema, strategies, the fence, clients;
+//! * [`ops`] — operations on a whole collection or store: [`ops::sweep`],
+//!   [`ops::cutover`], [`ops::window`], [`ops::revert`], [`ops::rotate`], [`ops::verify`],
+//!   [`ops::retire`], [`ops::fixture`];
+//! * [`seal`] — sealed (encrypted) collections, keyrings and credentials;
+//! * [`migrate`], [`validate`], [`numax`] — the table migrator, startup validation and the
+//!   14 Numax-compatible sync tables;
+//! * [`pass`] — the bulk pass every bulk operation runs on (batches, checkpoints);
+//! * [`layout`] — the on-disk format for tools (keys, record codecs); [`clock`] — the
+//!   injectable clock.
+//!
+//! Every type has one import path: the main types at the crate root, the rest in the
+//! module named for their concept (`strata::ops::sweep::SweepOptions`).
+//!
+//! ## Getting started
+//!
 //! Start with a typed collection. Every row carries the payload version it was written
 //! at; when the record type changes, declare an upcast step and old rows are read in the
 //! new shape (lazily, or rewritten by a leased, resumable sweep):
@@ -43,30 +86,64 @@
 //! # Ok(()) }
 //! ```
 //!
-//! `strata collections` shows each collection's stored payload versions, and an
-//! application's own admin binary (`strata_cli::Admin`) runs its sweep, cutover and schema
-//! check. Beneath the collections, this crate is the engine above the store trait
-//! ([`strata_store`]):
 //!
-//! * [`collection`], [`payload`], [`policy`] — typed collections, payload evolution
-//!   (envelope, upcast chains), shape policy (persisted JSON Schema, strategies, fence);
-//! * [`ops`] — the operations on top: the eager sweep, the coordinated cutover, deploy
-//!   windows (two builds live at once), data-key rotation, sealed-record verification
-//!   (and [`migrate`], the table migrator);
-//! * [`catalog`] — managed tables (name, fixed id, prefix, current version, decoder);
-//! * [`header`] — the 8-byte `NXDB` schema header at `__nx/schema/<table>`;
-//! * [`validate`] — startup validation (the six states of the Numax seed);
-//! * [`numax`] — the 14 Numax-compatible sync tables, their wire types and decoders.
+//! ## Things to know
+//!
+//! * **The API is blocking.** Every call reads or writes the store before it returns; from
+//!   async code run it on a blocking thread (`tokio::task::spawn_blocking`).
+//! * **[`Database`] and [`Collection`] are `Send + Sync + Clone`.** Open the database once
+//!   and clone the handles into each thread or task; an embedded store (redb, sled) is
+//!   opened by one process at a time.
+//! * **Documents are JSON objects.** `T` must serialize to a JSON object (a struct with
+//!   named fields, a map, a `serde_json::Value` holding an object); a `collection::<String>`
+//!   opens, but every write fails with "documents must serialize to a JSON object".
+//! * **A [`Mode::Lazy`] step makes the sweep do nothing**: lazy steps upcast a row when it
+//!   is read; the sweep rewrites rows only for a [`Mode::Eager`] step (and otherwise
+//!   returns [`ops::sweep::SweepNote::NoEagerStep`]).
+//! * **[`policy::covered_by_upcasts`] replaces a cutover** when every build that reads the
+//!   collection carries the upcast steps (rows are upcast on read, no fence). Use a
+//!   [`policy::coordinated_cutover`] when every row must be rewritten before any build
+//!   writes the new shape.
+//! * **[`Database::store`] is the raw store**: writes through it bypass every check
+//!   (schema gate, fence, sealing, lock version, ahead guard); write documents through
+//!   collections and write sets.
+//!
+//! `docs/getting-started.md` walks through a first application; `strata collections`
+//! shows each collection's stored payload versions, and an application's own admin binary
+//! (`strata_cli::Admin`) runs its sweep, cutover and schema check.
+//!
+//! ## What strata is not
+//!
+//! * not asynchronous (see above), and not a query engine: documents are read by key, by
+//!   key order (`iter`) and by the bulk pass — no secondary indexes, no query language;
+//! * not a multi-process embedded store: redb and sled are opened by one process at a
+//!   time; several processes or machines share a PostgreSQL store;
+//! * not a backup: `strata copy` and `strata verify` move and check a store, they do not
+//!   keep history;
+//! * not a schema-on-write database for arbitrary JSON: documents are JSON objects, and
+//!   schemas are the JSON Schema of the Rust type (`schemars`), not a DDL.
+//!
+//! ## Limits
+//!
+//! | what | limit |
+//! |---|---|
+//! | store key (collection prefix + document key) | [`strata_store::MAX_KEY_BYTES`] (2,048 bytes), every backend |
+//! | one document record (key + envelope + JSON, sealed or clear) | [`MAX_DOCUMENT_BYTES`] (2 MiB) |
+//! | JSON nesting depth | [`layout::envelope::MAX_JSON_DEPTH`] (128) |
+//! | collection name | [`layout::catalog::MAX_NAME_LEN`] (200 bytes) |
+//! | collections per store | 64,512 (table ids 1,024–65,535) |
+//! | payload versions | 1 to `i32::MAX` |
+//! | `put_many` atomic sets | [`PUT_MANY_DOCUMENTS`] documents / [`PUT_MANY_BYTES`] bytes each |
+//! | a write set | one backend transaction (see [`WriteSet`] for each backend's bounds) |
 //!
 //! ## Layers
 //!
 //! The modules form layers, bottom first; a module uses only modules of lower layers
 //! (never one of its own layer or above), so no two modules import each other.
 //! `tests/it/layers.rs` reads this table and every `crate::`/`super::` reference of the
-//! sources (a `pub use` included), and fails on a reference that goes up. The only
-//! exceptions are the facades it lists (`KNOWN_FACADES`) that keep older public paths
-//! (`strata::policy::CutoverOptions`, `strata::payload::sweep`,
-//! `strata::seal::rotate_data_key`); nothing uses an item through them. The same test
+//! sources (a `pub use` included), and fails on a reference that goes up (there are no
+//! exceptions: no facade keeps an older path). `tests/it/public_paths.rs` fails on a type
+//! public under two paths. The same test
 //! checks every crate of the workspace for import cycles.
 //!
 //! | layer | modules | holds |
@@ -82,6 +159,7 @@
 //! | 9 | `collection` | typed collections: read, write, the one row rewrite |
 //! | 10 | `database` | opening a database: catalog, policy link, keyring |
 //! | 11 | `ops`, `migrate` | sweep, cutover, rotation, seal verification; the migrator |
+//! | 12 | `layout` | the on-disk layout for tools: keys, record codecs (re-exported from below) |
 //!
 //! `pass` sits below `payload` and `seal` (not above them) because it needs nothing but
 //! the store and the reserved prefixes, and a seal error carries the pass error of a
@@ -98,28 +176,31 @@
 //! ```
 #![deny(missing_docs)]
 
-pub mod catalog;
+mod catalog;
 pub mod clock;
-pub mod collection;
-pub mod database;
-pub mod header;
-pub mod keys;
+mod collection;
+mod database;
+mod header;
+mod keys;
+pub mod layout;
 pub mod migrate;
 pub mod numax;
 pub mod ops;
 pub mod pass;
-pub mod payload;
+mod payload;
 pub mod policy;
 pub mod seal;
 pub mod validate;
 
-pub use catalog::{Catalog, CatalogError, TableDef};
-pub use collection::{Collection, CollectionError, CollectionOptions, Document, WriteGuard};
+pub use catalog::{Catalog, CatalogError, RecordDecoder, TableDef};
+pub use collection::{
+    Collection, CollectionError, CollectionOptions, Document, Expect, GuardError, Iter, WriteGuard,
+    WriteSet, WriteSetError, Written, ITER_PAGE_BYTES, MAX_DOCUMENT_BYTES, PUT_MANY_BYTES,
+    PUT_MANY_DOCUMENTS,
+};
 pub use database::{Database, DatabaseBuilder};
-pub use header::{SchemaHeader, HEADER_LEN};
-pub use migrate::{MigrateError, MigrationReport, Migrator, RecordStep, Registry, TableMigrations};
-pub use pass::{Pass, PassError, PassLimits, PassReport};
-pub use payload::{JsonObject, Mode, StepError, SweepOptions, SweepReport};
-pub use policy::{Policy, PolicyConfig, PolicyError, Refusal, SchemaOptions};
+pub use payload::{
+    ChainError, DowncastStep, JsonObject, Mode, StepError, StepFn, UpcastChain, UpcastFailure,
+    UpcastStep, Upcaster, INITIAL_PAYLOAD_VERSION, KEPT_FIELD,
+};
 pub use strata_store::Store;
-pub use validate::{TableState, TableStatus, ValidationError, ValidationReport};

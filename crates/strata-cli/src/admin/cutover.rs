@@ -5,7 +5,8 @@ use crate::db;
 use crate::exit::{CmdResult, Failure, OK};
 use std::io::Write;
 use std::path::Path;
-use strata::policy::{CutoverOptions, Fence};
+use strata::ops::cutover::CutoverOptions;
+use strata::policy::Fence;
 
 impl Extension {
     pub(super) fn cutover(&self, db_path: &Path, args: CutoverArgs) -> CmdResult {

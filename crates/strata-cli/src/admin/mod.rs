@@ -16,7 +16,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use strata::payload::{SweepOptions, SweepReport};
+use strata::ops::sweep::{SweepOptions, SweepReport};
 use strata::{Collection, CollectionError, CollectionOptions, Database};
 use strata_store::Store;
 
@@ -129,13 +129,14 @@ impl Registered {
 ///   content the downcast cannot express (kept with the row unless
 ///   `--drop-newer-fields`). Exit 0 done, 1 rows that failed (named) or unfinished.
 /// * `schema check [<collection>…] [--json]` — compares each collection's current JSON
-///   Schema (from its [`SchemaOptions`](strata::SchemaOptions)) with the stored baseline under its strategies,
+///   Schema (from its [`SchemaOptions`](strata::policy::SchemaOptions)) with the stored baseline under its strategies,
 ///   writing nothing: exit 0 compatible (or a cutover the strategies plan), 6 rejected —
 ///   the CI gate to run before deploying.
 ///
 /// ```no_run
-/// use strata::{CollectionOptions, SchemaOptions};
-/// use strata::payload::Mode;
+/// use strata::policy::SchemaOptions;
+/// use strata::CollectionOptions;
+/// use strata::Mode;
 ///
 /// #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 /// struct Account { id: String, balance_cents: i64 }

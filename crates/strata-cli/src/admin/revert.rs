@@ -24,7 +24,7 @@ impl Extension {
             .options
             .clone()
             .read_repair(false)
-            .schema(strata::SchemaOptions::new());
+            .schema(strata::policy::SchemaOptions::new());
         if !args.dry_run {
             let store = db::open_for_reading(db_path)?;
             let database = super::open_database(&store, &args.key)?;

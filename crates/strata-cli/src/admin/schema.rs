@@ -7,10 +7,10 @@ use crate::exit::{CmdResult, Failure, NON_ADDITIVE, OK};
 use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
-use strata::collection::layout::doc_prefix;
-use strata::payload::envelope;
+use strata::layout::envelope;
+use strata::layout::keys::doc_prefix;
+use strata::policy::SchemaOptions;
 use strata::policy::{evaluate_strategies, Baseline, UpdateContext, UpdateDecision};
-use strata::SchemaOptions;
 use strata_store::{escape_key, Pages, ScanLimits};
 
 impl Extension {
@@ -132,7 +132,7 @@ impl Extension {
         // staleness, so a read replica the URL names answers them.
         let (store, hosts) = db::open_reading(db_path, db::Reads::StaleTolerant)?;
         let shown = db::describe(db_path);
-        let Some(table) = strata::database::read_catalog(&store)
+        let Some(table) = strata::layout::read_catalog(&store)
             .map_err(Failure::error)?
             .get(&reg.name)
             .cloned()
@@ -389,10 +389,16 @@ impl Extension {
 /// row opened with the database's key (`Err` with the reason when it cannot be).
 fn row_json<'a>(
     database: &strata::Database,
-    table: &strata::catalog::TableDef,
+    table: &strata::TableDef,
     key: &[u8],
     value: &'a [u8],
-) -> Result<(strata::payload::Envelope, std::borrow::Cow<'a, [u8]>), String> {
+) -> Result<
+    (
+        strata::layout::envelope::Envelope,
+        std::borrow::Cow<'a, [u8]>,
+    ),
+    String,
+> {
     match envelope::decode(value) {
         Ok((env, json)) => Ok((env, std::borrow::Cow::Borrowed(json))),
         Err(e) => match (strata::seal::peek(value), database.sealer()) {

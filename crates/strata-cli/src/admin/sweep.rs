@@ -8,10 +8,10 @@ use crate::exit::{CmdResult, Failure, OK};
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use strata::collection::layout::{doc_prefix, sweep_key};
-use strata::payload::envelope;
-use strata::payload::{SweepMarker, SweepOptions};
-use strata::SchemaOptions;
+use strata::layout::envelope;
+use strata::layout::keys::{doc_prefix, sweep_key};
+use strata::ops::sweep::{SweepMarker, SweepOptions};
+use strata::policy::SchemaOptions;
 use strata_store::{escape_key, KvRead, Pages, ScanLimits, Store};
 
 impl Extension {
@@ -26,7 +26,7 @@ impl Extension {
             db::open_existing(db_path)?
         };
         let shown = db::describe(db_path);
-        let recorded = strata::database::read_catalog(&store)
+        let recorded = strata::layout::read_catalog(&store)
             .map_err(Failure::error)?
             .get(&reg.name)
             .cloned();
@@ -62,8 +62,9 @@ impl Extension {
         let marker_key = sweep_key(&reg.name);
         let name = reg.name.clone();
         let last = std::sync::Mutex::new(Instant::now());
-        let limits = strata::PassLimits::new(args.batch_size, strata::pass::DEFAULT_MAX_BYTES)
-            .map_err(Failure::error)?;
+        let limits =
+            strata::pass::PassLimits::new(args.batch_size, strata::pass::DEFAULT_MAX_BYTES)
+                .map_err(Failure::error)?;
         let options = SweepOptions::new().limits(limits).abort_when(move || {
             let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
             if last.elapsed() >= Duration::from_secs(1) {
@@ -81,7 +82,7 @@ impl Extension {
         });
         let report = coll.sweep(options).map_err(Failure::error)?;
         strata_store::KvWrite::flush(&store)?;
-        use strata::payload::sweep::SweepNote;
+        use strata::ops::sweep::SweepNote;
         let (code, word) = match report.note {
             SweepNote::Complete | SweepNote::AlreadyAt(_) | SweepNote::NoEagerStep => (OK, "ok"),
             SweepNote::Incomplete => (crate::exit::ERROR, "incomplete"),

@@ -15,9 +15,9 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
-use strata::collection::layout;
-use strata::payload::envelope;
-use strata::payload::SweepMarker;
+use strata::layout;
+use strata::layout::envelope;
+use strata::ops::sweep::SweepMarker;
 use strata::policy::{Baseline, Fence, FenceDoc};
 use strata::TableDef;
 use strata_store::{KvRead, Store};
@@ -169,7 +169,7 @@ struct CollectionsDoc<'a> {
 pub(crate) fn read_fence(store: &Store) -> Result<Option<FenceDoc>, Failure> {
     match Fence::read(store) {
         Ok(f) => Ok(Some(f)),
-        Err(strata::PolicyError::Corrupted { .. }) => Ok(None),
+        Err(strata::policy::PolicyError::Corrupted { .. }) => Ok(None),
         Err(e) => Err(Failure::error(e)),
     }
 }
@@ -183,7 +183,7 @@ pub(crate) fn survey_all(
     store: &Store,
     code: &CodeVersions,
 ) -> Result<Vec<CollectionSurvey>, Failure> {
-    let catalog = strata::database::read_catalog(store).map_err(Failure::error)?;
+    let catalog = strata::layout::read_catalog(store).map_err(Failure::error)?;
     let fence = read_fence(store)?;
     catalog
         .tables()
@@ -221,7 +221,7 @@ pub(crate) fn survey(
         }
     })?;
 
-    let sweep = match store.get(&layout::sweep_key(name))? {
+    let sweep = match store.get(&layout::keys::sweep_key(name))? {
         None => SweepState::None,
         Some(bytes) => match SweepMarker::decode(name, &bytes) {
             Ok(m) => match m.in_progress {

@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use strata::keys::COPY_PREFIX;
+use strata::layout::keys::COPY_PREFIX;
 use strata_store::{
     from_hex, to_hex, Batch, KvRead, KvWrite, Pages, ScanLimits, Store, StoreError, Visit,
 };
@@ -643,7 +643,7 @@ mod tests {
     fn own_records_are_under_the_reserved_copy_prefix() {
         assert!(PROGRESS_KEY.starts_with(COPY_PREFIX));
         assert!(MANIFEST_KEY.starts_with(COPY_PREFIX));
-        assert!(strata::keys::ALL.contains(&COPY_PREFIX));
+        assert!(strata::layout::keys::ALL.contains(&COPY_PREFIX));
     }
 
     #[test]

@@ -10,10 +10,9 @@ use crate::db;
 use crate::exit::{CmdResult, Failure};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use strata::ops::rotate::{rotation_checkpoint_key, RotateOptions};
 use strata::pass::PassLimits;
-use strata::seal::{
-    rotation_checkpoint_key, Credential, Keyring, KeyringRecord, RotateOptions, SealError, Sealer,
-};
+use strata::seal::{Credential, Keyring, KeyringRecord, SealError, Sealer};
 use strata_store::{KvRead, KvWrite, Store};
 
 /// The key flags: how to obtain the credential(s) of the database keyring.
@@ -422,7 +421,7 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
                 if store.get(&rotation_checkpoint_key(t.name()))?.is_some() {
                     rotating.push(t.name().to_string());
                 }
-                if t.id() >= strata::collection::layout::FIRST_COLLECTION_ID
+                if t.id() >= strata::layout::catalog::FIRST_COLLECTION_ID
                     && (every || strata::seal::mark::is_sealed_collection(&store, t.name())?)
                 {
                     sealed.push(t.name().to_string());
@@ -500,7 +499,7 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
             let creds = key.credentials()?;
             let refs: Vec<&Credential> = creds.iter().collect();
             let limits = PassLimits::new(batch_records, strata::pass::DEFAULT_MAX_BYTES)?;
-            let report = strata::seal::rotate_data_key(
+            let report = strata::ops::rotate::rotate_data_key(
                 &store,
                 &refs,
                 RotateOptions::new()

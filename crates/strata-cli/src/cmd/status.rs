@@ -8,7 +8,7 @@ use crate::exit::{CmdResult, Failure, MIGRATION_REQUIRED, OK, UNSUPPORTED};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
-use strata::collection::layout::FIRST_COLLECTION_ID;
+use strata::layout::catalog::FIRST_COLLECTION_ID;
 use strata::migrate::{check_checkpoint, MigrateError, Registry};
 use strata::validate::{inspect, status_error, TableState, TableStatus};
 use strata::Catalog;

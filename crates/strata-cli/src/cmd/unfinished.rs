@@ -22,9 +22,10 @@ use crate::exit::{
     UNFINISHED_ROTATION, UNFINISHED_SWEEP,
 };
 use serde::Serialize;
-use strata::collection::layout::{sweep_key, FIRST_COLLECTION_ID};
+use strata::layout::catalog::FIRST_COLLECTION_ID;
+use strata::layout::keys::sweep_key;
 use strata::migrate::{check_checkpoint, CheckpointCheck, Registry};
-use strata::payload::SweepMarker;
+use strata::ops::sweep::SweepMarker;
 use strata::policy::Fence;
 use strata::Catalog;
 use strata_store::{KvRead, Store};
@@ -180,7 +181,7 @@ pub fn find(store: &Store, catalog: &Catalog, shown: &str) -> Result<Vec<Unfinis
             });
         }
         if store
-            .get(&strata::seal::rotation_checkpoint_key(t.name()))?
+            .get(&strata::ops::rotate::rotation_checkpoint_key(t.name()))?
             .is_some()
         {
             out.push(Unfinished {

@@ -19,10 +19,11 @@ use crate::exit::{catalog_failure, CmdResult, Failure, MIGRATION_REQUIRED, UNSUP
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
-use strata::collection::layout::{sweep_key, FIRST_COLLECTION_ID};
+use strata::layout::catalog::FIRST_COLLECTION_ID;
+use strata::layout::keys::sweep_key;
 use strata::migrate::{verify, StoreVerification};
+use strata::ops::sweep::SweepMarker;
 use strata::pass::PassLimits;
-use strata::payload::SweepMarker;
 use strata::policy::{Baseline, Fence};
 use strata::Catalog;
 use strata_store::{manifest, KvRead, Store};
@@ -70,7 +71,7 @@ struct VerifyDoc<'a> {
     manifest: Option<crate::cmd::copy::ManifestCheck>,
     /// Sealed records: authenticated with the key, or envelopes only.
     #[serde(skip_serializing_if = "Option::is_none")]
-    sealed: Option<&'a strata::seal::SealedReport>,
+    sealed: Option<&'a strata::ops::verify::SealedReport>,
     /// Every bulk-operation manifest compared with its scope.
     scopes: &'a [ScopeCheck],
     /// Rows stored below their collection's retired versions (`retire`): no build reads
@@ -147,7 +148,7 @@ fn retired_rows(store: &Store, catalog: &Catalog) -> Result<Vec<RetiredRows>, Fa
         };
         let mut found: Option<RetiredRows> = None;
         crate::scan::each_record(store, t.prefix(), crate::scan::limits()?, |key, value| {
-            let version = match strata::payload::envelope::decode(value) {
+            let version = match strata::layout::envelope::decode(value) {
                 Ok((env, _)) => Some(env.payload_version),
                 Err(_) => strata::seal::peek(value).map(|(env, _)| env.payload_version),
             };
@@ -348,7 +349,7 @@ pub fn check_scopes(store: &Store) -> Result<Vec<ScopeCheck>, strata_store::Stor
 /// baseline and sweep marker.
 fn policy_problems(store: &Store, catalog: &Catalog) -> Result<Vec<String>, Failure> {
     let mut problems = Vec::new();
-    if let Err(e @ strata::PolicyError::Corrupted { .. }) = Fence::read(store) {
+    if let Err(e @ strata::policy::PolicyError::Corrupted { .. }) = Fence::read(store) {
         problems.push(e.to_string());
     }
     // The database keyring decodes without the key; without it no sealed record opens.
@@ -456,10 +457,10 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         strata_store::ScanLimits::new(10_000, args.max_bytes).map_err(Failure::error)?,
     )?;
     let scopes = check_scopes(&store)?;
-    let sealed = strata::seal::verify_sealed(&store, &catalog, sealer.as_ref())?;
+    let sealed = strata::ops::verify::verify_sealed(&store, &catalog, sealer.as_ref())?;
     // The verdict the exit code below gives: certified records gone or sealed records
     // without their keyring are corrupt data (4), sealed records that fail are errors (1).
-    let keyring_lost = sealed.sealed() > 0 && !strata::seal::has_keyring(&store)?;
+    let keyring_lost = sealed.sealed() > 0 && !strata::ops::verify::has_keyring(&store)?;
     let retired = retired_rows(&store, &catalog)?;
     if scopes.iter().any(|c| !c.ok()) || keyring_lost {
         word = "unsupported";
@@ -581,7 +582,7 @@ fn final_failure(
     store: &Store,
     scopes: &[ScopeCheck],
     keyring_lost: bool,
-    sealed: &strata::seal::SealedReport,
+    sealed: &strata::ops::verify::SealedReport,
     manifest: &Option<crate::cmd::copy::ManifestCheck>,
     args: &Args,
 ) -> Result<Option<Failure>, Failure> {
@@ -633,7 +634,10 @@ fn final_failure(
 }
 
 /// The sealed-records lines: authenticated with the key, or envelopes only — said plainly.
-fn write_sealed(out: &mut impl Write, sealed: &strata::seal::SealedReport) -> std::io::Result<()> {
+fn write_sealed(
+    out: &mut impl Write,
+    sealed: &strata::ops::verify::SealedReport,
+) -> std::io::Result<()> {
     if sealed.sealed() == 0 && !sealed.authenticated_with_key {
         return Ok(());
     }

@@ -5,12 +5,13 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::process::ExitCode;
-use strata::collection::CollectionOptions;
+use strata::layout::envelope;
 use strata::ops::window::WindowOptions;
-use strata::payload::envelope;
-use strata::payload::{Mode, StepError};
+use strata::policy::PolicyConfig;
 use strata::policy::{additive_only, covered_by_upcasts, SchemaOptions};
-use strata::{Database, PolicyConfig};
+use strata::CollectionOptions;
+use strata::Database;
+use strata::{Mode, StepError};
 use strata_cli::Admin;
 use strata_store::{KvRead, ScanLimits, Store};
 

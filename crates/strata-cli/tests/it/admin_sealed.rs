@@ -5,10 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 use std::process::ExitCode;
-use strata::collection::CollectionOptions;
-use strata::payload::{Mode, StepError};
 use strata::seal::Credential;
+use strata::CollectionOptions;
 use strata::Database;
+use strata::{Mode, StepError};
 use strata_cli::Admin;
 use strata_store::{KvRead, ScanLimits, Store};
 

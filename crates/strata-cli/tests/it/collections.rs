@@ -5,12 +5,12 @@
 use crate::support::{json_of, strata, with_store};
 use serde_json::{json, Value};
 use std::path::Path;
-use strata::collection::layout::{doc_key, sweep_key};
-use strata::collection::CollectionOptions;
-use strata::database::Database;
-use strata::payload::envelope::{encode, Envelope};
-use strata::payload::SweepMarker;
+use strata::layout::envelope::{encode, Envelope};
+use strata::layout::keys::{doc_key, sweep_key};
+use strata::ops::sweep::SweepMarker;
 use strata::policy::Baseline;
+use strata::CollectionOptions;
+use strata::Database;
 use strata_store::{Batch, KvRead, KvWrite, Store};
 
 fn put_doc(store: &Store, collection: &str, id: &str, version: i32, lock: u64, doc: &Value) {

@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use strata::header::{checkpoint_key, header_key};
+use strata::layout::header::SchemaHeader;
+use strata::layout::header::{checkpoint_key, header_key};
 use strata::migrate::MigrationCheckpoint;
-use strata::SchemaHeader;
 use strata_store::{KvRead, KvWrite, Store};
 
 /// Creates the store and writes `n` legacy records to it (flushed).

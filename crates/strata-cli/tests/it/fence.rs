@@ -8,12 +8,13 @@ use std::path::Path;
 use std::process::Output;
 use std::sync::Arc;
 use strata::clock::ManualClock;
-use strata::collection::CollectionOptions;
+use strata::layout::keys::FENCE_KEY;
+use strata::ops::cutover::CutoverOptions;
 use strata::policy::{
-    additive_only, client_key, coordinated_cutover, ClientRecord, CutoverOptions, Fence, FenceDoc,
-    FenceState, PendingCutover, PolicyConfig, PolicyError, SchemaDeclaration, Verdict,
-    CLIENT_FORMAT, FENCE_KEY,
+    additive_only, client_key, coordinated_cutover, ClientRecord, Fence, FenceDoc, FenceState,
+    PendingCutover, PolicyConfig, PolicyError, SchemaDeclaration, Verdict, CLIENT_FORMAT,
 };
+use strata::CollectionOptions;
 use strata::Database;
 use strata_store::{Batch, KvRead, KvWrite};
 

@@ -8,8 +8,8 @@ use crate::support::{stderr, strata_db_env, strata_env};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use strata::collection::CollectionOptions;
 use strata::seal::{Credential, KdfParams, DATABASE_KEYRING_KEY};
+use strata::CollectionOptions;
 use strata::Database;
 use strata_store::{Batch, KvWrite, Store};
 

@@ -16,11 +16,11 @@ use crate::support::{snapshot, strata_db};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
-use strata::collection::layout::doc_key;
-use strata::collection::CollectionOptions;
-use strata::database::Database;
+use strata::layout::envelope::{encode, Envelope};
+use strata::layout::keys::doc_key;
 use strata::numax::wire;
-use strata::payload::envelope::{encode, Envelope};
+use strata::CollectionOptions;
+use strata::Database;
 use strata_store::{Batch, KvRead, KvWrite, MemoryStore, Store};
 
 fn text(b: &[u8]) -> String {

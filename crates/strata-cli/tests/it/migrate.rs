@@ -5,8 +5,8 @@ use crate::support::{snapshot, stderr, strata_db, with_store};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use strata::header::{checkpoint_key, header_key};
-use strata::SchemaHeader;
+use strata::layout::header::SchemaHeader;
+use strata::layout::header::{checkpoint_key, header_key};
 use strata_store::{Batch, KvWrite};
 
 fn fixture() -> Vec<(Vec<u8>, Vec<u8>)> {

@@ -26,14 +26,16 @@ use std::sync::Arc;
 use std::time::Duration;
 use std::time::{SystemTime, UNIX_EPOCH};
 use strata::clock::ManualClock;
-use strata::collection::layout::{doc_key, doc_prefix, sweep_key};
-use strata::payload::envelope::{self, Envelope};
-use strata::payload::{Mode, SweepMarker};
+use strata::layout::envelope::{self, Envelope};
+use strata::layout::keys::{doc_key, doc_prefix, sweep_key};
+use strata::ops::cutover::{cutover_key, CutoverOptions};
+use strata::ops::sweep::SweepMarker;
+use strata::pass::PassLimits;
 use strata::policy::{
-    additive_only, coordinated_cutover, cutover_key, CutoverOptions, FenceState, PolicyConfig,
-    PolicyError, SchemaDeclaration,
+    additive_only, coordinated_cutover, FenceState, PolicyConfig, PolicyError, SchemaDeclaration,
 };
-use strata::{CollectionOptions, Database, PassLimits};
+use strata::Mode;
+use strata::{CollectionOptions, Database};
 use strata_store::{Batch, KvRead, KvWrite, NamedLease, Store};
 
 const ROLE: &str = "STRATA_PGMULTI_ROLE";

@@ -16,8 +16,8 @@ use crate::support::{legacy_records, payload, snapshot, stderr, strata_db};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
-use strata::header::{checkpoint_key, header_key};
-use strata::SchemaHeader;
+use strata::layout::header::SchemaHeader;
+use strata::layout::header::{checkpoint_key, header_key};
 use strata_store::{KvRead, Store};
 
 /// Every populated sync table has a current (v1) header and no checkpoint is left.

@@ -16,8 +16,8 @@
 use crate::support::{legacy_records, payload, snapshot};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use strata::header::{checkpoint_key, header_key};
-use strata::SchemaHeader;
+use strata::layout::header::SchemaHeader;
+use strata::layout::header::{checkpoint_key, header_key};
 use strata_postgres::testing::{HaPair, PrivateCluster};
 use strata_postgres::{PgOptions, PgStore};
 use strata_store::{KvRead, Store};

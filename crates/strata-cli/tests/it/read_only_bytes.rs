@@ -9,9 +9,10 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::SystemTime;
-use strata::collection::CollectionOptions;
+use strata::policy::SchemaOptions;
 use strata::seal::Credential;
-use strata::{Database, SchemaOptions};
+use strata::CollectionOptions;
+use strata::Database;
 use strata_cli::Admin;
 use strata_store::{Batch, KvWrite, Store};
 

@@ -5,9 +5,9 @@
 use crate::support::{json_of, snapshot, stderr, stdout, strata_db, with_store};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use strata::header::{checkpoint_key, header_key};
+use strata::layout::header::SchemaHeader;
+use strata::layout::header::{checkpoint_key, header_key};
 use strata::migrate::MigrationCheckpoint;
-use strata::SchemaHeader;
 use strata_store::{Batch, KvRead, KvWrite};
 
 /// Every record of the sled store at `db`.
@@ -216,7 +216,8 @@ fn schema_db(dir: &Path) -> PathBuf {
         let users = database
             .collection::<User>(
                 "users",
-                strata::CollectionOptions::new().schema(strata::SchemaOptions::of::<User>()),
+                strata::CollectionOptions::new()
+                    .schema(strata::policy::SchemaOptions::of::<User>()),
             )
             .unwrap();
         users
@@ -444,7 +445,7 @@ fn corrupt_and_orphan_sweep_markers_are_deleted() {
     let db = collection_db(dir.path());
     put(&db, b"__nx/sweep/users", b"{not json");
     repaired(&db, "__nx/sweep/users", "sweep_marker", "delete", 0);
-    let marker = strata::payload::SweepMarker {
+    let marker = strata::ops::sweep::SweepMarker {
         format: 1,
         ..Default::default()
     };
@@ -565,7 +566,7 @@ fn a_malformed_catalog_counter_is_rewritten_to_the_highest_id() {
 fn a_leftover_cutover_checkpoint_is_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let db = collection_db(dir.path());
-    let ck = strata::policy::CutoverCheckpoint::new("users", "ab");
+    let ck = strata::ops::cutover::CutoverCheckpoint::new("users", "ab");
     use strata::pass::CheckpointCodec;
     put(&db, b"__nx/cutover/users", &ck.encode(b"__nx/doc/users/a"));
     repaired(&db, "__nx/cutover/users", "cutover_checkpoint", "delete", 0);
@@ -625,7 +626,7 @@ fn verify_refuses_a_document_that_is_not_an_object_or_nested_too_deep() {
     let dir = tempfile::tempdir().unwrap();
     let db = collection_db(dir.path());
     let env = |json: &[u8]| {
-        strata::payload::envelope::encode(strata::payload::envelope::Envelope::new(1, 1), json)
+        strata::layout::envelope::encode(strata::layout::envelope::Envelope::new(1, 1), json)
     };
     let mut deep = b"{\"a\":".to_vec();
     deep.extend("[".repeat(100_000).into_bytes());

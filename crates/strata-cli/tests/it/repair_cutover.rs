@@ -12,10 +12,9 @@ use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
 use strata::clock::ManualClock;
-use strata::collection::CollectionOptions;
-use strata::policy::{
-    coordinated_cutover, CutoverOptions, FenceState, PolicyConfig, SchemaOptions,
-};
+use strata::ops::cutover::CutoverOptions;
+use strata::policy::{coordinated_cutover, FenceState, PolicyConfig, SchemaOptions};
+use strata::CollectionOptions;
 use strata::Database;
 use strata_store::{Batch, KvRead, KvWrite, Store};
 

@@ -5,8 +5,8 @@
 use crate::support::*;
 use serde_json::json;
 use std::path::Path;
-use strata::collection::layout;
-use strata::payload::envelope::{encode, Envelope};
+use strata::layout;
+use strata::layout::envelope::{encode, Envelope};
 use strata::{CollectionOptions, Database, Mode};
 use strata_store::{Batch, KvWrite};
 
@@ -28,13 +28,13 @@ fn seed(path: &Path, v1: usize, v2_rows: usize) {
     let mut b = Batch::new();
     for i in 0..v1 {
         b = b.set(
-            layout::doc_key("c", &format!("old{i}")),
+            layout::keys::doc_key("c", &format!("old{i}")),
             encode(Envelope::new(1, 1), b"{}"),
         );
     }
     for i in 0..v2_rows {
         b = b.set(
-            layout::doc_key("c", &format!("new{i}")),
+            layout::keys::doc_key("c", &format!("new{i}")),
             encode(Envelope::new(2, 1), br#"{"n":2}"#),
         );
     }
@@ -111,7 +111,7 @@ fn rows_below_a_retirement_are_reported_by_collections_status_and_verify() {
             .into_store();
         store
             .apply(Batch::new().set(
-                layout::doc_key("c", "restored"),
+                layout::keys::doc_key("c", "restored"),
                 encode(Envelope::new(1, 4), b"{}"),
             ))
             .unwrap();

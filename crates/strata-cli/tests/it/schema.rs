@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use strata::collection::CollectionOptions;
 use strata::policy::{additive_only, PolicyConfig, SchemaDeclaration, Verdict};
+use strata::CollectionOptions;
 use strata::Database;
 use strata_store::KvWrite;
 

@@ -8,9 +8,9 @@ use crate::support::strata_env;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::process::Output;
-use strata::collection::CollectionOptions;
-use strata::payload::envelope::ENVELOPE_HEADER_LEN;
+use strata::layout::envelope::ENVELOPE_HEADER_LEN;
 use strata::seal::{body_key_id, Credential, KdfParams};
+use strata::CollectionOptions;
 use strata::Database;
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
 

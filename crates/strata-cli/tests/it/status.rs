@@ -3,8 +3,8 @@
 use crate::support::{json_of, strata, with_store};
 use std::path::Path;
 use std::process::{Command, Output};
-use strata::header::header_key;
-use strata::SchemaHeader;
+use strata::layout::header::header_key;
+use strata::layout::header::SchemaHeader;
 use strata_store::{Batch, KvRead, KvWrite, Store};
 
 fn status(db: &Path, json: bool) -> Output {

@@ -10,10 +10,10 @@ use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use strata::collection::layout::doc_key;
-use strata::collection::CollectionOptions;
-use strata::database::Database;
-use strata::payload::envelope::{encode, Envelope};
+use strata::layout::envelope::{encode, Envelope};
+use strata::layout::keys::doc_key;
+use strata::CollectionOptions;
+use strata::Database;
 use strata_store::{Batch, KvWrite};
 
 const DOCS: u32 = 6_000;

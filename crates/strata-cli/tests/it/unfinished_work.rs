@@ -15,13 +15,15 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use strata::clock::ManualClock;
-use strata::collection::CollectionOptions;
-use strata::payload::{Mode, SweepOptions};
-use strata::policy::{
-    coordinated_cutover, CutoverOptions, FenceState, PolicyConfig, SchemaOptions,
-};
-use strata::seal::{Credential, KdfParams, RotateOptions};
-use strata::{Database, PassLimits};
+use strata::ops::cutover::CutoverOptions;
+use strata::ops::rotate::RotateOptions;
+use strata::ops::sweep::SweepOptions;
+use strata::pass::PassLimits;
+use strata::policy::{coordinated_cutover, FenceState, PolicyConfig, SchemaOptions};
+use strata::seal::{Credential, KdfParams};
+use strata::CollectionOptions;
+use strata::Database;
+use strata::Mode;
 use strata_store::{KvRead, KvWrite, Store};
 
 const PASS_ENV: (&str, &str) = ("STRATA_TEST_UNFINISHED_PASS", "unfinished work passphrase");
@@ -91,7 +93,7 @@ fn open(db: &Path) -> Store {
 
 /// True when some table of the store holds a migration checkpoint.
 fn has_migration_checkpoint(db: &Path) -> bool {
-    let prefix = strata::header::checkpoint_key("");
+    let prefix = strata::layout::header::checkpoint_key("");
     open(db).prefix_exists(&prefix).unwrap()
 }
 
@@ -182,7 +184,7 @@ fn an_interrupted_sweep_is_unfinished_sweep_exit_11() {
         report
     };
     let report = sweep(true);
-    assert_eq!(report.note, strata::payload::sweep::SweepNote::Aborted);
+    assert_eq!(report.note, strata::ops::sweep::SweepNote::Aborted);
     assert_reported(&db, "sweep", "unfinished_sweep", 11, &[]);
     sweep(false);
     assert_finished(&db, &[]);

@@ -2,8 +2,8 @@
 //! migration (`strata migrate`), never an unnamed "migrator" (DESIGN.md §5).
 
 use crate::support::{legacy_records, strata_db, with_store};
-use strata::header::header_key;
-use strata::SchemaHeader;
+use strata::layout::header::header_key;
+use strata::layout::header::SchemaHeader;
 use strata_store::{Batch, KvWrite};
 
 fn assert_names_the_command(db: &std::path::Path) {

@@ -22,7 +22,7 @@ pub const DIRECT_PARAM: &str = "strata_direct";
 
 /// The URL parameter that names a read replica (`strata_replica=HOST:PORT[,…]`, a hot
 /// standby, the other parameters as for the store): reads that tolerate staleness, through
-/// [`PgStore::stale_reads`] only.
+/// [`PgStore::stale_reads`](crate::PgStore::stale_reads) only.
 pub const REPLICA_PARAM: &str = "strata_replica";
 
 /// Default of the URL's `connect_timeout` (seconds): opening the TCP connection.
@@ -37,7 +37,7 @@ pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
 /// particular for another process's exclusive store lease — before failing.
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(30);
 
-/// How [`PgStore::connect_with`] opens a store.
+/// How [`PgStore::connect_with`](crate::PgStore::connect_with) opens a store.
 #[derive(Debug, Clone)]
 pub struct PgOptions {
     pub(super) table: String,
@@ -81,14 +81,14 @@ impl PgOptions {
     }
 
     /// Whether connecting creates the table when it is missing (default `true`). When
-    /// `false`, a missing table is [`StoreError::NotFound`] — for tools that must not
+    /// `false`, a missing table is [`StoreError::NotFound`](strata_store::StoreError::NotFound) — for tools that must not
     /// create a store by looking at it.
     pub fn create_table(mut self, create: bool) -> Self {
         self.create_table = create;
         self
     }
 
-    /// Drops the table — every record of the store — when the [`PgStore`] is dropped.
+    /// Drops the table — every record of the store — when the [`PgStore`](crate::PgStore) is dropped.
     /// For tests that need a scratch store; never for real data.
     pub fn dangerous_drop_table_on_drop(mut self) -> Self {
         self.drop_table_on_drop = true;

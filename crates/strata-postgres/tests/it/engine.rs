@@ -1,11 +1,14 @@
 //! The strata engine on a PostgreSQL store: startup validation and a legacy migration.
 
 use crate::{owner, peer, require_pg, scratch_table};
-use strata::header::header_key;
+use strata::layout::header::header_key;
+use strata::layout::header::SchemaHeader;
 use strata::migrate::TableOutcome;
+use strata::migrate::{Migrator, Registry};
 use strata::numax::{self, wire};
+use strata::pass::PassLimits;
 use strata::validate::validate_and_init;
-use strata::{Migrator, PassLimits, Registry, SchemaHeader, ValidationError};
+use strata::validate::ValidationError;
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
 
 const LEGACY_RECORDS: u64 = 250;

@@ -4,7 +4,7 @@
 
 use crate::{owner, peer, require_pg, scratch_table};
 use serde::{Deserialize, Serialize};
-use strata::collection::CollectionOptions;
+use strata::CollectionOptions;
 use strata::Database;
 use strata_store::Store;
 

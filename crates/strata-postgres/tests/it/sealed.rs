@@ -7,7 +7,8 @@ use crate::{owner, peer, require_pg, scratch_table};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
-use strata::seal::{self, Credential, KdfParams, Keyring, RotateOptions, SealError};
+use strata::ops::rotate::RotateOptions;
+use strata::seal::{self, Credential, KdfParams, Keyring, SealError};
 use strata::{CollectionError, CollectionOptions, Database};
 use strata_store::{KvRead, ScanLimits, Store};
 

@@ -11,10 +11,11 @@ use crate::{owner, peer, require_pg, scratch_table};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::process::Command;
-use strata::collection::{CollectionError, CollectionOptions};
-use strata::payload::{Mode, StepError};
+use strata::policy::PolicyConfig;
 use strata::policy::{additive_only, covered_by_upcasts, SchemaOptions};
-use strata::{Collection, Database, PolicyConfig};
+use strata::{Collection, Database};
+use strata::{CollectionError, CollectionOptions};
+use strata::{Mode, StepError};
 use strata_store::Store;
 
 const CHILD: &str = "STRATA_PG_WINDOW_CHILD";

@@ -6,11 +6,11 @@
 use crate::{owner, peer, require_pg, scratch_table};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use strata::collection::{WriteSetError, Written};
-use strata::payload::envelope::{self, Envelope};
+use strata::layout::envelope::{self, Envelope};
 use strata::policy::{Fence, Refusal};
 use strata::seal::{Credential, KdfParams, SealError};
 use strata::{Collection, CollectionError, CollectionOptions, Database};
+use strata::{WriteSetError, Written};
 use strata_store::{Batch, KvRead, KvWrite, Store};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -2,7 +2,7 @@
 //! opens with (redb for new stores, sled for existing sled directories).
 
 use crate::common::{dump, op_for};
-use strata::ValidationError;
+use strata::validate::ValidationError;
 use strata_sled::SledStore;
 use strata_store::{Batch, KvWrite};
 use strata_sync::{legacy, Runtime, SyncError, SyncOptions};
@@ -117,8 +117,10 @@ fn a_migrated_legacy_fixture_reads_back_once_headers_are_current() {
     let mut batch = Batch::new();
     for (id, name, _) in strata::numax::NUMAX_TABLES {
         batch = batch.set(
-            strata::header::header_key(name),
-            strata::SchemaHeader::new(1, id).encode().to_vec(),
+            strata::layout::header::header_key(name),
+            strata::layout::header::SchemaHeader::new(1, id)
+                .encode()
+                .to_vec(),
         );
     }
     store.apply(batch).unwrap();

@@ -14,8 +14,9 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use strata::ops::fixture::Fixture;
-use strata::payload::SweepOptions;
-use strata::{Collection, CollectionOptions, Database, PassLimits};
+use strata::ops::sweep::SweepOptions;
+use strata::pass::PassLimits;
+use strata::{Collection, CollectionOptions, Database};
 use strata_store::{Pages, ScanLimits, Store};
 
 /// The environment variable that makes a test process the child of a kill replay.
@@ -606,13 +607,13 @@ fn copy(from: &Path, to: &Path) -> Result<(), String> {
 
 /// Every row of `collection`: key → (payload version, lock version, JSON).
 fn rows_of(store: &Store, collection: &str) -> Result<BTreeMap<String, (i32, u64, Value)>, String> {
-    let prefix = strata::collection::layout::doc_prefix(collection);
+    let prefix = strata::layout::keys::doc_prefix(collection);
     let limits = ScanLimits::new(256, 64 << 20).map_err(|e| e.to_string())?;
     let mut out = BTreeMap::new();
     for rec in Pages::new(store, &prefix, limits).records() {
         let rec = rec.map_err(|e| e.to_string())?;
         let key = String::from_utf8_lossy(&rec.key[prefix.len()..]).into_owned();
-        let (env, json) = strata::payload::envelope::decode(&rec.value)
+        let (env, json) = strata::layout::envelope::decode(&rec.value)
             .map_err(|e| format!("row `{key}`: {e}"))?;
         let body: Value = serde_json::from_slice(json).map_err(|e| format!("row `{key}`: {e}"))?;
         out.insert(key, (env.payload_version, env.lock_version, body));

@@ -132,7 +132,7 @@ struct Slim {
 #[test]
 fn schema_check_and_plan_run_against_the_fixtures_history() {
     use strata::policy::additive_only;
-    use strata::SchemaOptions;
+    use strata::policy::SchemaOptions;
     let dir = tempfile::tempdir().unwrap();
     let store = seeded_redb(&dir.path().join("app.redb"), 8);
     // The v4 build declares its schema: the baseline and its history are recorded.

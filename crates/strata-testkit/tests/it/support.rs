@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::path::Path;
-use strata::collection::layout;
-use strata::payload::envelope::{encode, Envelope};
+use strata::layout;
+use strata::layout::envelope::{encode, Envelope};
 use strata::{CollectionOptions, Database, Mode, StepError};
 use strata_store::{Batch, KvWrite, Store};
 
@@ -66,7 +66,7 @@ pub fn seed(store: &Store, n: usize) {
         let v = 1 + (i % 4) as i32;
         let json = serde_json::to_vec(&body(i, v)).unwrap();
         b = b.set(
-            layout::doc_key("accounts", &format!("a{i:03}")),
+            layout::keys::doc_key("accounts", &format!("a{i:03}")),
             encode(Envelope::new(v, 1 + i as u64), &json),
         );
     }

@@ -6,22 +6,15 @@
 //! __nx/catalog-seq           last allocated collection table id, u16 BE        (2 bytes)
 //! __nx/schema/<collection>   the 8-byte NXDB header (version 1, the table id)
 //! __nx/doc/<collection>/<id> the document envelope (see payload::envelope)
-//! __nx/sweep/<collection>    the sweep marker (JSON, see payload::sweep)
+//! __nx/sweep/<collection>    the sweep marker (JSON, see ops::sweep)
 //! ```
 
 use crate::catalog::{RecordDecoder, TableDef};
 use crate::collection::CollectionError;
+use crate::keys::{CATALOG_PREFIX, CATALOG_SEQ_KEY};
 use crate::payload::envelope;
 use std::sync::Arc;
 
-/// Prefix of collection registrations: `__nx/catalog/<collection>`.
-pub const CATALOG_PREFIX: &[u8] = crate::keys::CATALOG_PREFIX;
-/// The table-id allocation counter (compare-and-swap).
-pub const CATALOG_SEQ_KEY: &[u8] = crate::keys::CATALOG_SEQ_KEY;
-/// Prefix of all documents: `__nx/doc/<collection>/<id>`.
-pub const DOC_PREFIX: &[u8] = crate::keys::DOC_PREFIX;
-/// Prefix of sweep markers: `__nx/sweep/<collection>`.
-pub const SWEEP_PREFIX: &[u8] = crate::keys::SWEEP_PREFIX;
 /// Magic of a catalog record.
 pub const CATALOG_MAGIC: [u8; 4] = *b"NXCL";
 /// Format byte of a catalog record.
@@ -36,12 +29,12 @@ pub const COLLECTION_TABLE_VERSION: u16 = 1;
 /// The longest collection name, in bytes.
 pub const MAX_NAME_LEN: usize = 200;
 
-pub use crate::keys::{catalog_key, doc_key, doc_prefix, sweep_key};
+pub(crate) use crate::keys::{catalog_key, doc_key, doc_prefix, sweep_key};
 
 /// Encodes a catalog record.
 ///
 /// ```
-/// assert_eq!(strata::collection::layout::encode_catalog_record(1024), *b"NXCL\x01\x04\x00");
+/// assert_eq!(strata::layout::catalog::encode_catalog_record(1024), *b"NXCL\x01\x04\x00");
 /// ```
 pub fn encode_catalog_record(table_id: u16) -> [u8; CATALOG_RECORD_LEN] {
     let mut out = [0u8; CATALOG_RECORD_LEN];
@@ -205,7 +198,7 @@ pub fn table_def(collection: &str, table_id: u16) -> TableDef {
 }
 
 /// The version below which `collection`'s rows are retired, from its retirement record
-/// (see [`crate::payload::retired`]); a damaged record is [`CollectionError::Corrupted`].
+/// (see [`crate::layout::retired`]); a damaged record is [`CollectionError::Corrupted`].
 pub fn decode_retired(collection: &str, bytes: &[u8]) -> Result<i32, CollectionError> {
     crate::payload::retired::decode(collection, bytes).map_err(|e| CollectionError::Corrupted {
         collection: collection.to_string(),

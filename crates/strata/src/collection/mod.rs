@@ -23,7 +23,7 @@ pub(crate) use error::with_causes;
 pub use error::{CollectionError, Expect, GuardError};
 pub use iter::{Iter, ITER_PAGE_BYTES};
 pub use options::{CollectionOptions, WriteGuard};
-pub use write_set::{WriteSet, WriteSetError, Written};
+pub use write_set::{WriteSet, WriteSetError, Written, PUT_MANY_BYTES, PUT_MANY_DOCUMENTS};
 
 use crate::payload::chain::{JsonObject, UpcastChain};
 use crate::payload::envelope::{self, Envelope};

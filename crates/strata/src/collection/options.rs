@@ -33,8 +33,8 @@ pub trait WriteGuard: Send + Sync + Debug {
 ///
 /// ```
 /// use serde_json::json;
-/// use strata::collection::CollectionOptions;
-/// use strata::payload::{Mode, StepError};
+/// use strata::CollectionOptions;
+/// use strata::{Mode, StepError};
 ///
 /// let options = CollectionOptions::new()
 ///     .identity_fields(["id"])
@@ -192,7 +192,7 @@ impl CollectionOptions {
 
     /// The payload version these options write: the top of the declared chain (its
     /// start, 1 unless retired, plus one per step), plus one for a coordinated cutover's
-    /// step (see [`CollectionOptions::chain_steps`]). An invalid chain counts its steps
+    /// step (the chain this build declares). An invalid chain counts its steps
     /// as declared.
     pub fn current_version(&self) -> i32 {
         let start = self

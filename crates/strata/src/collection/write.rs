@@ -216,7 +216,7 @@ impl CollectionInner {
     /// Pure: it never calls into the store (it runs inside the store's write).
     ///
     /// `window`: the collection's deploy-window record as read in the same transaction
-    /// (see [`crate::payload::window`]): a build above its operational version writes
+    /// (see [`crate::layout::window`]): a build above its operational version writes
     /// there through its downcasts; a build at it carries over the fields a newer build
     /// kept with the row.
     pub(crate) fn decide(

@@ -1,47 +1,5 @@
-//! Multi-document atomic writes: a [`WriteSet`] gathers puts, inserts, updates and deletes
-//! of documents of any collections of one database and commits them as ONE call of the
-//! store's write primitive — one redb write transaction, one sled critical section, one
-//! PostgreSQL statement — all or nothing.
-//!
-//! Each document is checked exactly as a single write is (the same decision,
-//! `CollectionInner::decide`): the schema gate and the fence (the policy's verdict, and
-//! the fence record's bytes as a precondition), the write guards, a sealed collection's
-//! rules (no write from a handle without the key into a sealed collection, an update of
-//! a sealed document must authenticate, the keyring snapshot as a precondition), the
-//! expected lock version and the ahead guard. The first document that refuses refuses
-//! the whole set — nothing of it is written — with a [`WriteSetError::Document`] naming
-//! it.
-//!
-//! ```
-//! use strata::Database;
-//! use strata_store::{MemoryStore, Store};
-//! # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
-//! # struct Account { balance: i64 }
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let db = Database::builder(Store::new(MemoryStore::new())).open()?;
-//! let accounts = db.collection::<Account>("accounts", Default::default())?;
-//! accounts.put("alice", &Account { balance: 10 })?;
-//! accounts.put("bob", &Account { balance: 0 })?;
-//! let (a, b) = (accounts.get_document("alice")?.unwrap(), accounts.get_document("bob")?.unwrap());
-//! db.write(|w| {
-//!     accounts.update_in(w, "alice", &Account { balance: 5 }, a.lock_version)?;
-//!     accounts.update_in(w, "bob", &Account { balance: 5 }, b.lock_version)?;
-//!     Ok(())
-//! })?;
-//! assert_eq!(accounts.get("bob")?, Some(Account { balance: 5 }));
-//! # Ok(()) }
-//! ```
-//!
-//! **Limits.** A set is one backend write, held in memory whole: keep it to what one
-//! transaction should carry. Per backend: memory and redb have no limit of their own
-//! beyond memory (redb: one write transaction; other writers wait for it); sled writes
-//! the set as one `sled::Batch` under its writer lock (other writers wait for it);
-//! PostgreSQL sends it as one statement whose arrays carry every key and value, takes one
-//! advisory lock per key up to 48 keys and the table-wide write lock beyond (so large
-//! sets serialize with every other writer of the table), and reads the documents it has
-//! no write hint for one statement each before it. For bulk loads use
-//! [`Collection::put_many`](super::Collection::put_many), which commits in bounded sets
-//! ([`PUT_MANY_DOCUMENTS`] documents, [`PUT_MANY_BYTES`] bytes).
+//! Multi-document atomic writes: [`WriteSet`] (its docs say what is checked and the
+//! limits per backend).
 
 use super::write::{DocWrite, Refusal};
 use super::{Collection, CollectionError, CollectionInner, Expect};
@@ -131,8 +89,53 @@ pub enum Written {
     Deleted(Option<u64>),
 }
 
-/// Documents of one database to write atomically (see the [module](self)); built inside
-/// `Database::write` with the collections' `*_in` methods.
+/// Multi-document atomic writes: a [`WriteSet`] gathers puts, inserts, updates and deletes
+/// of documents of any collections of one database and commits them as ONE call of the
+/// store's write primitive — one redb write transaction, one sled critical section, one
+/// PostgreSQL statement — all or nothing.
+///
+/// Each document is checked exactly as a single write is (the same decision,
+/// `CollectionInner::decide`): the schema gate and the fence (the policy's verdict, and
+/// the fence record's bytes as a precondition), the write guards, a sealed collection's
+/// rules (no write from a handle without the key into a sealed collection, an update of
+/// a sealed document must authenticate, the keyring snapshot as a precondition), the
+/// expected lock version and the ahead guard. The first document that refuses refuses
+/// the whole set — nothing of it is written — with a [`WriteSetError::Document`] naming
+/// it.
+///
+/// ```
+/// use strata::Database;
+/// use strata_store::{MemoryStore, Store};
+/// # #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+/// # struct Account { balance: i64 }
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let db = Database::builder(Store::new(MemoryStore::new())).open()?;
+/// let accounts = db.collection::<Account>("accounts", Default::default())?;
+/// accounts.put("alice", &Account { balance: 10 })?;
+/// accounts.put("bob", &Account { balance: 0 })?;
+/// let (a, b) = (accounts.get_document("alice")?.unwrap(), accounts.get_document("bob")?.unwrap());
+/// db.write(|w| {
+///     accounts.update_in(w, "alice", &Account { balance: 5 }, a.lock_version)?;
+///     accounts.update_in(w, "bob", &Account { balance: 5 }, b.lock_version)?;
+///     Ok(())
+/// })?;
+/// assert_eq!(accounts.get("bob")?, Some(Account { balance: 5 }));
+/// # Ok(()) }
+/// ```
+///
+/// **Limits.** A set is one backend write, held in memory whole: keep it to what one
+/// transaction should carry. Per backend: memory and redb have no limit of their own
+/// beyond memory (redb: one write transaction; other writers wait for it); sled writes
+/// the set as one `sled::Batch` under its writer lock (other writers wait for it);
+/// PostgreSQL sends it as one statement whose arrays carry every key and value, takes one
+/// advisory lock per key up to 48 keys and the table-wide write lock beyond (so large
+/// sets serialize with every other writer of the table), and reads the documents it has
+/// no write hint for one statement each before it. For bulk loads use
+/// [`Collection::put_many`](super::Collection::put_many), which commits in bounded sets
+/// ([`PUT_MANY_DOCUMENTS`] documents, [`PUT_MANY_BYTES`] bytes).
+///
+/// Built inside [`Database::write`](crate::Database::write) with the collections' `*_in`
+/// methods.
 pub struct WriteSet {
     store: Store,
     docs: Vec<Pending>,

@@ -12,8 +12,10 @@
 //! * [`window`] — deploy windows (two builds live at once) and [`revert`] — taking a
 //!   completed version back down through the declared downcasts.
 //!
-//! Their public items keep their earlier paths too (`strata::payload::sweep`,
-//! `strata::policy::CutoverOptions`, `strata::seal::rotate_data_key`, ...).
+//! * [`fixture`] — capturing and replaying real stores as test fixtures;
+//! * [`retire`] — retiring the rows below a payload version.
+//!
+//! Each item has one path: its operation's module (`strata::ops::sweep::SweepOptions`).
 
 pub mod cutover;
 pub mod fixture;

@@ -11,7 +11,7 @@
 //!    each could still hold or bring rows below K;
 //! 3. every row's envelope header (clear, or the clear header of a sealed row: no key is
 //!    needed) is read: no row is stored below K, and none is unreadable;
-//! 4. the record `__nx/retired/<collection>` ([`crate::payload::retired`]) is written in one
+//! 4. the record `__nx/retired/<collection>` ([`crate::layout::retired`]) is written in one
 //!    atomic batch whose preconditions are the records step 2 read (sweep marker, fence,
 //!    copy progress): if any of them changed since, nothing is written.
 //!

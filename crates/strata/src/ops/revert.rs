@@ -16,7 +16,7 @@
 //! 2. **The downcast sweep.** On the [bulk pass](crate::pass), like the eager sweep:
 //!    every row above N and not above this build's version is upcast to this build's
 //!    version (merging back fields an earlier downcast kept) and downcast to N; what N
-//!    cannot express is kept under [`KEPT_FIELD`](crate::payload::KEPT_FIELD) (build N
+//!    cannot express is kept under [`KEPT_FIELD`] (build N
 //!    carries it over on its writes, build N+1 gets it back on read) unless the options
 //!    say to drop it. Lock versions are kept (the same document in an older shape); each
 //!    row is written under a compare-and-swap on the bytes read, so a concurrent write

@@ -9,7 +9,7 @@
 //! 1. **Open.** When build N+1 opens the collection under policy (a persisted schema) and
 //!    the stored schema baseline records payload version N, it opens the window: the
 //!    record `__nx/window/<collection>` holds the *operational version* N (format in
-//!    [`crate::payload::window`]). The stored schema stays build N's until the window
+//!    [`crate::layout::window`]). The stored schema stays build N's until the window
 //!    completes (build N+1's declaration waits).
 //! 2. **Both builds write.** Build N+1 reads everything through its upcasts and writes
 //!    every row at N through its downcasts; build N reads and writes every row as it always

@@ -15,8 +15,8 @@ pub const DEFAULT_MAX_BYTES: usize = 4 * 1024 * 1024;
 /// Every bulk rewrite takes its settings the same way — one `PassLimits` (`.limits(..)`)
 /// and one abort check (`.abort_when(..)`, polled at every batch boundary) — on
 /// [`Migrator`](crate::migrate::Migrator),
-/// [`SweepOptions`](crate::payload::SweepOptions) and
-/// [`CutoverOptions`](crate::policy::CutoverOptions), with the one set of defaults below
+/// [`SweepOptions`](crate::ops::sweep::SweepOptions) and
+/// [`CutoverOptions`](crate::ops::cutover::CutoverOptions), with the one set of defaults below
 /// ([`DEFAULT_MAX_RECORDS`] records, [`DEFAULT_MAX_BYTES`] bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PassLimits {

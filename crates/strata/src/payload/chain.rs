@@ -268,7 +268,7 @@ impl UpcastChain {
     /// `CollectionError::Chain*` when a collection is opened).
     ///
     /// ```
-    /// use strata::payload::{Mode, UpcastStep, UpcastChain};
+    /// use strata::{Mode, UpcastChain, UpcastStep};
     /// let chain = UpcastChain::new("accounts", vec![
     ///     UpcastStep::new(2, Mode::Eager, |_| Ok(())),
     ///     UpcastStep::new(1, Mode::Lazy, |_| Ok(())),
@@ -280,7 +280,7 @@ impl UpcastChain {
     ///     UpcastStep::new(3, Mode::Lazy, |_| Ok(())),
     /// ]);
     /// assert!(gap.is_err());
-    /// # Ok::<(), strata::payload::chain::ChainError>(())
+    /// # Ok::<(), strata::ChainError>(())
     /// ```
     pub fn new(collection: &str, steps: Vec<UpcastStep>) -> Result<Self, ChainError> {
         Self::starting_at(collection, INITIAL_PAYLOAD_VERSION, steps)
@@ -292,7 +292,7 @@ impl UpcastChain {
     /// no step, the chain's current version is `start`.
     ///
     /// ```
-    /// use strata::payload::{Mode, UpcastStep, UpcastChain};
+    /// use strata::{Mode, UpcastChain, UpcastStep};
     /// let chain = UpcastChain::starting_at("accounts", 3, vec![
     ///     UpcastStep::new(3, Mode::Eager, |_| Ok(())),
     /// ])?;
@@ -301,7 +301,7 @@ impl UpcastChain {
     /// assert!(UpcastChain::starting_at("accounts", 3, vec![
     ///     UpcastStep::new(2, Mode::Lazy, |_| Ok(())),
     /// ]).is_err());
-    /// # Ok::<(), strata::payload::chain::ChainError>(())
+    /// # Ok::<(), strata::ChainError>(())
     /// ```
     pub fn starting_at(
         collection: &str,
@@ -355,14 +355,14 @@ impl UpcastChain {
     /// ([`ChainError::DuplicateDowncast`]).
     ///
     /// ```
-    /// use strata::payload::{DowncastStep, Mode, UpcastChain, UpcastStep};
+    /// use strata::{DowncastStep, Mode, UpcastChain, UpcastStep};
     /// let chain = UpcastChain::new("accounts", vec![UpcastStep::new(1, Mode::Lazy, |_| Ok(()))])?
     ///     .with_downcasts("accounts", vec![DowncastStep::new(2, |_| Ok(()))])?;
     /// assert_eq!(chain.lowest_writable(), 1);
     /// assert!(UpcastChain::new("accounts", vec![])?
     ///     .with_downcasts("accounts", vec![DowncastStep::new(2, |_| Ok(()))])
     ///     .is_err());
-    /// # Ok::<(), strata::payload::chain::ChainError>(())
+    /// # Ok::<(), strata::ChainError>(())
     /// ```
     pub fn with_downcasts(
         mut self,

@@ -88,13 +88,13 @@ impl fmt::Display for Envelope {
 /// Encodes a document value: the envelope header followed by `json`.
 ///
 /// ```
-/// use strata::payload::envelope::{decode, encode, Envelope};
+/// use strata::layout::envelope::{decode, encode, Envelope};
 /// let bytes = encode(Envelope::new(2, 7), br#"{"id":"a"}"#);
 /// assert_eq!(&bytes[..9], b"NXDV\x01\x00\x00\x00\x02");
 /// let (env, json) = decode(&bytes)?;
 /// assert_eq!(env, Envelope::new(2, 7));
 /// assert_eq!(json, br#"{"id":"a"}"#);
-/// # Ok::<(), strata::payload::envelope::EnvelopeError>(())
+/// # Ok::<(), strata::layout::envelope::EnvelopeError>(())
 /// ```
 pub fn encode(envelope: Envelope, json: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(ENVELOPE_HEADER_LEN + json.len());

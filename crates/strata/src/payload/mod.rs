@@ -6,8 +6,8 @@
 //!   [`UpcastChain`] (with its downcasts);
 //! * [`upcaster`] — the [`Upcaster`] that runs a chain up (and down), protecting identity
 //!   and lock fields;
-//! * [`sweep`] — the leased, cursor-resumed eager sweep on the bulk pass (it lives in
-//!   [`crate::ops::sweep`], above collections).
+//! * the leased, cursor-resumed eager sweep on the bulk pass lives in
+//!   [`crate::ops::sweep`], above collections.
 
 pub mod chain;
 pub mod envelope;
@@ -16,12 +16,7 @@ pub mod upcaster;
 pub mod window;
 
 pub use chain::{
-    ChainError, DowncastStep, JsonObject, Mode, StepError, UpcastChain, UpcastStep,
+    ChainError, DowncastStep, JsonObject, Mode, StepError, StepFn, UpcastChain, UpcastStep,
     INITIAL_PAYLOAD_VERSION, KEPT_FIELD,
 };
-pub use envelope::{Envelope, EnvelopeError};
 pub use upcaster::{UpcastFailure, Upcaster};
-// Facade: the sweep lives in `crate::ops::sweep` (above collections); it keeps its
-// `strata::payload::sweep` path.
-pub use crate::ops::sweep;
-pub use crate::ops::sweep::{SweepMarker, SweepOptions, SweepReport};

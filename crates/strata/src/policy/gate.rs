@@ -196,13 +196,7 @@ pub struct SchemaGate {
 
 impl SchemaGate {
     /// Registers a client of `store` (presence record, no heartbeat thread — [`super::Policy`]
-    /// starts one) at the store's current generation.
-    pub fn open(store: Store, config: PolicyConfig) -> Result<Self, PolicyError> {
-        let generation = Fence::read(&store)?.generation;
-        Self::open_at(store, config, generation)
-    }
-
-    /// Like [`SchemaGate::open`], for a handle that opened at `generation` (a database
+    /// starts one) at schema `generation` (a database
     /// whose policy starts at its first write under policy keeps the generation it opened
     /// at, so a bump in between still makes it reopen).
     pub(crate) fn open_at(

@@ -14,7 +14,7 @@ use super::PolicyError;
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits};
 
 /// Prefix of every history record.
-pub const HISTORY_PREFIX: &[u8] = b"__nx/jsonschema-log/";
+pub const HISTORY_PREFIX: &[u8] = crate::keys::HISTORY_PREFIX;
 
 /// The history prefix of `collection`: `__nx/jsonschema-log/<collection>/`.
 pub fn history_prefix(collection: &str) -> Vec<u8> {

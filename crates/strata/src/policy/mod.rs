@@ -1,9 +1,11 @@
 //! Shape policy: the persisted JSON Schema of each collection, the schema-update
 //! strategies run on every open, the write gate, the per-store fence, client presence and
 //! the drain barrier. The crash-safe coordinated cutover that completes a pending change
-//! lives above collections, in [`crate::ops::cutover`]; its items keep their paths here.
+//! lives above collections, in [`crate::ops::cutover`].
 //!
-//! One [`Policy`] per open database handle: it registers the handle as a client of the
+//! One [`Policy`] per open database handle (opened with
+//! [`DatabaseBuilder::policy`](crate::DatabaseBuilder::policy), reached through
+//! [`Database::policy`](crate::Database::policy)): it registers the handle as a client of the
 //! store (presence record and heartbeat), records each declared collection's verdict, and
 //! checks every write through its [`SchemaGate`].
 //!
@@ -11,7 +13,8 @@
 //! use std::sync::Arc;
 //! use serde_json::json;
 //! use strata::clock::ManualClock;
-//! use strata::policy::{additive_only, Policy, PolicyConfig, PolicyError, SchemaDeclaration};
+//! use strata::policy::{additive_only, PolicyConfig, SchemaDeclaration};
+//! use strata::Database;
 //! use strata_store::{MemoryStore, Store};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -20,11 +23,13 @@
 //! let v1 = json!({"type":"object","properties":{"id":{"type":"string"},"amount":{"type":"number"}},"required":["id","amount"]});
 //! let v2 = json!({"type":"object","properties":{"id":{"type":"string"}},"required":["id"]});
 //!
-//! let gen0 = Policy::open(store.clone(), config.clone())?;
+//! let db0 = Database::builder(store.clone()).policy(config.clone()).open()?;
+//! let gen0 = db0.policy().ok_or("no policy")?;
 //! gen0.declare(SchemaDeclaration::new("invoices", v1).strategy(additive_only()));
-//! drop(gen0);
+//! drop(db0);
 //!
-//! let gen1 = Policy::open(store.clone(), config)?;
+//! let db1 = Database::builder(store).policy(config).open()?;
+//! let gen1 = db1.policy().ok_or("no policy")?;
 //! gen1.declare(SchemaDeclaration::new("invoices", v2).strategy(additive_only())); // never fails
 //! let err = gen1.check_write("invoices").unwrap_err(); // …the next write does
 //! assert_eq!(err.to_string(), "Non-additive schema change to \"invoices\" (added: [], removed: [amount], changed: []). Register a coordinated_cutover() strategy to migrate, or revert the change.");
@@ -42,22 +47,16 @@ mod presence;
 mod state;
 mod strategy;
 
-pub use baseline::{baseline_key, Baseline, BASELINE_FORMAT, JSONSCHEMA_PREFIX};
-// Facade: the cutover lives in `crate::ops::cutover` (above collections); its public
-// items keep their `strata::policy::` paths.
-pub use crate::ops::cutover::{
-    cutover_key, CollectionCutover, CutoverCheckpoint, CutoverOptions, CutoverProgress,
-    CutoverReport, CUTOVER_PREFIX, DEFAULT_QUIESCE_TIMEOUT_MS, MAX_LISTED_AHEAD,
-};
+pub use baseline::{baseline_key, Baseline, BASELINE_FORMAT};
 pub(crate) use database::PolicyLink;
 pub use database::SchemaOptions;
 pub use error::{PolicyError, Refusal, RefusalMessage};
-pub use fence::{Fence, FenceDoc, PendingCutover, FENCE_FORMAT, FENCE_KEY};
+pub use fence::{Fence, FenceDoc, PendingCutover, FENCE_FORMAT};
 pub use gate::{DeclareOutcome, SchemaDeclaration, SchemaGate, Verdict};
-pub use history::{history_key, history_prefix, read_history, SchemaVersion, HISTORY_PREFIX};
+pub use history::{history_key, history_prefix, read_history, SchemaVersion};
 pub use presence::{
     client_key, list_clients, new_client_id, remove_client, ClientRecord, Heartbeat, Presence,
-    PresenceConfig, CLIENTS_PREFIX, CLIENT_FORMAT, DEFAULT_HEARTBEAT_MS, DEFAULT_STALE_AFTER_MS,
+    PresenceConfig, CLIENT_FORMAT, DEFAULT_HEARTBEAT_MS, DEFAULT_STALE_AFTER_MS,
 };
 pub use state::FenceState;
 pub use strategy::{
@@ -148,14 +147,8 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// Registers this handle as a client of `store` at the store's current schema
-    /// generation, and starts the heartbeat thread when configured.
-    pub fn open(store: Store, config: PolicyConfig) -> Result<Self, PolicyError> {
-        let generation = Fence::read(&store)?.generation;
-        Self::open_at(store, config, generation)
-    }
-
-    /// [`Policy::open`] for a handle that opened at `generation`.
+    /// Registers this handle as a client of `store` at schema `generation` (the one the
+    /// database handle opened at), and starts the heartbeat thread when configured.
     pub(crate) fn open_at(
         store: Store,
         config: PolicyConfig,

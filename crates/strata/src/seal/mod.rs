@@ -71,12 +71,3 @@ pub use record::{
     validate_label, EntryInfo, KeyringRecord, KEYRING_FORMAT, KEYRING_MAGIC, MAX_LABEL_LEN,
     WRAPPED_KEY_LEN,
 };
-// Facade: rotation and verification live in `crate::ops` (above collections); their
-// public items keep their `strata::seal::` paths.
-pub use crate::ops::rotate::{
-    rotate_data_key, rotation_checkpoint_key, CollectionRotation, RotateOptions, RotationProgress,
-    RotationReport, ROTATION_CHECKPOINT_PREFIX,
-};
-pub use crate::ops::verify::{
-    has_keyring, verify_sealed, SealedCollection, SealedFailure, SealedReport, MAX_LISTED_FAILURES,
-};

@@ -21,14 +21,13 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::sync::Arc;
 use strata::clock::{Clock, ManualClock, SystemClock};
-use strata::collection::layout::doc_key;
-use strata::collection::CollectionOptions;
-use strata::payload::envelope::{self, Envelope};
-use strata::policy::{
-    coordinated_cutover, cutover_key, CutoverOptions, FenceState, PolicyConfig, SchemaOptions,
-};
+use strata::layout::envelope::{self, Envelope};
+use strata::layout::keys::doc_key;
+use strata::ops::cutover::{cutover_key, CutoverOptions};
+use strata::pass::PassLimits;
+use strata::policy::{coordinated_cutover, FenceState, PolicyConfig, SchemaOptions};
+use strata::CollectionOptions;
 use strata::Database;
-use strata::PassLimits;
 use strata_sled::SledStore;
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits};
 
@@ -160,7 +159,7 @@ fn verify(dir: &Path, n: usize, iteration: usize) {
     );
     assert!(report.collections[0].resumed_from.is_some());
     // Every document transformed exactly once.
-    let prefix = strata::collection::layout::doc_prefix("recs");
+    let prefix = strata::layout::keys::doc_prefix("recs");
     let mut after: Option<Vec<u8>> = None;
     let mut seen = 0usize;
     loop {

@@ -16,13 +16,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Instant;
-use strata::collection::{layout, CollectionOptions};
+use strata::layout;
+use strata::layout::envelope;
 use strata::ops::revert::{decode_record, revert_key, RevertOptions};
 use strata::ops::window::WindowOptions;
-use strata::payload::envelope;
-use strata::payload::{Mode, StepError};
+use strata::policy::PolicyConfig;
 use strata::policy::{additive_only, covered_by_upcasts, SchemaOptions};
-use strata::{Collection, Database, PolicyConfig};
+use strata::CollectionOptions;
+use strata::{Collection, Database};
+use strata::{Mode, StepError};
 use strata_store::{KvRead, KvWrite, Pages, ScanLimits, Store};
 
 const NAME: &str = "accts";
@@ -138,7 +140,7 @@ fn seed(dir: &std::path::Path, n: usize) -> BTreeMap<Vec<u8>, Value> {
 
 /// Every document: key → (payload version, JSON).
 fn rows_of(store: &Store) -> BTreeMap<Vec<u8>, (i32, Value)> {
-    let prefix = layout::doc_prefix(NAME);
+    let prefix = layout::keys::doc_prefix(NAME);
     Pages::new(store, &prefix, ScanLimits::new(10_000, 64 << 20).unwrap())
         .records()
         .map(|r| {

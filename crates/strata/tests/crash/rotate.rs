@@ -18,13 +18,12 @@
 use crate::harness::{env_usize, kill_after, run_to_end, Rng};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
-use strata::collection::{layout, CollectionOptions};
+use strata::layout;
+use strata::layout::envelope::{Envelope, ENVELOPE_HEADER_LEN};
+use strata::ops::rotate::{rotate_data_key, rotation_checkpoint_key, RotateOptions};
 use strata::pass::PassLimits;
-use strata::payload::envelope::{Envelope, ENVELOPE_HEADER_LEN};
-use strata::seal::{
-    body_key_id, open_document, rotate_data_key, rotation_checkpoint_key, seal_document,
-    Credential, KdfParams, Keyring, RotateOptions,
-};
+use strata::seal::{body_key_id, open_document, seal_document, Credential, KdfParams, Keyring};
+use strata::CollectionOptions;
 use strata::Database;
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
 
@@ -78,7 +77,7 @@ fn seed(dir: &std::path::Path, n: usize) {
         let mut b = Batch::new();
         for i in 0..n {
             let id = format!("d{i:07}");
-            let key = layout::doc_key(name, &id);
+            let key = layout::keys::doc_key(name, &id);
             let json = format!(r#"{{"id":"{name}/{id}","n":{i}}}"#);
             let value = seal_document(
                 &sealer,
@@ -118,7 +117,7 @@ fn check(dir: &std::path::Path, n: usize) -> (usize, bool) {
             .find(|c| c.name == name)
             .unwrap()
             .table_id;
-        let prefix = layout::doc_prefix(name);
+        let prefix = layout::keys::doc_prefix(name);
         let mut seen = vec![false; n];
         let mut after: Option<Vec<u8>> = None;
         let limits = ScanLimits::new(5_000, 64 << 20).unwrap();

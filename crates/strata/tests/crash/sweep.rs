@@ -19,11 +19,13 @@ use crate::harness::{env_usize, kill_after, run_to_end, Rng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::time::Instant;
-use strata::collection::{layout, CollectionOptions};
-use strata::payload::envelope::{self, Envelope};
-use strata::payload::sweep::SweepMarker;
-use strata::payload::{Mode, StepError, SweepOptions};
+use strata::layout;
+use strata::layout::envelope::{self, Envelope};
+use strata::ops::sweep::SweepMarker;
+use strata::ops::sweep::SweepOptions;
+use strata::CollectionOptions;
 use strata::{Collection, Database};
+use strata::{Mode, StepError};
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
 
 const NAME: &str = "crash";
@@ -95,7 +97,7 @@ fn seed(dir: &std::path::Path, n: usize) {
         let id = format!("d{i:07}");
         let json = format!(r#"{{"id":"{id}","n":0}}"#);
         b = b.set(
-            layout::doc_key(NAME, &id),
+            layout::keys::doc_key(NAME, &id),
             envelope::encode(Envelope::new(1, 1), json.as_bytes()),
         );
         if (i + 1) % 5000 == 0 {
@@ -111,7 +113,7 @@ fn seed(dir: &std::path::Path, n: usize) {
 /// Checks every document; returns (untouched, upcast) counts and the marker.
 fn check(dir: &std::path::Path, n: usize) -> (usize, usize, Option<SweepMarker>) {
     let store = open(dir);
-    let prefix = layout::doc_prefix(NAME);
+    let prefix = layout::keys::doc_prefix(NAME);
     let (mut old, mut new) = (0usize, 0usize);
     let mut after: Option<Vec<u8>> = None;
     let limits = ScanLimits::new(10_000, 64 << 20).unwrap();
@@ -136,7 +138,7 @@ fn check(dir: &std::path::Path, n: usize) -> (usize, usize, Option<SweepMarker>)
     }
     assert_eq!(old + new, n, "documents lost or duplicated");
     let marker = store
-        .get(&layout::sweep_key(NAME))
+        .get(&layout::keys::sweep_key(NAME))
         .unwrap()
         .map(|b| SweepMarker::decode(NAME, &b).unwrap());
     (old, new, marker)
@@ -174,7 +176,7 @@ pub fn run() {
             assert_eq!(m.counters.conflicted, 0);
             if let Some(c) = m.cursor() {
                 let upto = (0..n)
-                    .filter(|i| layout::doc_key(NAME, &format!("d{i:07}")) <= c)
+                    .filter(|i| layout::keys::doc_key(NAME, &format!("d{i:07}")) <= c)
                     .count();
                 assert_eq!(
                     m.counters.scanned as usize, upto,

@@ -4,7 +4,8 @@
 
 use serde_json::{json, Map, Value};
 use std::time::{Duration, Instant};
-use strata::{CollectionOptions, Database, SchemaOptions};
+use strata::policy::SchemaOptions;
+use strata::{CollectionOptions, Database};
 use strata_store::{MemoryStore, Store};
 
 /// `levels` definitions, each an object whose two properties both refer to the next

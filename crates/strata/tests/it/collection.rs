@@ -4,10 +4,10 @@
 use crate::collection_util::*;
 use std::ops::Bound;
 use std::sync::Arc;
-use strata::collection::{
-    layout, CollectionError, CollectionOptions, Expect, GuardError, WriteGuard,
-};
-use strata::{Database, SchemaHeader};
+use strata::layout;
+use strata::layout::header::SchemaHeader;
+use strata::Database;
+use strata::{CollectionError, CollectionOptions, Expect, GuardError, WriteGuard};
 use strata_store::{Batch, KvRead, KvWrite};
 
 fn accounts(db: &Database) -> strata::Collection<Account> {
@@ -74,9 +74,8 @@ fn iteration_and_range_scans_are_ordered() {
     for id in ["b", "a", "d", "c", "ab", "e"] {
         c.put(id, &account(id, 0)).unwrap();
     }
-    let keys = |it: strata::collection::Iter<'_, Account>| -> Vec<String> {
-        it.map(|d| d.unwrap().key).collect()
-    };
+    let keys =
+        |it: strata::Iter<'_, Account>| -> Vec<String> { it.map(|d| d.unwrap().key).collect() };
     assert_eq!(keys(c.iter()), ["a", "ab", "b", "c", "d", "e"]);
     assert_eq!(
         keys(c.range(Bound::Included("b"), Bound::Excluded("e"))),
@@ -282,7 +281,10 @@ fn byte_layout_of_keys_and_values() {
     let c = accounts(&db);
     c.put("a1", &account("a1", 500)).unwrap();
     c.put("a1", &account("a1", 501)).unwrap();
-    assert_eq!(layout::doc_key("accounts", "a1"), b"__nx/doc/accounts/a1");
+    assert_eq!(
+        layout::keys::doc_key("accounts", "a1"),
+        b"__nx/doc/accounts/a1"
+    );
     let value = store.get(b"__nx/doc/accounts/a1").unwrap().unwrap();
     let mut expected = b"NXDV\x01\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x02".to_vec();
     expected.extend_from_slice(br#"{"id":"a1","balance_cents":501}"#);

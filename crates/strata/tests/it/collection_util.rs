@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use strata::payload::envelope::{self, Envelope};
+use strata::layout::envelope::{self, Envelope};
 use strata::Database;
 use strata_store::{Backend, Batch, KvRead, KvWrite, MemoryStore, Result, ScanLimits, Store};
 
@@ -34,7 +34,7 @@ pub fn mem_db() -> (Store, Database) {
 
 /// Writes a raw document value (an envelope at `version` with `json`) behind the API.
 pub fn raw_put(store: &Store, collection: &str, id: &str, version: i32, lock: u64, json: &str) {
-    let key = strata::collection::layout::doc_key(collection, id);
+    let key = strata::layout::keys::doc_key(collection, id);
     store
         .apply(Batch::new().set(
             key,
@@ -45,7 +45,7 @@ pub fn raw_put(store: &Store, collection: &str, id: &str, version: i32, lock: u6
 
 pub fn raw_get(store: &Store, collection: &str, id: &str) -> Option<Vec<u8>> {
     store
-        .get(&strata::collection::layout::doc_key(collection, id))
+        .get(&strata::layout::keys::doc_key(collection, id))
         .unwrap()
 }
 

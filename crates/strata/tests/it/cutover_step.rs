@@ -7,12 +7,12 @@ use super::policy_util::{config, mem};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use strata::clock::ManualClock;
-use strata::collection::CollectionOptions;
-use strata::payload::envelope::{self, Envelope};
+use strata::layout::envelope::{self, Envelope};
+use strata::ops::cutover::CutoverOptions;
 use strata::policy::{
-    additive_only, baseline_key, coordinated_cutover, Baseline, CutoverOptions, Refusal,
-    SchemaOptions, Verdict,
+    additive_only, baseline_key, coordinated_cutover, Baseline, Refusal, SchemaOptions, Verdict,
 };
+use strata::CollectionOptions;
 use strata::Database;
 use strata_store::{Batch, KvRead, KvWrite, Store};
 
@@ -197,7 +197,7 @@ fn an_old_build_without_a_schema_is_refused_on_moved_rows_and_its_new_rows_read_
         }
     );
     // The sweep brings it to v2 like any stale row (the cutover step is eager).
-    let report = inv.sweep(strata::payload::SweepOptions::new()).unwrap();
+    let report = inv.sweep(strata::ops::sweep::SweepOptions::new()).unwrap();
     assert_eq!(report.counters.rewritten, 1, "{report:?}");
     assert_eq!(stored(&store, "late").0.payload_version, 2);
 }

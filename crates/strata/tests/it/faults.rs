@@ -10,20 +10,21 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use strata::catalog::TableDef;
 use strata::clock::ManualClock;
-use strata::collection::{layout, CollectionOptions};
-use strata::header::{header_key, SchemaHeader};
+use strata::layout;
+use strata::layout::envelope::{self, Envelope};
+use strata::layout::header::{header_key, SchemaHeader};
+use strata::layout::keys::FENCE_KEY;
 use strata::migrate::{Migrator, RecordStep, Registry, TableMigrations};
+use strata::ops::cutover::{cutover_key, CutoverOptions};
+use strata::ops::sweep::SweepOptions;
+use strata::ops::sweep::{SweepMarker, SweepNote};
 use strata::pass::PassLimits;
-use strata::payload::envelope::{self, Envelope};
-use strata::payload::sweep::{SweepMarker, SweepNote};
-use strata::payload::{Mode, StepError, SweepOptions};
-use strata::policy::{
-    coordinated_cutover, cutover_key, CutoverOptions, Fence, FenceState, PolicyConfig,
-    SchemaOptions, FENCE_KEY,
-};
+use strata::policy::{coordinated_cutover, Fence, FenceState, PolicyConfig, SchemaOptions};
+use strata::CollectionOptions;
+use strata::TableDef;
 use strata::{Collection, Database};
+use strata::{Mode, StepError};
 use strata_store::faults::{FaultKind, FaultyStore};
 use strata_store::{Batch, KvRead, KvWrite, MemoryStore, Store};
 
@@ -115,7 +116,7 @@ fn migrate_survives_a_failure_at_every_store_call() {
                 header.is_none() || header.map(|h| h.version) == Some(1),
                 "{site}: header {header:?}"
             );
-            if let Some(ck) = snap.get(&strata::header::checkpoint_key("t")) {
+            if let Some(ck) = snap.get(&strata::layout::header::checkpoint_key("t")) {
                 assert!(header.is_none(), "{site}: checkpoint left after the header");
                 let c = strata::migrate::MigrationCheckpoint::decode(ck).unwrap();
                 assert!(c.cursor.starts_with(b"__nx/t/"), "{site}: {c:?}");
@@ -149,7 +150,7 @@ fn dry_run_after_an_interrupted_migrate_is_resumable() {
     assert!(migrator().run(&faulty).is_err());
     assert!(m
         .snapshot()
-        .contains_key(&strata::header::checkpoint_key("t")));
+        .contains_key(&strata::layout::header::checkpoint_key("t")));
     assert!(!m.snapshot().contains_key(&header_key("t")));
 
     let mut resumed = None;
@@ -217,7 +218,7 @@ fn seed_sweep() -> MemoryStore {
     for i in 0..SWEEP_DOCS {
         let id = format!("d{i}");
         b = b.set(
-            layout::doc_key(SWEPT, &id),
+            layout::keys::doc_key(SWEPT, &id),
             envelope::encode(
                 Envelope::new(1, 1),
                 format!(r#"{{"id":"{id}","n":0}}"#).as_bytes(),
@@ -240,7 +241,7 @@ fn run_sweep(store: Store) -> Result<SweepNote, String> {
 /// Every document untouched (v1, n 0) or fully upcast (v3, n 2), none lost; a marker
 /// (if any) decodes and its counters match the upcast documents. Returns the upcast count.
 fn check_sweep_state(m: &MemoryStore, site: &str) -> usize {
-    let docs = under(m, &layout::doc_prefix(SWEPT));
+    let docs = under(m, &layout::keys::doc_prefix(SWEPT));
     assert_eq!(docs.len(), SWEEP_DOCS, "{site}: documents lost");
     let mut upcast = 0;
     for (k, v) in &docs {
@@ -256,7 +257,7 @@ fn check_sweep_state(m: &MemoryStore, site: &str) -> usize {
             ),
         }
     }
-    if let Some(b) = m.snapshot().get(&layout::sweep_key(SWEPT)) {
+    if let Some(b) = m.snapshot().get(&layout::keys::sweep_key(SWEPT)) {
         let marker = SweepMarker::decode(SWEPT, b).unwrap();
         if marker.in_progress.is_some() {
             assert_eq!(
@@ -408,7 +409,7 @@ fn run_cutover(store: Store, clock: &ManualClock) -> Result<u64, String> {
 /// 2); the fence decodes and agrees with the documents. Returns (generation, rewritten).
 fn check_cutover_state(m: &MemoryStore, site: &str) -> (u64, usize) {
     let store = Store::new(m.clone());
-    let docs = under(m, &layout::doc_prefix(INVOICES));
+    let docs = under(m, &layout::keys::doc_prefix(INVOICES));
     assert_eq!(docs.len(), CUTOVER_DOCS, "{site}: documents lost");
     let mut rewritten = 0;
     for (k, v) in &docs {

@@ -5,11 +5,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::cell::Cell;
 use strata::clock::ManualClock;
-use strata::collection::CollectionOptions;
+use strata::ops::cutover::CutoverOptions;
 use strata::policy::{
     additive_only, baseline_key, client_key, coordinated_cutover, list_clients, ClientRecord,
-    CutoverOptions, Fence, FenceState, PolicyError, Refusal, SchemaOptions, Verdict, CLIENT_FORMAT,
+    Fence, FenceState, PolicyError, Refusal, SchemaOptions, Verdict, CLIENT_FORMAT,
 };
+use strata::CollectionOptions;
 use strata::Database;
 use strata_store::{Batch, KvRead, KvWrite, Store};
 
@@ -685,7 +686,7 @@ fn a_stale_handle_cannot_coordinate_a_cutover() {
 #[test]
 fn a_write_that_passed_the_gate_cannot_land_after_the_fence_changed() {
     use super::policy_util::Faulty;
-    use strata::policy::FENCE_KEY;
+    use strata::layout::keys::FENCE_KEY;
     let faulty = Faulty::new();
     let store = Store::from_arc(faulty.clone());
     let clock = ManualClock::new(0);
@@ -766,7 +767,7 @@ fn a_plain_handle_is_fenced_joins_the_drain_and_must_reopen_after_a_bump() {
         .unwrap();
     // Pending cutover: the plain handle's write is refused with the fence, typed.
     let before = store
-        .get(&strata::collection::layout::doc_key("invoices", "i000"))
+        .get(&strata::layout::keys::doc_key("invoices", "i000"))
         .unwrap();
     let err = plain_inv
         .put(
@@ -782,7 +783,7 @@ fn a_plain_handle_is_fenced_joins_the_drain_and_must_reopen_after_a_bump() {
     assert!(plain_inv.delete("i001").unwrap_err().is_fenced());
     assert_eq!(
         store
-            .get(&strata::collection::layout::doc_key("invoices", "i000"))
+            .get(&strata::layout::keys::doc_key("invoices", "i000"))
             .unwrap(),
         before
     );
@@ -913,12 +914,12 @@ struct OrdNew {
 fn orders_chain() -> CollectionOptions {
     CollectionOptions::new()
         .identity_fields(["id"])
-        .upcast(1, strata::payload::Mode::Lazy, |o| {
+        .upcast(1, strata::Mode::Lazy, |o| {
             o.insert("qty".into(), json!(1));
             o.insert("id".into(), json!("step-rekeyed"));
             Ok(())
         })
-        .upcast(2, strata::payload::Mode::Lazy, |o| {
+        .upcast(2, strata::Mode::Lazy, |o| {
             let dollars = o.remove("price").and_then(|v| v.as_i64()).unwrap_or(0);
             o.insert("price_cents".into(), json!(dollars * 100));
             Ok(())
@@ -926,12 +927,12 @@ fn orders_chain() -> CollectionOptions {
 }
 
 fn order_key(id: &str) -> Vec<u8> {
-    strata::collection::layout::doc_key("orders", id)
+    strata::layout::keys::doc_key("orders", id)
 }
 
 fn raw_order(store: &Store, id: &str, version: i32, lock: u64, json: &str) {
-    let value = strata::payload::envelope::encode(
-        strata::payload::envelope::Envelope::new(version, lock),
+    let value = strata::layout::envelope::encode(
+        strata::layout::envelope::Envelope::new(version, lock),
         json.as_bytes(),
     );
     store.apply(Batch::new().set(order_key(id), value)).unwrap();
@@ -1048,7 +1049,7 @@ fn cutover_upcasts_old_rows_keeps_protected_fields_and_reports_newer_rows() {
 /// byte-identical, the first `MAX_LISTED_AHEAD` are named in key order.
 #[test]
 fn cutover_report_counts_every_newer_row_and_lists_the_first_ones() {
-    use strata::policy::MAX_LISTED_AHEAD;
+    use strata::ops::cutover::MAX_LISTED_AHEAD;
     let store = mem();
     let clock = ManualClock::new(1_000);
     {
@@ -1114,7 +1115,7 @@ fn a_sweep_refuses_a_fenced_collection() {
     let inv = sweeper
         .collection::<InvOld>(
             "invoices",
-            CollectionOptions::new().upcast(1, strata::payload::Mode::Eager, |_| Ok(())),
+            CollectionOptions::new().upcast(1, strata::Mode::Eager, |_| Ok(())),
         )
         .unwrap();
     // …while a cutover of the collection is pending.
@@ -1132,20 +1133,22 @@ fn a_sweep_refuses_a_fenced_collection() {
     let raw_before: Vec<_> = (0..3)
         .map(|i| {
             store
-                .get(&strata::collection::layout::doc_key(
+                .get(&strata::layout::keys::doc_key(
                     "invoices",
                     &format!("i{i:03}"),
                 ))
                 .unwrap()
         })
         .collect();
-    let err = inv.sweep(strata::payload::SweepOptions::new()).unwrap_err();
+    let err = inv
+        .sweep(strata::ops::sweep::SweepOptions::new())
+        .unwrap_err();
     assert!(err.is_fenced(), "{err}");
     assert!(before.is_none());
     for (i, b) in raw_before.iter().enumerate() {
         assert_eq!(
             &store
-                .get(&strata::collection::layout::doc_key(
+                .get(&strata::layout::keys::doc_key(
                     "invoices",
                     &format!("i{i:03}"),
                 ))
@@ -1192,7 +1195,7 @@ fn a_cutover_stopped_by_abort_when_resumes_from_its_checkpoint() {
     let f = db.fence_state().unwrap();
     assert_eq!((f.state, f.generation), (FenceState::Migrating, 0));
     assert!(store
-        .get(&strata::policy::cutover_key("invoices"))
+        .get(&strata::ops::cutover::cutover_key("invoices"))
         .unwrap()
         .is_some());
     let report = db
@@ -1226,7 +1229,7 @@ fn a_write_sees_a_fence_changed_since_the_handle_last_read_it() {
         assert!(
             matches!(
                 err,
-                strata::collection::CollectionError::Refused {
+                strata::CollectionError::Refused {
                     reason: Refusal::Fenced { .. },
                     ..
                 }
@@ -1253,7 +1256,7 @@ fn a_write_sees_a_fence_changed_since_the_handle_last_read_it() {
         assert!(
             matches!(
                 err,
-                strata::collection::CollectionError::Refused {
+                strata::CollectionError::Refused {
                     reason: Refusal::MigrationRequired { .. },
                     ..
                 }

@@ -11,15 +11,14 @@
 
 use serde_json::json;
 use std::path::PathBuf;
-use strata::collection::layout;
+use strata::layout;
+use strata::layout::envelope::{self, Envelope};
+use strata::layout::header::SchemaHeader;
 use strata::migrate::MigrationCheckpoint;
+use strata::ops::cutover::CutoverCheckpoint;
+use strata::ops::sweep::{SweepCounters, SweepMarker};
 use strata::pass::CheckpointCodec;
-use strata::payload::envelope::{self, Envelope};
-use strata::payload::sweep::{SweepCounters, SweepMarker};
-use strata::policy::{
-    Baseline, ClientRecord, CutoverCheckpoint, FenceDoc, FenceState, PendingCutover,
-};
-use strata::SchemaHeader;
+use strata::policy::{Baseline, ClientRecord, FenceDoc, FenceState, PendingCutover};
 
 fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format1")
@@ -97,15 +96,15 @@ fn every_record_kind_reads_its_frozen_format_1_fixture() {
     check(
         "catalog_record",
         &1024u16,
-        |id| layout::encode_catalog_record(*id).to_vec(),
-        |b| layout::decode_catalog_record("accounts", b),
+        |id| layout::catalog::encode_catalog_record(*id).to_vec(),
+        |b| layout::catalog::decode_catalog_record("accounts", b),
         b"\x04",
     );
     check(
         "catalog_seq",
         &1025u16,
         |id| id.to_be_bytes().to_vec(),
-        layout::decode_seq,
+        layout::catalog::decode_seq,
         b"\x04\x01\x00",
     );
     check(
@@ -121,8 +120,8 @@ fn every_record_kind_reads_its_frozen_format_1_fixture() {
     check(
         "retired_record",
         &3i32,
-        |below| strata::payload::retired::encode(*below).to_vec(),
-        |b| strata::payload::retired::decode("accounts", b),
+        |below| strata::layout::retired::encode(*below).to_vec(),
+        |b| strata::layout::retired::decode("accounts", b),
         b"NXRV\x02\x00\x00\x00\x03",
     );
     check(

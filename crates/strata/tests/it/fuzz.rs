@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use strata::collection::layout;
-use strata::header::SchemaHeader;
+use strata::layout;
+use strata::layout::envelope::{self, Envelope};
+use strata::layout::header::SchemaHeader;
 use strata::migrate::MigrationCheckpoint;
 use strata::numax::{decode as numax_decode, wire};
-use strata::payload::envelope::{self, Envelope};
-use strata::payload::SweepMarker;
+use strata::ops::sweep::SweepMarker;
 use strata::policy::{client_key, Baseline, ClientRecord, FenceDoc, FenceState, PendingCutover};
 
 /// Default proptest cases per property; `STRATA_FUZZ_CASES` overrides.
@@ -55,7 +55,7 @@ const DECODERS: &[(&str, DecodeFn)] = &[
     }),
     ("envelope", |b| envelope::decode(b).map(drop).map_err(err)),
     ("document", |b| {
-        layout::table_def("c", 1024).decode(&layout::doc_key("c", "a"), b)
+        layout::catalog::table_def("c", 1024).decode(&layout::keys::doc_key("c", "a"), b)
     }),
     ("marker", |b| {
         SweepMarker::decode("c", b).map(drop).map_err(err)
@@ -67,10 +67,12 @@ const DECODERS: &[(&str, DecodeFn)] = &[
             .map_err(err)
     }),
     ("catalog", |b| {
-        layout::decode_catalog_record("c", b).map(drop).map_err(err)
+        layout::catalog::decode_catalog_record("c", b)
+            .map(drop)
+            .map_err(err)
     }),
     ("catalog-seq", |b| {
-        layout::decode_seq(b).map(drop).map_err(err)
+        layout::catalog::decode_seq(b).map(drop).map_err(err)
     }),
     ("baseline", |b| {
         Baseline::decode("c", b).map(drop).map_err(err)
@@ -220,7 +222,10 @@ fn valid_record() -> impl Strategy<Value = (&'static str, Vec<u8>)> {
                 ("client", r.encode())
             }
         ),
-        (1024..=u16::MAX).prop_map(|id| ("catalog", layout::encode_catalog_record(id).to_vec())),
+        (1024..=u16::MAX).prop_map(|id| (
+            "catalog",
+            layout::catalog::encode_catalog_record(id).to_vec()
+        )),
         any::<u16>().prop_map(|n| ("catalog-seq", n.to_be_bytes().to_vec())),
         small_json().prop_map(|s| {
             let schema = json!({ "type": "object", "properties": { "x": s } });
@@ -392,7 +397,8 @@ fn round_trips() {
     let f = FenceDoc::default();
     assert_eq!(FenceDoc::decode(&f.encode()).unwrap(), f);
     assert_eq!(
-        layout::decode_catalog_record("c", &layout::encode_catalog_record(4000)).unwrap(),
+        layout::catalog::decode_catalog_record("c", &layout::catalog::encode_catalog_record(4000))
+            .unwrap(),
         4000
     );
 }

@@ -5,10 +5,11 @@
 //! `Mode::Lazy`.
 
 use serde::{Deserialize, Serialize};
-use strata::collection::{Collection, CollectionOptions};
-use strata::payload::sweep::SweepNote;
-use strata::payload::{Mode, SweepOptions};
+use strata::ops::sweep::SweepNote;
+use strata::ops::sweep::SweepOptions;
 use strata::Database;
+use strata::Mode;
+use strata::{Collection, CollectionOptions};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Account {

@@ -4,9 +4,9 @@
 //! spent; an empty passphrase is refused with a clear error.
 
 use serde::{Deserialize, Serialize};
-use strata::collection::{CollectionError, CollectionOptions};
 use strata::seal::{Credential, KdfParams, Keyring, SealError, DATABASE_KEYRING_KEY};
 use strata::Database;
+use strata::{CollectionError, CollectionOptions};
 use strata_store::{Batch, KvRead, KvWrite, MemoryStore, ScanLimits, Store};
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -21,10 +21,10 @@ use std::path::{Path, PathBuf};
 
 /// One library source file: its module path (`policy::gate` → `["policy", "gate"]`) and
 /// its text with comments, strings and `#[cfg(test)]` items removed.
-struct Source {
-    rel: String,
-    module: Vec<String>,
-    code: String,
+pub(crate) struct Source {
+    pub(crate) rel: String,
+    pub(crate) module: Vec<String>,
+    pub(crate) code: String,
 }
 
 /// Removes comments, string/char literals (replaced by `""`), keeping everything else.
@@ -128,7 +128,7 @@ fn strip(src: &str) -> String {
 
 /// Index just past the item starting at `from`: up to its first `;`, or through its first
 /// `{ … }` block when that comes first.
-fn item_end(s: &str, from: usize) -> usize {
+pub(crate) fn item_end(s: &str, from: usize) -> usize {
     let b = s.as_bytes();
     let mut i = from;
     while i < b.len() {
@@ -231,7 +231,7 @@ fn group_items(s: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-fn is_ident(c: char) -> bool {
+pub(crate) fn is_ident(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 
@@ -313,7 +313,7 @@ fn references(code: &str, module: &[String]) -> Vec<(usize, Vec<String>)> {
 }
 
 /// The `pub use crate::…;` statements of `code` (start offset, end offset, text).
-fn pub_uses(code: &str) -> Vec<(usize, usize, String)> {
+pub(crate) fn pub_uses(code: &str) -> Vec<(usize, usize, String)> {
     let mut out = Vec::new();
     let mut from = 0;
     while let Some(at) = code[from..].find("pub use ") {
@@ -332,7 +332,7 @@ fn pub_uses(code: &str) -> Vec<(usize, usize, String)> {
 
 /// The names a `pub use` statement brings in (the last segment or its alias), each with
 /// its full path.
-fn used_names(stmt: &str, module: &[String]) -> Vec<(String, Vec<String>)> {
+pub(crate) fn used_names(stmt: &str, module: &[String]) -> Vec<(String, Vec<String>)> {
     let body = stmt
         .trim_start_matches("pub use ")
         .trim_end_matches(';')
@@ -430,16 +430,11 @@ fn used_names(stmt: &str, module: &[String]) -> Vec<(String, Vec<String>)> {
 const EXTERNAL: &str = "<another crate>";
 
 /// The `pub use` of a higher layer that strata still has, as (file under `src/`, name it
-/// brings in): older public paths kept for the 0.x users (`strata::policy::CutoverOptions`,
-/// `strata::payload::sweep`, `strata::seal::rotate_data_key`). Item 2 of #25 ("one import
-/// path per type, no facades") removes them; this list may only shrink. Any other upward
-/// `pub use` fails the check.
-const KNOWN_FACADES: &[(&str, &str)] = &[
-    ("payload/mod.rs", "ops::sweep"),
-    ("policy/mod.rs", "ops::cutover"),
-    ("seal/mod.rs", "ops::rotate"),
-    ("seal/mod.rs", "ops::verify"),
-];
+/// brings in). Empty: item 2 of #25 ("one import path per type, no facades") removed the
+/// older public paths (`strata::policy::CutoverOptions`, `strata::payload::sweep`,
+/// `strata::seal::rotate_data_key`); any upward `pub use` fails the check, and
+/// `public_paths.rs` fails on any type public under two paths.
+const KNOWN_FACADES: &[(&str, &str)] = &[];
 
 /// Whether `path` (an item a `pub use` of the file `rel` brings in) is under a module an
 /// entry of `allowed` names for that file.
@@ -493,7 +488,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// Every library source of strata, without test-only files.
-fn sources() -> Vec<Source> {
+pub(crate) fn sources() -> Vec<Source> {
     sources_of(&src_dir())
 }
 
@@ -758,7 +753,7 @@ fn modules_use_only_lower_layers() {
     );
 }
 
-fn source(rel: &str, text: &str) -> Source {
+pub(crate) fn source(rel: &str, text: &str) -> Source {
     let mut module: Vec<String> = rel
         .trim_end_matches(".rs")
         .split('/')

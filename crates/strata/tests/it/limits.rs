@@ -5,14 +5,14 @@
 use crate::collection_util::*;
 use serde::{Deserialize, Serialize};
 use std::ops::Bound;
-use strata::collection::{
-    layout, CollectionError, CollectionOptions, ITER_PAGE_BYTES, MAX_DOCUMENT_BYTES,
-};
+use strata::layout;
+use strata::layout::envelope::ENVELOPE_HEADER_LEN;
+use strata::ops::sweep::SweepNote;
+use strata::ops::sweep::SweepOptions;
 use strata::pass::{Pass, PassError, PassLimits, RawCheckpoint, RecordRef, DEFAULT_MAX_BYTES};
-use strata::payload::envelope::ENVELOPE_HEADER_LEN;
-use strata::payload::sweep::SweepNote;
-use strata::payload::{JsonObject, Mode, SweepOptions};
 use strata::Collection;
+use strata::{CollectionError, CollectionOptions, ITER_PAGE_BYTES, MAX_DOCUMENT_BYTES};
+use strata::{JsonObject, Mode};
 use strata_store::{Batch, KvWrite, MemoryStore, Mutation, Store};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,7 +33,7 @@ fn things(db: &strata::Database) -> Collection<Thing> {
     db.collection("things", CollectionOptions::new()).unwrap()
 }
 
-fn keys_and_errors(it: strata::collection::Iter<'_, Thing>) -> Vec<Result<String, String>> {
+fn keys_and_errors(it: strata::Iter<'_, Thing>) -> Vec<Result<String, String>> {
     it.map(|d| match d {
         Ok(d) => Ok(d.key),
         Err(CollectionError::OversizeDocument {
@@ -100,7 +100,7 @@ fn iteration_reports_an_oversize_document_and_continues_after_it() {
 
 /// The full record size of a `Thing` document `id` with a blob of `n` bytes.
 fn record_size(id: &str, n: usize) -> usize {
-    layout::doc_key("things", id).len()
+    layout::keys::doc_key("things", id).len()
         + ENVELOPE_HEADER_LEN
         + serde_json::to_vec(&thing(id, n)).unwrap().len()
 }
@@ -168,7 +168,7 @@ fn collection_writes_refuse_a_document_a_sweep_could_not_rewrite() {
     assert_eq!((doc.stored_version, doc.value.blob.len()), (2, fits));
     assert!(doc.value.blob.starts_with('y'));
     assert_eq!(
-        raw_get(&store, "things", "k").unwrap().len() + layout::doc_key("things", "k").len(),
+        raw_get(&store, "things", "k").unwrap().len() + layout::keys::doc_key("things", "k").len(),
         MAX_DOCUMENT_BYTES
     );
 }
@@ -251,7 +251,8 @@ fn a_sweep_never_grows_a_document_past_the_limit() {
 fn a_cutover_never_grows_a_document_past_the_limit() {
     use crate::policy_util::config;
     use strata::clock::ManualClock;
-    use strata::policy::{coordinated_cutover, CutoverOptions, FenceState, SchemaOptions};
+    use strata::ops::cutover::CutoverOptions;
+    use strata::policy::{coordinated_cutover, FenceState, SchemaOptions};
 
     #[derive(Serialize, Deserialize, schemars::JsonSchema)]
     struct Old {

@@ -21,6 +21,7 @@ mod pass;
 mod payload;
 mod policy;
 mod policy_util;
+mod public_paths;
 mod retire;
 mod revert;
 mod rotate_damaged;

@@ -6,11 +6,14 @@ use crate::collection_util::mem_db;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use strata::clock::ManualClock;
-use strata::collection::{layout, CollectionOptions};
+use strata::layout;
 use strata::migrate::{Migrator, Registry};
-use strata::payload::{Mode, SweepOptions};
-use strata::policy::{coordinated_cutover, CutoverOptions, SchemaOptions};
+use strata::ops::cutover::CutoverOptions;
+use strata::ops::sweep::SweepOptions;
+use strata::policy::{coordinated_cutover, SchemaOptions};
+use strata::CollectionOptions;
 use strata::Database;
+use strata::Mode;
 use strata_store::manifest::{manifest_key, read_manifests, tally_scope};
 use strata_store::{Batch, KvRead, KvWrite, Manifest, MemoryStore, Store};
 
@@ -154,9 +157,9 @@ fn seed_v1(store: &Store, n: usize) {
     for i in 0..n {
         let id = format!("r{i:03}");
         b = b.set(
-            layout::doc_key("acc", &id),
-            strata::payload::envelope::encode(
-                strata::payload::Envelope::new(1, 1),
+            layout::keys::doc_key("acc", &id),
+            strata::layout::envelope::encode(
+                strata::layout::envelope::Envelope::new(1, 1),
                 format!(r#"{{"id":"{id}"}}"#).as_bytes(),
             ),
         );
@@ -175,7 +178,7 @@ fn the_sweep_certifies_the_collection_and_a_later_put_retires_it() {
     let (m, intact, _) = check(&store, &key).unwrap();
     assert!(intact);
     assert_eq!((m.operation.as_str(), m.records), ("sweep", 25));
-    lose(&store, layout::doc_key("acc", "r011"));
+    lose(&store, layout::keys::doc_key("acc", "r011"));
     let (_, intact, now) = check(&store, &key).unwrap();
     assert!(!intact);
     assert_eq!(now, 24);
@@ -232,10 +235,10 @@ fn a_sweep_beside_a_writer_that_touches_the_collection_records_no_manifest() {
     let (store, db) = mem_db();
     let c = db.collection::<Acc>("acc", sweep_options()).unwrap();
     seed_v1(&store, 5);
-    let armed = store.arm_manifest_scope(&layout::doc_prefix("acc"));
+    let armed = store.arm_manifest_scope(&layout::keys::doc_prefix("acc"));
     // A writer lands while the (simulated) final count is armed.
     store
-        .apply(Batch::new().delete(layout::doc_key("acc", "r000")))
+        .apply(Batch::new().delete(layout::keys::doc_key("acc", "r000")))
         .unwrap();
     assert!(armed.touched());
     drop(armed);
@@ -276,7 +279,7 @@ fn the_cutover_certifies_from_its_own_tally_unless_something_else_wrote() {
                 let fence = batch
                     .mutations()
                     .iter()
-                    .any(|m| m.key() == strata::keys::FENCE_KEY);
+                    .any(|m| m.key() == strata::layout::keys::FENCE_KEY);
                 let rows = batch
                     .mutations()
                     .iter()
@@ -352,7 +355,7 @@ fn cutover_run(store: &Store, before: impl FnOnce()) {
     let (m, intact, _) = check(&store, &key).unwrap();
     assert!(intact);
     assert_eq!(m.records, 12);
-    lose(&store, layout::doc_key("invoices", "i03"));
+    lose(&store, layout::keys::doc_key("invoices", "i03"));
     assert_eq!(check(&store, &key).unwrap().2, 11);
     inv.put(
         "i99",

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use strata::catalog::{Catalog, TableDef};
-use strata::header::{checkpoint_key, header_key};
+use strata::layout::header::SchemaHeader;
+use strata::layout::header::{checkpoint_key, header_key};
 use strata::migrate::{
     verify, MigrateError, MigrationCheckpoint, MigrationEvent, Migrator, RecordStep, Registry,
     TableMigrations, TableOutcome,
@@ -16,7 +16,8 @@ use strata::numax::{self, wire};
 use strata::pass::testing::FaultyStore;
 use strata::pass::{MutationRule, PassError, PassLimits, RecordRef};
 use strata::validate::validate_and_init;
-use strata::{SchemaHeader, ValidationError};
+use strata::validate::ValidationError;
+use strata::{Catalog, TableDef};
 use strata_store::{Batch, KvRead, KvWrite, MemoryStore, Mutation, Store};
 
 // ---------------------------------------------------------------------------------------
@@ -38,7 +39,7 @@ fn limits(records: usize, bytes: usize) -> PassLimits {
     PassLimits::new(records, bytes).unwrap()
 }
 
-fn accept_all() -> strata::catalog::RecordDecoder {
+fn accept_all() -> strata::RecordDecoder {
     Arc::new(|_, _| Ok(()))
 }
 

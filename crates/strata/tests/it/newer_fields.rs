@@ -8,9 +8,9 @@ use super::window_shared::{open, stored};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use strata::clock::ManualClock;
-use strata::collection::{CollectionError, CollectionOptions};
-use strata::payload::{Mode, StepError};
 use strata::policy::{additive_only, covered_by_upcasts, Refusal, SchemaOptions, Verdict};
+use strata::{CollectionError, CollectionOptions};
+use strata::{Mode, StepError};
 use strata_store::KvRead;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

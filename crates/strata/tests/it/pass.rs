@@ -769,7 +769,7 @@ fn row_conditions_return_a_conflict_no_row_explains() {
         .unwrap_err();
     spy.clear_hook();
     assert!(
-        matches!(err, strata::PassError::Store { ref source, .. } if source.is_conflict()),
+        matches!(err, strata::pass::PassError::Store { ref source, .. } if source.is_conflict()),
         "{err}"
     );
     assert_eq!(store.get(b"t/a").unwrap(), Some(b"v".to_vec()));

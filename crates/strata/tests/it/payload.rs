@@ -7,9 +7,9 @@ use serde_json::{json, Value};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use strata::collection::{CollectionError, CollectionOptions};
-use strata::payload::{Mode, StepError};
 use strata::Database;
+use strata::{CollectionError, CollectionOptions};
+use strata::{Mode, StepError};
 use strata_store::{KvWrite, Store};
 
 fn noop(o: CollectionOptions, from: i32, mode: Mode) -> CollectionOptions {
@@ -156,9 +156,8 @@ fn a_stale_row_is_upcast_on_every_read_path() {
     assert_eq!(ranged, [account("a", 300)]);
     // A range that starts at the stale key (read by a point lookup) and one that ends at
     // it (read by a scan).
-    let values = |it: strata::collection::Iter<'_, Account>| -> Vec<Account> {
-        it.map(|d| d.unwrap().value).collect()
-    };
+    let values =
+        |it: strata::Iter<'_, Account>| -> Vec<Account> { it.map(|d| d.unwrap().value).collect() };
     assert_eq!(
         values(c.range(Bound::Included("a"), Bound::Unbounded)),
         [account("a", 300), account("b", 7)]
@@ -268,7 +267,7 @@ fn a_value_without_an_envelope_is_refused_not_guessed() {
     let c = db
         .collection::<Account>("c", dollars_to_cents(CollectionOptions::new()))
         .unwrap();
-    let key = strata::collection::layout::doc_key("c", "raw");
+    let key = strata::layout::keys::doc_key("c", "raw");
     strata_store::KvWrite::apply(
         &store,
         strata_store::Batch::new().set(key, br#"{"id":"raw"}"#.to_vec()),
@@ -521,7 +520,7 @@ fn read_repair_never_resurrects_a_deleted_row_nor_overwrites_a_concurrent_write(
         .unwrap();
     raw_put(&store, "acc", "gone", 1, 1, r#"{"id":"gone","balance":1}"#);
     raw_put(&store, "acc", "busy", 1, 1, r#"{"id":"busy","balance":1}"#);
-    let gone = strata::collection::layout::doc_key("acc", "gone");
+    let gone = strata::layout::keys::doc_key("acc", "gone");
     spy.before_apply(move |_, inner| {
         inner
             .apply(strata_store::Batch::new().delete(gone.clone()))
@@ -530,9 +529,9 @@ fn read_repair_never_resurrects_a_deleted_row_nor_overwrites_a_concurrent_write(
     assert_eq!(c.get("gone").unwrap(), Some(account("gone", 100)));
     spy.clear_hook();
     assert_eq!(raw_get(&store, "acc", "gone"), None);
-    let busy = strata::collection::layout::doc_key("acc", "busy");
-    let winner = strata::payload::envelope::encode(
-        strata::payload::Envelope::new(2, 2),
+    let busy = strata::layout::keys::doc_key("acc", "busy");
+    let winner = strata::layout::envelope::encode(
+        strata::layout::envelope::Envelope::new(2, 2),
         br#"{"id":"busy","balance_cents":42}"#,
     );
     let w = winner.clone();

@@ -6,13 +6,13 @@ use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use strata::clock::ManualClock;
-use strata::collection::CollectionOptions;
 use strata::policy::{
     additive_only, baseline_key, blind_update, coordinated_cutover, covered_by_upcasts,
-    evaluate_strategies, lock_schema, lock_schema_fields, Baseline, Policy, PolicyError, Refusal,
+    evaluate_strategies, lock_schema, lock_schema_fields, Baseline, PolicyError, Refusal,
     Rejection, SchemaDeclaration, SchemaDelta, SchemaOptions, SchemaUpdateStrategy, UpdateContext,
     UpdateDecision, Verdict,
 };
+use strata::CollectionOptions;
 use strata::Database;
 use strata_store::{Batch, KvRead, Store};
 
@@ -285,11 +285,20 @@ fn a_rejected_change_fails_every_write_but_not_the_declaration() {
 fn the_baseline_is_unchanged_after_a_rejection_and_replaced_after_an_allowed_change() {
     let store = mem();
     let clock = ManualClock::new(0);
-    let v1 = Policy::open(store.clone(), config(&clock)).unwrap();
+    let v1_db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    let v1 = v1_db.policy().unwrap();
     v1.declare(SchemaDeclaration::of::<InvV1>("invoices").strategy(additive_only()));
     let before = store.get(&baseline_key("invoices")).unwrap().unwrap();
 
-    let locked = Policy::open(store.clone(), config(&clock)).unwrap();
+    let locked_db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+
+    let locked = locked_db.policy().unwrap();
     let out = locked.declare(
         SchemaDeclaration::of::<InvV1Note>("invoices").strategies([lock_schema(), additive_only()]),
     );
@@ -305,14 +314,24 @@ fn the_baseline_is_unchanged_after_a_rejection_and_replaced_after_an_allowed_cha
         before
     );
 
-    let removal = Policy::open(store.clone(), config(&clock)).unwrap();
+    let removal_db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+
+    let removal = removal_db.policy().unwrap();
     removal.declare(SchemaDeclaration::of::<InvV2>("invoices").strategy(additive_only()));
     assert_eq!(
         store.get(&baseline_key("invoices")).unwrap().unwrap(),
         before
     );
 
-    let additive = Policy::open(store.clone(), config(&clock)).unwrap();
+    let additive_db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+
+    let additive = additive_db.policy().unwrap();
     let out =
         additive.declare(SchemaDeclaration::of::<InvV1Note>("invoices").strategy(additive_only()));
     assert!(matches!(out.verdict, Verdict::Allowed));
@@ -438,7 +457,11 @@ fn an_allowed_change_never_rolls_back_a_concurrent_baseline_writer() {
         ("note", "string", false),
         ("tag", "string", false),
     ]);
-    let p = Policy::open(store.clone(), config(&clock)).unwrap();
+    let p_db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    let p = p_db.policy().unwrap();
     p.declare(SchemaDeclaration::new("invoices", v1.clone()));
     // Another writer replaces the baseline with v3 just before our compare-and-swap.
     let v1_bytes = Baseline::new(&v1, None).encode();
@@ -468,7 +491,11 @@ fn an_allowed_change_never_rolls_back_a_concurrent_baseline_writer() {
 fn no_strategies_accept_changes_silently() {
     let store = mem();
     let clock = ManualClock::new(0);
-    let p = Policy::open(store.clone(), config(&clock)).unwrap();
+    let p_db = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    let p = p_db.policy().unwrap();
     p.declare(SchemaDeclaration::of::<InvV1>("invoices"));
     let out = p.declare(SchemaDeclaration::of::<InvV2>("invoices"));
     assert!(matches!(out.verdict, Verdict::Allowed));
@@ -489,7 +516,7 @@ fn covered_by_upcasts_before_additive_only_bridges_a_covered_non_additive_change
 }
 
 fn bridges_a_non_additive_change(strategies: fn() -> Vec<strata::policy::Strategy>) {
-    use strata::payload::{Mode, StepError};
+    use strata::{Mode, StepError};
     let store = mem();
     let clock = ManualClock::new(0);
     {

@@ -6,10 +6,12 @@ use crate::collection_util::*;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use strata::collection::layout;
+use strata::layout;
 use strata::ops::retire::{retire, retired_below, RetireError};
-use strata::payload::{Mode, SweepOptions};
-use strata::{CollectionError, CollectionOptions, Database, PassLimits};
+use strata::ops::sweep::SweepOptions;
+use strata::pass::PassLimits;
+use strata::Mode;
+use strata::{CollectionError, CollectionOptions, Database};
 use strata_store::{KvRead, Store};
 
 /// v1 `{n}` → v2 adds `m` → v3 renames `m` to `k` (both eager: the sweep's target is v3).
@@ -41,7 +43,7 @@ fn seed_v1(store: &Store, n: usize) {
 
 fn record(store: &Store) -> Option<Vec<u8>> {
     store
-        .get(&strata::payload::retired::retired_key("c"))
+        .get(&strata::layout::retired::retired_key("c"))
         .unwrap()
 }
 
@@ -92,7 +94,7 @@ fn refused_while_a_sweep_is_in_progress() {
                 .abort_when(move || p.fetch_add(1, Ordering::SeqCst) >= 1),
         )
         .unwrap();
-    assert_eq!(report.note, strata::payload::sweep::SweepNote::Aborted);
+    assert_eq!(report.note, strata::ops::sweep::SweepNote::Aborted);
     // Rows below v2 remain too, but the sweep is what is named first.
     let err = retire(&store, "c", 2, false).unwrap_err();
     assert!(
@@ -223,5 +225,5 @@ fn a_chain_starting_above_v1_needs_the_stores_retirement() {
         retire(&store, "nope", 2, false),
         Err(RetireError::UnknownCollection { .. })
     ));
-    let _ = layout::doc_prefix("c");
+    let _ = layout::keys::doc_prefix("c");
 }

@@ -7,12 +7,12 @@ use super::window_shared::{build1, build2, open, stored, Acct, AcctV2};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use strata::clock::ManualClock;
-use strata::collection::CollectionError;
+use strata::layout::envelope::{self, Envelope};
 use strata::ops::revert::{unfinished, RevertOptions};
 use strata::ops::window::{operational, WindowOptions};
-use strata::payload::envelope::{self, Envelope};
-use strata::payload::KEPT_FIELD;
 use strata::policy::Baseline;
+use strata::CollectionError;
+use strata::KEPT_FIELD;
 use strata::{Collection, Database};
 use strata_store::{Batch, KvRead, KvWrite, Pages, ScanLimits, Store};
 
@@ -259,9 +259,9 @@ fn a_revert_is_refused_when_it_cannot_run_and_changes_nothing() {
     let plain = db3
         .collection::<AcctV2>(
             "accts",
-            strata::collection::CollectionOptions::new()
+            strata::CollectionOptions::new()
                 .identity_fields(["id"])
-                .upcast(1, strata::payload::Mode::Eager, |o| {
+                .upcast(1, strata::Mode::Eager, |o| {
                     let v = o.remove("owner").unwrap_or_default();
                     o.insert("owner_name".into(), v);
                     Ok(())

@@ -3,8 +3,9 @@
 //! records and their total, not only the first.
 
 use serde::{Deserialize, Serialize};
-use strata::collection::CollectionOptions;
-use strata::seal::{Credential, KdfParams, Keyring, RotateOptions, SealError};
+use strata::ops::rotate::RotateOptions;
+use strata::seal::{Credential, KdfParams, Keyring, SealError};
+use strata::CollectionOptions;
 use strata::Database;
 use strata_store::{Batch, KvRead, KvWrite, MemoryStore, Store};
 

@@ -12,7 +12,7 @@
 //! (which writes only missing files; it never overwrites a frozen one).
 
 use std::path::PathBuf;
-use strata::payload::envelope::Envelope;
+use strata::layout::envelope::Envelope;
 use strata::seal::{
     open_document, peek, seal_document, Credential, KdfParams, Keyring, KeyringRecord, SealError,
     DATABASE_KEYRING_KEY,

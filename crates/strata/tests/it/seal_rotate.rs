@@ -7,14 +7,14 @@
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use strata::collection::CollectionOptions;
+use strata::layout::envelope::ENVELOPE_HEADER_LEN;
+use strata::ops::rotate::{rotation_checkpoint_key, RotateOptions};
 use strata::pass::testing::FaultyStore;
 use strata::pass::PassLimits;
-use strata::payload::envelope::ENVELOPE_HEADER_LEN;
 use strata::seal::{
-    body_key_id, peek, rotation_checkpoint_key, Credential, KdfParams, Keyring, RotateOptions,
-    SealError, DATABASE_KEYRING_KEY,
+    body_key_id, peek, Credential, KdfParams, Keyring, SealError, DATABASE_KEYRING_KEY,
 };
+use strata::CollectionOptions;
 use strata::Database;
 use strata_store::{Backend, Batch, KvRead, KvWrite, MemoryStore, ScanLimits, Store, StoreError};
 
@@ -236,7 +236,7 @@ fn a_rotation_failing_at_any_write_resumes_and_reseals_every_record_once() {
             inner.unguarded_backend(),
             crash_at,
         ));
-        let err = strata::seal::rotate_data_key(
+        let err = strata::ops::rotate::rotate_data_key(
             &faulty,
             &[&alice()],
             RotateOptions::new().limits(small()),
@@ -247,7 +247,8 @@ fn a_rotation_failing_at_any_write_resumes_and_reseals_every_record_once() {
         }
         // Resume on the healthy store: completes, every record under key 2 exactly once.
         let report =
-            strata::seal::rotate_data_key(&inner, &[&alice()], RotateOptions::new()).unwrap();
+            strata::ops::rotate::rotate_data_key(&inner, &[&alice()], RotateOptions::new())
+                .unwrap();
         assert!(report.finished, "crash at {crash_at}");
         assert_eq!(report.began, crash_at == 1, "crash at {crash_at}");
         assert_eq!(key_ids(&inner), (vec![2; 65], 10), "crash at {crash_at}");
@@ -298,8 +299,8 @@ fn starting_needs_every_entry_and_a_wrong_key_writes_nothing() {
     let store = Store::new(MemoryStore::new());
     seed(&store);
     let before = all(&store);
-    let err =
-        strata::seal::rotate_data_key(&store, &[&pass("nope")], RotateOptions::new()).unwrap_err();
+    let err = strata::ops::rotate::rotate_data_key(&store, &[&pass("nope")], RotateOptions::new())
+        .unwrap_err();
     assert!(err.is_wrong_key(), "{err}");
     assert_eq!(all(&store), before);
 
@@ -308,14 +309,15 @@ fn starting_needs_every_entry_and_a_wrong_key_writes_nothing() {
         .add_entry(&store, &alice(), "kms", &kms)
         .unwrap();
     let before = all(&store);
-    let err = strata::seal::rotate_data_key(&store, &[&alice()], RotateOptions::new()).unwrap_err();
+    let err = strata::ops::rotate::rotate_data_key(&store, &[&alice()], RotateOptions::new())
+        .unwrap_err();
     assert!(
         matches!(&err, SealError::RotationNeedsEveryEntry { missing, .. } if missing == &["kms".to_string()]),
         "{err}"
     );
     assert_eq!(all(&store), before);
     // With both: the new key is wrapped under both entries; either opens it afterwards.
-    strata::seal::rotate_data_key(&store, &[&alice(), &kms], RotateOptions::new()).unwrap();
+    strata::ops::rotate::rotate_data_key(&store, &[&alice(), &kms], RotateOptions::new()).unwrap();
     for cred in [&alice(), &kms] {
         let s = Keyring::database().unlock(&store, cred).unwrap();
         assert_eq!(s.key_ids(), vec![2]);
@@ -415,7 +417,8 @@ fn a_write_sealed_under_a_key_a_rotation_just_retired_retries_under_the_new_key(
     );
 
     // The rotation completes; the record written during it opens with the new key only.
-    let report = strata::seal::rotate_data_key(&inner, &[&alice()], RotateOptions::new()).unwrap();
+    let report =
+        strata::ops::rotate::rotate_data_key(&inner, &[&alice()], RotateOptions::new()).unwrap();
     assert!(report.finished);
     assert_eq!(
         report.collections[0].unchanged, 1,
@@ -439,7 +442,7 @@ fn a_write_sealed_under_a_key_a_rotation_just_retired_retries_under_the_new_key(
         &stale,
         &key,
         a.table_id(),
-        strata::payload::envelope::Envelope::new(1, 1),
+        strata::layout::envelope::Envelope::new(1, 1),
         br#"{"id":"late","n":1}"#,
     )
     .unwrap();
@@ -474,7 +477,7 @@ fn a_sweep_batch_racing_a_rotation_reseals_under_the_new_key() {
     let first = Arc::new(AtomicBool::new(true));
     let report = a
         .sweep(
-            strata::SweepOptions::new()
+            strata::ops::sweep::SweepOptions::new()
                 .limits(small())
                 .abort_when(move || {
                     if first.swap(false, Ordering::SeqCst) {
@@ -497,7 +500,7 @@ fn a_sweep_batch_racing_a_rotation_reseals_under_the_new_key() {
         "no swept row landed under the retiring key"
     );
     // Finishing the rotation leaves every row readable.
-    strata::seal::rotate_data_key(&inner, &[&alice()], RotateOptions::new()).unwrap();
+    strata::ops::rotate::rotate_data_key(&inner, &[&alice()], RotateOptions::new()).unwrap();
     let fresh = open(&inner);
     let a = fresh
         .collection::<Doc>("a", CollectionOptions::new().sealed())

@@ -6,11 +6,13 @@ use super::policy_util::{config, mem};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use strata::clock::ManualClock;
-use strata::collection::CollectionOptions;
-use strata::payload::{Mode, StepError, SweepOptions};
-use strata::policy::{coordinated_cutover, CutoverOptions, SchemaOptions};
+use strata::ops::cutover::CutoverOptions;
+use strata::ops::sweep::SweepOptions;
+use strata::policy::{coordinated_cutover, SchemaOptions};
 use strata::seal::{Credential, KdfParams, SealError};
+use strata::CollectionOptions;
 use strata::{CollectionError, Database};
+use strata::{Mode, StepError};
 use strata_store::{Batch, KvRead, KvWrite, ScanLimits, Store};
 
 const MARKER: &str = "SECRET-MARKER-4e1d";

@@ -5,9 +5,9 @@
 //! clear is refused and writes nothing.
 
 use serde::{Deserialize, Serialize};
-use strata::collection::{CollectionError, CollectionOptions};
 use strata::seal::{self, Credential, KdfParams, SealError};
 use strata::Database;
+use strata::{CollectionError, CollectionOptions};
 use strata_store::{Batch, KvRead, KvWrite, MemoryStore, ScanLimits, Store};
 
 const MARKER: &str = "PLAINTEXT-MARKER-5e07";

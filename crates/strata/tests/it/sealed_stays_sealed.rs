@@ -3,9 +3,9 @@
 //! never write a document in clear into a collection whose documents are encrypted.
 
 use serde::{Deserialize, Serialize};
-use strata::collection::{CollectionError, CollectionOptions};
 use strata::seal::{Credential, KdfParams};
 use strata::Database;
+use strata::{CollectionError, CollectionOptions};
 use strata_store::{KvRead, MemoryStore, Store};
 
 const MARKER: &str = "PLAINTEXT-MARKER-91c3";

@@ -4,10 +4,11 @@
 //! stay sealed; an `update` over it fails the same way and changes nothing.
 
 use serde::{Deserialize, Serialize};
-use strata::collection::CollectionOptions;
-use strata::payload::{Mode, StepError, SweepOptions};
+use strata::ops::sweep::SweepOptions;
 use strata::seal::{Credential, KdfParams, SealError};
+use strata::CollectionOptions;
 use strata::{CollectionError, Database};
+use strata::{Mode, StepError};
 use strata_store::{Batch, KvRead, KvWrite, MemoryStore, Store};
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]

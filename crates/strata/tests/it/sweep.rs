@@ -5,10 +5,12 @@ use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use strata::clock::{Clock, ManualClock, SharedClock};
-use strata::collection::{layout, CollectionOptions};
-use strata::payload::sweep::{SweepMarker, SweepNote};
-use strata::payload::{Mode, StepError, SweepOptions};
+use strata::layout;
+use strata::ops::sweep::SweepOptions;
+use strata::ops::sweep::{SweepMarker, SweepNote};
+use strata::CollectionOptions;
 use strata::{Collection, Database};
+use strata::{Mode, StepError};
 use strata_store::{Batch, KvRead, KvWrite, Mutation, Precondition, Store};
 
 /// v1 → v2 (lazy, `balance` → `balance_cents`), v2 → v3 (eager, adds `tier`), v3 → v4
@@ -45,9 +47,9 @@ fn seed(store: &Store, n: usize) {
         let id = format!("r{i:05}");
         let json = format!(r#"{{"id":"{id}","balance":{i}}}"#);
         b = b.set(
-            layout::doc_key("acc", &id),
-            strata::payload::envelope::encode(
-                strata::payload::Envelope::new(1, 1),
+            layout::keys::doc_key("acc", &id),
+            strata::layout::envelope::encode(
+                strata::layout::envelope::Envelope::new(1, 1),
                 json.as_bytes(),
             ),
         );
@@ -57,7 +59,7 @@ fn seed(store: &Store, n: usize) {
 
 fn marker(store: &Store) -> Option<SweepMarker> {
     store
-        .get(&layout::sweep_key("acc"))
+        .get(&layout::keys::sweep_key("acc"))
         .unwrap()
         .map(|b| SweepMarker::decode("acc", &b).unwrap())
 }
@@ -243,12 +245,15 @@ fn abort_releases_the_lease_and_the_next_run_resumes_from_the_cursor() {
         (m.in_progress, m.lease_expires_ms, m.runner.as_deref()),
         (Some(3), 0, Some("a"))
     );
-    assert_eq!(m.cursor(), Some(layout::doc_key("acc", "r00029")));
+    assert_eq!(m.cursor(), Some(layout::keys::doc_key("acc", "r00029")));
     assert_eq!(stored_env(&store, "acc", "r00030").payload_version, 1);
     // Another runner may take over at once (the lease was released) and resumes.
     let second = c.sweep(opts("b", &clk)).unwrap();
     assert_eq!(second.note, SweepNote::Complete);
-    assert_eq!(second.resumed_from, Some(layout::doc_key("acc", "r00029")));
+    assert_eq!(
+        second.resumed_from,
+        Some(layout::keys::doc_key("acc", "r00029"))
+    );
     assert_eq!((second.scanned(), second.rewritten()), (70, 70));
     assert_eq!(marker(&store).unwrap().counters.rewritten, 100);
     assert!(c.iter().all(|d| d.unwrap().stored_version == 4));
@@ -308,7 +313,7 @@ fn the_lease_of_a_dead_runner_is_taken_over_at_once_and_resumed() {
     let mut m = marker(&store).unwrap();
     m.lease_expires_ms = manual.now_ms() + 60_000; // as if it had died holding the lease
     store
-        .apply(Batch::new().set(layout::sweep_key("acc"), m.encode()))
+        .apply(Batch::new().set(layout::keys::sweep_key("acc"), m.encode()))
         .unwrap();
     let r = c.sweep(opts("b", &clk)).unwrap();
     assert_eq!(r.note, SweepNote::Complete);
@@ -329,7 +334,7 @@ fn a_lease_taken_over_mid_sweep_stops_the_sweep_with_lease_lost() {
             if polls.fetch_add(1, Ordering::SeqCst) == 1 {
                 let mut m = marker(&st).unwrap();
                 m.runner = Some("thief".into());
-                st.apply(Batch::new().set(layout::sweep_key("acc"), m.encode()))
+                st.apply(Batch::new().set(layout::keys::sweep_key("acc"), m.encode()))
                     .unwrap();
             }
             false
@@ -347,8 +352,8 @@ fn a_concurrent_delete_during_a_sweep_is_not_resurrected() {
     let db = Database::builder(store.clone()).open().unwrap();
     let c = coll(&db);
     seed(&store, 25);
-    let victim = layout::doc_key("acc", "r00013");
-    let changed = layout::doc_key("acc", "r00017");
+    let victim = layout::keys::doc_key("acc", "r00013");
+    let changed = layout::keys::doc_key("acc", "r00017");
     let fired = Arc::new(AtomicUsize::new(0));
     let f = fired.clone();
     spy.before_apply(move |batch, inner| {
@@ -361,8 +366,8 @@ fn a_concurrent_delete_during_a_sweep_is_not_resurrected() {
             inner
                 .apply(Batch::new().delete(victim.clone()).set(
                     changed.clone(),
-                    strata::payload::envelope::encode(
-                        strata::payload::Envelope::new(4, 2),
+                    strata::layout::envelope::encode(
+                        strata::layout::envelope::Envelope::new(4, 2),
                         br#"{"id":"r00017","balance_cents":5,"tier":"gold","steps":0}"#,
                     ),
                 ))
@@ -410,7 +415,7 @@ fn losing_the_claim_race_reports_lease_not_claimed() {
     let db = Database::builder(store.clone()).open().unwrap();
     let c = coll(&db);
     seed(&store, 5);
-    let key = layout::sweep_key("acc");
+    let key = layout::keys::sweep_key("acc");
     let k = key.clone();
     let fired = Arc::new(AtomicUsize::new(0));
     let f = fired.clone();
@@ -445,7 +450,7 @@ fn a_refusing_write_guard_stops_the_sweep_before_it_writes() {
     #[derive(Debug)]
     struct Fence;
     impl strata::WriteGuard for Fence {
-        fn check_write(&self, c: &str) -> Result<(), strata::collection::GuardError> {
+        fn check_write(&self, c: &str) -> Result<(), strata::GuardError> {
             Err(format!("`{c}` is fenced").into())
         }
     }
@@ -466,15 +471,15 @@ fn a_refusing_write_guard_stops_the_sweep_before_it_writes() {
 }
 
 fn stale_bytes(id: &str, balance: i64) -> Vec<u8> {
-    strata::payload::envelope::encode(
-        strata::payload::Envelope::new(1, 7),
+    strata::layout::envelope::encode(
+        strata::layout::envelope::Envelope::new(1, 7),
         format!(r#"{{"id":"{id}","balance":{balance},"by":"old build"}}"#).as_bytes(),
     )
 }
 
 fn current_bytes(id: &str) -> Vec<u8> {
-    strata::payload::envelope::encode(
-        strata::payload::Envelope::new(4, 9),
+    strata::layout::envelope::encode(
+        strata::layout::envelope::Envelope::new(4, 9),
         format!(r#"{{"id":"{id}","balance_cents":1,"tier":"gold","steps":0}}"#).as_bytes(),
     )
 }
@@ -485,7 +490,7 @@ fn race_first_row_batch(spy: &Spy, writes: Batch) -> Arc<AtomicUsize> {
     let fired = Arc::new(AtomicUsize::new(0));
     let f = fired.clone();
     let mut writes = Some(writes);
-    let doc_prefix = layout::doc_prefix("acc");
+    let doc_prefix = layout::keys::doc_prefix("acc");
     spy.before_apply(move |batch, inner| {
         let rewrites = batch
             .mutations()
@@ -512,10 +517,10 @@ fn conflicted_counts_rows_and_the_rest_of_the_batch_is_still_rewritten() {
     // the same lock), one deleted.
     let (m1, m2, m3, gone) = ("r00001", "r00004", "r00008", "r00006");
     let writes = Batch::new()
-        .set(layout::doc_key("acc", m1), stale_bytes(m1, 77))
-        .set(layout::doc_key("acc", m2), current_bytes(m2))
-        .set(layout::doc_key("acc", m3), stale_bytes(m3, 3))
-        .delete(layout::doc_key("acc", gone));
+        .set(layout::keys::doc_key("acc", m1), stale_bytes(m1, 77))
+        .set(layout::keys::doc_key("acc", m2), current_bytes(m2))
+        .set(layout::keys::doc_key("acc", m3), stale_bytes(m3, 3))
+        .delete(layout::keys::doc_key("acc", gone));
     let fired = race_first_row_batch(&spy, writes);
     let (_, clk) = clock();
     let r = c.sweep(opts("a", &clk)).unwrap();
@@ -564,9 +569,15 @@ fn a_narrowed_batch_is_followed_by_more_batches_and_the_marker_counts_stay_exact
     // The first row batch is r00000..r00009; race two of its rows and one row of a
     // later batch (its change is seen by the sweep's own read: no conflict there).
     let writes = Batch::new()
-        .delete(layout::doc_key("acc", "r00003"))
-        .set(layout::doc_key("acc", "r00009"), current_bytes("r00009"))
-        .set(layout::doc_key("acc", "r00021"), current_bytes("r00021"));
+        .delete(layout::keys::doc_key("acc", "r00003"))
+        .set(
+            layout::keys::doc_key("acc", "r00009"),
+            current_bytes("r00009"),
+        )
+        .set(
+            layout::keys::doc_key("acc", "r00021"),
+            current_bytes("r00021"),
+        );
     race_first_row_batch(&spy, writes);
     let (_, clk) = clock();
     let polls = Arc::new(AtomicUsize::new(0));
@@ -583,7 +594,7 @@ fn a_narrowed_batch_is_followed_by_more_batches_and_the_marker_counts_stay_exact
     );
     let m = marker(&store).unwrap();
     assert_eq!(m.counters, first.counters);
-    assert_eq!(m.cursor(), Some(layout::doc_key("acc", "r00019")));
+    assert_eq!(m.cursor(), Some(layout::keys::doc_key("acc", "r00019")));
     let second = c.sweep(opts("b", &clk)).unwrap();
     assert_eq!(second.note, SweepNote::Complete);
     assert_eq!(
@@ -616,7 +627,7 @@ fn every_row_rewrite_carries_its_own_compare_and_swap_when_the_byte_budget_split
     let db = Database::builder(store.clone()).open().unwrap();
     let c = coll(&db);
     seed(&store, 40);
-    let doc_prefix = layout::doc_prefix("acc");
+    let doc_prefix = layout::keys::doc_prefix("acc");
     let unguarded = Arc::new(Mutex::new(Vec::new()));
     let batches = Arc::new(AtomicUsize::new(0));
     let (u, b) = (unguarded.clone(), batches.clone());
@@ -661,7 +672,7 @@ fn every_row_rewrite_carries_its_own_compare_and_swap_when_the_byte_budget_split
     let m = marker(&store).unwrap();
     let cursor = m.cursor().unwrap();
     let committed = (0..40)
-        .filter(|i| layout::doc_key("acc", &format!("r{i:05}")) <= cursor)
+        .filter(|i| layout::keys::doc_key("acc", &format!("r{i:05}")) <= cursor)
         .count() as u64;
     assert!(committed > 0 && committed < 40, "{committed}");
     assert_eq!((first.scanned(), first.rewritten()), (committed, committed));
@@ -704,7 +715,7 @@ fn the_narrowed_retry_runs_no_step_again_and_writes_the_unchanged_rows_once() {
         )
         .unwrap();
     seed(&store, 10);
-    let writes = Batch::new().delete(layout::doc_key("acc", "r00005"));
+    let writes = Batch::new().delete(layout::keys::doc_key("acc", "r00005"));
     race_first_row_batch(&spy, writes);
     let (_, clk) = clock();
     let r = c.sweep(opts("a", &clk)).unwrap();
@@ -744,7 +755,7 @@ fn a_cutover_declared_mid_sweep_stops_the_sweep_before_its_next_batch() {
     let db = Database::builder(store.clone()).open().unwrap();
     let c = coll(&db);
     seed(&store, 30);
-    let marker_key = layout::sweep_key("acc");
+    let marker_key = layout::keys::sweep_key("acc");
     let mut marker_writes = 0;
     spy.before_apply(move |batch, backend| {
         if batch
@@ -851,7 +862,7 @@ fn with_no_concurrent_writer_the_rows_are_not_read_again_at_commit() {
 /// boundary, a default sweep has rewritten exactly 256 rows.
 #[test]
 fn the_default_sweep_batch_is_the_seeds_256_rows() {
-    use strata::payload::sweep::DEFAULT_BATCH_SIZE;
+    use strata::ops::sweep::DEFAULT_BATCH_SIZE;
     assert_eq!(DEFAULT_BATCH_SIZE, 256);
     assert_eq!(
         SweepOptions::new().get_limits(),
@@ -874,10 +885,10 @@ fn the_default_sweep_batch_is_the_seeds_256_rows() {
     let rewritten = (0..700)
         .filter(|i| {
             let raw = store
-                .get(&layout::doc_key("acc", &format!("r{i:05}")))
+                .get(&layout::keys::doc_key("acc", &format!("r{i:05}")))
                 .unwrap()
                 .unwrap();
-            strata::payload::envelope::decode(&raw)
+            strata::layout::envelope::decode(&raw)
                 .unwrap()
                 .0
                 .payload_version

@@ -1,9 +1,10 @@
 //! Startup validation: every row of the seed's state table.
 
-use strata::header::header_key;
+use strata::layout::header::header_key;
+use strata::layout::header::SchemaHeader;
 use strata::numax;
 use strata::validate::{inspect, validate_and_init};
-use strata::{SchemaHeader, TableState, ValidationError};
+use strata::validate::{TableState, ValidationError};
 use strata_store::{Batch, KvRead, KvWrite, MemoryStore, Store};
 
 fn store() -> (Store, MemoryStore) {

@@ -4,9 +4,10 @@
 //! be a lie. A clear collection beside it is not affected.
 
 use serde::{Deserialize, Serialize};
-use strata::collection::CollectionOptions;
-use strata::payload::envelope::{self, Envelope};
-use strata::seal::{verify_sealed, Credential, KdfParams, Keyring};
+use strata::layout::envelope::{self, Envelope};
+use strata::ops::verify::verify_sealed;
+use strata::seal::{Credential, KdfParams, Keyring};
+use strata::CollectionOptions;
 use strata::Database;
 use strata_store::{Batch, KvWrite, MemoryStore, Store};
 
@@ -42,7 +43,7 @@ fn a_clear_record_in_a_sealed_collection_fails_verification_with_and_without_the
     put_clear(&store, b"__nx/doc/accounts/a2");
     put_clear(&store, b"__nx/doc/vault/v1");
 
-    let catalog = strata::database::read_catalog(&store).unwrap();
+    let catalog = strata::layout::read_catalog(&store).unwrap();
     let sealer = Keyring::database().unlock(&store, &pass()).unwrap();
     for key in [Some(&sealer), None] {
         let report = verify_sealed(&store, &catalog, key).unwrap();

@@ -5,11 +5,11 @@ use super::policy_util::{config, mem};
 use super::window_shared::{build1, build2, open, stored, Acct, AcctV2};
 use serde_json::json;
 use strata::clock::ManualClock;
-use strata::collection::{CollectionError, CollectionOptions};
 use strata::ops::window::{operational, WindowOptions};
-use strata::payload::{Mode, KEPT_FIELD};
 use strata::policy::Refusal;
 use strata::{Collection, Database};
+use strata::{CollectionError, CollectionOptions};
+use strata::{Mode, KEPT_FIELD};
 use strata_store::{KvRead, Store};
 
 fn acct(id: &str, owner: &str, balance: i64) -> Acct {
@@ -106,7 +106,7 @@ fn two_builds_read_and_write_every_document_during_a_window() {
     // No KEPT_FIELD where nothing was dropped (empty tags round-trip).
     assert!(stored(&store, "a1").1.get(KEPT_FIELD).is_none());
     // The sweep does not move rows during the window.
-    let report = c2.sweep(strata::payload::SweepOptions::new()).unwrap();
+    let report = c2.sweep(strata::ops::sweep::SweepOptions::new()).unwrap();
     assert_eq!(report.note, strata::ops::sweep::SweepNote::WindowOpen(1));
     assert_eq!(stored(&store, "a2").0.payload_version, 1);
 }

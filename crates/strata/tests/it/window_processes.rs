@@ -36,7 +36,7 @@ fn open(path: &Path) -> Database {
     }
     .unwrap();
     Database::builder(store.into_store())
-        .policy(strata::PolicyConfig::new().heartbeat(None))
+        .policy(strata::policy::PolicyConfig::new().heartbeat(None))
         .open()
         .unwrap()
 }

@@ -4,11 +4,11 @@ use super::policy_util::config;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use strata::clock::ManualClock;
-use strata::collection::CollectionOptions;
-use strata::payload::envelope::{self, Envelope};
-use strata::payload::{Mode, StepError};
+use strata::layout::envelope::{self, Envelope};
 use strata::policy::{additive_only, covered_by_upcasts, SchemaOptions};
+use strata::CollectionOptions;
 use strata::Database;
+use strata::{Mode, StepError};
 use strata_store::{KvRead, Store};
 
 /// Build 1: payload v1.

@@ -4,10 +4,10 @@
 
 use super::collection_util::{account, raw_put, Account};
 use serde_json::{json, Value};
-use strata::collection::{CollectionError, CollectionOptions, WriteSetError, Written};
 use strata::policy::{Fence, Refusal};
 use strata::seal::{Credential, KdfParams, SealError};
 use strata::Database;
+use strata::{CollectionError, CollectionOptions, WriteSetError, Written};
 use strata_store::{KvRead, KvWrite, MemoryStore, Store};
 
 fn backends(dir: &std::path::Path) -> Vec<(&'static str, Store)> {

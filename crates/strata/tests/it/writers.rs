@@ -10,9 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use strata::policy::SchemaOptions;
 use strata::policy::{additive_only, PolicyConfig};
 use strata::seal::{Credential, KdfParams};
-use strata::{CollectionOptions, Database, SchemaOptions};
+use strata::{CollectionOptions, Database};
 use strata_store::{
     Backend, Capabilities, Decide, KvRead, KvWrite, Result, ScanLimits, Store, Visit, VisitEnd,
 };

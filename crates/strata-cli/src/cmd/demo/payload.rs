@@ -5,9 +5,10 @@ use crate::exit::Failure;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::io::Write;
-use strata::collection::CollectionOptions;
-use strata::payload::{Mode, StepError, SweepOptions};
+use strata::ops::sweep::SweepOptions;
+use strata::CollectionOptions;
 use strata::Database;
+use strata::{Mode, StepError};
 use strata_store::Store;
 
 /// An account as the old build (payload v1) knows it: the balance in whole dollars.

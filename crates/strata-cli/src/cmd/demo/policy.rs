@@ -5,11 +5,12 @@ use crate::exit::Failure;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::io::Write;
-use strata::collection::CollectionOptions;
+use strata::ops::cutover::CutoverOptions;
 use strata::policy::{
-    additive_only, coordinated_cutover, Baseline, CutoverOptions, DeclareOutcome, PolicyConfig,
-    SchemaDeclaration, SchemaOptions, Verdict,
+    additive_only, coordinated_cutover, Baseline, DeclareOutcome, PolicyConfig, SchemaDeclaration,
+    SchemaOptions, Verdict,
 };
+use strata::CollectionOptions;
 use strata::Database;
 use strata_store::Store;
 

@@ -11,8 +11,8 @@ use crate::db;
 use crate::exit::{CmdResult, Failure};
 use std::io::Write;
 use std::path::Path;
-use strata::collection::layout::FIRST_COLLECTION_ID;
-use strata::payload::envelope;
+use strata::layout::catalog::FIRST_COLLECTION_ID;
+use strata::layout::envelope;
 use strata_store::{escape_key, Pages, ScanLimits};
 
 /// Default cut of a raw (hex or text) value, in characters.

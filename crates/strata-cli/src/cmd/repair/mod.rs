@@ -27,15 +27,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
 use strata::clock::{Clock, SystemClock};
-use strata::collection::layout::{
-    self, CATALOG_PREFIX, CATALOG_SEQ_KEY, DOC_PREFIX, FIRST_COLLECTION_ID, SWEEP_PREFIX,
-};
-use strata::header::{header_key, SchemaHeader, MIGRATION_PREFIX};
+use strata::layout;
+use strata::layout::catalog::FIRST_COLLECTION_ID;
+use strata::layout::header::{header_key, SchemaHeader};
+use strata::layout::keys::MIGRATION_PREFIX;
+use strata::layout::keys::{CATALOG_PREFIX, CATALOG_SEQ_KEY, DOC_PREFIX, SWEEP_PREFIX};
+use strata::layout::keys::{CLIENTS_PREFIX, FENCE_KEY, JSONSCHEMA_PREFIX};
 use strata::migrate::{check_checkpoint, CheckpointCheck, Registry};
-use strata::payload::SweepMarker;
+use strata::ops::cutover::{CutoverCheckpoint, CUTOVER_PREFIX};
+use strata::ops::sweep::SweepMarker;
 use strata::policy::{
-    baseline_key, history_prefix, Baseline, ClientRecord, CutoverCheckpoint, FenceDoc, FenceState,
-    CLIENTS_PREFIX, CUTOVER_PREFIX, DEFAULT_STALE_AFTER_MS, FENCE_KEY, JSONSCHEMA_PREFIX,
+    baseline_key, history_prefix, Baseline, ClientRecord, FenceDoc, FenceState,
+    DEFAULT_STALE_AFTER_MS,
 };
 use strata::validate::{inspect_table, TableState};
 use strata::Catalog;
@@ -241,7 +244,7 @@ fn copy_findings(store: &Store, out: &mut Vec<Finding>) -> Result<(), StoreError
 
 /// Checkpoints of a data-key rotation that has not finished (`NXRT`).
 fn rotation_findings(store: &Store, out: &mut Vec<Finding>) -> Result<(), StoreError> {
-    let prefix = strata::seal::ROTATION_CHECKPOINT_PREFIX;
+    let prefix = strata::ops::rotate::ROTATION_CHECKPOINT_PREFIX;
     for (key, value) in records(store, prefix)? {
         let name = String::from_utf8_lossy(&key[prefix.len()..]).into_owned();
         let f = Finding::new(&key, "rotation_checkpoint", Some(value.clone()), "");

@@ -15,7 +15,7 @@ pub(super) fn catalog_findings(
     let mut holders: BTreeMap<u16, String> = BTreeMap::new();
     let mut decoded = Vec::new();
     for (key, value) in &entries {
-        decoded.push(layout::decode_catalog_entry(key, value));
+        decoded.push(layout::catalog::decode_catalog_entry(key, value));
     }
     // A duplicate id belongs to the collection whose schema header carries it, then to
     // one holding documents, then to the first in key order.
@@ -25,7 +25,7 @@ pub(super) fn catalog_findings(
             .get(&header_key(name))?
             .and_then(|h| SchemaHeader::decode(&h).ok())
             .is_some_and(|h| h.table_id == *id);
-        let has_docs = store.prefix_exists(&layout::doc_prefix(name))?;
+        let has_docs = store.prefix_exists(&layout::keys::doc_prefix(name))?;
         let score = (header_matches, has_docs);
         if best.get(id).is_none_or(|b| score > *b) {
             best.insert(*id, score);
@@ -37,7 +37,7 @@ pub(super) fn catalog_findings(
         let problem = match result {
             Ok((name, id)) if holders.get(id) == Some(name) => {
                 final_ids.push((name.clone(), *id));
-                let _ = catalog.add(layout::table_def(name, *id));
+                let _ = catalog.add(layout::catalog::table_def(name, *id));
                 continue;
             }
             Ok((_, id)) => format!(
@@ -50,7 +50,7 @@ pub(super) fn catalog_findings(
         let name_bytes = &key[CATALOG_PREFIX.len()..];
         let name = std::str::from_utf8(name_bytes)
             .ok()
-            .filter(|n| layout::check_name(n).is_ok());
+            .filter(|n| layout::catalog::check_name(n).is_ok());
         let docs = [DOC_PREFIX, name_bytes, b"/"].concat();
         let has_docs = store.prefix_exists(&docs)?;
         // A valid name's schema header says which id the collection was given.
@@ -71,11 +71,11 @@ pub(super) fn catalog_findings(
             (Some(n), Some(id), Some(hk)) => {
                 final_ids.push((n.to_string(), id));
                 holders.insert(id, n.to_string());
-                let _ = catalog.add(layout::table_def(n, id));
+                let _ = catalog.add(layout::catalog::table_def(n, id));
                 out.push(
                     finding
                         .rewrite(
-                            layout::encode_catalog_record(id).to_vec(),
+                            layout::catalog::encode_catalog_record(id).to_vec(),
                             format!(
                                 "rewrite it with table id {id}, the id its schema header `{}` carries",
                                 escape_key(hk)
@@ -117,9 +117,10 @@ pub(super) fn catalog_findings(
     // The counter must decode and be at least every recorded id.
     let seq = store.get(CATALOG_SEQ_KEY)?;
     let highest = final_ids.iter().max_by_key(|(_, id)| *id);
-    let problem = layout::check_seq(seq.as_deref(), highest.map(|(n, id)| (n.as_str(), *id)))
-        .err()
-        .map(|e| e.to_string());
+    let problem =
+        layout::catalog::check_seq(seq.as_deref(), highest.map(|(n, id)| (n.as_str(), *id)))
+            .err()
+            .map(|e| e.to_string());
     if let Some(problem) = problem {
         let f = Finding::new(CATALOG_SEQ_KEY, "catalog_counter", seq.clone(), problem);
         let mut f = match highest {
@@ -180,7 +181,7 @@ pub(super) fn migration_findings(
                 f.problem = e.to_string();
                 out.push(f);
             }
-            Err(strata::MigrateError::Store { source, .. }) => return Err(source),
+            Err(strata::migrate::MigrateError::Store { source, .. }) => return Err(source),
             // Header problems (corrupt, future) are the header's, listed below.
             Err(_) => {}
         }

@@ -36,11 +36,12 @@ pub use checkpoint::{checkpoint_target, cutover_key, CutoverCheckpoint, CUTOVER_
 /// Per collection: the tally its rewrite proved exact, and its scope armed since then
 /// (a write through this store touching it sends `complete` back to a recount).
 pub(super) type Certified = HashMap<String, (strata_store::Tally, strata_store::ArmedScope)>;
+use crate::keys::FENCE_KEY;
 use crate::pass::PassLimits;
 use crate::payload::upcaster::Upcaster;
 use crate::policy::{
     baseline_key, list_clients, Fence, FenceDoc, FenceState, PolicyError, SchemaGate, Transform,
-    Verdict, FENCE_KEY,
+    Verdict,
 };
 use std::collections::HashMap;
 use std::time::Duration;

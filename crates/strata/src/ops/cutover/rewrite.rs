@@ -8,8 +8,9 @@ use super::{
 use crate::collection::layout::doc_prefix;
 use crate::collection::rewrite::{RowRewrite, RowRewriter};
 use crate::collection::CollectionError;
+use crate::keys::FENCE_KEY;
 use crate::pass::{HookError, Pass, PassError, RecordError, RecordRef};
-use crate::policy::{Fence, FenceState, PolicyError, SchemaGate, FENCE_KEY};
+use crate::policy::{Fence, FenceState, PolicyError, SchemaGate};
 use strata_store::{Batch, KvRead, Mutation, Precondition};
 
 const PASS_RETRIES: u32 = 16;

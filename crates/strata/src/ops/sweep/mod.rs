@@ -321,7 +321,7 @@ enum Outcome {
 }
 
 impl<T: Serialize + DeserializeOwned> Collection<T> {
-    /// Runs the eager sweep (see the [module docs](crate::payload::sweep)).
+    /// Runs the eager sweep (see the [module docs](crate::ops::sweep)).
     ///
     /// Returns a report whose [`SweepNote`] says how it ended; errors only for store
     /// failures, a refusing write guard, a corrupt marker, or a pass failure (rerun to

@@ -106,7 +106,7 @@ impl SweepOptions {
     }
 
     /// How long to wait for another process's sweep of the collection to end before
-    /// returning [`SweepNote::Contended`] (default zero: one attempt). Only stores shared
+    /// returning [`SweepNote::Contended`](super::SweepNote::Contended) (default zero: one attempt). Only stores shared
     /// by several processes have such a lease.
     pub fn lease_wait(mut self, wait: Duration) -> Self {
         self.lease_wait = wait;
