@@ -43,6 +43,8 @@
 //! ```
 #![deny(missing_docs)]
 
+mod guards;
+
 use redb::{Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableDefinition};
 use std::fmt;
 use std::io::Read;
@@ -221,6 +223,8 @@ struct Inner {
     db: Db,
     path: PathBuf,
     durability: RedbDurability,
+    /// The exact cache of guard keys (module `guards`).
+    guards: guards::Guards,
 }
 
 impl Drop for Inner {
@@ -292,6 +296,7 @@ impl RedbStore {
                 db,
                 path: path.to_path_buf(),
                 durability,
+                guards: guards::Guards::default(),
             }),
         }
     }
@@ -388,23 +393,52 @@ impl RedbStore {
             txn.set_durability(redb::Durability::None)
                 .map_err(|e| self.error(e))?;
         }
+        // Held for the whole transaction: redb runs one write transaction at a time, so
+        // this lock is never waited for (see module `guards` for why the cache is exact).
+        let mut cache = self.inner.guards.lock();
         // `Some(true)`: commit; `Some(false)`: nothing to commit (abort).
         let outcome = (|| {
             let mut table = self.guard(|| txn.open_table(TABLE).map_err(|e| self.error(e)))?;
-            let batch = {
+            let (batch, fill) = {
                 // The values are read inside this write transaction: redb runs one at a
-                // time, so they are current until it commits.
-                let mut guards = Vec::with_capacity(reads.len());
-                for key in reads {
-                    guards.push(self.guard(|| table.get(*key).map_err(|e| self.error(e)))?);
+                // time, so they are current until it commits. A cached guard key is not
+                // looked up.
+                let mut stored = Vec::with_capacity(reads.len());
+                self.guard(|| {
+                    for key in reads {
+                        stored.push(match cache.get(key) {
+                            Some(_) => None,
+                            None => Some(table.get(*key).map_err(|e| self.error(e))?),
+                        });
+                    }
+                    Ok(())
+                })?;
+                let mut values: Vec<Option<&[u8]>> = Vec::with_capacity(reads.len());
+                for (key, got) in reads.iter().zip(&stored) {
+                    values.push(match got {
+                        Some(g) => g.as_ref().map(|v| v.value()),
+                        None => cache.peek(key).flatten(),
+                    });
                 }
-                let values: Vec<Option<&[u8]>> = guards
-                    .iter()
-                    .map(|g| g.as_ref().map(|v| v.value()))
-                    .collect();
                 // The caller's decision runs outside the panic guard: its panic is its own.
-                decide(&values)
+                let batch = decide(&values);
+                // The keys read besides the first (the document a write decides on) that
+                // the decided batch does not write are guards: cached for the next write.
+                let mut fill: Vec<(&[u8], Option<Vec<u8>>)> = Vec::new();
+                if let Some(b) = &batch {
+                    for (key, got) in reads.iter().zip(&stored).skip(1) {
+                        if let Some(g) = got {
+                            if !b.mutations().iter().any(|m| m.key() == *key) {
+                                fill.push((key, g.as_ref().map(|v| v.value().to_vec())));
+                            }
+                        }
+                    }
+                }
+                (batch, fill)
             };
+            for (key, value) in fill {
+                cache.fill(key, value.as_deref());
+            }
             let Some(batch) = batch else {
                 return Ok(false);
             };
@@ -417,11 +451,25 @@ impl RedbStore {
             }
             let (mutations, preconditions) = batch.into_parts();
             self.guard(|| {
+                let written = guards::Written::of(&mutations, preconditions.len());
                 for p in &preconditions {
+                    if let Some(current) = cache.get(p.key()) {
+                        p.check(current)?;
+                        continue;
+                    }
                     let current = table.get(p.key()).map_err(|e| self.error(e))?;
-                    p.check(current.as_ref().map(|g| g.value()))?;
+                    let current = current.as_ref().map(|g| g.value());
+                    let checked = p.check(current);
+                    if !written.contains(p.key()) {
+                        // A guard: its committed value (this transaction does not write it).
+                        cache.fill(p.key(), current);
+                    }
+                    checked?;
                 }
                 for m in mutations {
+                    // Dropped before it is written: no entry outlives a change of its key,
+                    // whatever the commit's outcome.
+                    cache.forget(m.key());
                     match m {
                         Mutation::Set { key, value } => {
                             table
@@ -437,6 +485,7 @@ impl RedbStore {
             })?;
             Ok(true)
         })();
+        drop(cache);
         match outcome {
             Ok(true) => self
                 .guard(|| txn.commit().map_err(|e| self.error(e)))
@@ -454,6 +503,12 @@ impl RedbStore {
                 Err(e)
             }
         }
+    }
+
+    /// Reads and precondition checks the guard cache served so far.
+    #[cfg(test)]
+    fn guard_cache_hits(&self) -> u64 {
+        self.inner.guards.lock().hits()
     }
 
     fn abort(&self, txn: redb::WriteTransaction) {
