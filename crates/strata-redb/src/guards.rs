@@ -152,7 +152,6 @@ impl<'a> Written<'a> {
     }
 }
 
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
@@ -321,7 +320,11 @@ mod tests {
         let n = super::MAX_GUARDS + 4;
         for i in 0..n {
             store
-                .apply(Batch::new().require_absent(guard(i)).set(b"d".to_vec(), vec![1]))
+                .apply(
+                    Batch::new()
+                        .require_absent(guard(i))
+                        .set(b"d".to_vec(), vec![1]),
+                )
                 .unwrap();
         }
         for i in 0..n {
@@ -331,7 +334,11 @@ mod tests {
         }
         for i in 0..n {
             assert!(store
-                .apply(Batch::new().require_absent(guard(i)).set(b"d".to_vec(), vec![2]))
+                .apply(
+                    Batch::new()
+                        .require_absent(guard(i))
+                        .set(b"d".to_vec(), vec![2])
+                )
                 .is_err());
             store
                 .apply(

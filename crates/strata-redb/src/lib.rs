@@ -59,6 +59,9 @@ use strata_store::{
 /// The backend name used in messages and [`StoreError::Backend`].
 const NAME: &str = "redb";
 
+/// A write reading at most this many keys caches the guards among them (module `guards`).
+const FILL_FROM_READS: usize = 4;
+
 /// The one redb table holding every strata key.
 const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("strata");
 
@@ -422,10 +425,12 @@ impl RedbStore {
                 }
                 // The caller's decision runs outside the panic guard: its panic is its own.
                 let batch = decide(&values);
-                // The keys read besides the first (the document a write decides on) that
-                // the decided batch does not write are guards: cached for the next write.
+                // The keys a one-document write reads besides its document (a
+                // deploy-window record) that its batch does not write are guards: cached
+                // for the next write. (Not those of a write reading many keys — a write
+                // set: it would only churn the cache.)
                 let mut fill: Vec<(&[u8], Option<Vec<u8>>)> = Vec::new();
-                if let Some(b) = &batch {
+                if let (Some(b), true) = (&batch, reads.len() <= FILL_FROM_READS) {
                     for (key, got) in reads.iter().zip(&stored).skip(1) {
                         if let Some(g) = got {
                             if !b.mutations().iter().any(|m| m.key() == *key) {
