@@ -13,6 +13,13 @@
 //! another process opening it gets [`StoreError::InUse`]; a second open in this process is
 //! [`StoreError::CannotOpen`] saying so.
 //!
+//! **Guard keys are cached**: the keys a write requires or reads but does not write (the
+//! fence record, a collection's deploy-window record) are kept, exactly, in a small
+//! in-process cache taken under the write transaction, so a document write makes one
+//! B-tree lookup (its document) instead of one per guard (module `guards`: why the
+//! cache cannot go stale — one process writes the file, every write of a key drops it
+//! from the cache before writing it).
+//!
 //! **Durability** (chosen deliberately, see [`RedbDurability`]): by default every batch is
 //! committed with redb's `Durability::Immediate`: when [`KvWrite::apply`] returns, the
 //! batch is on disk (redb's commit fsyncs, its copy-on-write B-tree and checksummed commit
