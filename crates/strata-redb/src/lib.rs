@@ -13,6 +13,13 @@
 //! another process opening it gets [`StoreError::InUse`]; a second open in this process is
 //! [`StoreError::CannotOpen`] saying so.
 //!
+//! **Guard keys are cached**: the keys a write requires or reads but does not write (the
+//! fence record, a collection's deploy-window record) are kept, exactly, in a small
+//! in-process cache taken under the write transaction, so a document write makes one
+//! B-tree lookup (its document) instead of one per guard (module `guards`: why the
+//! cache cannot go stale — one process writes the file, every write of a key drops it
+//! from the cache before writing it).
+//!
 //! **Durability** (chosen deliberately, see [`RedbDurability`]): by default every batch is
 //! committed with redb's `Durability::Immediate`: when [`KvWrite::apply`] returns, the
 //! batch is on disk (redb's commit fsyncs, its copy-on-write B-tree and checksummed commit
@@ -43,6 +50,8 @@
 //! ```
 #![deny(missing_docs)]
 
+mod guards;
+
 use redb::{Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableDefinition};
 use std::fmt;
 use std::io::Read;
@@ -56,6 +65,9 @@ use strata_store::{
 
 /// The backend name used in messages and [`StoreError::Backend`].
 const NAME: &str = "redb";
+
+/// A write reading at most this many keys caches the guards among them (module `guards`).
+const FILL_FROM_READS: usize = 4;
 
 /// The one redb table holding every strata key.
 const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("strata");
@@ -221,6 +233,8 @@ struct Inner {
     db: Db,
     path: PathBuf,
     durability: RedbDurability,
+    /// The exact cache of guard keys (module `guards`).
+    guards: guards::Guards,
 }
 
 impl Drop for Inner {
@@ -292,6 +306,7 @@ impl RedbStore {
                 db,
                 path: path.to_path_buf(),
                 durability,
+                guards: guards::Guards::default(),
             }),
         }
     }
@@ -388,23 +403,54 @@ impl RedbStore {
             txn.set_durability(redb::Durability::None)
                 .map_err(|e| self.error(e))?;
         }
+        // Held for the whole transaction: redb runs one write transaction at a time, so
+        // this lock is never waited for (see module `guards` for why the cache is exact).
+        let mut cache = self.inner.guards.lock();
         // `Some(true)`: commit; `Some(false)`: nothing to commit (abort).
         let outcome = (|| {
             let mut table = self.guard(|| txn.open_table(TABLE).map_err(|e| self.error(e)))?;
-            let batch = {
+            let (batch, fill) = {
                 // The values are read inside this write transaction: redb runs one at a
-                // time, so they are current until it commits.
-                let mut guards = Vec::with_capacity(reads.len());
-                for key in reads {
-                    guards.push(self.guard(|| table.get(*key).map_err(|e| self.error(e)))?);
+                // time, so they are current until it commits. A cached guard key is not
+                // looked up.
+                let mut stored = Vec::with_capacity(reads.len());
+                self.guard(|| {
+                    for key in reads {
+                        stored.push(match cache.get(key) {
+                            Some(_) => None,
+                            None => Some(table.get(*key).map_err(|e| self.error(e))?),
+                        });
+                    }
+                    Ok(())
+                })?;
+                let mut values: Vec<Option<&[u8]>> = Vec::with_capacity(reads.len());
+                for (key, got) in reads.iter().zip(&stored) {
+                    values.push(match got {
+                        Some(g) => g.as_ref().map(|v| v.value()),
+                        None => cache.peek(key).flatten(),
+                    });
                 }
-                let values: Vec<Option<&[u8]>> = guards
-                    .iter()
-                    .map(|g| g.as_ref().map(|v| v.value()))
-                    .collect();
                 // The caller's decision runs outside the panic guard: its panic is its own.
-                decide(&values)
+                let batch = decide(&values);
+                // The keys a one-document write reads besides its document (a
+                // deploy-window record) that its batch does not write are guards: cached
+                // for the next write. (Not those of a write reading many keys — a write
+                // set: it would only churn the cache.)
+                let mut fill: Vec<(&[u8], Option<Vec<u8>>)> = Vec::new();
+                if let (Some(b), true) = (&batch, reads.len() <= FILL_FROM_READS) {
+                    for (key, got) in reads.iter().zip(&stored).skip(1) {
+                        if let Some(g) = got {
+                            if !b.mutations().iter().any(|m| m.key() == *key) {
+                                fill.push((key, g.as_ref().map(|v| v.value().to_vec())));
+                            }
+                        }
+                    }
+                }
+                (batch, fill)
             };
+            for (key, value) in fill {
+                cache.fill(key, value.as_deref());
+            }
             let Some(batch) = batch else {
                 return Ok(false);
             };
@@ -417,11 +463,25 @@ impl RedbStore {
             }
             let (mutations, preconditions) = batch.into_parts();
             self.guard(|| {
+                let written = guards::Written::of(&mutations, preconditions.len());
                 for p in &preconditions {
+                    if let Some(current) = cache.get(p.key()) {
+                        p.check(current)?;
+                        continue;
+                    }
                     let current = table.get(p.key()).map_err(|e| self.error(e))?;
-                    p.check(current.as_ref().map(|g| g.value()))?;
+                    let current = current.as_ref().map(|g| g.value());
+                    let checked = p.check(current);
+                    if !written.contains(p.key()) {
+                        // A guard: its committed value (this transaction does not write it).
+                        cache.fill(p.key(), current);
+                    }
+                    checked?;
                 }
                 for m in mutations {
+                    // Dropped before it is written: no entry outlives a change of its key,
+                    // whatever the commit's outcome.
+                    cache.forget(m.key());
                     match m {
                         Mutation::Set { key, value } => {
                             table
@@ -437,6 +497,7 @@ impl RedbStore {
             })?;
             Ok(true)
         })();
+        drop(cache);
         match outcome {
             Ok(true) => self
                 .guard(|| txn.commit().map_err(|e| self.error(e)))
@@ -454,6 +515,12 @@ impl RedbStore {
                 Err(e)
             }
         }
+    }
+
+    /// Reads and precondition checks the guard cache served so far.
+    #[cfg(test)]
+    fn guard_cache_hits(&self) -> u64 {
+        self.inner.guards.lock().hits()
     }
 
     fn abort(&self, txn: redb::WriteTransaction) {

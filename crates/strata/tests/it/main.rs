@@ -11,6 +11,7 @@ mod fence;
 mod format;
 mod fuzz;
 mod getting_started;
+mod guard_cache;
 mod keyring;
 mod layers;
 mod limits;
