@@ -165,9 +165,10 @@ fn main() {
             }
         }
 
-        // New ids (issue 24): every put creates a document no handle wrote before, so
-        // strata has no write hint and reads the key first (two round trips), against
-        // the raw statement inserting a new key (one). Interleaved per operation.
+        // New ids (issue 24): every put creates a document no handle wrote before: strata
+        // has no write hint and decides on "absent", which the server checks in the
+        // statement that writes (one round trip), against the raw statement inserting a
+        // new key (one). Interleaved per operation.
         if run("new", "raw") || run("new", "strata") {
             let mut took = [Duration::ZERO; 2];
             for i in 0..ops {

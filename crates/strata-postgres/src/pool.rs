@@ -66,6 +66,16 @@ pub(crate) enum Failure {
     Lost(tokio_postgres::Error),
     /// The operation did not finish within the statement timeout.
     Timeout,
+    /// A conditional write found preconditions failed and wrote nothing.
+    Rejected(Rejected),
+}
+
+/// The preconditions a conditional write found failed (it wrote nothing): each one's
+/// 1-based position in its batch's preconditions and the key's current value as the server
+/// read it in the statement, in position order.
+#[derive(Debug, Default)]
+pub(crate) struct Rejected {
+    pub(crate) failed: Vec<(usize, Option<Vec<u8>>)>,
 }
 
 impl From<StoreError> for Failure {

@@ -74,6 +74,9 @@ pub struct PgStore {
     /// The bytes of keys this handle wrote last (module `hints`): a read-modify-write of
     /// one of them decides without reading it.
     hints: hints::Hints,
+    /// Round trips the write primitive spent: batches sent, and keys read before deciding
+    /// (for the tests that pin how many a write takes).
+    round_trips: write::RoundTrips,
     /// The statements' text, for connections through a transaction-mode pooler.
     texts: sql::Texts,
     /// The read replica (`strata_replica`), read only through [`PgStore::stale_reads`].
@@ -372,6 +375,7 @@ impl PgStore {
             drop_table_on_drop: options.drop_table_on_drop,
             unflushed: AtomicBool::new(false),
             hints: hints::Hints::new(true),
+            round_trips: write::RoundTrips::default(),
             texts,
             replica,
         })
@@ -509,6 +513,12 @@ fn failure_error(
 ) -> StoreError {
     match failure {
         Failure::Store(e) => e,
+        // The write paths turn a rejection into its precondition's error before it gets
+        // here (`PgStore::apply_batch`); a bare one still says what it is.
+        Failure::Rejected(_) => StoreError::Conflict {
+            key: Vec::new(),
+            reason: strata_store::ConflictReason::Changed,
+        },
         Failure::Timeout => PgError::Timeout {
             phase: "statement",
             target: target.to_string(),

@@ -130,10 +130,19 @@ pub trait KvWrite {
     /// handed to `decide` are still current when the batch commits, without the caller
     /// adding preconditions on them.
     ///
-    /// `decide` must not call into the store. It may be called more than once, each time
-    /// with freshly read values (a backend that validates optimistically retries after a
-    /// concurrent change); only the last call's batch is committed. When `reads` is
-    /// empty it is called exactly once.
+    /// `decide` must not call into the store. It may be called more than once when
+    /// `reads` is not empty; only the last call's batch is committed, and the last call
+    /// always sees the values current at the commit (or, for a refusal, values the
+    /// backend read). A backend that validates optimistically (PostgreSQL) may hand an
+    /// earlier call the values it *expects* instead of reading them — the bytes it last
+    /// wrote, or absent for a key it knows nothing of — and checks them in the statement
+    /// that writes: when they were wrong, nothing of that call's batch is written and the
+    /// decision runs again on the current values; a refusal on expected values is never
+    /// final (the keys are read and the decision runs again). So a decision must be
+    /// pure and total: it takes any values (a key it knows to exist may be handed over
+    /// absent — refusing then costs one read), acts on them only by returning its batch
+    /// (or `None`), and whatever it records for its caller is overwritten by each call.
+    /// When `reads` is empty it is called exactly once.
     fn read_modify_write(&self, reads: &[&[u8]], decide: &mut Decide<'_>) -> Result<bool>;
 
     /// Makes every committed write durable.

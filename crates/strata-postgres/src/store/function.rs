@@ -118,19 +118,8 @@ impl PgStore {
                 client.query(&functions.write, &params).await?
             }
         };
-        // Nothing was written when a row came back: the first failed precondition.
-        match rows.first() {
-            None => Ok(()),
-            Some(row) => {
-                let position: i64 = row.try_get(0)?;
-                let current: Option<&[u8]> = row.try_get(1)?;
-                Err(super::params::failed_precondition(
-                    preconditions,
-                    Some(position),
-                    current,
-                ))
-            }
-        }
+        // Nothing was written when rows came back: the failed preconditions.
+        super::params::rejection(&rows)
     }
 }
 

@@ -4,22 +4,25 @@
 //! A write that decides on a key's current value ([`strata_store::KvWrite::read_modify_write`],
 //! a collection's `put`) must name the bytes it decided on: the server re-checks them in
 //! the statement that writes (the precondition that keeps a concurrent writer's update
-//! from being lost, and the source of the next lock version). Reading them costs a round
-//! trip (one more statement per put, as much as the write's own). A handle that wrote a
-//! key remembers the bytes it wrote and decides on them instead of reading.
+//! from being lost, and the source of the next lock version). Reading them first would
+//! cost a round trip (one more statement per put, as much as the write's own). So the
+//! write decides on what the handle expects the key to hold: the bytes it wrote there
+//! last (its hint), or — a key it has no hint for — absent.
 //!
-//! Why a wrong hint changes nothing but the cost: the hint is only ever handed to the
+//! Why a wrong expectation changes nothing but the cost: it is only ever handed to the
 //! decision together with a precondition that the key still holds it, and the server
 //! checks preconditions atomically with the write, against the committed state, across
 //! every process and handle (under the key's lock, in the statement that writes). If
-//! another handle or process wrote the key since, its bytes differ, so the write fails
-//! with a conflict on that key, writes nothing, the hint is dropped and the write reads
-//! the key and decides again, exactly as after losing any race. If the precondition
-//! holds, the stored bytes *are* the hint, so everything the decision derived from them
-//! is what a read would have produced.
+//! another handle or process wrote the key since (or it exists and was guessed absent),
+//! its bytes differ, so the write fails on that key and writes nothing; the server's
+//! answer carries the key's current bytes, the hint is dropped, and the write is decided
+//! again on those bytes, exactly as after losing any race. If the precondition holds, the
+//! stored bytes *are* the expected ones, so everything the decision derived from them is
+//! what a read would have produced. A decision that refuses on an expected value is
+//! decided again on the value read.
 //!
 //! Bounded: at most [`MAX_ENTRIES`] keys and [`MAX_BYTES`] bytes per handle; past either,
-//! the hints are dropped wholesale (a later write reads, as without hints).
+//! the hints are dropped wholesale (a later write guesses, as without hints).
 
 use std::collections::HashMap;
 use std::sync::RwLock;

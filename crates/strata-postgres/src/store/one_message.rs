@@ -147,14 +147,13 @@ impl PgStore {
         // The rows after the two lock statements' completions are the write's: its
         // failed preconditions (1-based position, current value), none when it wrote.
         let mut completed = 0;
+        let mut failed = Vec::new();
         for m in &messages {
             match m {
                 SimpleQueryMessage::CommandComplete(_) => completed += 1,
                 SimpleQueryMessage::Row(row) if completed == 2 => {
-                    let position: Option<i64> = row.get(0).and_then(|s| s.parse().ok());
-                    let p = position
-                        .and_then(|i| usize::try_from(i).ok())
-                        .and_then(|i| preconditions.get(i.checked_sub(1)?));
+                    let position: Option<usize> = row.get(0).and_then(|s| s.parse().ok());
+                    let p = position.and_then(|i| preconditions.get(i.checked_sub(1)?));
                     let current = match row.get(1) {
                         None => None,
                         Some(text) => Some(decode_bytea(text).ok_or_else(|| {
@@ -165,16 +164,15 @@ impl PgStore {
                             })
                         })?),
                     };
-                    return Err(super::params::failed_precondition(
-                        preconditions,
-                        position,
-                        current.as_deref(),
-                    ));
+                    failed.push((position.unwrap_or(0), current));
                 }
                 _ => {}
             }
         }
-        Ok(())
+        match failed.is_empty() {
+            true => Ok(()),
+            false => Err(Failure::Rejected(crate::pool::Rejected { failed })),
+        }
     }
 }
 

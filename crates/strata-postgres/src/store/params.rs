@@ -2,7 +2,7 @@
 //! and the error a failed precondition becomes: shared by the write paths (the pipelined
 //! transaction, the one-message path, the session functions).
 
-use crate::pool::Failure;
+use crate::pool::{Failure, Rejected};
 use strata_store::{Mutation, Precondition, StoreError};
 
 /// Borrowed keys or values: one array parameter of the conditional write.
@@ -62,4 +62,34 @@ pub(super) fn failed_precondition(
         key: p.map(|p| p.key().to_vec()).unwrap_or_default(),
         reason: strata_store::ConflictReason::Changed,
     })
+}
+
+/// The answer of a conditional write as a rejection: its rows are the failed
+/// preconditions (1-based position, current value); none when it wrote.
+pub(super) fn rejection(rows: &[tokio_postgres::Row]) -> Result<(), Failure> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut failed = Vec::with_capacity(rows.len());
+    for row in rows {
+        let position: i64 = row.try_get(0)?;
+        let current: Option<Vec<u8>> = row.try_get(1)?;
+        failed.push((usize::try_from(position).unwrap_or(0), current));
+    }
+    Err(Failure::Rejected(Rejected { failed }))
+}
+
+/// The error of a rejected batch: its first failed precondition's own (see
+/// [`failed_precondition`]).
+pub(super) fn rejected_error(preconditions: &[Precondition], rejected: &Rejected) -> StoreError {
+    let first = rejected.failed.first();
+    let position = first.and_then(|(i, _)| i64::try_from(*i).ok());
+    let current = first.and_then(|(_, c)| c.as_deref());
+    match failed_precondition(preconditions, position, current) {
+        Failure::Store(e) => e,
+        _ => StoreError::Conflict {
+            key: Vec::new(),
+            reason: strata_store::ConflictReason::Changed,
+        },
+    }
 }

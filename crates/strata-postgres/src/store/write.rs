@@ -1,11 +1,12 @@
 //! The write path of [`PgStore`]: atomic conditional batches.
 
-use super::params::{failed_precondition, mutation_params, precondition_params};
+use super::params::{mutation_params, precondition_params, rejected_error};
 use super::{one_message, PgStore};
 use crate::error::PgError;
 use crate::lease;
+use crate::pool::Rejected;
 use crate::pool::{Conn, Failure};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use strata_store::{Batch, Decide, KvRead, KvWrite, Mutation, Precondition, Result, StoreError};
 use tokio_postgres::error::SqlState;
@@ -97,7 +98,7 @@ impl PgStore {
         }
         steps.push(Box::pin(client.query(&stmts.write, &params)));
         steps.push(Box::pin(client.query(&stmts.commit, &[])));
-        self.finish_apply(join_all(steps).await, fence_at, token, preconditions)
+        self.finish_apply(join_all(steps).await, fence_at, token)
     }
 
     /// [`PgStore::try_apply`] through a transaction-mode pooler: the same pipelined
@@ -185,7 +186,7 @@ impl PgStore {
         }
         steps.push(Box::pin(client.query_typed(&texts.write, &params)));
         steps.push(Box::pin(client.query_typed("COMMIT", &[])));
-        self.finish_apply(join_all(steps).await, fence_at, token, preconditions)
+        self.finish_apply(join_all(steps).await, fence_at, token)
     }
 
     /// The outcome of a pipelined batch from its statements' answers (the write's and
@@ -195,7 +196,6 @@ impl PgStore {
         mut results: Vec<std::result::Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>>,
         fence_at: Option<usize>,
         token: i64,
-        preconditions: &[Precondition],
     ) -> std::result::Result<(), Failure> {
         let committed = results.pop();
         let written = results.pop();
@@ -218,13 +218,22 @@ impl PgStore {
         if let Some(r) = committed {
             r?;
         }
-        // Nothing was written when a row came back: report the first failed precondition.
-        if let Some(row) = failed.first() {
-            let position: i64 = row.try_get(0)?;
-            let current: Option<&[u8]> = row.try_get(1)?;
-            return Err(failed_precondition(preconditions, Some(position), current));
-        }
-        Ok(())
+        // Nothing was written when rows came back: the failed preconditions.
+        super::params::rejection(&failed)
+    }
+}
+
+/// Why an atomic batch wrote nothing.
+enum BatchError {
+    /// Preconditions failed (the server's answer: which, and the current values).
+    Rejected(Rejected),
+    /// Any other failure, as the store error it is.
+    Store(StoreError),
+}
+
+impl From<StoreError> for BatchError {
+    fn from(e: StoreError) -> Self {
+        BatchError::Store(e)
     }
 }
 
@@ -273,20 +282,49 @@ fn is_retryable(e: &tokio_postgres::Error) -> bool {
     )
 }
 
+/// The round trips of [`KvWrite::read_modify_write`] on one handle (relaxed counters).
+#[derive(Debug, Default)]
+pub(super) struct RoundTrips {
+    /// Batches the primitive sent (each one round trip).
+    batches: AtomicU64,
+    /// Keys it read before deciding (each one round trip).
+    reads: AtomicU64,
+}
+
+impl PgStore {
+    /// `(batches sent, keys read)` by this handle's write primitive so far: a write that
+    /// decided on the values it expected took one batch and no read. For tests.
+    #[cfg(feature = "testing")]
+    pub fn write_round_trips(&self) -> (u64, u64) {
+        (
+            self.round_trips.batches.load(Ordering::Relaxed),
+            self.round_trips.reads.load(Ordering::Relaxed),
+        )
+    }
+}
+
 /// How often a read-modify-write decides again after a key it read changed before its
 /// write committed.
 const MAX_DECISIONS: usize = 64;
 
-/// The write primitive on PostgreSQL. A write that reads nothing is one batch (one round
-/// trip: see `PgStore::apply_batch`). A write that reads keys takes their values from
-/// the handle's write hints (the bytes it last wrote, see `hints`) or reads them (one
-/// statement per key it has no hint for), decides, and sends the decided batch with one
-/// more precondition per key read — "still holds the value decided on" — so the server
-/// checks, in the statement that writes and under the keys' locks, that nothing changed
-/// them since: the read, the decision and the write are atomic exactly as inside one
-/// transaction. When a key read changed (or a hint was stale) the write is decided again
-/// on fresh values (at most 64 times); any other failed precondition (a guard) is the
-/// caller's conflict.
+/// The write primitive on PostgreSQL: ONE round trip when the values the write decides on
+/// are the ones the backend expects. A write that reads nothing is one batch (see
+/// `PgStore::apply_batch`). A write that reads keys decides on what the handle expects
+/// them to hold, without reading them first: the bytes it last wrote (its write hints,
+/// see `hints`), or — a key it has no hint for, such as a new id — *absent*. It sends the
+/// decided batch with one more precondition per key read, "still holds the value decided
+/// on", which the server checks in the statement that writes, under the keys' locks: when
+/// they hold, the read, the decision and the write are atomic exactly as inside one
+/// transaction, and the write took one round trip. When one does not (another handle or
+/// process wrote the key, or the guess was wrong), nothing is written and the server
+/// answers with the key's current value, on which the write is decided again — one more
+/// round trip, and still no separate read (at most 64 decisions).
+///
+/// A decision that refuses on an expected value is not final: the keys it was not read
+/// for are read (one statement each) and it decides again on what they hold; a refusal on
+/// values read or reported by the server is. A failed precondition of the decided batch
+/// itself (a guard) is the caller's conflict — once the keys read held what it was
+/// decided on (a decision on a wrong value may have chosen other guards).
 impl KvWrite for PgStore {
     fn read_modify_write(&self, reads: &[&[u8]], decide: &mut Decide<'_>) -> Result<bool> {
         if reads.is_empty() {
@@ -297,30 +335,39 @@ impl KvWrite for PgStore {
             self.remember(&batch, &[], &[]);
             return Ok(true);
         }
+        // What each key read is known to hold: read, or reported by the server (`None`
+        // while the write decides on an expected value).
+        let mut known: Vec<Option<Option<Vec<u8>>>> = vec![None; reads.len()];
         let mut attempt = 0;
         loop {
             attempt += 1;
             let mut values = Vec::with_capacity(reads.len());
-            let mut hinted_any = false;
-            for key in reads {
-                let hinted = if attempt == 1 {
-                    self.hints.get(key)
-                } else {
-                    None
-                };
-                hinted_any |= hinted.is_some();
-                values.push(match hinted {
-                    Some(v) => Some(v),
-                    None => self.get(key)?,
+            let mut expected = false;
+            for (key, k) in reads.iter().zip(&known) {
+                values.push(match k {
+                    Some(v) => v.clone(),
+                    None => {
+                        expected = true;
+                        self.hints.get(key)
+                    }
                 });
             }
             let Some(mut batch) = decide(&strata_store::borrowed(&values)) else {
-                if hinted_any {
-                    // A refusal is only trusted on values read: decide again on them.
-                    continue;
+                if !expected {
+                    return Ok(false);
                 }
-                return Ok(false);
+                // A refusal is only trusted on values known: read the expected ones and
+                // decide again on them.
+                for (key, k) in reads.iter().zip(known.iter_mut()) {
+                    if k.is_none() {
+                        self.round_trips.reads.fetch_add(1, Ordering::Relaxed);
+                        *k = Some(self.get(key)?);
+                    }
+                }
+                continue;
             };
+            // The decided batch's own preconditions come first; the reads' after them.
+            let own = batch.preconditions().len();
             for (key, value) in reads.iter().zip(&values) {
                 batch.push_precondition(match value {
                     Some(v) => Precondition::Equals {
@@ -330,22 +377,38 @@ impl KvWrite for PgStore {
                     None => Precondition::Absent { key: key.to_vec() },
                 });
             }
-            match self.apply_batch(&batch) {
+            self.round_trips.batches.fetch_add(1, Ordering::Relaxed);
+            let rejected = match self.try_batch(&batch) {
                 Ok(()) => {
                     self.remember(&batch, reads, &values);
                     return Ok(true);
                 }
-                Err(StoreError::Conflict { key, reason })
-                    if reads.contains(&key.as_slice()) && attempt < MAX_DECISIONS =>
-                {
-                    tracing::debug!(table = %self.table, key = %strata_store::escape_key(&key), ?reason, attempt, "a key read changed before the write; deciding again");
-                    self.hints.forget(&key);
-                }
-                Err(e) => {
-                    for key in reads {
-                        self.hints.forget(key);
-                    }
+                Err(BatchError::Rejected(r)) => r,
+                Err(BatchError::Store(e)) => {
+                    self.forget_all(reads);
                     return Err(e);
+                }
+            };
+            // Only the decision's own guards failed: the caller's conflict. When a key
+            // read failed too, the guards were chosen on a value the key did not hold:
+            // the decision on the current values says which guards to check.
+            let read_failed = rejected
+                .failed
+                .iter()
+                .any(|(i, _)| *i > own && *i <= own + reads.len());
+            if !read_failed || attempt >= MAX_DECISIONS {
+                self.forget_all(reads);
+                return Err(rejected_error(batch.preconditions(), &rejected));
+            }
+            // Only keys read changed: each now known, as reported (failed) or as decided
+            // on (held); decide again on them.
+            for (j, (key, value)) in reads.iter().zip(values).enumerate() {
+                known[j] = Some(value);
+                if let Some((_, current)) = rejected.failed.iter().find(|(i, _)| *i == own + j + 1)
+                {
+                    tracing::debug!(table = %self.table, key = %strata_store::escape_key(key), attempt, "a key read held another value than decided on; deciding again on it");
+                    self.hints.forget(key);
+                    known[j] = Some(current.clone());
                 }
             }
         }
@@ -380,6 +443,13 @@ impl KvWrite for PgStore {
 }
 
 impl PgStore {
+    /// Forgets the hints of `reads` (a write on them failed: what they hold is unknown).
+    fn forget_all(&self, reads: &[&[u8]]) {
+        for key in reads {
+            self.hints.forget(key);
+        }
+    }
+
     /// After a committed write: the keys it set are hinted with their new bytes, the keys
     /// it deleted forgotten, the keys it read and left alone hinted with what they hold.
     fn remember(&self, batch: &Batch, reads: &[&[u8]], values: &[Option<Vec<u8>>]) {
@@ -409,6 +479,15 @@ impl PgStore {
     /// One atomic batch: the locks, the preconditions checked and the mutations written
     /// by the server, in one round trip where it can (see the module).
     pub(super) fn apply_batch(&self, batch: &Batch) -> Result<()> {
+        self.try_batch(batch).map_err(|e| match e {
+            BatchError::Rejected(r) => rejected_error(batch.preconditions(), &r),
+            BatchError::Store(e) => e,
+        })
+    }
+
+    /// [`PgStore::apply_batch`], a rejection (the failed preconditions, with the current
+    /// values the server read) kept apart from the other errors.
+    fn try_batch(&self, batch: &Batch) -> std::result::Result<(), BatchError> {
         batch.validate()?;
         // A key PostgreSQL's index could not hold: the same error as every backend's
         // collections give, never a server error "retry" cannot fix.
@@ -462,25 +541,28 @@ impl PgStore {
                 Err(f) => f,
             };
             match failure {
+                Failure::Rejected(r) => return Err(BatchError::Rejected(r)),
                 Failure::Pg(e) if is_retryable(&e) && attempt < MAX_ATTEMPTS => {
                     tracing::debug!(table = %self.table, attempt, error = %e, "retrying a postgres batch");
                     // Let the transaction we collided with finish.
                     std::thread::sleep(Duration::from_millis(1 << attempt.min(6)));
                 }
                 Failure::Pg(e) if is_retryable(&e) => {
-                    return Err(PgError::Contention {
-                        table: self.table.clone(),
-                        attempts: attempt,
-                        source: Box::new(e),
-                    }
-                    .into())
+                    return Err(BatchError::Store(
+                        PgError::Contention {
+                            table: self.table.clone(),
+                            attempts: attempt,
+                            source: Box::new(e),
+                        }
+                        .into(),
+                    ))
                 }
                 Failure::Pg(e)
                     if fence.is_none() && e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) =>
                 {
-                    return Err(self.lock_wait_error());
+                    return Err(BatchError::Store(self.lock_wait_error()));
                 }
-                other => return Err(self.error(other, "apply")),
+                other => return Err(BatchError::Store(self.error(other, "apply"))),
             }
         }
     }

@@ -15,6 +15,7 @@ mod hints;
 mod lease;
 mod manifest;
 mod model;
+mod one_trip;
 mod pooler;
 mod replica;
 mod sealed;

@@ -55,8 +55,8 @@ pub use lease::{
 };
 pub use point::{get, prefix_exists};
 pub use rmw::{
-    rmw_decides_on_current_values, rmw_refusal_and_failed_guards_write_nothing,
-    rmw_transfers_are_atomic,
+    rmw_decides_again_on_current_values, rmw_decides_on_current_values,
+    rmw_refusal_and_failed_guards_write_nothing, rmw_transfers_are_atomic,
 };
 pub use scan::{
     all_ff_prefix, byte_budget, byte_order, cursor_is_exclusive, cursor_not_in_store,
@@ -108,6 +108,7 @@ macro_rules! conformance_tests {
             key_write_guards_are_checked,
             key_write_increments_are_not_lost,
             rmw_decides_on_current_values,
+            rmw_decides_again_on_current_values,
             rmw_refusal_and_failed_guards_write_nothing,
             rmw_transfers_are_atomic,
             lease_blocks_writer_on_clone,

@@ -70,13 +70,19 @@ pub fn rmw_refusal_and_failed_guards_write_nothing<F: Fn(&Path) -> Store>(factor
         put(w, &doc, b"v1");
         put(w, &fence, b"F1");
         let before = dump(r);
+        let mut seen = Vec::new();
         let refused = w
             .read_modify_write(&[&doc], &mut |values| {
-                assert_eq!(values, [Some(&b"v1"[..])]);
+                seen.push(owned(values));
                 None
             })
             .unwrap();
         assert!(!refused, "a refusal is reported as not written");
+        assert_eq!(
+            seen.last(),
+            Some(&vec![Some(b"v1".to_vec())]),
+            "the refusal that counts is decided on the current value"
+        );
         assert_eq!(dump(r), before, "a refusal wrote something");
         // A stale guard on a key not read: the guard's conflict, nothing of the batch.
         expect_conflict(
@@ -132,6 +138,107 @@ pub fn rmw_refusal_and_failed_guards_write_nothing<F: Fn(&Path) -> Store>(factor
     });
 }
 
+/// The decision that counts sees the current values. A backend may first hand it values
+/// it expects instead of reading them (PostgreSQL: the bytes the handle last wrote, or
+/// absent for a key it has no record of, checked by the server in the statement that
+/// writes); a wrong expectation writes nothing and the decision runs again on the
+/// current values. Keys written by plain batches (of which the primitive keeps no record)
+/// and then read: an increment lands on the stored value, never on "absent"; a decision
+/// that writes only on an absent key refuses on the stored one and writes nothing; one
+/// that refuses on an absent key writes on the stored one; a guard that fails on the
+/// decision made on the current value is the caller's conflict, and nothing is written.
+pub fn rmw_decides_again_on_current_values<F: Fn(&Path) -> Store>(factory: F) {
+    let fx = fixture(&factory);
+    each_write_path(&fx.store, |w, r, ns| {
+        let count = |v: Option<&[u8]>| v.map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap()));
+        let (n, fresh, old, fence) = (k(ns, b"n"), k(ns, b"fresh"), k(ns, b"old"), k(ns, b"fence"));
+        put(w, &n, &5u64.to_be_bytes());
+        put(w, &fresh, b"stored");
+        put(w, &old, b"stored");
+        put(w, &fence, b"F1");
+        let mut seen = Vec::new();
+        let written = w
+            .read_modify_write(&[&n], &mut |values| {
+                seen.push(owned(values));
+                Some(Batch::new().set(n.clone(), (count(values[0]) + 1).to_be_bytes().to_vec()))
+            })
+            .unwrap();
+        assert!(written);
+        assert_eq!(seen.last(), Some(&vec![Some(5u64.to_be_bytes().to_vec())]));
+        assert_eq!(
+            count(r.get(&n).unwrap().as_deref()),
+            6,
+            "the increment was lost"
+        );
+        // Written only when absent: refused on the stored value, nothing written.
+        let before = dump(r);
+        seen.clear();
+        let written = w
+            .read_modify_write(&[&fresh, &n], &mut |values| match values[0] {
+                None => Some(
+                    Batch::new()
+                        .set(fresh.clone(), b"new".to_vec())
+                        .set(n.clone(), 0u64.to_be_bytes().to_vec()),
+                ),
+                Some(_) => {
+                    seen.push(owned(values));
+                    None
+                }
+            })
+            .unwrap();
+        assert!(!written, "the decision refuses on the stored value");
+        assert_eq!(
+            dump(r),
+            before,
+            "a batch decided on a wrong value was written"
+        );
+        assert_eq!(
+            seen.last(),
+            Some(&vec![
+                Some(b"stored".to_vec()),
+                Some(6u64.to_be_bytes().to_vec())
+            ])
+        );
+        // Refused when absent: written on the stored value.
+        let written = w
+            .read_modify_write(&[&old], &mut |values| {
+                let v = values[0]?;
+                Some(Batch::new().set(old.clone(), [v, b"!"].concat()))
+            })
+            .unwrap();
+        assert!(written, "a refusal on an expected value is not final");
+        assert_eq!(r.get(&old).unwrap(), Some(b"stored!".to_vec()));
+        // Guards chosen on the value read: those of the decision on the current value
+        // are the ones checked — holding, written; failing, the guard's conflict.
+        let guarded = |holds_on_stored: bool| {
+            let (on_absent, on_stored) = match holds_on_stored {
+                true => (b"F0", b"F1"),
+                false => (b"F1", b"F0"),
+            };
+            w.read_modify_write(&[&fresh], &mut |values| {
+                let guard = match values[0] {
+                    None => on_absent.to_vec(),
+                    Some(_) => on_stored.to_vec(),
+                };
+                Some(
+                    Batch::new()
+                        .require_eq(fence.clone(), guard)
+                        .set(fresh.clone(), b"x".to_vec()),
+                )
+            })
+        };
+        assert!(
+            guarded(true).unwrap(),
+            "the guard of the current value holds"
+        );
+        assert_eq!(r.get(&fresh).unwrap(), Some(b"x".to_vec()));
+        put(w, &fresh, b"stored");
+        let before = dump(r);
+        expect_conflict(guarded(false).map(drop), &fence, ConflictReason::Changed);
+        assert_eq!(dump(r), before, "a failed guard wrote something");
+    });
+}
+
 /// Threads moving units between two keys with read-modify-writes (each reads both,
 /// decides, writes both, no precondition of its own) lose no update and never apply a
 /// transfer half: the sum is what it was, and each account is back where it started.
@@ -143,6 +250,10 @@ pub fn rmw_transfers_are_atomic<F: Fn(&Path) -> Store>(factory: F) {
     put(&fx.store, &a, &1000u64.to_be_bytes());
     put(&fx.store, &b, &1000u64.to_be_bytes());
     let n = |v: Option<&[u8]>| u64::from_be_bytes(v.unwrap().try_into().unwrap());
+    // A decision must take any values: one on values the backend expected (see
+    // `read_modify_write`) may see an account absent. It refuses then — never final on
+    // expected values — and every transfer below is still made, on the values read.
+    let amount = |v: Option<&[u8]>| v.map(|v| u64::from_be_bytes(v.try_into().unwrap()));
     let barrier = Arc::new(Barrier::new(THREADS));
     thread::scope(|s| {
         for t in 0..THREADS {
@@ -152,7 +263,7 @@ pub fn rmw_transfers_are_atomic<F: Fn(&Path) -> Store>(factory: F) {
                 for _ in 0..PER_THREAD {
                     let (from, to) = if t % 2 == 0 { (a, b) } else { (b, a) };
                     let written = store.read_modify_write(&[from, to], &mut |values| {
-                        let (x, y) = (n(values[0]), n(values[1]));
+                        let (x, y) = (amount(values[0])?, amount(values[1])?);
                         Some(
                             Batch::new()
                                 .set(from.clone(), (x - 1).to_be_bytes().to_vec())
