@@ -4,9 +4,9 @@
 //! very next write, on every backend.
 
 use serde_json::{json, Value};
-use strata::collection::{CollectionError, CollectionOptions};
 use strata::policy::{Fence, Refusal};
 use strata::Database;
+use strata::{CollectionError, CollectionOptions};
 use strata_store::{MemoryStore, Store};
 
 fn backends(dir: &std::path::Path) -> Vec<(&'static str, Store)> {
