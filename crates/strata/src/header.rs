@@ -6,6 +6,7 @@
 //!        offset 4  len 2  schema version, u16 big-endian
 //!        offset 6  len 2  table id,       u16 big-endian
 //! ```
+use crate::format::{FixedRecord, FormatError};
 
 /// Every key strata manages starts with this prefix; application keys outside it are
 /// never touched.
@@ -26,24 +27,6 @@ pub struct SchemaHeader {
     pub version: u16,
     /// The table id the header was written for.
     pub table_id: u16,
-}
-
-/// Why header bytes could not be decoded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum HeaderError {
-    /// The value is not exactly 8 bytes.
-    #[error("invalid header length {len} (expected 8 bytes)")]
-    Length {
-        /// The length found.
-        len: usize,
-    },
-    /// The value does not start with `NXDB`.
-    #[error("invalid header magic {} (expected `NXDB`)", strata_store::escape_key(.found))]
-    Magic {
-        /// The four bytes found.
-        found: Vec<u8>,
-    },
 }
 
 impl SchemaHeader {
@@ -68,12 +51,14 @@ impl SchemaHeader {
     }
 
     /// Decodes header bytes; length is checked before magic.
-    pub fn decode(bytes: &[u8]) -> Result<Self, HeaderError> {
-        let b: &[u8; HEADER_LEN] = bytes
-            .try_into()
-            .map_err(|_| HeaderError::Length { len: bytes.len() })?;
+    pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
+        let b: &[u8; HEADER_LEN] = bytes.try_into().map_err(|_| FormatError::Length {
+            record: FixedRecord::SchemaHeader,
+            len: bytes.len(),
+        })?;
         if b[..4] != HEADER_MAGIC {
-            return Err(HeaderError::Magic {
+            return Err(FormatError::Magic {
+                record: FixedRecord::SchemaHeader,
                 found: b[..4].to_vec(),
             });
         }
@@ -109,15 +94,21 @@ mod tests {
     fn rejects_bad_magic_and_length() {
         assert!(matches!(
             SchemaHeader::decode(b"BAD!\0\x01\0\r"),
-            Err(HeaderError::Magic { .. })
+            Err(FormatError::Magic { .. })
         ));
         assert_eq!(
             SchemaHeader::decode(b"NXDB"),
-            Err(HeaderError::Length { len: 4 })
+            Err(FormatError::Length {
+                record: FixedRecord::SchemaHeader,
+                len: 4
+            })
         );
         assert_eq!(
             SchemaHeader::decode(b"NXDB\0\x01\0\x01\0"),
-            Err(HeaderError::Length { len: 9 })
+            Err(FormatError::Length {
+                record: FixedRecord::SchemaHeader,
+                len: 9
+            })
         );
     }
 

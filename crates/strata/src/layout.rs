@@ -13,7 +13,9 @@
 //! * [`catalog`] — the collection catalog records (`NXCL`) and collection names;
 //! * [`retired`] — retirement records (`NXRV`);
 //! * [`window`] — deploy-window (`NXWN`) and build (`NXBV`) records;
-//! * [`read_catalog`] — every collection recorded in a store, as managed tables.
+//! * [`read_catalog`] — every collection recorded in a store, as managed tables;
+//! * [`FormatError`] — why the bytes of a fixed-layout record (header, envelope,
+//!   checkpoint) do not decode.
 
 /// The key-space map: every reserved prefix and the key-layout functions.
 pub mod keys {
@@ -22,9 +24,7 @@ pub mod keys {
 
 /// The 8-byte schema header (`NXDB | format | flags | version`) of a managed table.
 pub mod header {
-    pub use crate::header::{
-        checkpoint_key, header_key, HeaderError, SchemaHeader, HEADER_LEN, HEADER_MAGIC,
-    };
+    pub use crate::header::{checkpoint_key, header_key, SchemaHeader, HEADER_LEN, HEADER_MAGIC};
 }
 
 /// The document envelope.
@@ -54,3 +54,4 @@ pub mod window {
 }
 
 pub use crate::database::read_catalog;
+pub use crate::format::{FixedRecord, FormatError};

@@ -148,7 +148,7 @@
 //!
 //! | layer | modules | holds |
 //! |---|---|---|
-//! | 1 | `clock`, `keys` | the clock; every reserved key prefix and the key-layout functions |
+//! | 1 | `clock`, `keys`, `format` | the clock; every reserved key prefix and the key-layout functions; the one error of fixed-layout records |
 //! | 2 | `header` | the 8-byte schema header |
 //! | 3 | `catalog` | managed-table definitions |
 //! | 4 | `numax`, `validate` | the Numax tables; startup validation |
@@ -180,6 +180,7 @@ mod catalog;
 pub mod clock;
 mod collection;
 mod database;
+mod format;
 mod header;
 mod keys;
 pub mod layout;

@@ -57,7 +57,6 @@ impl Extension {
         let mut out = std::io::stdout().lock();
         if args.json {
             let doc = serde_json::json!({
-                "format": 1,
                 "collection": r.collection,
                 "to": r.to,
                 "from": r.from,
@@ -75,7 +74,7 @@ impl Extension {
                 "newer_rows": rows(&r.newer_rows),
                 "newer_fields": if args.drop_newer_fields { "dropped" } else { "kept" },
             });
-            writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+            crate::json::emit(&mut out, &doc)?;
             return Ok(code);
         }
         let verb = if r.dry_run { "would take" } else { "took" };

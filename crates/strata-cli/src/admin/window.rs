@@ -27,14 +27,13 @@ impl Extension {
                 strata_store::KvWrite::flush(&store)?;
                 if args.json {
                     let doc = serde_json::json!({
-                        "format": 1,
                         "collection": r.collection,
                         "from": r.from,
                         "to": r.to,
                         "swept": r.swept,
                         "sweep": r.sweep.to_string(),
                     });
-                    writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+                    crate::json::emit(&mut out, &doc)?;
                 } else {
                     match r.from {
                         None => writeln!(out, "{}: no deploy window is open; nothing to do", r.collection)?,
@@ -52,14 +51,13 @@ impl Extension {
                 let code = if r.above > 0 { crate::exit::ERROR } else { OK };
                 if args.json {
                     let doc = serde_json::json!({
-                        "format": 1,
                         "collection": r.collection,
                         "operational": r.operational,
                         "rows": r.rows,
                         "above": r.above,
                         "above_keys": r.above_keys,
                     });
-                    writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+                    crate::json::emit(&mut out, &doc)?;
                 } else {
                     match r.operational {
                         None => writeln!(out, "{}: no deploy window is open; after a completed window, `revert {} --to N` takes the rows back down", r.collection, r.collection)?,

@@ -145,6 +145,18 @@ pub enum CollectionError {
         /// Why, and what to do.
         reason: String,
     },
+    /// A revert's bulk pass stopped (a store failure, a record over the budget, …); what
+    /// it committed stays and a rerun resumes from its cursor.
+    #[error("cannot revert `{collection}` to payload v{to}: the bulk pass stopped; run the revert again to resume")]
+    RevertPass {
+        /// The collection.
+        collection: String,
+        /// The version asked for.
+        to: i32,
+        /// Why the pass stopped.
+        #[source]
+        source: Box<crate::pass::PassError>,
+    },
     /// The window record changed while an operation on it ran.
     #[error("the deploy window of `{collection}` changed while this operation ran (another instance completed or opened it); look at `strata collections` and run it again")]
     WindowChanged {

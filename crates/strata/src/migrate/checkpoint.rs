@@ -9,6 +9,7 @@
 //! offset 12  len 4  cursor length  u32 BE
 //! offset 16  len n  cursor         the last processed full key (n = 0: none yet)
 //! ```
+use crate::format::{FixedRecord, FormatError};
 
 use crate::header::checkpoint_key;
 use crate::pass::CheckpointCodec;
@@ -31,38 +32,6 @@ pub struct MigrationCheckpoint {
     pub to: u16,
     /// The last processed key (empty: none yet).
     pub cursor: Vec<u8>,
-}
-
-/// Why checkpoint bytes could not be decoded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CheckpointDecodeError {
-    /// Shorter than the 16-byte fixed part.
-    #[error("checkpoint is {len} bytes, shorter than the 16-byte fixed part")]
-    TooShort {
-        /// The length found.
-        len: usize,
-    },
-    /// Not `NXMG`.
-    #[error("invalid checkpoint magic {} (expected `NXMG`)", strata_store::escape_key(.found))]
-    Magic {
-        /// The four bytes found.
-        found: Vec<u8>,
-    },
-    /// A format this build does not know.
-    #[error("unknown checkpoint format {found} (this build reads format 1)")]
-    Format {
-        /// The format found.
-        found: u16,
-    },
-    /// The cursor length field disagrees with the value length.
-    #[error("checkpoint cursor length {declared} does not match the {actual} bytes present")]
-    CursorLength {
-        /// The declared cursor length.
-        declared: u64,
-        /// The bytes actually present after the fixed part.
-        actual: usize,
-    },
 }
 
 impl MigrationCheckpoint {
@@ -92,25 +61,33 @@ impl MigrationCheckpoint {
 
     /// Decodes checkpoint bytes (length, magic, format, then the cursor length are
     /// checked, in that order).
-    pub fn decode(bytes: &[u8]) -> Result<Self, CheckpointDecodeError> {
+    pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
         let fixed: &[u8; CHECKPOINT_FIXED_LEN] = bytes
             .get(..CHECKPOINT_FIXED_LEN)
             .and_then(|b| b.try_into().ok())
-            .ok_or(CheckpointDecodeError::TooShort { len: bytes.len() })?;
+            .ok_or(FormatError::Length {
+                record: FixedRecord::MigrationCheckpoint,
+                len: bytes.len(),
+            })?;
         if fixed[..4] != CHECKPOINT_MAGIC {
-            return Err(CheckpointDecodeError::Magic {
+            return Err(FormatError::Magic {
+                record: FixedRecord::MigrationCheckpoint,
                 found: fixed[..4].to_vec(),
             });
         }
         let u16_at = |i: usize| u16::from_be_bytes([fixed[i], fixed[i + 1]]);
         let format = u16_at(4);
         if format != CHECKPOINT_FORMAT {
-            return Err(CheckpointDecodeError::Format { found: format });
+            return Err(FormatError::Format {
+                record: FixedRecord::MigrationCheckpoint,
+                found: format,
+            });
         }
         let declared = u32::from_be_bytes([fixed[12], fixed[13], fixed[14], fixed[15]]);
         let cursor = &bytes[CHECKPOINT_FIXED_LEN..];
         if u64::from(declared) != cursor.len() as u64 {
-            return Err(CheckpointDecodeError::CursorLength {
+            return Err(FormatError::FieldLength {
+                record: FixedRecord::MigrationCheckpoint,
                 declared: u64::from(declared),
                 actual: cursor.len(),
             });
@@ -212,25 +189,32 @@ mod tests {
         .encode();
         assert_eq!(
             MigrationCheckpoint::decode(&good[..15]),
-            Err(CheckpointDecodeError::TooShort { len: 15 })
+            Err(FormatError::Length {
+                record: FixedRecord::MigrationCheckpoint,
+                len: 15
+            })
         );
         let mut bad = good.clone();
         bad[0] = b'X';
         assert!(matches!(
             MigrationCheckpoint::decode(&bad),
-            Err(CheckpointDecodeError::Magic { .. })
+            Err(FormatError::Magic { .. })
         ));
         let mut bad = good.clone();
         bad[5] = 2;
         assert_eq!(
             MigrationCheckpoint::decode(&bad),
-            Err(CheckpointDecodeError::Format { found: 2 })
+            Err(FormatError::Format {
+                record: FixedRecord::MigrationCheckpoint,
+                found: 2
+            })
         );
         let mut bad = good.clone();
         bad.push(0);
         assert_eq!(
             MigrationCheckpoint::decode(&bad),
-            Err(CheckpointDecodeError::CursorLength {
+            Err(FormatError::FieldLength {
+                record: FixedRecord::MigrationCheckpoint,
                 declared: 1,
                 actual: 2
             })
@@ -276,7 +260,8 @@ mod tests {
             bytes.extend_from_slice(&extra);
             let is_cursor_length_error = matches!(
                 MigrationCheckpoint::decode(&bytes),
-                Err(CheckpointDecodeError::CursorLength { .. })
+                Err(FormatError::FieldLength {
+                record: FixedRecord::MigrationCheckpoint, .. })
             );
             prop_assert!(is_cursor_length_error);
         }

@@ -142,7 +142,8 @@ pub enum MigrateError {
         /// The record's full key.
         key: Vec<u8>,
         /// The decoder's reason.
-        reason: String,
+        #[source]
+        reason: crate::pass::RecordError,
     },
     /// The bulk pass stopped (invalid record, budget, forbidden mutation, abort, store).
     #[error(transparent)]

@@ -36,8 +36,8 @@ mod registry;
 mod verification;
 
 pub use checkpoint::{
-    CheckpointDecodeError, MigrationCheckpoint, MigrationCheckpointCodec, CHECKPOINT_FIXED_LEN,
-    CHECKPOINT_FORMAT, CHECKPOINT_MAGIC,
+    MigrationCheckpoint, MigrationCheckpointCodec, CHECKPOINT_FIXED_LEN, CHECKPOINT_FORMAT,
+    CHECKPOINT_MAGIC,
 };
 pub use error::MigrateError;
 pub use precheck::{check_checkpoint, CheckpointCheck};

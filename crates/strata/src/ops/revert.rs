@@ -523,11 +523,6 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         let name = self.name().to_string();
         let store = self.store();
         let current = self.current_version();
-        let refuse = |reason: String| CollectionError::Revert {
-            collection: name.clone(),
-            to,
-            reason,
-        };
         let (resumed, window) = self.revert_preflight(to)?;
         let key = revert_key(&name);
         let wkey = window_key(&name);
@@ -640,11 +635,12 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             }) if k == wkey => {
                 return Err(CollectionError::WindowChanged { collection: name });
             }
-            Err(e) => {
-                return Err(refuse(format!(
-                    "the bulk pass failed: {}; run the revert again to resume",
-                    crate::collection::with_causes(&e)
-                )));
+            Err(source) => {
+                return Err(CollectionError::RevertPass {
+                    collection: name,
+                    to,
+                    source: Box::new(source),
+                });
             }
         }
         fill(&mut report, &counters, named);

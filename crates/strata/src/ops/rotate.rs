@@ -282,7 +282,7 @@ impl Processor for Reseal<'_> {
                 match open_document(self.sealer, r.key, self.table_id, r.value) {
                     Ok((env, json)) => {
                         let value = seal_document(self.sealer, r.key, self.table_id, env, &json)
-                            .map_err(|e| RecordError::new(e.to_string()))?;
+                            .map_err(RecordError::from_error)?;
                         out.push(r.replace(value));
                         RowOutcome::Rewritten
                     }

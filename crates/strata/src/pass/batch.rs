@@ -30,7 +30,7 @@ impl<'a> Pass<'a> {
             return Err(PassError::InvalidRecord {
                 table: self.table.clone(),
                 key: key.to_vec(),
-                reason: e.reason().to_string(),
+                reason: e,
                 checkpoint: st.durable_cursor.clone(),
             });
         }

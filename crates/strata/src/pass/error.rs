@@ -46,10 +46,18 @@ impl fmt::Display for MutationRule {
     }
 }
 
-/// A per-record processor's verdict that a record is invalid (or cannot be transformed).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The error a [`RecordError`] was made from, shared (a record error is `Clone`).
+pub type RecordCause = std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A per-record processor's verdict that a record is invalid (or cannot be transformed):
+/// a reason, and the error behind it when there is one — kept as an error (its
+/// [`source`](std::error::Error::source) chain), never flattened into the reason.
+#[derive(Debug, Clone)]
 pub struct RecordError {
     reason: String,
+    /// The error this one was made from ([`RecordError::from_error`]): it displays as that
+    /// error and its sources are that error's sources.
+    cause: Option<RecordCause>,
 }
 
 impl RecordError {
@@ -57,14 +65,40 @@ impl RecordError {
     pub fn new(reason: impl Into<String>) -> Self {
         RecordError {
             reason: reason.into(),
+            cause: None,
         }
     }
 
-    /// The reason.
+    /// A record error that *is* `error`: it displays as `error` does and its
+    /// [`source`](std::error::Error::source) is `error`'s, so the chain reads as
+    /// `error`'s own (a step's or store's failure on one record keeps its causes).
+    pub fn from_error<E: std::error::Error + Send + Sync + 'static>(error: E) -> Self {
+        RecordError {
+            reason: error.to_string(),
+            cause: Some(std::sync::Arc::new(error)),
+        }
+    }
+
+    /// The reason (the message of the error it was made from, without that error's
+    /// sources).
     pub fn reason(&self) -> &str {
         &self.reason
     }
+
+    /// The error it was made from, if any.
+    pub fn cause(&self) -> Option<&RecordCause> {
+        self.cause.as_ref()
+    }
 }
+
+impl PartialEq for RecordError {
+    /// Two record errors are equal when they say the same (their causes are not compared).
+    fn eq(&self, other: &Self) -> bool {
+        self.reason == other.reason
+    }
+}
+
+impl Eq for RecordError {}
 
 impl fmt::Display for RecordError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -72,11 +106,16 @@ impl fmt::Display for RecordError {
     }
 }
 
-impl std::error::Error for RecordError {}
+impl std::error::Error for RecordError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        // Transparent: the error it was made from is this error, so its sources are ours.
+        self.cause.as_deref().and_then(|c| c.source())
+    }
+}
 
 impl From<String> for RecordError {
     fn from(reason: String) -> Self {
-        RecordError { reason }
+        RecordError::new(reason)
     }
 }
 
@@ -166,8 +205,10 @@ pub enum PassError {
         table: String,
         /// The record's full key.
         key: Vec<u8>,
-        /// The processor's reason.
-        reason: String,
+        /// The processor's verdict: its reason (in the message) and, as the
+        /// [`source`](std::error::Error::source), whatever caused it.
+        #[source]
+        reason: RecordError,
         /// The last durable cursor.
         checkpoint: Option<Vec<u8>>,
     },

@@ -12,6 +12,7 @@
 //!
 //! The payload version is signed on purpose: a value below 1 (0, or negative) names no
 //! shape an upcast chain can start from, and the read path refuses it instead of guessing.
+use crate::format::{FixedRecord, FormatError};
 
 use std::fmt;
 
@@ -29,30 +30,6 @@ pub struct Envelope {
     pub payload_version: i32,
     /// The optimistic-lock version of the document.
     pub lock_version: u64,
-}
-
-/// Why envelope bytes could not be decoded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum EnvelopeError {
-    /// Fewer than [`ENVELOPE_HEADER_LEN`] bytes.
-    #[error("document value is {len} bytes, shorter than the 17-byte envelope header")]
-    Truncated {
-        /// The length found.
-        len: usize,
-    },
-    /// The value does not start with `NXDV`.
-    #[error("document value does not start with the `NXDV` magic (found {found})")]
-    Magic {
-        /// The first four bytes, escaped.
-        found: String,
-    },
-    /// An envelope format this build does not know.
-    #[error("document envelope format {found} is not supported (this build reads format 1)")]
-    Format {
-        /// The format byte found.
-        found: u8,
-    },
 }
 
 impl Envelope {
@@ -94,7 +71,7 @@ impl fmt::Display for Envelope {
 /// let (env, json) = decode(&bytes)?;
 /// assert_eq!(env, Envelope::new(2, 7));
 /// assert_eq!(json, br#"{"id":"a"}"#);
-/// # Ok::<(), strata::layout::envelope::EnvelopeError>(())
+/// # Ok::<(), strata::layout::FormatError>(())
 /// ```
 pub fn encode(envelope: Envelope, json: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(ENVELOPE_HEADER_LEN + json.len());
@@ -105,17 +82,24 @@ pub fn encode(envelope: Envelope, json: &[u8]) -> Vec<u8> {
 
 /// Reads the header of a document value and returns it with the JSON bytes (borrowed, no
 /// copy, no JSON parse).
-pub fn decode(bytes: &[u8]) -> Result<(Envelope, &[u8]), EnvelopeError> {
+pub fn decode(bytes: &[u8]) -> Result<(Envelope, &[u8]), FormatError> {
     let Some((head, json)) = bytes.split_first_chunk::<ENVELOPE_HEADER_LEN>() else {
-        return Err(EnvelopeError::Truncated { len: bytes.len() });
+        return Err(FormatError::Length {
+            record: FixedRecord::DocumentEnvelope,
+            len: bytes.len(),
+        });
     };
     if head[..4] != ENVELOPE_MAGIC {
-        return Err(EnvelopeError::Magic {
-            found: strata_store::escape_key(&head[..4]),
+        return Err(FormatError::Magic {
+            record: FixedRecord::DocumentEnvelope,
+            found: head[..4].to_vec(),
         });
     }
     if head[4] != ENVELOPE_FORMAT {
-        return Err(EnvelopeError::Format { found: head[4] });
+        return Err(FormatError::Format {
+            record: FixedRecord::DocumentEnvelope,
+            found: u16::from(head[4]),
+        });
     }
     let payload_version = i32::from_be_bytes([head[5], head[6], head[7], head[8]]);
     let mut lock = [0u8; 8];
@@ -187,14 +171,23 @@ mod tests {
 
     #[test]
     fn refuses_truncated_magic_and_format() {
-        assert_eq!(decode(b"NXDV"), Err(EnvelopeError::Truncated { len: 4 }));
+        assert_eq!(
+            decode(b"NXDV"),
+            Err(FormatError::Length {
+                record: FixedRecord::DocumentEnvelope,
+                len: 4
+            })
+        );
         assert!(matches!(
             decode(b"NXDB\x01\0\0\0\x01\0\0\0\0\0\0\0\x01{}"),
-            Err(EnvelopeError::Magic { .. })
+            Err(FormatError::Magic { .. })
         ));
         assert_eq!(
             decode(b"NXDV\x02\0\0\0\x01\0\0\0\0\0\0\0\x01{}"),
-            Err(EnvelopeError::Format { found: 2 })
+            Err(FormatError::Format {
+                record: FixedRecord::DocumentEnvelope,
+                found: 2
+            })
         );
     }
 

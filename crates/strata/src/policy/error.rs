@@ -61,8 +61,10 @@ pub enum PolicyError {
         collection: String,
         /// The record's full key.
         key: Vec<u8>,
-        /// The transform's reason.
-        reason: String,
+        /// The transform's verdict: its reason (in the message) and, as the
+        /// [`source`](std::error::Error::source), the error behind it.
+        #[source]
+        reason: crate::pass::RecordError,
     },
     /// A policy record could not be decoded.
     #[error("corrupted policy record `{}`: {reason}; {}", escape_key(.key), corrupted_remedy(.key))]

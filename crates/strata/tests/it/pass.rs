@@ -914,3 +914,62 @@ fn run_between_copies_verbatim_into_another_store_and_resumes() {
         "{err}"
     );
 }
+
+/// A step's failure that has a cause of its own.
+#[derive(Debug)]
+struct StepFailed(std::io::Error);
+
+impl std::fmt::Display for StepFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the lookup table could not be read")
+    }
+}
+
+impl std::error::Error for StepFailed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// A record error made from an error keeps that error's causes as sources (not
+/// flattened into its text): the pass's `InvalidRecord` names the record and the reason,
+/// and its source chain reaches the I/O error underneath.
+#[test]
+fn an_invalid_record_keeps_the_cause_of_its_step_as_a_source() {
+    let (store, _) = mem();
+    put(&store, &k("a"), b"v");
+    let err = pass()
+        .run(&store, |_: &RecordRef<'_>, _: &mut Out| {
+            Err(RecordError::from_error(StepFailed(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "lookup.csv: no such file",
+            ))))
+        })
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("the lookup table could not be read"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("lookup.csv"),
+        "the cause was flattened: {text}"
+    );
+    let PassError::InvalidRecord { ref reason, .. } = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(reason.reason(), "the lookup table could not be read");
+    assert!(reason.cause().is_some());
+    let chain: Vec<&(dyn std::error::Error + 'static)> =
+        std::iter::successors(Some(&err as &(dyn std::error::Error + 'static)), |e| {
+            e.source()
+        })
+        .collect();
+    let io = chain
+        .iter()
+        .find_map(|e| e.downcast_ref::<std::io::Error>())
+        .expect("the I/O error is in the source chain");
+    assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+    // A record error without a cause ends the chain.
+    assert!(std::error::Error::source(&RecordError::new("bad")).is_none());
+}

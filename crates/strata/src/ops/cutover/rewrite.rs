@@ -136,7 +136,7 @@ impl SchemaGate {
                     {
                         return Err(RecordError::new(source.message()))
                     }
-                    Err(e) => return Err(RecordError::new(crate::collection::with_causes(&e))),
+                    Err(e) => return Err(RecordError::from_error(e)),
                 }
                 Ok(())
             };
