@@ -1,4 +1,5 @@
-//! Integration tests of the PostgreSQL backend beyond the shared conformance suite: several
+//! Integration tests of the PostgreSQL backend: the shared conformance suite
+//! ([`conformance`]), several
 //! independent handles (as several processes would hold) on one table, the strata engine
 //! on top, and connection options. Tests that need a server use `STRATA_PG_URL`; built
 //! without it (see `build.rs`) they are `#[ignore]`d with the reason "needs STRATA_PG_URL",
@@ -7,6 +8,7 @@
 
 mod claims;
 mod cluster;
+mod conformance;
 mod connect;
 mod engine;
 mod failover;

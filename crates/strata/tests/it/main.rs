@@ -4,6 +4,7 @@
 mod bounded_open;
 mod collection;
 mod collection_util;
+mod crash;
 mod cutover_step;
 mod error_messages;
 mod faults;

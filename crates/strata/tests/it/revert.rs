@@ -1,6 +1,6 @@
 //! Revert after complete (issue #26 item 4): the downcast sweep back to an older version,
 //! its dry run, rows newer than the chain, failing downcasts and refusals. The SIGKILL
-//! scenario is `tests/crash/revert.rs`.
+//! scenario is `tests/it/crash/revert.rs`.
 
 use super::policy_util::{config, mem};
 use super::window_shared::{build1, build2, open, stored, Acct, AcctV2};

@@ -2,7 +2,7 @@
 //! under the new key, resumable after a failed write at any batch, both keys readable
 //! until it finishes, then the old key removed; sealed writes racing a rotation never
 //! land under a retired key. The real kill test (SIGKILL of a child) is
-//! `tests/crash/rotate.rs`.
+//! `tests/it/crash/rotate.rs`.
 
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -11,7 +11,7 @@
 //! backwards. A final uninterrupted run must finish: every row equals the copy, the
 //! record is gone, and build 1 reads the collection.
 
-use crate::harness::{env_usize, kill_after, run_to_end, Rng};
+use super::harness::{env_usize, kill_after, run_to_end, Rng};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

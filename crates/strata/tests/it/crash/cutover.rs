@@ -14,7 +14,7 @@
 //! `STRATA_CRASH_ITERS` (default 3) sets the number of kill/resume rounds;
 //! `STRATA_CRASH_RECORDS` (default 100000) the number of documents.
 
-use crate::harness::{env_usize, spawn, Rng};
+use super::harness::{env_usize, spawn, Rng};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -223,7 +223,13 @@ pub fn run() {
         let mut child = spawn("coordinator", &dir);
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
-        let first = lines.next().unwrap().unwrap();
+        // The test harness's own output (`running 1 test`, `test crash::child ... `) comes
+        // first.
+        let first = lines
+            .by_ref()
+            .map(|l| l.unwrap())
+            .find_map(|l| l.find("role=").map(|at| l[at..].to_string()))
+            .unwrap();
         assert!(
             first.starts_with("role=coordinator "),
             "the child runs the wrong role: {first}"

@@ -55,6 +55,14 @@ pub fn env_usize(name: &str, default: usize) -> usize {
 /// This test binary again, as the child `role` on the store at `dir`, stdout piped.
 pub fn spawn(role: &str, dir: &Path) -> Child {
     Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "crash::child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .env(ROLE_ENV, role)
         .env(DIR_ENV, dir)
         .stdout(Stdio::piped())
@@ -68,9 +76,14 @@ pub fn spawn(role: &str, dir: &Path) -> Child {
 pub fn wait_ready(child: &mut Child, role: &str) -> BufReader<ChildStdout> {
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    out.read_line(&mut line).unwrap();
+    // The test harness's own output (`running 1 test`, then `test crash::child ... ` on the
+    // line the child's first line continues) comes first.
+    while out.read_line(&mut line).unwrap() > 0 && !line.contains("role=") {
+        line.clear();
+    }
+    let ready = line.find("role=").map_or("", |at| &line[at..]);
     assert_eq!(
-        line.trim(),
+        ready.trim(),
         format!("role={role} ready"),
         "the child runs the wrong role"
     );

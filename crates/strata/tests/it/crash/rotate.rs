@@ -15,7 +15,7 @@
 //!
 //! `STRATA_CRASH_ROWS` overrides the rows per collection (default 10 000).
 
-use crate::harness::{env_usize, kill_after, run_to_end, Rng};
+use super::harness::{env_usize, kill_after, run_to_end, Rng};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 use strata::layout;

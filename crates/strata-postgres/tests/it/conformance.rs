@@ -2,7 +2,6 @@
 //! server named by `STRATA_PG_URL` (each test on its own scratch table, dropped
 //! afterwards). Built without `STRATA_PG_URL` (see `build.rs`), the suite is one ignored
 //! test that says so: `cargo test` reports it as ignored, never as passed.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[cfg(strata_pg)]
 mod suite {
