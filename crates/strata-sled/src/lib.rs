@@ -98,7 +98,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use strata_store::{Backend, EpochClock, Result, Store, StoreError};
+use strata_store::{epoch::EpochClock, Backend, Result, Store, StoreError};
 use values::ValueCache;
 
 /// The backend name used in messages and [`StoreError::Backend`].

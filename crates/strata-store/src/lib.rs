@@ -68,13 +68,13 @@ pub use backend::{
     NamedLease,
 };
 pub use batch::{check_key_length, Batch, KeyWrite, Mutation, Precondition, MAX_KEY_BYTES};
-pub use epoch::{EpochClock, WriteEpoch};
+pub(crate) use epoch::{EpochClock, WriteEpoch};
 pub use error::{io_remedy, ConflictReason, StoreError};
 pub use escape::{escape_key, from_hex, one_line, shown_key, shown_text, to_hex, SHOWN_MAX};
 pub use exclusive::{lease_holder, ExclusiveSession};
 pub use guard::guarded_open;
 pub use lease::{Store, WriteLease};
-pub use manifest::{ArmedScope, Manifest, Tally, MANIFEST_PREFIX};
+
 pub use memory::MemoryStore;
 pub use pages::{Oversize, Pages, Records};
 pub use scan::{Offer, PageBuilder, Record, ScanLimits, ScanPage, Visit, VisitBudget, VisitEnd};

@@ -147,7 +147,7 @@ mod tests {
             }
         }
         assert_eq!(crate::header::SCHEMA_PREFIX, SCHEMA_PREFIX);
-        assert_eq!(strata_store::MANIFEST_PREFIX, MANIFEST_PREFIX);
+        assert_eq!(strata_store::manifest::MANIFEST_PREFIX, MANIFEST_PREFIX);
         assert_eq!(
             crate::seal::COLLECTION_KEYRING_PREFIX,
             COLLECTION_KEYRING_PREFIX

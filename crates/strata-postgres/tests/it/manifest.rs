@@ -2,7 +2,7 @@
 
 use crate::{owner, peer, require_pg, scratch_table};
 use strata_store::manifest::manifest_key;
-use strata_store::{Batch, KvRead, KvWrite, Manifest, Store};
+use strata_store::{manifest::Manifest, Batch, KvRead, KvWrite, Store};
 
 /// A long-lived handle that loaded its manifest list before another process certified a
 /// scope still retires that manifest with its first write to the scope, so `verify` does

@@ -51,8 +51,8 @@ use crate::pass::{Pass, PassLimits, Progress, RecordRef};
 use serde::Serialize;
 use std::time::Instant;
 use strata_store::{
-    lease_holder, Batch, ExclusiveSession, KvRead, KvWrite, Manifest, Mutation, Store, StoreError,
-    Tally,
+    lease_holder, manifest::Manifest, manifest::Tally, Batch, ExclusiveSession, KvRead, KvWrite,
+    Mutation, Store, StoreError,
 };
 
 /// The operation name of the manifests a migration records
@@ -579,7 +579,9 @@ mod tests {
             .limits(small())
             .run(&store)
             .unwrap();
-        assert!(!store.prefix_exists(strata_store::MANIFEST_PREFIX).unwrap());
+        assert!(!store
+            .prefix_exists(strata_store::manifest::MANIFEST_PREFIX)
+            .unwrap());
         assert!(crate::numax::tables().iter().all(is_numax_table));
         let own = TableDef::new(TABLE, 1024, PREFIX.as_bytes().to_vec(), 1);
         assert!(!is_numax_table(&own));

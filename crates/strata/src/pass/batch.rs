@@ -436,9 +436,12 @@ pub(super) struct RunState {
     pub(super) counters: RowCounters,
     /// With [`Pass::tally_scope`]: the write epoch observed before the first read and
     /// the tally of the rows admitted so far (`None` once it cannot be exact).
-    pub(super) tally: Option<(strata_store::WriteEpoch, strata_store::Tally)>,
+    pub(super) tally: Option<(
+        strata_store::epoch::WriteEpoch,
+        strata_store::manifest::Tally,
+    )>,
     /// The tally proven exact at the final batch.
-    pub(super) proven: Option<strata_store::Tally>,
+    pub(super) proven: Option<strata_store::manifest::Tally>,
     /// What the checkpoint key holds in the store (the precondition of the next batch).
     pub(super) durable_value: Option<Vec<u8>>,
     /// The cursor of the last committed batch.
@@ -479,9 +482,9 @@ pub(super) struct RowCond {
 #[derive(Default)]
 pub(super) struct Acc {
     /// The write epoch observed before the page being read (per-row conditions only).
-    pub(super) page_epoch: Option<strata_store::WriteEpoch>,
+    pub(super) page_epoch: Option<strata_store::epoch::WriteEpoch>,
     /// The epoch observed before the batch's first row was read.
-    pub(super) epoch: Option<strata_store::WriteEpoch>,
+    pub(super) epoch: Option<strata_store::epoch::WriteEpoch>,
     pub(super) mutations: Vec<Mutation>,
     pub(super) rows: Vec<RowCond>,
     pub(super) counters: RowCounters,

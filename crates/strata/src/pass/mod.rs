@@ -155,7 +155,7 @@ impl<'a> Pass<'a> {
     }
 
     /// Tallies the scope as the pass leaves it (off by default), so a bulk operation can
-    /// certify it ([`strata_store::Manifest`]) without scanning it again: every row the
+    /// certify it ([`strata_store::manifest::Manifest`]) without scanning it again: every row the
     /// pass read, with the value its mutations leave (the bytes read when it writes none).
     ///
     /// The tally is handed out ([`BatchInfo::tally`] on the final batch,
@@ -348,7 +348,7 @@ impl<'a> Pass<'a> {
             batches: 0,
             started,
             counters: RowCounters::default(),
-            tally: tally_start.map(|start| (start, strata_store::Tally::default())),
+            tally: tally_start.map(|start| (start, strata_store::manifest::Tally::default())),
             proven: None,
         };
         let mut acc = Acc::default();

@@ -311,7 +311,7 @@ pub struct BatchInfo<'a> {
     pub done: bool,
     /// On the final batch of a pass with [`Pass::tally_scope`](super::Pass::tally_scope):
     /// the scope exactly as this batch leaves it, when the pass could prove it.
-    pub tally: Option<&'a strata_store::Tally>,
+    pub tally: Option<&'a strata_store::manifest::Tally>,
 }
 
 /// What a completed pass did (in this run; a resumed pass counts only what it did after
@@ -338,5 +338,5 @@ pub struct PassReport {
     pub counters: RowCounters,
     /// With [`Pass::tally_scope`](super::Pass::tally_scope): the scope exactly as the
     /// pass left it, when it could prove it (see there).
-    pub tally: Option<strata_store::Tally>,
+    pub tally: Option<strata_store::manifest::Tally>,
 }

@@ -457,8 +457,8 @@ fn settled(m: &MemoryStore) -> BTreeMap<Vec<u8>, Vec<u8>> {
     m.snapshot()
         .into_iter()
         .map(|(k, v)| {
-            if k.starts_with(strata_store::MANIFEST_PREFIX) {
-                let mut doc = strata_store::Manifest::decode(&v).unwrap();
+            if k.starts_with(strata_store::manifest::MANIFEST_PREFIX) {
+                let mut doc = strata_store::manifest::Manifest::decode(&v).unwrap();
                 doc.at_ms = 0;
                 (k, doc.encode())
             } else {

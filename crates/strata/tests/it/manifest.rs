@@ -15,7 +15,7 @@ use strata::CollectionOptions;
 use strata::Database;
 use strata::Mode;
 use strata_store::manifest::{manifest_key, read_manifests, tally_scope};
-use strata_store::{Batch, KvRead, KvWrite, Manifest, MemoryStore, Store};
+use strata_store::{manifest::Manifest, Batch, KvRead, KvWrite, MemoryStore, Store};
 
 /// The live manifest at `key`, and whether the scope still matches it.
 fn check(store: &Store, key: &[u8]) -> Option<(Manifest, bool, u64)> {

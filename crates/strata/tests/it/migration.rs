@@ -82,7 +82,7 @@ fn payload(m: &MemoryStore) -> BTreeMap<Vec<u8>, Vec<u8>> {
         .filter(|(k, _)| {
             !k.starts_with(b"__nx/schema/")
                 && !k.starts_with(b"__nx/migration/")
-                && !k.starts_with(strata_store::MANIFEST_PREFIX)
+                && !k.starts_with(strata_store::manifest::MANIFEST_PREFIX)
         })
         .collect()
 }
@@ -91,7 +91,7 @@ fn payload(m: &MemoryStore) -> BTreeMap<Vec<u8>, Vec<u8>> {
 fn len_without_manifests(m: &MemoryStore) -> usize {
     m.snapshot()
         .keys()
-        .filter(|k| !k.starts_with(strata_store::MANIFEST_PREFIX))
+        .filter(|k| !k.starts_with(strata_store::manifest::MANIFEST_PREFIX))
         .count()
 }
 
@@ -776,7 +776,7 @@ fn payload_of(snapshot: &BTreeMap<Vec<u8>, Vec<u8>>) -> BTreeMap<Vec<u8>, Vec<u8
         .filter(|(k, _)| {
             !k.starts_with(b"__nx/schema/")
                 && !k.starts_with(b"__nx/migration/")
-                && !k.starts_with(strata_store::MANIFEST_PREFIX)
+                && !k.starts_with(strata_store::manifest::MANIFEST_PREFIX)
         })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()

@@ -35,7 +35,13 @@ pub use checkpoint::{checkpoint_target, cutover_key, CutoverCheckpoint, CUTOVER_
 
 /// Per collection: the tally its rewrite proved exact, and its scope armed since then
 /// (a write through this store touching it sends `complete` back to a recount).
-pub(super) type Certified = HashMap<String, (strata_store::Tally, strata_store::ArmedScope)>;
+pub(super) type Certified = HashMap<
+    String,
+    (
+        strata_store::manifest::Tally,
+        strata_store::manifest::ArmedScope,
+    ),
+>;
 use crate::keys::FENCE_KEY;
 use crate::pass::PassLimits;
 use crate::payload::upcaster::Upcaster;
@@ -600,7 +606,7 @@ impl SchemaGate {
                 // The tally its rewrite took, proven then and armed since: no recount.
                 if let Some((tally, scope)) = certified.get(collection) {
                     if !scope.touched() {
-                        let m = strata_store::Manifest::new(
+                        let m = strata_store::manifest::Manifest::new(
                             MANIFEST_OPERATION,
                             collection,
                             &prefix,
@@ -611,7 +617,7 @@ impl SchemaGate {
                     }
                 }
                 armed.push(self.store().arm_manifest_scope(&prefix));
-                strata_store::Manifest::record(
+                strata_store::manifest::Manifest::record(
                     self.store(),
                     MANIFEST_OPERATION,
                     collection,

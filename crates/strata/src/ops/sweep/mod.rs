@@ -46,7 +46,7 @@ use serde::Serialize;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use strata_store::{Batch, KvRead, KvWrite, Manifest, Mutation, NamedLease, StoreError};
+use strata_store::{manifest::Manifest, Batch, KvRead, KvWrite, Mutation, NamedLease, StoreError};
 
 /// Consecutive batch conflicts not explained by a changed row (a write guard's state moved)
 /// tolerated before the sweep gives up for this run.
@@ -557,7 +557,8 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         let codec = MarkerCodec(shared);
         // Armed while the final batch is tallied and committed: a manifest whose
         // collection an application write touched meanwhile is not recorded.
-        let armed: std::cell::RefCell<Option<strata_store::ArmedScope>> = Default::default();
+        let armed: std::cell::RefCell<Option<strata_store::manifest::ArmedScope>> =
+            Default::default();
         let result = Pass::new(name, self.inner.prefix.clone(), codec)
             .limits(limits)
             // The marker compare-and-swap on every batch IS the lease renewal.
