@@ -51,26 +51,27 @@
 #![deny(missing_docs)]
 
 mod guards;
+mod scan;
+mod tables;
 
-use redb::{Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableDefinition};
+pub use tables::{CURRENT_LAYOUT, DOCUMENT_PREFIX, LAYOUT_KEY};
+
+use redb::{Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable};
 use std::fmt;
 use std::io::Read;
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use strata_store::{
     Backend, Capabilities, Decide, KvRead, KvWrite, Mutation, Result, ScanLimits, Store,
-    StoreError, Visit, VisitBudget, VisitEnd,
+    StoreError, Visit, VisitEnd,
 };
+use tables::Layout;
 
 /// The backend name used in messages and [`StoreError::Backend`].
 const NAME: &str = "redb";
 
 /// A write reading at most this many keys caches the guards among them (module `guards`).
 const FILL_FROM_READS: usize = 4;
-
-/// The one redb table holding every strata key.
-const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("strata");
 
 /// The first bytes of every redb file (redb's header magic number).
 pub const MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
@@ -153,10 +154,9 @@ impl RedbOptions {
                 tracing::debug!(path = %path.display(), "creating redb store");
                 let db = strata_store::guarded_open(path, || self.builder().create(path))?
                     .map_err(|e| open_error(path, e.into()))?;
-                // Create the table now, so that a read-only open of a new store finds it.
-                let store = RedbStore::from_db(path, Db::Rw(db), self.durability);
-                store.write(&[], &mut |_| None, true)?;
-                Ok(store)
+                // The tables and the layout marker are created now (`writable`), so that a
+                // read-only open of a new store finds them.
+                self.writable(path, db)
             }
             Err(e) => Err(io_error(path, e)),
             Ok(_) if !path.exists() => Err(StoreError::CannotOpen {
@@ -177,7 +177,7 @@ impl RedbOptions {
         self.check_existing(path)?;
         tracing::debug!(path = %path.display(), "opening redb store");
         match strata_store::guarded_open(path, || self.builder().open(path))? {
-            Ok(db) => Ok(RedbStore::from_db(path, Db::Rw(db), self.durability)),
+            Ok(db) => self.writable(path, db),
             Err(redb::DatabaseError::Storage(redb::StorageError::Io(e))) if is_not_writable(&e) => {
                 tracing::debug!(path = %path.display(), error = %e, "not writable; opening read-only");
                 self.open_read_only(path)
@@ -194,13 +194,30 @@ impl RedbOptions {
         let path = path.as_ref();
         self.check_existing(path)?;
         match strata_store::guarded_open(path, || self.builder().open_read_only(path))? {
-            Ok(db) => Ok(RedbStore::from_db(path, Db::Ro(db), self.durability)),
+            Ok(db) => {
+                // A layout-1 file is read as it is (nothing is written).
+                let layout = strata_store::guarded_open(path, || {
+                    let txn = db.begin_read().map_err(|e| open_error(path, e.into()))?;
+                    tables::read_layout(path, &txn)
+                })??;
+                Ok(RedbStore::from_db(path, Db::Ro(db), layout, self.durability))
+            }
             Err(redb::DatabaseError::RepairAborted) => Err(StoreError::CannotOpen {
                 path: path.to_path_buf(),
                 reason: "it needs crash recovery, which a read-only open cannot do; open it once with write access (any strata command on a writable copy)".into(),
             }),
             Err(e) => Err(open_error(path, e.into())),
         }
+    }
+
+    /// The store over `db`, opened for writing, once its file has the current layout
+    /// (module `tables`: a file of an older layout is moved to it in one durable write
+    /// transaction).
+    fn writable(&self, path: &Path, db: Database) -> Result<RedbStore> {
+        if let Some(moved) = strata_store::guarded_open(path, || tables::upgrade(path, &db))?? {
+            tracing::info!(path = %path.display(), documents = moved, layout = CURRENT_LAYOUT, "redb store moved to the current layout");
+        }
+        Ok(RedbStore::from_db(path, Db::Rw(db), Layout::Split, self.durability))
     }
 
     fn check_existing(&self, path: &Path) -> Result<()> {
@@ -231,6 +248,8 @@ enum Db {
 
 struct Inner {
     db: Db,
+    /// Which redb table each key lives in (module `tables`).
+    layout: Layout,
     path: PathBuf,
     durability: RedbDurability,
     /// The exact cache of guard keys (module `guards`).
@@ -299,11 +318,12 @@ impl fmt::Debug for RedbStore {
 }
 
 impl RedbStore {
-    fn from_db(path: &Path, db: Db, durability: RedbDurability) -> Self {
+    fn from_db(path: &Path, db: Db, layout: Layout, durability: RedbDurability) -> Self {
         open_here::register(path);
         RedbStore {
             inner: Arc::new(Inner {
                 db,
+                layout,
                 path: path.to_path_buf(),
                 durability,
                 guards: guards::Guards::default(),
@@ -347,6 +367,17 @@ impl RedbStore {
         matches!(self.inner.db, Db::Ro(_))
     }
 
+    /// The layout version of the file (module docs: 2, [`CURRENT_LAYOUT`], documents in
+    /// their own redb table; 1 only for a file of an older build opened read-only, which is
+    /// read as it is).
+    pub fn layout_version(&self) -> u64 {
+        self.inner.layout.version()
+    }
+
+    fn layout(&self) -> Layout {
+        self.inner.layout
+    }
+
     /// Bytes the database file occupies.
     pub fn size_on_disk(&self) -> Result<u64> {
         std::fs::metadata(&self.inner.path)
@@ -373,11 +404,14 @@ impl RedbStore {
         .map_err(|e| self.error(e))
     }
 
-    /// The strata table in a read transaction, `None` when it was never created (an empty
-    /// store).
-    fn read_table(&self) -> Result<Option<redb::ReadOnlyTable<&'static [u8], &'static [u8]>>> {
+    /// The table of `key` in a read transaction, `None` when it was never created (an
+    /// empty store).
+    fn read_table(
+        &self,
+        key: &[u8],
+    ) -> Result<Option<redb::ReadOnlyTable<&'static [u8], &'static [u8]>>> {
         let txn = self.begin_read()?;
-        match txn.open_table(TABLE) {
+        match txn.open_table(self.layout().table_of(key)) {
             Ok(table) => Ok(Some(table)),
             Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
             Err(e) => Err(self.error(e)),
@@ -408,17 +442,30 @@ impl RedbStore {
         let mut cache = self.inner.guards.lock();
         // `Some(true)`: commit; `Some(false)`: nothing to commit (abort).
         let outcome = (|| {
-            let mut table = self.guard(|| txn.open_table(TABLE).map_err(|e| self.error(e)))?;
+            // Each table is opened the first time one of its keys is read or written.
+            let mut tables = tables::WriteTables::new(&txn, self.layout());
             let (batch, fill) = {
                 // The values are read inside this write transaction: redb runs one at a
                 // time, so they are current until it commits. A cached guard key is not
                 // looked up.
+                self.guard(|| {
+                    for key in reads.iter().filter(|k| cache.peek(k).is_none()) {
+                        tables.open_for(key).map_err(|e| self.error(e))?;
+                    }
+                    Ok(())
+                })?;
                 let mut stored = Vec::with_capacity(reads.len());
                 self.guard(|| {
                     for key in reads {
                         stored.push(match cache.get(key) {
                             Some(_) => None,
-                            None => Some(table.get(*key).map_err(|e| self.error(e))?),
+                            None => Some(
+                                tables
+                                    .opened(key)
+                                    .ok_or_else(|| self.not_opened(key))?
+                                    .get(*key)
+                                    .map_err(|e| self.error(e))?,
+                            ),
                         });
                     }
                     Ok(())
@@ -469,6 +516,7 @@ impl RedbStore {
                         p.check(current)?;
                         continue;
                     }
+                    let table = tables.open_for(p.key()).map_err(|e| self.error(e))?;
                     let current = table.get(p.key()).map_err(|e| self.error(e))?;
                     let current = current.as_ref().map(|g| g.value());
                     let checked = p.check(current);
@@ -484,12 +532,18 @@ impl RedbStore {
                     cache.forget(m.key());
                     match m {
                         Mutation::Set { key, value } => {
-                            table
+                            tables
+                                .open_for(&key)
+                                .map_err(|e| self.error(e))?
                                 .insert(key.as_slice(), value.as_slice())
                                 .map_err(|e| self.error(e))?;
                         }
                         Mutation::Delete { key } => {
-                            table.remove(key.as_slice()).map_err(|e| self.error(e))?;
+                            tables
+                                .open_for(&key)
+                                .map_err(|e| self.error(e))?
+                                .remove(key.as_slice())
+                                .map_err(|e| self.error(e))?;
                         }
                     }
                 }
@@ -517,6 +571,17 @@ impl RedbStore {
         }
     }
 
+    /// The error of a key read before its table was opened (a bug; never a panic).
+    fn not_opened(&self, key: &[u8]) -> StoreError {
+        StoreError::backend(
+            NAME,
+            tables::NotOpened {
+                path: self.inner.path.clone(),
+                key: String::from_utf8_lossy(key).into_owned(),
+            },
+        )
+    }
+
     /// Reads and precondition checks the guard cache served so far.
     #[cfg(test)]
     fn guard_cache_hits(&self) -> u64 {
@@ -530,18 +595,10 @@ impl RedbStore {
     }
 }
 
-/// The lower bound of a scan of `prefix` resuming after `after`.
-fn start_bound<'a>(prefix: &'a [u8], after: Option<&'a [u8]>) -> Bound<&'a [u8]> {
-    match after {
-        Some(a) if a >= prefix => Bound::Excluded(a),
-        _ => Bound::Included(prefix),
-    }
-}
-
 impl KvRead for RedbStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.guard(|| {
-            let Some(table) = self.read_table()? else {
+            let Some(table) = self.read_table(key)? else {
                 return Ok(None);
             };
             let value = table.get(key).map_err(|e| self.error(e))?;
@@ -561,39 +618,6 @@ impl KvRead for RedbStore {
 
     fn capabilities(&self) -> Capabilities<'_> {
         Capabilities::default()
-    }
-}
-
-impl RedbStore {
-    /// [`KvRead::scan_visit`]: every call into redb is guarded, `visit` (the caller's code)
-    /// is not, so a panic of the caller stays the caller's.
-    fn visit_range(
-        &self,
-        prefix: &[u8],
-        after: Option<&[u8]>,
-        limits: ScanLimits,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit,
-    ) -> Result<VisitEnd> {
-        let mut budget = VisitBudget::new(limits);
-        let Some(table) = self.guard(|| self.read_table())? else {
-            return Ok(budget.exhausted());
-        };
-        let mut range = self.guard(|| {
-            table
-                .range::<&[u8]>((start_bound(prefix, after), Bound::Unbounded))
-                .map_err(|e| self.error(e))
-        })?;
-        while let Some(item) = self.guard(|| Ok(range.next()))? {
-            let (key, value) = item.map_err(|e| self.error(e))?;
-            let (key, value) = (key.value(), value.value());
-            if !key.starts_with(prefix) {
-                break;
-            }
-            if !budget.admit(key, value.len())? || visit(key, value) == Visit::Stop {
-                return Ok(budget.more());
-            }
-        }
-        Ok(budget.exhausted())
     }
 }
 

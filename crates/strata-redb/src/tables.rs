@@ -1,0 +1,312 @@
+//! The physical layout of a strata store inside its redb file: which redb table each
+//! strata key lives in, and the one-time move of an older file to the current layout.
+//!
+//! **Layout 2** (the current one, written by every writable open): the keys of collection
+//! documents (every key starting with [`DOCUMENT_PREFIX`], `__nx/doc/`) are in the redb
+//! table `strata_doc`; every other key is in the redb table `strata`; the redb table
+//! `strata_layout` holds the one record `layout` = 2. Each key keeps its full bytes, so
+//! strata's key space (docs/format.md, "Key-space map") is unchanged: a scan whose prefix
+//! spans both tables (the empty prefix, `__nx/`) merges the two ordered ranges and returns
+//! exactly the records, in exactly the order, of one table holding every key.
+//!
+//! Why two tables: strata's metadata keys (`__nx/schema/…`, `__nx/window/…`,
+//! `__nx/manifest/…`) sort *after* `__nx/doc/`, so in one table documents were inserted
+//! in the middle of the key space, where redb splits a full leaf in half — twice the
+//! leaves and, from ~1,500 documents, one more tree level than the same documents alone
+//! (BENCHMARKS.md, "Issue 24"). In their own table new documents of a collection append
+//! at its end like any ordered load. One table for all collections (not one per
+//! collection) keeps the routing a prefix test and a scan a merge of at most two ranges.
+//!
+//! **Layout 1** (files written before): every key in `strata`, no `strata_layout` table.
+//! A writable open moves the document keys into `strata_doc` and writes the marker in
+//! **one** redb write transaction committed durably ([`upgrade`]): redb commits are
+//! atomic, so an interrupted move leaves the file in layout 1, whole, and the next
+//! writable open moves it again. A read-only open reads a layout-1 file as it is, all
+//! keys from `strata`, and writes nothing.
+
+use redb::{
+    Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata, Table,
+    TableDefinition, TableError, WriteTransaction,
+};
+use std::path::{Path, PathBuf};
+use strata_store::{Result, StoreError};
+
+/// Every key starting with these bytes (strata's document keys, `__nx/doc/<collection>/<id>`)
+/// is kept in the redb table `strata_doc`; every other key in `strata`.
+pub const DOCUMENT_PREFIX: &[u8] = b"__nx/doc/";
+
+/// The layout this build writes (see [`LAYOUT_KEY`]).
+pub const CURRENT_LAYOUT: u64 = 2;
+
+/// The redb table of every key that is not a document's.
+pub(crate) const MAIN: TableDefinition<&[u8], &[u8]> = TableDefinition::new("strata");
+
+/// The redb table of the document keys (layout 2).
+pub(crate) const DOCS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("strata_doc");
+
+/// The redb table of the layout marker (layout 2 and later).
+const LAYOUTS: TableDefinition<&str, u64> = TableDefinition::new("strata_layout");
+
+/// The key of the layout marker in `strata_layout`; its value is the layout version.
+pub const LAYOUT_KEY: &str = "layout";
+
+/// How many documents the upgrade copies between two range lookups.
+const MOVE_CHUNK: usize = 4096;
+
+/// Which layout an open file has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// Layout 1: every key in `strata` (a file written before the split, opened read-only).
+    Single,
+    /// Layout 2: documents in `strata_doc`, every other key in `strata`.
+    Split,
+}
+
+/// The tables a scan of a prefix reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Span {
+    /// Only `strata`.
+    Main,
+    /// Only `strata_doc`.
+    Docs,
+    /// Both, merged in key order.
+    Both,
+}
+
+/// True when `key` is a document key (kept in `strata_doc` in layout 2).
+pub(crate) fn is_document(key: &[u8]) -> bool {
+    key.starts_with(DOCUMENT_PREFIX)
+}
+
+impl Layout {
+    /// The version number of the layout ([`CURRENT_LAYOUT`] for [`Layout::Split`]).
+    pub(crate) fn version(self) -> u64 {
+        match self {
+            Layout::Single => 1,
+            Layout::Split => CURRENT_LAYOUT,
+        }
+    }
+
+    /// The redb table `key` lives in.
+    pub(crate) fn table_of(self, key: &[u8]) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
+        match self {
+            Layout::Split if is_document(key) => DOCS,
+            _ => MAIN,
+        }
+    }
+
+    /// The tables holding the keys that start with `prefix`.
+    pub(crate) fn span(self, prefix: &[u8]) -> Span {
+        match self {
+            Layout::Single => Span::Main,
+            Layout::Split if prefix.starts_with(DOCUMENT_PREFIX) => Span::Docs,
+            Layout::Split if DOCUMENT_PREFIX.starts_with(prefix) => Span::Both,
+            Layout::Split => Span::Main,
+        }
+    }
+}
+
+/// A file whose layout this build does not know, or whose tables do not match its marker.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LayoutError {
+    /// The marker names a layout newer than this build's.
+    #[error("redb store `{}` has layout {found} (its `strata_layout` table), this build reads layouts 1 and {CURRENT_LAYOUT}: it was written by a newer strata; open it with that version", .path.display())]
+    Newer {
+        /// The file.
+        path: PathBuf,
+        /// The layout version found.
+        found: u64,
+    },
+    /// The marker is missing but documents are already in `strata_doc`.
+    #[error("redb store `{}` has document keys in its `strata_doc` table but no layout marker (`strata_layout`); it was not written by strata; restore it from a backup or copy its records with the tool that wrote it", .path.display())]
+    Unmarked {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+impl LayoutError {
+    fn into_store(self) -> StoreError {
+        let path = match &self {
+            LayoutError::Newer { path, .. } | LayoutError::Unmarked { path } => path.clone(),
+        };
+        StoreError::CannotOpen {
+            path,
+            reason: self.to_string(),
+        }
+    }
+}
+
+/// `e` as the [`StoreError`] of the file at `path`.
+fn fail(path: &Path) -> impl Fn(redb::Error) -> StoreError + '_ {
+    move |e| crate::map_error(path, e)
+}
+
+/// The layout marker of a file: `None` when it has none (layout 1, or a new empty file).
+fn marker(path: &Path, txn: &ReadTransaction) -> Result<Option<u64>> {
+    match txn.open_table(LAYOUTS) {
+        Ok(table) => Ok(table
+            .get(LAYOUT_KEY)
+            .map_err(|e| fail(path)(e.into()))?
+            .map(|v| v.value())),
+        Err(TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(fail(path)(e.into())),
+    }
+}
+
+/// The layout of a file opened read-only (nothing is written: a layout-1 file is read as
+/// it is).
+pub(crate) fn read_layout(path: &Path, txn: &ReadTransaction) -> Result<Layout> {
+    match marker(path, txn)? {
+        None => Ok(Layout::Single),
+        Some(CURRENT_LAYOUT) => Ok(Layout::Split),
+        Some(found) => Err(LayoutError::Newer {
+            path: path.to_path_buf(),
+            found,
+        }
+        .into_store()),
+    }
+}
+
+/// Brings a file opened for writing to the current layout: nothing to do when it has it
+/// already (one read transaction); otherwise one durable write transaction creates the
+/// tables, moves every document key of `strata` into `strata_doc` and writes the marker.
+/// Returns how many keys it moved (`None`: the file had the layout already).
+pub(crate) fn upgrade(path: &Path, db: &Database) -> Result<Option<u64>> {
+    let txn = db.begin_read().map_err(|e| fail(path)(e.into()))?;
+    if read_layout(path, &txn)? == Layout::Split {
+        return Ok(None);
+    }
+    drop(txn);
+    let mut txn = db.begin_write().map_err(|e| fail(path)(e.into()))?;
+    let done = txn
+        .set_durability(redb::Durability::Immediate)
+        .map_err(|e| fail(path)(e.into()))
+        .and_then(|()| move_documents(path, &txn, None));
+    match done {
+        Ok(moved) => {
+            txn.commit().map_err(|e| fail(path)(e.into()))?;
+            Ok(Some(moved))
+        }
+        Err(e) => {
+            if let Err(abort) = txn.abort() {
+                tracing::warn!(path = %path.display(), error = %abort, "aborting the layout upgrade failed");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The upgrade's work inside `txn` (not committed): creates the tables, moves the
+/// document keys, writes the marker. `stop_after` (tests only) fails the move once that
+/// many keys were moved, to prove an interrupted upgrade leaves nothing behind.
+pub(crate) fn move_documents(
+    path: &Path,
+    txn: &WriteTransaction,
+    stop_after: Option<u64>,
+) -> Result<u64> {
+    let f = fail(path);
+    let mut main = txn.open_table(MAIN).map_err(|e| f(e.into()))?;
+    let mut docs = txn.open_table(DOCS).map_err(|e| f(e.into()))?;
+    if !docs.is_empty().map_err(|e| f(e.into()))? {
+        return Err(LayoutError::Unmarked {
+            path: path.to_path_buf(),
+        }
+        .into_store());
+    }
+    let mut moved = 0u64;
+    loop {
+        let mut chunk: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for item in main
+            .range::<&[u8]>(DOCUMENT_PREFIX..)
+            .map_err(|e| f(e.into()))?
+        {
+            let (key, value) = item.map_err(|e| f(e.into()))?;
+            if !is_document(key.value()) || chunk.len() == MOVE_CHUNK {
+                break;
+            }
+            chunk.push((key.value().to_vec(), value.value().to_vec()));
+        }
+        if chunk.is_empty() {
+            break;
+        }
+        for (key, value) in &chunk {
+            if stop_after.is_some_and(|n| moved >= n) {
+                return Err(f(redb::Error::Corrupted(
+                    "the layout upgrade was stopped by a test".into(),
+                )));
+            }
+            docs.insert(key.as_slice(), value.as_slice())
+                .map_err(|e| f(e.into()))?;
+            main.remove(key.as_slice()).map_err(|e| f(e.into()))?;
+            moved += 1;
+        }
+    }
+    txn.open_table(LAYOUTS)
+        .map_err(|e| f(e.into()))?
+        .insert(LAYOUT_KEY, CURRENT_LAYOUT)
+        .map_err(|e| f(e.into()))?;
+    Ok(moved)
+}
+
+/// The two tables of one write transaction, each opened the first time a key of it is
+/// read or written (a one-document write opens `strata_doc` alone).
+pub(crate) struct WriteTables<'t> {
+    txn: &'t WriteTransaction,
+    layout: Layout,
+    main: Option<Table<'t, &'static [u8], &'static [u8]>>,
+    docs: Option<Table<'t, &'static [u8], &'static [u8]>>,
+}
+
+type ByteTable<'t> = Table<'t, &'static [u8], &'static [u8]>;
+
+impl<'t> WriteTables<'t> {
+    /// No table open yet.
+    pub(crate) fn new(txn: &'t WriteTransaction, layout: Layout) -> Self {
+        WriteTables {
+            txn,
+            layout,
+            main: None,
+            docs: None,
+        }
+    }
+
+    fn slot(&mut self, key: &[u8]) -> &mut Option<ByteTable<'t>> {
+        match self.layout {
+            Layout::Split if is_document(key) => &mut self.docs,
+            _ => &mut self.main,
+        }
+    }
+
+    /// The table of `key`, opened if it is not yet.
+    pub(crate) fn open_for(
+        &mut self,
+        key: &[u8],
+    ) -> std::result::Result<&mut ByteTable<'t>, TableError> {
+        let definition = self.layout.table_of(key);
+        let txn = self.txn;
+        let slot = self.slot(key);
+        let table = match slot.take() {
+            Some(table) => table,
+            None => txn.open_table(definition)?,
+        };
+        Ok(slot.insert(table))
+    }
+
+    /// The table of `key` if [`WriteTables::open_for`] opened it.
+    pub(crate) fn opened(&self, key: &[u8]) -> Option<&ByteTable<'t>> {
+        match self.layout {
+            Layout::Split if is_document(key) => self.docs.as_ref(),
+            _ => self.main.as_ref(),
+        }
+    }
+}
+
+/// A key read before the table holding it was opened: a bug of this crate, reported as an
+/// error instead of a panic.
+#[derive(Debug, thiserror::Error)]
+#[error("redb store `{}`: the table of key {key:?} was read before it was opened (a bug in strata-redb; nothing was written — please report it)", .path.display())]
+pub(crate) struct NotOpened {
+    pub(crate) path: PathBuf,
+    pub(crate) key: String,
+}
