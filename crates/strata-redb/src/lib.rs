@@ -50,9 +50,13 @@
 //! ```
 #![deny(missing_docs)]
 
+mod error;
 mod guards;
+mod open_here;
 mod scan;
 mod tables;
+
+use error::{io_error, map_error, open_error};
 
 pub use tables::{CURRENT_LAYOUT, DOCUMENT_PREFIX, LAYOUT_KEY};
 
@@ -217,7 +221,12 @@ impl RedbOptions {
         if let Some(moved) = strata_store::guarded_open(path, || tables::upgrade(path, &db))?? {
             tracing::info!(path = %path.display(), documents = moved, layout = CURRENT_LAYOUT, "redb store moved to the current layout");
         }
-        Ok(RedbStore::from_db(path, Db::Rw(db), Layout::Split, self.durability))
+        Ok(RedbStore::from_db(
+            path,
+            Db::Rw(db),
+            Layout::Split,
+            self.durability,
+        ))
     }
 
     fn check_existing(&self, path: &Path) -> Result<()> {
@@ -259,42 +268,6 @@ struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         open_here::unregister(&self.path);
-    }
-}
-
-/// The redb files this process has open, so that a second open of one is told apart from
-/// a file another process holds (redb reports both as "already open").
-mod open_here {
-    use std::collections::BTreeMap;
-    use std::path::{Path, PathBuf};
-    use std::sync::Mutex;
-
-    static OPEN: Mutex<BTreeMap<PathBuf, usize>> = Mutex::new(BTreeMap::new());
-
-    fn canonical(path: &Path) -> PathBuf {
-        std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
-    }
-
-    pub(super) fn register(path: &Path) {
-        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
-        *open.entry(canonical(path)).or_default() += 1;
-    }
-
-    pub(super) fn unregister(path: &Path) {
-        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
-        let key = canonical(path);
-        if let Some(n) = open.get_mut(&key) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&key);
-            }
-        }
-    }
-
-    pub(super) fn contains(path: &Path) -> bool {
-        OPEN.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains_key(&canonical(path))
     }
 }
 
@@ -641,64 +614,6 @@ impl KvWrite for RedbStore {
 impl Backend for RedbStore {
     fn name(&self) -> &'static str {
         NAME
-    }
-}
-
-fn io_error(path: &Path, e: std::io::Error) -> StoreError {
-    map_error(path, redb::Error::Io(e))
-}
-
-fn open_error(path: &Path, e: redb::Error) -> StoreError {
-    map_error(path, e)
-}
-
-fn map_error(path: &Path, e: redb::Error) -> StoreError {
-    match e {
-        // Open in this process already: not another process's lock.
-        redb::Error::DatabaseAlreadyOpen if open_here::contains(path) => StoreError::CannotOpen {
-            path: path.to_path_buf(),
-            reason: "it is already open in this process; use the handle that opened it (or a clone of its `Store`) instead of opening the file again".into(),
-        },
-        redb::Error::DatabaseAlreadyOpen => StoreError::InUse {
-            path: path.to_path_buf(),
-        },
-        redb::Error::Corrupted(reason) => StoreError::Damaged {
-            path: path.to_path_buf(),
-            reason,
-        },
-        redb::Error::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
-            StoreError::Damaged {
-                path: path.to_path_buf(),
-                reason: io.to_string(),
-            }
-        }
-        other => StoreError::backend(
-            NAME,
-            RedbError {
-                path: path.to_path_buf(),
-                source: other,
-            },
-        ),
-    }
-}
-
-/// The boxed source of [`StoreError::Backend`] for redb: names the file, carries redb's
-/// error as its own source. Private: redb's types are not part of the API.
-#[derive(Debug, thiserror::Error)]
-#[error("redb store `{}` failed: {}", .path.display(), remedy(.source))]
-struct RedbError {
-    path: PathBuf,
-    #[source]
-    source: redb::Error,
-}
-
-/// What to do about a redb failure: by the I/O error's kind ([`strata_store::io_remedy`]:
-/// "retry" only for a transient one), otherwise the generic advice (never "retry": the
-/// same call meets the same state again).
-fn remedy(e: &redb::Error) -> &'static str {
-    match e {
-        redb::Error::Io(io) => strata_store::io_remedy(io),
-        _ => "check the disk and the path (the cause follows)",
     }
 }
 

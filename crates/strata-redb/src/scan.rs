@@ -9,7 +9,10 @@ use redb::{AccessGuard, ReadOnlyTable, TableDefinition};
 use std::ops::Bound;
 use strata_store::{Result, ScanLimits, Visit, VisitBudget, VisitEnd};
 
-type Entry = (AccessGuard<'static, &'static [u8]>, AccessGuard<'static, &'static [u8]>);
+type Entry = (
+    AccessGuard<'static, &'static [u8]>,
+    AccessGuard<'static, &'static [u8]>,
+);
 type Range = redb::Range<'static, &'static [u8], &'static [u8]>;
 
 /// The lower bound of a scan of `prefix` resuming after `after`.

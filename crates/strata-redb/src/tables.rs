@@ -88,7 +88,10 @@ impl Layout {
     }
 
     /// The redb table `key` lives in.
-    pub(crate) fn table_of(self, key: &[u8]) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
+    pub(crate) fn table_of(
+        self,
+        key: &[u8],
+    ) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
         match self {
             Layout::Split if is_document(key) => DOCS,
             _ => MAIN,
@@ -309,4 +312,138 @@ impl<'t> WriteTables<'t> {
 pub(crate) struct NotOpened {
     pub(crate) path: PathBuf,
     pub(crate) key: String,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::RedbStore;
+    use redb::TableHandle;
+    use strata_store::KvRead;
+
+    const KEYS: [&[u8]; 6] = [
+        b"__nx/catalog/a",
+        b"__nx/doc/a/1",
+        b"__nx/doc/a/2",
+        b"__nx/doc/b/1",
+        b"__nx/schema/a",
+        b"app",
+    ];
+
+    /// A layout-1 file (every key in `strata`) and its bytes.
+    fn old_file(path: &Path) -> Vec<u8> {
+        let db = Database::create(path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut table = txn.open_table(MAIN).unwrap();
+            for k in KEYS {
+                table.insert(k, &[k, b"!"].concat()[..]).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+        drop(db);
+        std::fs::read(path).unwrap()
+    }
+
+    /// Every record of `strata`, and whether `strata_doc` and `strata_layout` exist.
+    fn contents(db: &Database) -> (Vec<(Vec<u8>, Vec<u8>)>, bool, bool) {
+        let txn = db.begin_read().unwrap();
+        let main = txn.open_table(MAIN).unwrap();
+        let records = main
+            .iter()
+            .unwrap()
+            .map(|e| {
+                let (k, v) = e.unwrap();
+                (k.value().to_vec(), v.value().to_vec())
+            })
+            .collect();
+        let docs = txn.open_table(DOCS).is_ok();
+        let layouts = txn.open_table(LAYOUTS).is_ok();
+        (records, docs, layouts)
+    }
+
+    /// An upgrade that fails part way, or is never committed (a crash before its commit),
+    /// leaves the file in layout 1 with every key where it was; the next writable open
+    /// moves it.
+    #[test]
+    fn an_interrupted_upgrade_leaves_the_old_layout_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.redb");
+        old_file(&path);
+        let db = Database::open(&path).unwrap();
+        let before = contents(&db);
+        assert_eq!(before.0.len(), KEYS.len());
+        assert!(!before.1 && !before.2);
+        // Stopped after two of the three documents were moved: the error names the file.
+        let txn = db.begin_write().unwrap();
+        let err = move_documents(&path, &txn, Some(2)).unwrap_err();
+        assert!(err.to_string().contains("old.redb"), "{err}");
+        txn.abort().unwrap();
+        assert_eq!(contents(&db), before);
+        // Moved completely, marker written, but never committed.
+        let txn = db.begin_write().unwrap();
+        assert_eq!(move_documents(&path, &txn, None).unwrap(), 3);
+        drop(txn);
+        assert_eq!(contents(&db), before);
+        drop(db);
+        let store = RedbStore::open_read_only(&path).unwrap();
+        assert_eq!(store.layout_version(), 1);
+        drop(store);
+        // The next writable open moves it, whole.
+        let store = RedbStore::open_existing(&path).unwrap();
+        assert_eq!(store.layout_version(), CURRENT_LAYOUT);
+        for k in KEYS {
+            assert_eq!(store.get(k).unwrap(), Some([k, b"!"].concat()));
+        }
+        drop(store);
+        let db = Database::open(&path).unwrap();
+        let (main, docs, layouts) = contents(&db);
+        assert!(docs && layouts);
+        assert_eq!(main.len(), 3);
+        assert!(main.iter().all(|(k, _)| !is_document(k)));
+    }
+
+    /// A file whose documents are already in `strata_doc` but that has no marker was not
+    /// written by strata: refused, not merged.
+    #[test]
+    fn documents_in_the_document_table_without_a_marker_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("odd.redb");
+        old_file(&path);
+        {
+            let db = Database::open(&path).unwrap();
+            let txn = db.begin_write().unwrap();
+            txn.open_table(DOCS)
+                .unwrap()
+                .insert(&b"__nx/doc/z/1"[..], &b"?"[..])
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let err = RedbStore::open_existing(&path).unwrap_err();
+        assert!(matches!(err, StoreError::CannotOpen { .. }), "{err:?}");
+        assert!(err.to_string().contains("no layout marker"), "{err}");
+    }
+
+    #[test]
+    fn routing_and_spans() {
+        let split = Layout::Split;
+        assert_eq!(split.table_of(b"__nx/doc/a/1").name(), "strata_doc");
+        assert_eq!(split.table_of(b"__nx/doc/").name(), "strata_doc");
+        for k in [&b"__nx/doc"[..], b"__nx/doc0", b"__nx/fence", b"", b"a"] {
+            assert_eq!(split.table_of(k).name(), "strata", "{k:?}");
+            assert_eq!(Layout::Single.table_of(k).name(), "strata");
+        }
+        assert_eq!(Layout::Single.table_of(b"__nx/doc/a/1").name(), "strata");
+        for p in [&b""[..], b"_", b"__nx/", b"__nx/doc", b"__nx/doc"] {
+            assert_eq!(split.span(p), Span::Both, "{p:?}");
+        }
+        for p in [&b"__nx/doc/"[..], b"__nx/doc/a/"] {
+            assert_eq!(split.span(p), Span::Docs, "{p:?}");
+        }
+        for p in [&b"__nx/doc0"[..], b"__nx/e", b"a", b"__nx/f"] {
+            assert_eq!(split.span(p), Span::Main, "{p:?}");
+        }
+        assert_eq!(Layout::Single.span(b"__nx/doc/"), Span::Main);
+    }
 }
