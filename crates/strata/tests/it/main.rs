@@ -24,6 +24,7 @@ mod payload;
 mod policy;
 mod policy_util;
 mod public_paths;
+mod redb_layout;
 mod retire;
 mod revert;
 mod rotate_damaged;
