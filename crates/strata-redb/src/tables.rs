@@ -346,8 +346,11 @@ mod tests {
         std::fs::read(path).unwrap()
     }
 
+    /// The records of `strata`; whether `strata_doc` exists; whether `strata_layout` does.
+    type Contents = (Vec<(Vec<u8>, Vec<u8>)>, bool, bool);
+
     /// Every record of `strata`, and whether `strata_doc` and `strata_layout` exist.
-    fn contents(db: &Database) -> (Vec<(Vec<u8>, Vec<u8>)>, bool, bool) {
+    fn contents(db: &Database) -> Contents {
         let txn = db.begin_read().unwrap();
         let main = txn.open_table(MAIN).unwrap();
         let records = main

@@ -139,7 +139,7 @@ fn crash_at_random_points_loses_no_acknowledged_batch() {
 const DOCS_IN_OLD_FILE: u64 = 20_000;
 
 fn old_key(i: u64) -> Vec<u8> {
-    if i % 10 == 0 {
+    if i.is_multiple_of(10) {
         format!("__nx/schema/t{i:06}").into_bytes()
     } else {
         format!("__nx/doc/c/{i:06}").into_bytes()

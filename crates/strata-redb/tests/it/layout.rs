@@ -70,15 +70,14 @@ const PREFIXES: [&[u8]; 11] = [
     b"\xff",
 ];
 
+/// The pages of a paged scan (records, `more`), the keys a visiting scan saw, and whether
+/// it said there was more.
+type Scanned = (Vec<(Vec<Record>, bool)>, Vec<Vec<u8>>, bool);
+
 /// Every page of a scan of `prefix` with `limits`, each resumed after the last key of the
 /// page before (the cursor callers use), and the records of a visiting scan that stops
 /// after `stop` records.
-fn pages(
-    store: &dyn KvRead,
-    prefix: &[u8],
-    limits: ScanLimits,
-    stop: usize,
-) -> (Vec<(Vec<Record>, bool)>, Vec<Vec<u8>>, bool) {
+fn pages(store: &dyn KvRead, prefix: &[u8], limits: ScanLimits, stop: usize) -> Scanned {
     let mut out = Vec::new();
     let mut after: Option<Vec<u8>> = None;
     loop {
@@ -105,7 +104,7 @@ fn pages(
 }
 
 /// Every paged scan of every prefix, for several page limits and resume points.
-fn all_scans(store: &dyn KvRead) -> Vec<(Vec<(Vec<Record>, bool)>, Vec<Vec<u8>>, bool)> {
+fn all_scans(store: &dyn KvRead) -> Vec<Scanned> {
     let mut out = Vec::new();
     for prefix in PREFIXES {
         for (records, bytes) in [(1, 1 << 20), (2, 1 << 20), (7, 1 << 20), (1000, 300)] {
