@@ -426,14 +426,14 @@ impl RedbStore {
         // `Some(true)`: commit; `Some(false)`: nothing to commit (abort).
         let outcome = (|| {
             // Each table is opened the first time one of its keys is read or written.
-            let mut tables = tables::WriteTables::new(&txn, self.layout());
+            let mut tables = tables::WriteTables::new(&txn, &self.inner.path, self.layout());
             let (batch, fill) = {
                 // The values are read inside this write transaction: redb runs one at a
                 // time, so they are current until it commits. A cached guard key is not
                 // looked up.
                 self.guard(|| {
                     for key in reads.iter().filter(|k| cache.peek(k).is_none()) {
-                        tables.open_for(key).map_err(|e| self.error(e))?;
+                        tables.open_for(key)?;
                     }
                     Ok(())
                 })?;
@@ -442,13 +442,7 @@ impl RedbStore {
                     for key in reads {
                         stored.push(match cache.get(key) {
                             Some(_) => None,
-                            None => Some(
-                                tables
-                                    .opened(key)
-                                    .ok_or_else(|| self.not_opened(key))?
-                                    .get(*key)
-                                    .map_err(|e| self.error(e))?,
-                            ),
+                            None => Some(tables.opened(key)?.get(*key).map_err(|e| self.error(e))?),
                         });
                     }
                     Ok(())
@@ -499,7 +493,7 @@ impl RedbStore {
                         p.check(current)?;
                         continue;
                     }
-                    let table = tables.open_for(p.key()).map_err(|e| self.error(e))?;
+                    let table = tables.open_for(p.key())?;
                     let current = table.get(p.key()).map_err(|e| self.error(e))?;
                     let current = current.as_ref().map(|g| g.value());
                     let checked = p.check(current);
@@ -516,15 +510,13 @@ impl RedbStore {
                     match m {
                         Mutation::Set { key, value } => {
                             tables
-                                .open_for(&key)
-                                .map_err(|e| self.error(e))?
+                                .open_for(&key)?
                                 .insert(key.as_slice(), value.as_slice())
                                 .map_err(|e| self.error(e))?;
                         }
                         Mutation::Delete { key } => {
                             tables
-                                .open_for(&key)
-                                .map_err(|e| self.error(e))?
+                                .open_for(&key)?
                                 .remove(key.as_slice())
                                 .map_err(|e| self.error(e))?;
                         }
@@ -552,17 +544,6 @@ impl RedbStore {
                 Err(e)
             }
         }
-    }
-
-    /// The error of a key read before its table was opened (a bug; never a panic).
-    fn not_opened(&self, key: &[u8]) -> StoreError {
-        StoreError::backend(
-            NAME,
-            tables::NotOpened {
-                path: self.inner.path.clone(),
-                key: String::from_utf8_lossy(key).into_owned(),
-            },
-        )
     }
 
     /// Reads and precondition checks the guard cache served so far.

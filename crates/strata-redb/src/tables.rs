@@ -256,62 +256,71 @@ pub(crate) fn move_documents(
 /// read or written (a one-document write opens `strata_doc` alone).
 pub(crate) struct WriteTables<'t> {
     txn: &'t WriteTransaction,
+    path: &'t Path,
     layout: Layout,
-    main: Option<Table<'t, &'static [u8], &'static [u8]>>,
-    docs: Option<Table<'t, &'static [u8], &'static [u8]>>,
+    main: Option<ByteTable<'t>>,
+    docs: Option<ByteTable<'t>>,
 }
 
 type ByteTable<'t> = Table<'t, &'static [u8], &'static [u8]>;
 
 impl<'t> WriteTables<'t> {
     /// No table open yet.
-    pub(crate) fn new(txn: &'t WriteTransaction, layout: Layout) -> Self {
+    pub(crate) fn new(txn: &'t WriteTransaction, path: &'t Path, layout: Layout) -> Self {
         WriteTables {
             txn,
+            path,
             layout,
             main: None,
             docs: None,
         }
     }
 
-    fn slot(&mut self, key: &[u8]) -> &mut Option<ByteTable<'t>> {
-        match self.layout {
+    /// The table of `key`, opened if it is not yet.
+    pub(crate) fn open_for(&mut self, key: &[u8]) -> Result<&mut ByteTable<'t>> {
+        let definition = self.layout.table_of(key);
+        let slot = match self.layout {
             Layout::Split if is_document(key) => &mut self.docs,
             _ => &mut self.main,
-        }
-    }
-
-    /// The table of `key`, opened if it is not yet.
-    pub(crate) fn open_for(
-        &mut self,
-        key: &[u8],
-    ) -> std::result::Result<&mut ByteTable<'t>, TableError> {
-        let definition = self.layout.table_of(key);
-        let txn = self.txn;
-        let slot = self.slot(key);
-        let table = match slot.take() {
-            Some(table) => table,
-            None => txn.open_table(definition)?,
         };
-        Ok(slot.insert(table))
+        if slot.is_none() {
+            let table = self
+                .txn
+                .open_table(definition)
+                .map_err(|e| fail(self.path)(e.into()))?;
+            return Ok(slot.insert(table));
+        }
+        slot.as_mut().ok_or_else(|| not_opened(self.path, key))
     }
 
     /// The table of `key` if [`WriteTables::open_for`] opened it.
-    pub(crate) fn opened(&self, key: &[u8]) -> Option<&ByteTable<'t>> {
+    pub(crate) fn opened(&self, key: &[u8]) -> Result<&ByteTable<'t>> {
         match self.layout {
             Layout::Split if is_document(key) => self.docs.as_ref(),
             _ => self.main.as_ref(),
         }
+        .ok_or_else(|| not_opened(self.path, key))
     }
+}
+
+/// The error of a key read before its table was opened (a bug; never a panic).
+fn not_opened(path: &Path, key: &[u8]) -> StoreError {
+    StoreError::backend(
+        crate::NAME,
+        NotOpened {
+            path: path.to_path_buf(),
+            key: String::from_utf8_lossy(key).into_owned(),
+        },
+    )
 }
 
 /// A key read before the table holding it was opened: a bug of this crate, reported as an
 /// error instead of a panic.
 #[derive(Debug, thiserror::Error)]
 #[error("redb store `{}`: the table of key {key:?} was read before it was opened (a bug in strata-redb; nothing was written — please report it)", .path.display())]
-pub(crate) struct NotOpened {
-    pub(crate) path: PathBuf,
-    pub(crate) key: String,
+struct NotOpened {
+    path: PathBuf,
+    key: String,
 }
 
 #[cfg(test)]

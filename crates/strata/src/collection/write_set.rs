@@ -6,7 +6,7 @@ use super::{Collection, CollectionError, CollectionInner, Expect};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashSet;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
 use std::sync::Arc;
 use strata_store::{Batch, KvWrite, Precondition, Store};
 
@@ -67,6 +67,28 @@ impl WriteSetError {
 
     fn store(e: CollectionError) -> Self {
         WriteSetError::Store(Box::new(e))
+    }
+}
+
+/// The hasher of a set's key hashes: they are SipHash values already (keyed by the set's
+/// `RandomState`), so the table uses them as they are instead of hashing them again.
+#[derive(Default)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Not used by `u64` keys (`write_u64`); any bytes still hash.
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
     }
 }
 
@@ -141,7 +163,7 @@ pub struct WriteSet {
     docs: Vec<Pending>,
     /// The hashes of the documents' full keys: a key added twice is found without
     /// comparing it with every document of the set (a bulk load adds a thousand).
-    hashes: HashSet<u64>,
+    hashes: HashSet<u64, BuildHasherDefault<PassThrough>>,
     hasher: RandomState,
 }
 
@@ -156,10 +178,15 @@ impl std::fmt::Debug for WriteSet {
 impl WriteSet {
     /// An empty set over `store` (the database's).
     pub(crate) fn new(store: Store) -> Self {
+        Self::with_capacity(store, 0)
+    }
+
+    /// An empty set over `store` with room for `documents` documents.
+    fn with_capacity(store: Store, documents: usize) -> Self {
         WriteSet {
             store,
-            docs: Vec::new(),
-            hashes: HashSet::new(),
+            docs: Vec::with_capacity(documents),
+            hashes: HashSet::with_capacity_and_hasher(documents, BuildHasherDefault::default()),
             hasher: RandomState::new(),
         }
     }
@@ -410,8 +437,11 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         T: 'v,
         I: IntoIterator<Item = (K, &'v T)>,
     {
+        let items = items.into_iter();
+        // Room for a whole set when that many documents are coming.
+        let room = items.size_hint().0.min(PUT_MANY_DOCUMENTS);
         let mut written = 0;
-        let mut set = WriteSet::new(self.inner.store.clone());
+        let mut set = WriteSet::with_capacity(self.inner.store.clone(), room);
         let mut bytes = 0usize;
         for (key, value) in items {
             let key = key.as_ref();
@@ -423,7 +453,8 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                     .saturating_add(d.json.as_ref().map_or(0, Vec::len));
             }
             if set.len() >= PUT_MANY_DOCUMENTS || bytes >= PUT_MANY_BYTES {
-                let full = std::mem::replace(&mut set, WriteSet::new(self.inner.store.clone()));
+                let next = WriteSet::with_capacity(self.inner.store.clone(), room);
+                let full = std::mem::replace(&mut set, next);
                 written += full.commit()?.len();
                 bytes = 0;
             }
