@@ -323,3 +323,71 @@ fn a_file_of_a_newer_layout_is_refused_naming_it() {
         assert!(text.contains("newer strata"), "{text}");
     }
 }
+
+/// A small deterministic pseudo-random sequence.
+fn next(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
+}
+
+/// Random keys made of pieces around the table boundary, random batches of sets and
+/// deletes on both tables at once, then random prefixes, resume points and page limits:
+/// every page equals the in-memory store's.
+#[test]
+fn random_writes_and_scans_match_the_memory_store() {
+    const PIECES: [&[u8]; 9] = [
+        b"__nx/doc/",
+        b"__nx/d",
+        b"__nx/",
+        b"a/",
+        b"x",
+        b"/",
+        b"0",
+        b"\xff",
+        b"__nx/doc",
+    ];
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut key = |seed: &mut u64| {
+        let mut k = Vec::new();
+        for _ in 0..1 + next(seed) % 3 {
+            k.extend_from_slice(PIECES[(next(seed) % PIECES.len() as u64) as usize]);
+        }
+        k
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let redb = RedbStore::create(dir.path().join("r.redb")).unwrap();
+    let memory = MemoryStore::new();
+    for round in 0..200u64 {
+        let mut batch = Batch::new();
+        let mut used = std::collections::BTreeSet::new();
+        for _ in 0..1 + next(&mut seed) % 6 {
+            let k = key(&mut seed);
+            if !used.insert(k.clone()) {
+                continue;
+            }
+            batch = if next(&mut seed) % 4 == 0 {
+                batch.delete(k)
+            } else {
+                batch.set(k, round.to_string().into_bytes())
+            };
+        }
+        redb.apply(batch.clone()).unwrap();
+        memory.apply(batch).unwrap();
+    }
+    assert!(memory.len() > 20, "{}", memory.len());
+    for _ in 0..300 {
+        let prefix = if next(&mut seed) % 5 == 0 {
+            Vec::new()
+        } else {
+            let k = key(&mut seed);
+            k[..(next(&mut seed) as usize % (k.len() + 1))].to_vec()
+        };
+        let after = (next(&mut seed) % 2 == 0).then(|| key(&mut seed));
+        let limits = ScanLimits::new(1 + next(&mut seed) as usize % 8, 1 << 20).unwrap();
+        let got = redb.scan(&prefix, after.as_deref(), limits).unwrap();
+        let want = memory.scan(&prefix, after.as_deref(), limits).unwrap();
+        assert_eq!(got, want, "prefix {prefix:?} after {after:?}");
+    }
+}
