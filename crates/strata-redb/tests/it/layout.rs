@@ -349,7 +349,7 @@ fn random_writes_and_scans_match_the_memory_store() {
         b"__nx/doc",
     ];
     let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-    let mut key = |seed: &mut u64| {
+    let key = |seed: &mut u64| {
         let mut k = Vec::new();
         for _ in 0..1 + next(seed) % 3 {
             k.extend_from_slice(PIECES[(next(seed) % PIECES.len() as u64) as usize]);
@@ -367,7 +367,7 @@ fn random_writes_and_scans_match_the_memory_store() {
             if !used.insert(k.clone()) {
                 continue;
             }
-            batch = if next(&mut seed) % 4 == 0 {
+            batch = if next(&mut seed).is_multiple_of(4) {
                 batch.delete(k)
             } else {
                 batch.set(k, round.to_string().into_bytes())
@@ -378,13 +378,13 @@ fn random_writes_and_scans_match_the_memory_store() {
     }
     assert!(memory.len() > 20, "{}", memory.len());
     for _ in 0..300 {
-        let prefix = if next(&mut seed) % 5 == 0 {
+        let prefix = if next(&mut seed).is_multiple_of(5) {
             Vec::new()
         } else {
             let k = key(&mut seed);
             k[..(next(&mut seed) as usize % (k.len() + 1))].to_vec()
         };
-        let after = (next(&mut seed) % 2 == 0).then(|| key(&mut seed));
+        let after = (next(&mut seed).is_multiple_of(2)).then(|| key(&mut seed));
         let limits = ScanLimits::new(1 + next(&mut seed) as usize % 8, 1 << 20).unwrap();
         let got = redb.scan(&prefix, after.as_deref(), limits).unwrap();
         let want = memory.scan(&prefix, after.as_deref(), limits).unwrap();
