@@ -689,7 +689,7 @@ pub fn read_catalog(store: &impl KvRead) -> Result<Catalog, CollectionError> {
             .map_err(|e| CollectionError::CorruptCatalog {
                 collection: name.clone(),
                 key: rec.key.clone(),
-                reason: e.to_string(),
+                reason: crate::pass::RecordError::from_error(e),
             })?;
         if highest.as_ref().is_none_or(|(_, h)| id > *h) {
             highest = Some((name, id));

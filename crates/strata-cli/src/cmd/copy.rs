@@ -480,7 +480,7 @@ impl strata::pass::CheckpointCodec for CopyCheckpoint {
     fn encode_counted(&self, _cursor: &[u8], batch: &strata::pass::RowCounters) -> Vec<u8> {
         self.value(batch)
     }
-    fn decode(&self, _value: &[u8]) -> Result<Vec<u8>, String> {
+    fn decode(&self, _value: &[u8]) -> Result<Vec<u8>, strata::pass::RecordError> {
         // Checked by `start_point` (source, format) before the pass; the cursor was read
         // from its own record.
         Ok(self.resume.clone().unwrap_or_default())

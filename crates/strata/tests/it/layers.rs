@@ -457,7 +457,7 @@ fn src_dir() -> PathBuf {
 }
 
 /// The `src/` of every library crate of the workspace, by crate directory name.
-fn workspace_crates() -> Vec<(String, PathBuf)> {
+pub(crate) fn workspace_crates() -> Vec<(String, PathBuf)> {
     let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut out: Vec<(String, PathBuf)> = std::fs::read_dir(&crates)
         .unwrap()
@@ -494,7 +494,7 @@ pub(crate) fn sources() -> Vec<Source> {
 
 /// Every library source under `root` (a crate's `src/`), without test-only files and
 /// without the binary targets (`main.rs`, `bin/`: crate roots of their own).
-fn sources_of(root: &Path) -> Vec<Source> {
+pub(crate) fn sources_of(root: &Path) -> Vec<Source> {
     let root = root.to_path_buf();
     let mut files = Vec::new();
     walk(&root, &mut files);

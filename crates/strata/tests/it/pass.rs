@@ -542,7 +542,7 @@ impl CheckpointCodec for Marker {
     fn encode(&self, cursor: &[u8]) -> Vec<u8> {
         [b"C:".as_slice(), cursor].concat()
     }
-    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String> {
+    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, RecordError> {
         match value.strip_prefix(b"C:") {
             Some(c) => Ok(c.to_vec()),
             None => Err("not a cursor marker".into()),
