@@ -15,6 +15,11 @@
 //! with a `src/lib.rs`): for every module, the graph "child A references child B" (a name
 //! the module re-exports counts as the child that defines it) must be acyclic. A `pub use`
 //! is a reference too. [`KNOWN_CYCLES`] lists the cycles still to break.
+//!
+//! The crates are layered as well ([`crates`]): no backend crate depends on the engine or
+//! on a crate above it, in any dependency kind (read from the manifests).
+
+mod crates;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
