@@ -140,7 +140,7 @@
 //!
 //! The modules form layers, bottom first; a module uses only modules of lower layers
 //! (never one of its own layer or above), so no two modules import each other.
-//! `tests/it/layers.rs` reads this table and every `crate::`/`super::` reference of the
+//! `tests/it/layers/` reads this table and every `crate::`/`super::` reference of the
 //! sources (a `pub use` included), and fails on a reference that goes up (there are no
 //! exceptions: no facade keeps an older path). `tests/it/public_paths.rs` fails on a type
 //! public under two paths. The same test
