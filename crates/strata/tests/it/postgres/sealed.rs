@@ -3,7 +3,7 @@
 //! write in clear (also into an empty sealed collection), and a data-key rotation run by one
 //! handle while another writes leaves every record under the new key, readable by both.
 
-use crate::{owner, peer, require_pg, scratch_table};
+use super::{owner, peer, require_pg, scratch_table};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};

@@ -1,7 +1,7 @@
 //! PostgreSQL certification and multi-process write benchmarks (harness = false, issue 10).
 //!
 //! ```text
-//! STRATA_PG_URL=postgresql://postgres@127.0.0.1:55443/postgres cargo bench -p strata-postgres --bench pg_certify
+//! STRATA_PG_URL=postgresql://postgres@127.0.0.1:55443/postgres cargo bench -p strata-bench --bench pg_certify
 //! STRATA_BENCH_RECORDS=1000000 ...     # certification size (default 100,000)
 //! STRATA_BENCH_ROUNDS=3 ...            # interleaved certification rounds (best kept)
 //! STRATA_BENCH_WRITES=2000 ...         # collection puts per writer process

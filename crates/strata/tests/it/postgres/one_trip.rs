@@ -6,10 +6,9 @@
 //! value reads the key. Both write paths (session functions, one message), and two
 //! processes writing the same documents at once.
 
-use crate::{owner, require_pg, scratch_table};
+use super::{owner, require_pg, scratch_table};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
-use std::process::Command;
 use std::sync::Arc;
 use strata::{Collection, CollectionError, CollectionOptions, Database};
 use strata_postgres::{PgOptions, PgStore};
@@ -125,7 +124,7 @@ fn writes_decide_on_the_expected_value_and_the_server_checks_it() {
 }
 
 const CHILD: &str = "STRATA_PG_ONE_TRIP_CHILD";
-const TEST: &str = "one_trip::two_processes_putting_the_same_documents_lose_no_write";
+const TEST: &str = "postgres::one_trip::two_processes_putting_the_same_documents_lose_no_write";
 const PUTS: u64 = 150;
 const SHARED: [&str; 3] = ["s0", "s1", "s2"];
 
@@ -134,7 +133,7 @@ const SHARED: [&str; 3] = ["s0", "s1", "s2"];
 /// put returned and the ids its inserts won.
 fn child(role: &str) {
     let (who, table) = role.split_once(':').unwrap();
-    let pg = Arc::new(crate::peer(&crate::pg_url(), table));
+    let pg = Arc::new(super::peer(&super::pg_url(), table));
     let (_db, c) = open(&pg);
     let mut locks = Vec::new();
     for i in 0..PUTS {
@@ -175,31 +174,15 @@ fn two_processes_putting_the_same_documents_lose_no_write() {
     let _owner = owner(&url, &table);
     {
         // The collection exists before the children race to open it.
-        let pg = Arc::new(crate::peer(&url, &table));
+        let pg = Arc::new(super::peer(&url, &table));
         let _ = open(&pg);
     }
-    let exe = std::env::current_exe().unwrap();
-    let spawn = |who: &str| {
-        Command::new(&exe)
-            .args(["--exact", TEST, "--nocapture", "--include-ignored"])
-            .env(CHILD, format!("{who}:{table}"))
-            .env("STRATA_PG_URL", &url)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let spawn = |who: &str| super::spawn_child(TEST, CHILD, format!("{who}:{table}"), &url);
     let children = [spawn("p"), spawn("q")];
     let mut locks: Vec<(String, u64)> = Vec::new();
     let mut won: Vec<(String, String)> = Vec::new();
     for (c, who) in children.into_iter().zip(["p", "q"]) {
-        let out = c.wait_with_output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "child {who} failed:\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stdout = super::child_stdout(c, who);
         let line = |tag: &str| -> Vec<String> {
             let l = stdout
                 .lines()
@@ -217,7 +200,7 @@ fn two_processes_putting_the_same_documents_lose_no_write() {
         assert_eq!(locks.len() as u64 % PUTS, 0);
         won.extend(line("won ").into_iter().map(|id| (id, who.to_string())));
     }
-    let pg = Arc::new(crate::peer(&url, &table));
+    let pg = Arc::new(super::peer(&url, &table));
     let (_db, c) = open(&pg);
     for key in SHARED {
         let mut mine: Vec<u64> = locks

@@ -3,7 +3,7 @@
 //! is fenced, ahead of this build, stale-locked or sealed without the key; and transfers
 //! racing from two handles lose no update and never land half.
 
-use crate::{owner, peer, require_pg, scratch_table};
+use super::{owner, peer, require_pg, scratch_table};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use strata::layout::envelope::{self, Envelope};

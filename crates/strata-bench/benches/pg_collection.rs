@@ -7,7 +7,7 @@
 //! SQL too.
 //!
 //! ```text
-//! STRATA_PG_URL=postgresql://postgres@127.0.0.1:55460/postgres cargo bench -p strata-postgres --bench pg_collection
+//! STRATA_PG_URL=postgresql://postgres@127.0.0.1:55460/postgres cargo bench -p strata-bench --bench pg_collection
 //! STRATA_BENCH_OPS=2000 STRATA_BENCH_ROWS=500 STRATA_BENCH_ROUNDS=3 ...   # sizes
 //! STRATA_BENCH_ONLY=put|new|get  STRATA_BENCH_SIDE=strata|raw|message   # one part / one side (callgrind)
 //! # synchronous_commit off for the bench's own sessions only (not the server's setting):
@@ -24,7 +24,7 @@
 //!
 //! ```text
 //! taskset -p 1 $(head -1 <data dir>/postmaster.pid)   # backends forked later inherit it
-//! taskset -c 0 cargo bench -p strata-postgres --bench pg_collection
+//! taskset -c 0 cargo bench -p strata-bench --bench pg_collection
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

@@ -7,10 +7,9 @@
 //! The test re-runs its own binary (`--exact`) as the two children. `STRATA_WINDOW_DOCS`
 //! sets the shared document count (default 10,000, as the issue asks).
 
-use crate::{owner, peer, require_pg, scratch_table};
+use super::{owner, peer, require_pg, scratch_table};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::process::Command;
 use strata::policy::PolicyConfig;
 use strata::policy::{additive_only, covered_by_upcasts, SchemaOptions};
 use strata::{Collection, Database};
@@ -19,7 +18,7 @@ use strata::{Mode, StepError};
 use strata_store::Store;
 
 const CHILD: &str = "STRATA_PG_WINDOW_CHILD";
-const TEST: &str = "window::two_builds_write_at_once_through_a_deploy_window";
+const TEST: &str = "postgres::window::two_builds_write_at_once_through_a_deploy_window";
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 struct Acct {
@@ -112,7 +111,7 @@ fn bump<T: Serialize + serde::de::DeserializeOwned>(
 
 fn child(role: &str) {
     let (build, table) = role.split_once(':').unwrap();
-    let url = crate::pg_url();
+    let url = super::pg_url();
     let db = database(Store::new(peer(&url, table)));
     let n = docs();
     if build == "1" {
@@ -180,28 +179,11 @@ fn two_builds_write_at_once_through_a_deploy_window() {
             .unwrap();
         }
     }
-    let exe = std::env::current_exe().unwrap();
-    let spawn = |build: &str| {
-        Command::new(&exe)
-            .args(["--exact", TEST, "--nocapture", "--include-ignored"])
-            .env(CHILD, format!("{build}:{table}"))
-            .env("STRATA_PG_URL", &url)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let spawn = |build: &str| super::spawn_child(TEST, CHILD, format!("{build}:{table}"), &url);
     // Both at once.
     let children = [spawn("1"), spawn("2")];
     for (i, c) in children.into_iter().enumerate() {
-        let out = c.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "child {} failed:\n{}\n{}",
-            i + 1,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        super::child_stdout(c, &(i + 1).to_string());
     }
     let store = Store::new(peer(&url, &table));
     assert_eq!(

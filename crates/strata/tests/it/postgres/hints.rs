@@ -2,7 +2,7 @@
 //! the handle wrote last uses the bytes it wrote as its precondition instead of reading;
 //! a hint made stale by another handle's (another process's) write only costs a retry.
 
-use crate::{owner, peer, require_pg, scratch_table};
+use super::{owner, peer, require_pg, scratch_table};
 use serde::{Deserialize, Serialize};
 use strata::CollectionOptions;
 use strata::Database;

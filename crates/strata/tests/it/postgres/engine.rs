@@ -1,6 +1,6 @@
 //! The strata engine on a PostgreSQL store: startup validation and a legacy migration.
 
-use crate::{owner, peer, require_pg, scratch_table};
+use super::{owner, peer, require_pg, scratch_table};
 use strata::layout::header::header_key;
 use strata::layout::header::SchemaHeader;
 use strata::migrate::TableOutcome;

@@ -9,16 +9,15 @@
 //!
 //! `STRATA_WRITE_SET_MOVES` sets each child's number of moves (default 300).
 
-use crate::{owner, peer, require_pg, scratch_table};
+use super::{owner, peer, require_pg, scratch_table};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::process::Command;
 use strata::{Collection, CollectionError, CollectionOptions, Database};
 use strata_store::Store;
 
 const CHILD: &str = "STRATA_PG_WRITE_SET_CHILD";
 const TEST: &str =
-    "write_set_processes::transfers_from_two_processes_conserve_the_total_and_never_land_half";
+    "postgres::write_set_processes::transfers_from_two_processes_conserve_the_total_and_never_land_half";
 const ACCOUNTS: usize = 8;
 const OPENING: i64 = 10_000;
 
@@ -62,7 +61,7 @@ fn name(i: usize) -> String {
 fn child(role: &str) {
     let (n, table) = role.split_once(':').unwrap();
     let n: u64 = n.parse().unwrap();
-    let (db, accounts, ledger) = open(Store::new(peer(&crate::pg_url(), table)));
+    let (db, accounts, ledger) = open(Store::new(peer(&super::pg_url(), table)));
     let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ (n + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     let mut next = || {
         rng ^= rng << 13;
@@ -146,28 +145,12 @@ fn transfers_from_two_processes_conserve_the_total_and_never_land_half() {
                 .unwrap();
         }
     }
-    let exe = std::env::current_exe().unwrap();
-    let spawn = |n: usize| {
-        Command::new(&exe)
-            .args(["--exact", TEST, "--nocapture", "--include-ignored"])
-            .env(CHILD, format!("{n}:{table}"))
-            .env("STRATA_PG_URL", &url)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let spawn = |n: usize| super::spawn_child(TEST, CHILD, format!("{n}:{table}"), &url);
     // Both at once.
     let children = [spawn(0), spawn(1)];
     let mut conflicts = 0;
     for (i, c) in children.into_iter().enumerate() {
-        let out = c.wait_with_output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "child {i} failed:\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stdout = super::child_stdout(c, &i.to_string());
         // The child's own report (checks the role it ran, too).
         let line = stdout
             .lines()
