@@ -2,15 +2,16 @@
 //!
 //! [`RedbStore`] keeps strata's key space (byte keys to byte values) in two redb tables of
 //! **one file**: the documents (every key starting with [`DOCUMENT_PREFIX`], `__nx/doc/`)
-//! in `strata_doc`, every other key in `strata` (**layout 2**, marked in the table
-//! `strata_layout`; docs/format.md, "redb tables"). Keys keep their full bytes, so a `get`
+//! in `strata_doc`, every other key in `strata_meta` (**layout 2**, marked in the table
+//! `strata`, typed so that an older build, which opens `strata` as its one byte table,
+//! fails instead of seeing an empty store; docs/format.md, "redb tables"). Keys keep their full bytes, so a `get`
 //! or a write is routed by prefix, a batch spanning both tables is one redb write
 //! transaction, and a scan whose prefix spans both (`""`, `__nx/`) merges the two ordered
 //! ranges into the one key order. Documents apart from the metadata keys that sort after
 //! them are appended at the end of their table instead of splitting leaves mid-tree.
 //!
-//! **Older files** (layout 1: every key in `strata`) are moved to layout 2 by the first
-//! writable open, in one durable write transaction (a crash during it leaves layout 1
+//! **Older files** (layout 1: every key in the byte table `strata`) are moved to layout 2
+//! by the first writable open, in one durable write transaction (a crash during it leaves layout 1
 //! whole); a read-only open reads them as they are and writes nothing
 //! ([`RedbStore::layout_version`] says which layout an open store has).
 //!

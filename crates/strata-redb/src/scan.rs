@@ -3,7 +3,7 @@
 //! merged by key, so a caller sees exactly the records, in exactly the order, it would
 //! see if every key were in one table (module `tables`).
 
-use crate::tables::{Span, DOCS, MAIN};
+use crate::tables::{Span, DOCS};
 use crate::RedbStore;
 use redb::{AccessGuard, ReadOnlyTable, TableDefinition};
 use std::ops::Bound;
@@ -84,10 +84,11 @@ impl RedbStore {
         let mut budget = VisitBudget::new(limits);
         let txn = self.begin_read()?;
         let start = start_bound(prefix, after);
-        let (first, second) = match self.layout().span(prefix) {
-            Span::Main => (MAIN, None),
+        let layout = self.layout();
+        let (first, second) = match layout.span(prefix) {
+            Span::Main => (layout.main(), None),
             Span::Docs => (DOCS, None),
-            Span::Both => (MAIN, Some(DOCS)),
+            Span::Both => (layout.main(), Some(DOCS)),
         };
         let mut a = self.side(&txn, first, start)?;
         let mut b = match second {

@@ -3,8 +3,11 @@
 //!
 //! **Layout 2** (the current one, written by every writable open): the keys of collection
 //! documents (every key starting with [`DOCUMENT_PREFIX`], `__nx/doc/`) are in the redb
-//! table `strata_doc`; every other key is in the redb table `strata`; the redb table
-//! `strata_layout` holds the one record `layout` = 2. Each key keeps its full bytes, so
+//! table `strata_doc`; every other key is in the redb table `strata_meta`; the redb table
+//! `strata` holds the one record `layout` = 2, typed `&str → u64`. That name is taken on
+//! purpose: every older build opens `strata` as its one `&[u8] → &[u8]` table, so on a
+//! layout-2 file it fails with redb's table-type mismatch — it can neither read the store
+//! as empty nor write into it. Each key keeps its full bytes, so
 //! strata's key space (docs/format.md, "Key-space map") is unchanged: a scan whose prefix
 //! spans both tables (the empty prefix, `__nx/`) merges the two ordered ranges and returns
 //! exactly the records, in exactly the order, of one table holding every key.
@@ -17,9 +20,10 @@
 //! at its end like any ordered load. One table for all collections (not one per
 //! collection) keeps the routing a prefix test and a scan a merge of at most two ranges.
 //!
-//! **Layout 1** (files written before): every key in `strata`, no `strata_layout` table.
-//! A writable open moves the document keys into `strata_doc` and writes the marker in
-//! **one** redb write transaction committed durably ([`upgrade`]): redb commits are
+//! **Layout 1** (files written before): every key in `strata` (`&[u8] → &[u8]`).
+//! A writable open moves the document keys into `strata_doc` and the others into
+//! `strata_meta`, deletes the old table and writes the marker in its place, in **one**
+//! redb write transaction committed durably ([`upgrade`]): redb commits are
 //! atomic, so an interrupted move leaves the file in layout 1, whole, and the next
 //! writable open moves it again. A read-only open reads a layout-1 file as it is, all
 //! keys from `strata`, and writes nothing.
@@ -38,16 +42,20 @@ pub const DOCUMENT_PREFIX: &[u8] = b"__nx/doc/";
 /// The layout this build writes (see [`LAYOUT_KEY`]).
 pub const CURRENT_LAYOUT: u64 = 2;
 
-/// The redb table of every key that is not a document's.
-pub(crate) const MAIN: TableDefinition<&[u8], &[u8]> = TableDefinition::new("strata");
+/// Layout 1's one table, holding every key.
+pub(crate) const LEGACY: TableDefinition<&[u8], &[u8]> = TableDefinition::new("strata");
+
+/// The redb table of every key that is not a document's (layout 2).
+pub(crate) const META: TableDefinition<&[u8], &[u8]> = TableDefinition::new("strata_meta");
 
 /// The redb table of the document keys (layout 2).
 pub(crate) const DOCS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("strata_doc");
 
-/// The redb table of the layout marker (layout 2 and later).
-const LAYOUTS: TableDefinition<&str, u64> = TableDefinition::new("strata_layout");
+/// The redb table of the layout marker (layout 2 and later): named `strata`, like layout
+/// 1's one table, with another type, so an older build cannot open it (module docs).
+const LAYOUTS: TableDefinition<&str, u64> = TableDefinition::new("strata");
 
-/// The key of the layout marker in `strata_layout`; its value is the layout version.
+/// The key of the layout marker in the `strata` table; its value is the layout version.
 pub const LAYOUT_KEY: &str = "layout";
 
 /// How many documents the upgrade copies between two range lookups.
@@ -58,14 +66,14 @@ const MOVE_CHUNK: usize = 4096;
 pub(crate) enum Layout {
     /// Layout 1: every key in `strata` (a file written before the split, opened read-only).
     Single,
-    /// Layout 2: documents in `strata_doc`, every other key in `strata`.
+    /// Layout 2: documents in `strata_doc`, every other key in `strata_meta`.
     Split,
 }
 
 /// The tables a scan of a prefix reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Span {
-    /// Only `strata`.
+    /// Only the table of the keys that are not documents.
     Main,
     /// Only `strata_doc`.
     Docs,
@@ -87,6 +95,14 @@ impl Layout {
         }
     }
 
+    /// The redb table of the keys that are not documents (every key in layout 1).
+    pub(crate) fn main(self) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
+        match self {
+            Layout::Single => LEGACY,
+            Layout::Split => META,
+        }
+    }
+
     /// The redb table `key` lives in.
     pub(crate) fn table_of(
         self,
@@ -94,7 +110,7 @@ impl Layout {
     ) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
         match self {
             Layout::Split if is_document(key) => DOCS,
-            _ => MAIN,
+            _ => self.main(),
         }
     }
 
@@ -113,15 +129,15 @@ impl Layout {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum LayoutError {
     /// The marker names a layout newer than this build's.
-    #[error("redb store `{}` has layout {found} (its `strata_layout` table), this build reads layouts 1 and {CURRENT_LAYOUT}: it was written by a newer strata; open it with that version", .path.display())]
+    #[error("redb store `{}` has layout {found} (its `strata` table), this build reads layouts 1 and {CURRENT_LAYOUT}: it was written by a newer strata; open it with that version", .path.display())]
     Newer {
         /// The file.
         path: PathBuf,
         /// The layout version found.
         found: u64,
     },
-    /// The marker is missing but documents are already in `strata_doc`.
-    #[error("redb store `{}` has document keys in its `strata_doc` table but no layout marker (`strata_layout`); it was not written by strata; restore it from a backup or copy its records with the tool that wrote it", .path.display())]
+    /// The marker is missing but keys are already in `strata_doc` or `strata_meta`.
+    #[error("redb store `{}` has keys in its `strata_doc` or `strata_meta` table but no layout marker (table `strata`); it was not written by strata; restore it from a backup or copy its records with the tool that wrote it", .path.display())]
     Unmarked {
         /// The file.
         path: PathBuf,
@@ -152,7 +168,8 @@ fn marker(path: &Path, txn: &ReadTransaction) -> Result<Option<u64>> {
             .get(LAYOUT_KEY)
             .map_err(|e| fail(path)(e.into()))?
             .map(|v| v.value())),
-        Err(TableError::TableDoesNotExist(_)) => Ok(None),
+        // No `strata` table: a new file. `strata` of another type: layout 1's byte table.
+        Err(TableError::TableDoesNotExist(_) | TableError::TableTypeMismatch { .. }) => Ok(None),
         Err(e) => Err(fail(path)(e.into())),
     }
 }
@@ -200,34 +217,35 @@ pub(crate) fn upgrade(path: &Path, db: &Database) -> Result<Option<u64>> {
     }
 }
 
-/// The upgrade's work inside `txn` (not committed): creates the tables, moves the
-/// document keys, writes the marker. `stop_after` (tests only) fails the move once that
-/// many keys were moved, to prove an interrupted upgrade leaves nothing behind.
+/// The upgrade's work inside `txn` (not committed): moves every key of layout 1's
+/// `strata` table into `strata_doc` (documents) or `strata_meta` (the rest), deletes that
+/// table and writes the marker under its name. Returns how many document keys it moved.
+/// `stop_after` (tests only) fails the move once that many keys were moved, to prove an
+/// interrupted upgrade leaves nothing behind.
 pub(crate) fn move_documents(
     path: &Path,
     txn: &WriteTransaction,
     stop_after: Option<u64>,
 ) -> Result<u64> {
     let f = fail(path);
-    let mut main = txn.open_table(MAIN).map_err(|e| f(e.into()))?;
+    let mut legacy = txn.open_table(LEGACY).map_err(|e| f(e.into()))?;
+    let mut meta = txn.open_table(META).map_err(|e| f(e.into()))?;
     let mut docs = txn.open_table(DOCS).map_err(|e| f(e.into()))?;
-    if !docs.is_empty().map_err(|e| f(e.into()))? {
+    if !docs.is_empty().map_err(|e| f(e.into()))? || !meta.is_empty().map_err(|e| f(e.into()))?
+    {
         return Err(LayoutError::Unmarked {
             path: path.to_path_buf(),
         }
         .into_store());
     }
-    let mut moved = 0u64;
+    let (mut moved, mut documents) = (0u64, 0u64);
     loop {
         let mut chunk: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        for item in main
-            .range::<&[u8]>(DOCUMENT_PREFIX..)
-            .map_err(|e| f(e.into()))?
-        {
-            let (key, value) = item.map_err(|e| f(e.into()))?;
-            if !is_document(key.value()) || chunk.len() == MOVE_CHUNK {
+        for item in legacy.iter().map_err(|e| f(e.into()))? {
+            if chunk.len() == MOVE_CHUNK {
                 break;
             }
+            let (key, value) = item.map_err(|e| f(e.into()))?;
             chunk.push((key.value().to_vec(), value.value().to_vec()));
         }
         if chunk.is_empty() {
@@ -239,17 +257,26 @@ pub(crate) fn move_documents(
                     "the layout upgrade was stopped by a test".into(),
                 )));
             }
-            docs.insert(key.as_slice(), value.as_slice())
+            let target = if is_document(key) {
+                documents += 1;
+                &mut docs
+            } else {
+                &mut meta
+            };
+            target
+                .insert(key.as_slice(), value.as_slice())
                 .map_err(|e| f(e.into()))?;
-            main.remove(key.as_slice()).map_err(|e| f(e.into()))?;
+            legacy.remove(key.as_slice()).map_err(|e| f(e.into()))?;
             moved += 1;
         }
     }
+    drop((legacy, meta, docs));
+    txn.delete_table(LEGACY).map_err(|e| f(e.into()))?;
     txn.open_table(LAYOUTS)
         .map_err(|e| f(e.into()))?
         .insert(LAYOUT_KEY, CURRENT_LAYOUT)
         .map_err(|e| f(e.into()))?;
-    Ok(moved)
+    Ok(documents)
 }
 
 /// The two tables of one write transaction, each opened the first time a key of it is
@@ -345,7 +372,7 @@ mod tests {
         let db = Database::create(path).unwrap();
         let txn = db.begin_write().unwrap();
         {
-            let mut table = txn.open_table(MAIN).unwrap();
+            let mut table = txn.open_table(LEGACY).unwrap();
             for k in KEYS {
                 table.insert(k, &[k, b"!"].concat()[..]).unwrap();
             }
@@ -355,13 +382,16 @@ mod tests {
         std::fs::read(path).unwrap()
     }
 
-    /// The records of `strata`; whether `strata_doc` exists; whether `strata_layout` does.
+    /// The records of the table of non-documents (`strata` in layout 1, `strata_meta` in
+    /// layout 2); whether `strata_doc` exists; whether the layout marker does.
     type Contents = (Vec<(Vec<u8>, Vec<u8>)>, bool, bool);
 
-    /// Every record of `strata`, and whether `strata_doc` and `strata_layout` exist.
+    /// Every record of the non-document table, and whether `strata_doc` and the marker
+    /// exist.
     fn contents(db: &Database) -> Contents {
         let txn = db.begin_read().unwrap();
-        let main = txn.open_table(MAIN).unwrap();
+        let layouts = txn.open_table(LAYOUTS).is_ok();
+        let main = txn.open_table(if layouts { META } else { LEGACY }).unwrap();
         let records = main
             .iter()
             .unwrap()
@@ -371,7 +401,6 @@ mod tests {
             })
             .collect();
         let docs = txn.open_table(DOCS).is_ok();
-        let layouts = txn.open_table(LAYOUTS).is_ok();
         (records, docs, layouts)
     }
 
@@ -416,6 +445,39 @@ mod tests {
         assert!(main.iter().all(|(k, _)| !is_document(k)));
     }
 
+    /// An older build opens `strata` as its one byte table: on a layout-2 file that fails
+    /// with redb's table-type mismatch, for reading and for writing, so an older build can
+    /// neither see the store as empty nor write beside the moved keys.
+    #[test]
+    fn an_older_build_cannot_open_a_layout_2_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.redb");
+        old_file(&path);
+        drop(RedbStore::open_existing(&path).unwrap());
+        let db = Database::open(&path).unwrap();
+        let txn = db.begin_read().unwrap();
+        assert!(matches!(
+            txn.open_table(LEGACY),
+            Err(TableError::TableTypeMismatch { .. })
+        ));
+        drop(txn);
+        let txn = db.begin_write().unwrap();
+        assert!(matches!(
+            txn.open_table(LEGACY),
+            Err(TableError::TableTypeMismatch { .. })
+        ));
+        txn.abort().unwrap();
+        // A new file gets layout 2 at once, the same way.
+        let fresh = dir.path().join("new.redb");
+        drop(RedbStore::create(&fresh).unwrap());
+        let db = Database::open(&fresh).unwrap();
+        let txn = db.begin_read().unwrap();
+        assert!(matches!(
+            txn.open_table(LEGACY),
+            Err(TableError::TableTypeMismatch { .. })
+        ));
+    }
+
     /// A file whose documents are already in `strata_doc` but that has no marker was not
     /// written by strata: refused, not merged.
     #[test]
@@ -443,7 +505,7 @@ mod tests {
         assert_eq!(split.table_of(b"__nx/doc/a/1").name(), "strata_doc");
         assert_eq!(split.table_of(b"__nx/doc/").name(), "strata_doc");
         for k in [&b"__nx/doc"[..], b"__nx/doc0", b"__nx/fence", b"", b"a"] {
-            assert_eq!(split.table_of(k).name(), "strata", "{k:?}");
+            assert_eq!(split.table_of(k).name(), "strata_meta", "{k:?}");
             assert_eq!(Layout::Single.table_of(k).name(), "strata");
         }
         assert_eq!(Layout::Single.table_of(b"__nx/doc/a/1").name(), "strata");

@@ -171,16 +171,19 @@ fn upgrade_child() {
 /// the old file with its value, each in the table its layout puts it in.
 fn whole_layout(path: &Path) -> u64 {
     use redb::{ReadableDatabase, ReadableTableMetadata, TableDefinition};
-    const MAIN: TableDefinition<&[u8], &[u8]> = TableDefinition::new("strata");
+    const LEGACY: TableDefinition<&[u8], &[u8]> = TableDefinition::new("strata");
+    const META: TableDefinition<&[u8], &[u8]> = TableDefinition::new("strata_meta");
     const DOCS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("strata_doc");
-    const LAYOUTS: TableDefinition<&str, u64> = TableDefinition::new("strata_layout");
+    const LAYOUTS: TableDefinition<&str, u64> = TableDefinition::new("strata");
     let db = redb::Database::open(path).unwrap();
     let txn = db.begin_read().unwrap();
-    let main = txn.open_table(MAIN).unwrap();
     let layout = match txn.open_table(LAYOUTS) {
         Ok(t) => t.get(strata_redb::LAYOUT_KEY).unwrap().unwrap().value(),
         Err(_) => 1,
     };
+    let main = txn
+        .open_table(if layout == 1 { LEGACY } else { META })
+        .unwrap();
     let docs = if layout == 1 {
         assert!(
             txn.open_table(DOCS).is_err(),

@@ -9,9 +9,13 @@ use std::path::Path;
 use strata_redb::{RedbStore, CURRENT_LAYOUT, DOCUMENT_PREFIX, LAYOUT_KEY};
 use strata_store::{Batch, KvRead, KvWrite, MemoryStore, Record, ScanLimits, Visit};
 
-const MAIN: TableDefinition<&[u8], &[u8]> = TableDefinition::new("strata");
+/// Layout 1's one table (every key).
+const LEGACY: TableDefinition<&[u8], &[u8]> = TableDefinition::new("strata");
+/// Layout 2: the keys that are not documents.
+const META: TableDefinition<&[u8], &[u8]> = TableDefinition::new("strata_meta");
 const DOCS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("strata_doc");
-const LAYOUTS: TableDefinition<&str, u64> = TableDefinition::new("strata_layout");
+/// Layout 2's marker, under layout 1's table name with another type.
+const LAYOUTS: TableDefinition<&str, u64> = TableDefinition::new("strata");
 
 /// Keys on both sides of every table boundary: application keys, metadata sorting before
 /// and after `__nx/doc/`, keys that look like the document prefix but are not, documents of
@@ -182,7 +186,7 @@ fn scans_spanning_documents_and_metadata_match_one_ordered_key_space() {
     let db = redb::Database::open(dir.path().join("s.redb")).unwrap();
     let txn = db.begin_read().unwrap();
     let docs = txn.open_table(DOCS).unwrap();
-    let main = txn.open_table(MAIN).unwrap();
+    let main = txn.open_table(META).unwrap();
     assert!(docs
         .iter()
         .unwrap()
@@ -202,7 +206,7 @@ fn old_file(path: &Path, keys: &[Vec<u8>]) {
     let db = redb::Database::create(path).unwrap();
     let txn = db.begin_write().unwrap();
     {
-        let mut table = txn.open_table(MAIN).unwrap();
+        let mut table = txn.open_table(LEGACY).unwrap();
         for k in keys {
             table.insert(k.as_slice(), value(k).as_slice()).unwrap();
         }
@@ -267,7 +271,7 @@ fn a_writable_open_moves_an_old_file_to_the_current_layout() {
     {
         let txn = db.begin_read().unwrap();
         let docs = txn.open_table(DOCS).unwrap();
-        let main = txn.open_table(MAIN).unwrap();
+        let main = txn.open_table(META).unwrap();
         let doc_keys = keys
             .iter()
             .filter(|k| k.starts_with(DOCUMENT_PREFIX))
