@@ -10,6 +10,7 @@
 //! byte order the store trait promises; the primary-key B-tree serves every range scan.
 
 use std::time::Duration;
+use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Statement};
 
 /// `CREATE TABLE IF NOT EXISTS` for `table` (a validated identifier).
@@ -251,6 +252,8 @@ pub(crate) struct Statements {
     /// The session functions of an ordinary writer's batches (`store::function`), when
     /// the session could create them.
     pub(crate) functions: Option<Functions>,
+    /// The one-statement write of a one-document batch ([`one_statement`]).
+    pub(crate) one_statement: Statement,
 }
 
 /// A batch's preconditions and mutations in one statement: `$1`/`$2` the precondition
@@ -354,6 +357,9 @@ impl Statements {
             async_commit: p(ASYNC_COMMIT.into()).await?,
             fence: None,
             functions,
+            one_statement: client
+                .prepare_typed(&one_statement(t), &ONE_STATEMENT_TYPES)
+                .await?,
         })
     }
 }
@@ -539,3 +545,64 @@ mod tests {
         assert!(shape_problem("r", &nullable, &cols(&["k"])).is_some());
     }
 }
+
+/// The one-statement write of an ordinary writer's one-document batch (see
+/// `crate::store::one_statement` for why it is exact): `$1`/`$2` the key and the value
+/// to set, `$3` whether the batch has a precondition on that key, `$4` the value it
+/// requires (`NULL`: absent), `$5`/`$6` the other keys that must hold values and the
+/// values, `$7` the other keys that must be absent, `$8`…`$12` the locks (lease id, table
+/// id, key lock class, sorted key lock ids, their exclusive flags).
+///
+/// Every lock, check and read is an uncorrelated subquery, i.e. an InitPlan, which the
+/// executor runs when its result is first needed, so the `CASE` orders them: the locks
+/// first (lease and table shared, then the keys in id order), then — the statement's
+/// snapshot having been taken before the lock waits — the proof that no transaction
+/// committed since that snapshot (`fresh`), then the guards and the document's own
+/// value read in that snapshot. Only then is the row touched. Zero rows answered: the
+/// snapshot was not fresh, a guard failed, or the document was expected present and is
+/// not — the caller falls back to the path with a fresh snapshot after its locks. One
+/// row: `(ok, current)` — `ok` the document held what was required (and the value is
+/// written); otherwise nothing changed (the conflict branch rewrites the row's own
+/// value) and `current` is its value (`NULL`: it equals `$2`).
+pub(crate) fn one_statement(t: &str) -> String {
+    format!(
+        r#"INSERT INTO "{t}" AS t (k, v) SELECT $1::bytea, $2::bytea
+WHERE CASE WHEN (SELECT count(CASE n WHEN 1 THEN pg_advisory_xact_lock_shared($8::int8)
+    WHEN 2 THEN pg_advisory_xact_lock_shared($9::int8)
+    ELSE CASE WHEN x THEN pg_advisory_xact_lock($10::int4, id) ELSE pg_advisory_xact_lock_shared($10::int4, id) END END)
+  FROM unnest(ARRAY[0, 0]::int4[] || $11::int4[], ARRAY[false, false] || $12::bool[]) WITH ORDINALITY AS u(id, x, n)) >= 0
+THEN (SELECT CASE WHEN o - m > {MAX_XIDS_SINCE} THEN false ELSE NOT EXISTS (
+      SELECT FROM (SELECT pg_snapshot_xip(s) UNION ALL SELECT generate_series(m, o - 1)::text::xid8) z(x)
+      WHERE pg_xact_status(x) = 'committed') END
+    FROM (SELECT s, pg_snapshot_xmax(s)::text::int8 AS m, pg_current_xact_id()::text::int8 AS o
+      FROM pg_current_snapshot() AS s) fresh)
+  AND (SELECT count(*) FROM unnest($5::bytea[], $6::bytea[]) AS p(k, want)
+    CROSS JOIN LATERAL (SELECT FROM "{t}" g WHERE g.k = p.k AND g.v = p.want OFFSET 0) l) = cardinality($5::bytea[])
+  AND NOT EXISTS (SELECT FROM "{t}" g WHERE g.k = ANY($7::bytea[]))
+  AND (NOT $3::bool OR $4::bytea IS NULL OR (SELECT c.v FROM "{t}" c WHERE c.k = $1::bytea) IS NOT NULL)
+ELSE false END
+ON CONFLICT (k) DO UPDATE SET v = CASE WHEN NOT $3::bool OR t.v IS NOT DISTINCT FROM $4::bytea THEN EXCLUDED.v ELSE t.v END
+RETURNING NOT $3::bool OR (SELECT c.v FROM "{t}" c WHERE c.k = $1::bytea) IS NOT DISTINCT FROM $4::bytea,
+  CASE WHEN t.v = $2::bytea THEN NULL ELSE t.v END"#
+    )
+}
+
+/// The parameter types of [`one_statement`].
+const ONE_STATEMENT_TYPES: [Type; 12] = [
+    Type::BYTEA,
+    Type::BYTEA,
+    Type::BOOL,
+    Type::BYTEA,
+    Type::BYTEA_ARRAY,
+    Type::BYTEA_ARRAY,
+    Type::BYTEA_ARRAY,
+    Type::INT8,
+    Type::INT8,
+    Type::INT4,
+    Type::INT4_ARRAY,
+    Type::BOOL_ARRAY,
+];
+
+/// The most transaction ids assigned between the one-statement write's snapshot and its
+/// own id that it checks one by one (more: it is not proven fresh, and falls back).
+pub(crate) const MAX_XIDS_SINCE: u32 = 32;
