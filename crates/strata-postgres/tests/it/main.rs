@@ -17,6 +17,7 @@ mod hints;
 mod lease;
 mod manifest;
 mod model;
+mod one_statement;
 mod one_trip;
 mod pooler;
 mod replica;
