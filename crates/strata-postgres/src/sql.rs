@@ -557,7 +557,9 @@ mod tests {
 /// executor runs when its result is first needed, so the `CASE` orders them: the locks
 /// first (lease and table shared, then the keys in id order), then — the statement's
 /// snapshot having been taken before the lock waits — the proof that no transaction
-/// committed since that snapshot (`fresh`), then the guards and the document's own
+/// committed since that snapshot (`fresh`: at once when no transaction was running at the
+/// snapshot and none got an id since, the common case; otherwise each such transaction's
+/// status, see `crate::store::one_statement`), then the guards and the document's own
 /// value read in that snapshot. Only then is the row touched. Zero rows answered: the
 /// snapshot was not fresh, a guard failed, or the document was expected present and is
 /// not — the caller falls back to the path with a fresh snapshot after its locks. One
@@ -571,10 +573,12 @@ WHERE CASE WHEN (SELECT count(CASE n WHEN 1 THEN pg_advisory_xact_lock_shared($8
     WHEN 2 THEN pg_advisory_xact_lock_shared($9::int8)
     ELSE CASE WHEN x THEN pg_advisory_xact_lock($10::int4, id) ELSE pg_advisory_xact_lock_shared($10::int4, id) END END)
   FROM unnest(ARRAY[0, 0]::int4[] || $11::int4[], ARRAY[false, false] || $12::bool[]) WITH ORDINALITY AS u(id, x, n)) >= 0
-THEN (SELECT CASE WHEN o - m > {MAX_XIDS_SINCE} THEN false ELSE NOT EXISTS (
-      SELECT FROM (SELECT pg_snapshot_xip(s) UNION ALL SELECT generate_series(m, o - 1)::text::xid8) z(x)
-      WHERE pg_xact_status(x) = 'committed') END
-    FROM (SELECT s, pg_snapshot_xmax(s)::text::int8 AS m, pg_current_xact_id()::text::int8 AS o
+THEN (SELECT (o = m AND pg_snapshot_xmin(s) = m)
+      OR (o::text::int8 - m::text::int8 <= {MAX_XIDS_SINCE} AND NOT EXISTS (
+        SELECT FROM (SELECT pg_snapshot_xip(s)
+          UNION ALL SELECT generate_series(m::text::int8, o::text::int8 - 1)::text::xid8) z(x)
+        WHERE pg_xact_status(x) = 'committed'))
+    FROM (SELECT s, pg_snapshot_xmax(s) AS m, pg_current_xact_id() AS o
       FROM pg_current_snapshot() AS s) fresh)
   AND (SELECT count(*) FROM unnest($5::bytea[], $6::bytea[]) AS p(k, want)
     CROSS JOIN LATERAL (SELECT FROM "{t}" g WHERE g.k = p.k AND g.v = p.want OFFSET 0) l) = cardinality($5::bytea[])
