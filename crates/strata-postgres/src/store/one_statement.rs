@@ -56,18 +56,16 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Statement};
 
 /// A batch the one statement can carry: one set, at most one precondition on its key,
-/// any preconditions on other keys.
+/// at most [`crate::sql::MAX_GUARDS`] preconditions on other keys.
 pub(super) struct Plan<'a> {
     key: &'a [u8],
     value: &'a [u8],
     /// The document's own precondition: its 1-based position among the batch's and the
     /// value it requires (`None`: absent).
     own: Option<(usize, Option<&'a [u8]>)>,
-    /// Other keys that must hold the given values.
+    /// The other keys the batch requires, and the value each must hold (`None`: absent).
     guard_keys: Vec<&'a [u8]>,
-    guard_values: Vec<&'a [u8]>,
-    /// Other keys that must be absent.
-    absent: Vec<&'a [u8]>,
+    guard_values: Vec<Option<&'a [u8]>>,
 }
 
 impl<'a> Plan<'a> {
@@ -82,7 +80,6 @@ impl<'a> Plan<'a> {
             own: None,
             guard_keys: Vec::new(),
             guard_values: Vec::new(),
-            absent: Vec::new(),
         };
         for (i, p) in batch.preconditions().iter().enumerate() {
             match p {
@@ -99,12 +96,16 @@ impl<'a> Plan<'a> {
                 }
                 Precondition::Equals { key, value } => {
                     plan.guard_keys.push(key);
-                    plan.guard_values.push(value);
+                    plan.guard_values.push(Some(value));
                 }
-                Precondition::Absent { key } => plan.absent.push(key),
+                Precondition::Absent { key } => {
+                    plan.guard_keys.push(key);
+                    plan.guard_values.push(None);
+                }
             }
         }
-        Some(plan)
+        // Each guard is a slot of the statement (see `sql::MAX_GUARDS`).
+        (plan.guard_keys.len() <= crate::sql::MAX_GUARDS).then_some(plan)
     }
 }
 
@@ -131,14 +132,13 @@ impl PgStore {
     ) -> Result<Answer, Failure> {
         let has_own = plan.own.is_some();
         let want = plan.own.and_then(|(_, w)| w);
-        let params: [&(dyn ToSql + Sync); 12] = [
+        let params: [&(dyn ToSql + Sync); 11] = [
             &plan.key,
             &plan.value,
             &has_own,
             &want,
             &plan.guard_keys,
             &plan.guard_values,
-            &plan.absent,
             &self.locks.lease,
             &self.locks.table,
             &self.locks.class,
@@ -155,7 +155,8 @@ impl PgStore {
         }
         let current: Option<Vec<u8>> = row.try_get(1)?;
         let position = plan.own.map_or(0, |(i, _)| i);
-        // `NULL`: the row holds exactly the value this batch would have written.
+        // `NULL`: the row holds exactly the value this batch would have written (only when
+        // it was required absent: see `sql::one_statement`).
         let current = current.unwrap_or_else(|| plan.value.to_vec());
         Ok(Answer::Refused(Rejected {
             failed: vec![(position, Some(current))],

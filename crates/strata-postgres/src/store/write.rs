@@ -550,7 +550,10 @@ impl PgStore {
         loop {
             attempt += 1;
             let failure = match self.pool.with(async |conn| match ordinary {
-                Some(locks) => self.try_ordinary(conn, batch, locks, fits, plan.as_ref()).await,
+                Some(locks) => {
+                    self.try_ordinary(conn, batch, locks, fits, plan.as_ref())
+                        .await
+                }
                 None => self.try_apply(conn, batch, key_locks, fence).await,
             }) {
                 Ok(()) => {
@@ -608,11 +611,15 @@ impl PgStore {
                 .await?;
             match answer {
                 one_statement::Answer::Written => {
-                    self.round_trips.one_statement.fetch_add(1, Ordering::Relaxed);
+                    self.round_trips
+                        .one_statement
+                        .fetch_add(1, Ordering::Relaxed);
                     return Ok(());
                 }
                 one_statement::Answer::Refused(r) => {
-                    self.round_trips.one_statement.fetch_add(1, Ordering::Relaxed);
+                    self.round_trips
+                        .one_statement
+                        .fetch_add(1, Ordering::Relaxed);
                     return Err(Failure::Rejected(r));
                 }
                 one_statement::Answer::Undecided => {

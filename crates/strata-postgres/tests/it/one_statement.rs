@@ -69,12 +69,14 @@ fn undisturbed(mut scenario: impl FnMut() -> (u64, u64, u64, u64)) -> (u64, u64,
 /// handle's.
 #[test]
 #[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
-fn new_ids_and_hinted_overwrites_are_one_statement_and_wrong_guesses_come_back_with_the_value()
-{
+fn new_ids_and_hinted_overwrites_are_one_statement_and_wrong_guesses_come_back_with_the_value() {
     let url = require_pg!();
     let table = scratch_table();
     let _owner = owner(&url, &table);
-    let (ours, theirs) = (Arc::new(handle(&url, &table)), Arc::new(handle(&url, &table)));
+    let (ours, theirs) = (
+        Arc::new(handle(&url, &table)),
+        Arc::new(handle(&url, &table)),
+    );
     let (_a_db, a) = open(&ours);
     let (_b_db, b) = open(&theirs);
 
@@ -92,12 +94,18 @@ fn new_ids_and_hinted_overwrites_are_one_statement_and_wrong_guesses_come_back_w
     let spent = undisturbed(|| {
         counted(&ours, || {
             for i in 0..10 {
-                let lock = a.put(&format!("r{round}k{i}"), &Doc { n: 100 + i }).unwrap();
+                let lock = a
+                    .put(&format!("r{round}k{i}"), &Doc { n: 100 + i })
+                    .unwrap();
                 assert!(lock >= 2);
             }
         })
     });
-    assert_eq!(spent, (10, 0, 10, 0), "hinted overwrites: one statement each");
+    assert_eq!(
+        spent,
+        (10, 0, 10, 0),
+        "hinted overwrites: one statement each"
+    );
 
     // Another handle's first put of an existing document guesses "absent": the statement
     // answers with the stored value, the put is decided again on it.
@@ -110,7 +118,11 @@ fn new_ids_and_hinted_overwrites_are_one_statement_and_wrong_guesses_come_back_w
         })
     });
     assert_eq!(lock, 2, "continues the other handle's lock version");
-    assert_eq!(spent, (2, 0, 2, 0), "refused with the value, then written; no read");
+    assert_eq!(
+        spent,
+        (2, 0, 2, 0),
+        "refused with the value, then written; no read"
+    );
 
     // This handle's hint is stale (the other handle wrote since): the same.
     let spent = undisturbed(|| {
@@ -164,12 +176,22 @@ fn a_guard_changed_by_another_handle_refuses_and_writes_nothing() {
             .set(b"doc".to_vec(), vec![n])
     };
     let (decided, undecided, ..) = counted(&ours, || ours.apply(write(1)).unwrap());
-    assert_eq!(decided + undecided, 1, "a plain batch tries the one statement too");
+    assert_eq!(
+        decided + undecided,
+        1,
+        "a plain batch tries the one statement too"
+    );
     // Through the primitive (as a collection writes).
     let spent = counted(&ours, || {
-        assert!(ours.read_modify_write(&[b"doc"], &mut |_| Some(write(2))).unwrap());
+        assert!(ours
+            .read_modify_write(&[b"doc"], &mut |_| Some(write(2)))
+            .unwrap());
     });
-    assert_eq!(spent.0 + spent.1, spent.2, "every batch tried the one statement");
+    assert_eq!(
+        spent.0 + spent.1,
+        spent.2,
+        "every batch tried the one statement"
+    );
     assert_eq!(ours.get(b"doc").unwrap(), Some(vec![2]));
 
     // The fence is raised by the other handle: the next write is refused.
@@ -269,7 +291,10 @@ fn a_writer_that_waited_for_the_lease_decides_on_the_holders_commits() {
             .unwrap();
         drop(session);
         let spent = waiting.join().unwrap();
-        assert!(spent.1 >= 1, "the waiting statement did not decide: {spent:?}");
+        assert!(
+            spent.1 >= 1,
+            "the waiting statement did not decide: {spent:?}"
+        );
         let doc = holder.get(b"doc").unwrap();
         assert_eq!(doc.is_some(), expect_written, "{doc:?}");
     }
