@@ -504,76 +504,6 @@ pub(crate) fn prepare_sql(lock_keys: &str, write: &str, set: &str) -> String {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cols(c: &[&str]) -> Vec<String> {
-        c.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn the_one_statement_takes_its_locks_in_order_before_it_reads_or_writes() {
-        let sql = one_statement("accounts");
-        let at = |needle: &str| {
-            sql.find(needle)
-                .unwrap_or_else(|| panic!("{needle} not in {sql}"))
-        };
-        let order = [
-            at("CASE WHEN pg_advisory_xact_lock_shared($7::int8)"),
-            at("CASE WHEN pg_advisory_xact_lock_shared($8::int8)"),
-            at("pg_advisory_xact_lock($9::int4, ($10::int4[])[1])"),
-            at("pg_advisory_xact_lock($9::int4, ($10::int4[])[2])"),
-            at("pg_advisory_xact_lock($9::int4, ($10::int4[])[3])"),
-            at("unnest(($10::int4[])[4:], ($11::bool[])[4:])"),
-            at("pg_current_xact_id() = pg_snapshot_xmax"),
-            at("g.k = ($5::bytea[])[1]"),
-            at("g.k = ($5::bytea[])[2]"),
-            at("c.k = $1::bytea"),
-            at("ON CONFLICT (k)"),
-        ];
-        assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}\n{sql}");
-        // Every lock a condition of its own nested CASE (ordered evaluation), closed
-        // before the write.
-        assert_eq!(sql.matches(" THEN CASE WHEN ").count(), 5, "{sql}");
-        assert_eq!(sql.matches(" ELSE false END").count(), 6, "{sql}");
-        assert!(!sql.contains("${"), "{sql}");
-    }
-
-    #[test]
-    fn only_the_exact_shape_passes() {
-        let good = cols(&["k bytea not null", "v bytea not null"]);
-        assert_eq!(shape_problem("r", &good, &cols(&["k"])), None);
-        assert_eq!(
-            shape_problem("v", &good, &[]).as_deref(),
-            Some("is a view, not a table")
-        );
-        assert_eq!(
-            shape_problem("r", &good, &[]).as_deref(),
-            Some("has no primary key (k must be its primary key)")
-        );
-        assert_eq!(
-            shape_problem("r", &good, &cols(&["k", "v"])).as_deref(),
-            Some("has primary key (k, v), not (k)")
-        );
-        let text = cols(&["k text not null", "v text not null"]);
-        assert_eq!(
-            shape_problem("r", &text, &cols(&["k"])).as_deref(),
-            Some("has columns (k text not null, v text not null), not (k bytea primary key, v bytea not null)")
-        );
-        // No primary key: `k` is nullable then, and the key is what the message names.
-        let no_key = cols(&["k bytea", "v bytea not null"]);
-        assert_eq!(
-            shape_problem("r", &no_key, &[]).as_deref(),
-            Some("has no primary key (k must be its primary key)")
-        );
-        let extra = cols(&["k bytea not null", "v bytea not null", "x integer"]);
-        assert!(shape_problem("r", &extra, &cols(&["k"])).is_some());
-        let nullable = cols(&["k bytea not null", "v bytea"]);
-        assert!(shape_problem("r", &nullable, &cols(&["k"])).is_some());
-    }
-}
-
 /// The one-statement write of an ordinary writer's one-document batch (see
 /// `crate::store::one_statement` for why it is exact): `$1`/`$2` the key and the value
 /// to set, `$3` whether the batch has a precondition on that key, `$4` the value it
@@ -613,7 +543,7 @@ WHERE {locked_then}(pg_current_xact_id() = pg_snapshot_xmax(pg_current_snapshot(
           UNION ALL SELECT generate_series(m::text::int8, o::text::int8 - 1)::text::xid8) z(x)
         WHERE pg_xact_status(x) = 'committed')
       FROM (SELECT s, pg_snapshot_xmax(s) AS m, pg_current_xact_id() AS o
-        FROM pg_current_snapshot() AS s) fresh))
+        FROM pg_current_snapshot() AS s OFFSET 0) fresh))
   {guards}
   AND (NOT $3::bool OR $4::bytea IS NULL
     OR coalesce((SELECT c.v = $4::bytea OR c.v <> $2::bytea FROM "{t}" c WHERE c.k = $1::bytea), false))
@@ -668,6 +598,12 @@ fn one_statement_locks() -> Vec<String> {
          THEN pg_advisory_xact_lock($9::int4, id) ELSE pg_advisory_xact_lock_shared($9::int4, id) END) \
          FROM unnest(($10::int4[])[{rest}:], ($11::bool[])[{rest}:]) AS u(id, x)) >= 0)"
     ));
+    // After the grant the transaction must still have no id: the freshness proof takes
+    // the id it gets next as the bound of every id handed out before the grant. (Were it
+    // given one earlier — e.g. a plan-time evaluation of `pg_current_xact_id()`, which
+    // the `OFFSET 0` keeps from `generate_series`'s row estimate — a writer could have
+    // got a later id and committed unseen: the statement then decides nothing.)
+    locks.push("pg_current_xact_id_if_assigned() IS NULL".to_string());
     locks
 }
 
@@ -693,3 +629,79 @@ const ONE_STATEMENT_TYPES: [Type; 11] = [
 /// The most transaction ids assigned between the one-statement write's snapshot and its
 /// own id that it checks one by one (more: it is not proven fresh, and falls back).
 pub(crate) const MAX_XIDS_SINCE: u32 = 32;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cols(c: &[&str]) -> Vec<String> {
+        c.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_one_statement_takes_its_locks_in_order_before_it_reads_or_writes() {
+        let sql = one_statement("accounts");
+        let at = |needle: &str| {
+            sql.find(needle)
+                .unwrap_or_else(|| panic!("{needle} not in {sql}"))
+        };
+        let order = [
+            at("CASE WHEN pg_advisory_xact_lock_shared($7::int8)"),
+            at("CASE WHEN pg_advisory_xact_lock_shared($8::int8)"),
+            at("pg_advisory_xact_lock($9::int4, ($10::int4[])[1])"),
+            at("pg_advisory_xact_lock($9::int4, ($10::int4[])[2])"),
+            at("pg_advisory_xact_lock($9::int4, ($10::int4[])[3])"),
+            at("unnest(($10::int4[])[4:], ($11::bool[])[4:])"),
+            at("CASE WHEN pg_current_xact_id_if_assigned() IS NULL THEN"),
+            at("pg_current_xact_id() = pg_snapshot_xmax"),
+            at("g.k = ($5::bytea[])[1]"),
+            at("g.k = ($5::bytea[])[2]"),
+            at("c.k = $1::bytea"),
+            at("ON CONFLICT (k)"),
+        ];
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}\n{sql}");
+        // Every lock a condition of its own nested CASE (ordered evaluation), closed
+        // before the write.
+        assert_eq!(sql.matches(" THEN CASE WHEN ").count(), 6, "{sql}");
+        assert_eq!(sql.matches(" ELSE false END").count(), 7, "{sql}");
+        // The proof's id is not estimated (i.e. assigned) when the plan is made.
+        assert!(
+            sql.contains("FROM pg_current_snapshot() AS s OFFSET 0) fresh"),
+            "{sql}"
+        );
+        assert!(!sql.contains("${"), "{sql}");
+    }
+
+    #[test]
+    fn only_the_exact_shape_passes() {
+        let good = cols(&["k bytea not null", "v bytea not null"]);
+        assert_eq!(shape_problem("r", &good, &cols(&["k"])), None);
+        assert_eq!(
+            shape_problem("v", &good, &[]).as_deref(),
+            Some("is a view, not a table")
+        );
+        assert_eq!(
+            shape_problem("r", &good, &[]).as_deref(),
+            Some("has no primary key (k must be its primary key)")
+        );
+        assert_eq!(
+            shape_problem("r", &good, &cols(&["k", "v"])).as_deref(),
+            Some("has primary key (k, v), not (k)")
+        );
+        let text = cols(&["k text not null", "v text not null"]);
+        assert_eq!(
+            shape_problem("r", &text, &cols(&["k"])).as_deref(),
+            Some("has columns (k text not null, v text not null), not (k bytea primary key, v bytea not null)")
+        );
+        // No primary key: `k` is nullable then, and the key is what the message names.
+        let no_key = cols(&["k bytea", "v bytea not null"]);
+        assert_eq!(
+            shape_problem("r", &no_key, &[]).as_deref(),
+            Some("has no primary key (k must be its primary key)")
+        );
+        let extra = cols(&["k bytea not null", "v bytea not null", "x integer"]);
+        assert!(shape_problem("r", &extra, &cols(&["k"])).is_some());
+        let nullable = cols(&["k bytea not null", "v bytea"]);
+        assert!(shape_problem("r", &nullable, &cols(&["k"])).is_some());
+    }
+}

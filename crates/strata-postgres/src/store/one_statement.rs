@@ -5,8 +5,10 @@
 //! backend's CPU time, that costs about twice one plain statement carrying the same
 //! locks and checks (BENCHMARKS.md, issue 24, session 17). Here a batch of exactly one
 //! set — a document's put, insert or update — with its preconditions is one prepared
-//! `INSERT … ON CONFLICT (k) DO UPDATE` ([`crate::sql::one_statement`]): the locks and the
-//! checks are InitPlans of its `WHERE`, evaluated in order before the row is touched, and
+//! `INSERT … SELECT … WHERE … ON CONFLICT (k) DO UPDATE` ([`crate::sql::one_statement`]):
+//! the locks are the conditions of nested `CASE`s in its `WHERE` and the checks InitPlans
+//! inside the innermost one, so they are evaluated in that order before the row is
+//! touched, and
 //! the document's own precondition decides the conflict branch — the new value, or the
 //! row's own value back (nothing changes) with the current value in the answer, so that
 //! a write decided on a wrong guess is decided again without a read.
@@ -30,7 +32,11 @@
 //!   snapshot's `xip` list) or got its id at or after the snapshot's `xmax` — and before
 //!   this statement's own id, which is assigned after the locks (a writer that committed
 //!   before the grant was given its id before it wrote, i.e. before it released the lock
-//!   this statement then took). `pg_xact_status` of each of those ids says whether it
+//!   this statement then took; the statement checks, after the grant, that its
+//!   transaction has no id yet — a plan-time evaluation of `pg_current_xact_id()`, as
+//!   `generate_series`'s row estimate made before the `OFFSET 0` fence, assigned one
+//!   before the snapshot and let a lost update through the conformance suite's
+//!   `cas_increments_are_not_lost`). `pg_xact_status` of each of those ids says whether it
 //!   committed; if one did (or more than [`crate::sql::MAX_XIDS_SINCE`] ids were handed
 //!   out in between), the snapshot is not proven fresh and the statement writes nothing.
 //!   A proven-fresh snapshot sees exactly the committed state at the grant, so its plain
