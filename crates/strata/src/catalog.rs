@@ -1,13 +1,15 @@
 //! The catalog of managed tables.
 
 use crate::header::{MIGRATION_PREFIX, RESERVED_PREFIX, SCHEMA_PREFIX};
+use crate::record_error::RecordError;
 use std::fmt;
 use std::sync::Arc;
 use strata_store::escape_key;
 
 /// Validates one record of a table: `(key suffix after the table prefix, value)`. Returns
-/// a human-readable reason when the record is invalid. Must never rewrite anything.
-pub type RecordDecoder = Arc<dyn Fn(&[u8], &[u8]) -> Result<(), String> + Send + Sync>;
+/// why the record is invalid ([`RecordError`](crate::pass::RecordError): a reason, and
+/// the decode error behind it as its cause). Must never rewrite anything.
+pub type RecordDecoder = Arc<dyn Fn(&[u8], &[u8]) -> Result<(), RecordError> + Send + Sync>;
 
 /// One managed table: a name, a fixed `u16` id, a data prefix, the version this build
 /// writes, and (optionally) a decoder that certifies its records.
@@ -76,13 +78,13 @@ impl TableDef {
         self.decoder.as_ref()
     }
     /// Runs the decoder on a full key (prefix included); `Ok` when there is no decoder.
-    pub fn decode(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
+    pub fn decode(&self, key: &[u8], value: &[u8]) -> Result<(), RecordError> {
         let suffix = key.strip_prefix(self.prefix.as_slice()).ok_or_else(|| {
-            format!(
+            RecordError::new(format!(
                 "key `{}` is outside the table prefix `{}`",
                 escape_key(key),
                 escape_key(&self.prefix)
-            )
+            ))
         })?;
         match &self.decoder {
             Some(d) => d(suffix, value),

@@ -140,7 +140,7 @@
 //!
 //! The modules form layers, bottom first; a module uses only modules of lower layers
 //! (never one of its own layer or above), so no two modules import each other.
-//! `tests/it/layers.rs` reads this table and every `crate::`/`super::` reference of the
+//! `tests/it/layers/` reads this table and every `crate::`/`super::` reference of the
 //! sources (a `pub use` included), and fails on a reference that goes up (there are no
 //! exceptions: no facade keeps an older path). `tests/it/public_paths.rs` fails on a type
 //! public under two paths. The same test
@@ -148,7 +148,7 @@
 //!
 //! | layer | modules | holds |
 //! |---|---|---|
-//! | 1 | `clock`, `keys`, `format` | the clock; every reserved key prefix and the key-layout functions; the one error of fixed-layout records |
+//! | 1 | `clock`, `keys`, `format`, `record_error` | the clock; every reserved key prefix and the key-layout functions; the one error of fixed-layout records; why one record is bad (`pass::RecordError`) |
 //! | 2 | `header` | the 8-byte schema header |
 //! | 3 | `catalog` | managed-table definitions |
 //! | 4 | `numax`, `validate` | the Numax tables; startup validation |
@@ -190,6 +190,7 @@ pub mod ops;
 pub mod pass;
 mod payload;
 pub mod policy;
+mod record_error;
 pub mod seal;
 pub mod validate;
 

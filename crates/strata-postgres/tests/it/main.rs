@@ -1,7 +1,8 @@
 //! Integration tests of the PostgreSQL backend: the shared conformance suite
 //! ([`conformance`]), several
-//! independent handles (as several processes would hold) on one table, the strata engine
-//! on top, and connection options. Tests that need a server use `STRATA_PG_URL`; built
+//! independent handles (as several processes would hold) on one table, and connection
+//! options. The strata engine on top is tested in strata's own test binary
+//! (`crates/strata/tests/it/postgres/`): no backend crate depends on the engine. Tests that need a server use `STRATA_PG_URL`; built
 //! without it (see `build.rs`) they are `#[ignore]`d with the reason "needs STRATA_PG_URL",
 //! so `cargo test` lists them as ignored, never as passed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -10,23 +11,15 @@ mod claims;
 mod cluster;
 mod conformance;
 mod connect;
-mod engine;
 mod failover;
 mod faults;
-mod hints;
 mod lease;
 mod manifest;
 mod model;
-mod one_statement;
-mod one_trip;
 mod pooler;
 mod replica;
-mod sealed;
 mod tls;
-mod window;
 mod write_paths;
-mod write_set;
-mod write_set_processes;
 
 use strata_postgres::{PgOptions, PgStore};
 

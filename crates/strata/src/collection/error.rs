@@ -142,8 +142,10 @@ pub enum CollectionError {
         collection: String,
         /// The version asked for.
         to: i32,
-        /// Why, and what to do.
-        reason: String,
+        /// Why, and what to do (and, as the [`source`](std::error::Error::source), the
+        /// error behind it when a row's downcast failed).
+        #[source]
+        reason: crate::pass::RecordError,
     },
     /// A revert's bulk pass stopped (a store failure, a record over the budget, …); what
     /// it committed stays and a rerun resumes from its cursor.
@@ -223,8 +225,10 @@ pub enum CollectionError {
         collection: String,
         /// The record's key.
         key: Vec<u8>,
-        /// What is wrong.
-        reason: String,
+        /// What is wrong: its reason (in the message) and, as the
+        /// [`source`](std::error::Error::source), the error behind it.
+        #[source]
+        reason: crate::pass::RecordError,
     },
     /// No table id is left for a new collection.
     #[error("cannot create collection `{collection}`: every collection table id (1024-65535) is taken; drop unused collections")]
@@ -282,8 +286,10 @@ pub enum CollectionError {
         collection: String,
         /// The document key (escaped when not UTF-8).
         key: String,
-        /// What is wrong.
-        reason: String,
+        /// What is wrong: its reason (in the message) and, as the
+        /// [`source`](std::error::Error::source), the decode error behind it.
+        #[source]
+        reason: crate::pass::RecordError,
     },
     /// An upcast step failed; the stored document is unchanged.
     #[error("upcast of `{}` in collection `{collection}` from v{stored} failed in step v{from}->v{to}; the stored document is unchanged, fix the step and read again", esc(.key))]
@@ -377,8 +383,10 @@ pub enum CollectionError {
     CorruptMarker {
         /// The collection.
         collection: String,
-        /// What is wrong.
-        reason: String,
+        /// What is wrong: its reason (in the message) and, as the
+        /// [`source`](std::error::Error::source), the error behind it.
+        #[source]
+        reason: crate::pass::RecordError,
     },
     /// The sweep's bulk pass failed.
     #[error("sweep of collection `{collection}` stopped: {reason}; rerun the sweep to resume")]

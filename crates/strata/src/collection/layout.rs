@@ -13,6 +13,7 @@ use crate::catalog::{RecordDecoder, TableDef};
 use crate::collection::CollectionError;
 use crate::keys::{CATALOG_PREFIX, CATALOG_SEQ_KEY};
 use crate::payload::envelope;
+use crate::record_error::RecordError;
 use std::sync::Arc;
 
 /// Magic of a catalog record.
@@ -49,7 +50,7 @@ pub fn decode_catalog_record(collection: &str, bytes: &[u8]) -> Result<u16, Coll
     let corrupt = |reason: String| CollectionError::CorruptCatalog {
         collection: collection.to_string(),
         key: catalog_key(collection),
-        reason,
+        reason: reason.into(),
     };
     let b: &[u8; CATALOG_RECORD_LEN] = bytes
         .try_into()
@@ -84,7 +85,7 @@ fn seq_corrupt(reason: String) -> CollectionError {
     CollectionError::CorruptCatalog {
         collection: String::new(),
         key: CATALOG_SEQ_KEY.to_vec(),
-        reason,
+        reason: reason.into(),
     }
 }
 
@@ -96,7 +97,7 @@ pub fn decode_catalog_entry(key: &[u8], value: &[u8]) -> Result<(String, u16), C
     let corrupt = |collection: String, reason: String| CollectionError::CorruptCatalog {
         collection,
         key: key.to_vec(),
-        reason,
+        reason: reason.into(),
     };
     let name = std::str::from_utf8(name_bytes).map_err(|_| {
         corrupt(
@@ -162,29 +163,32 @@ pub fn check_name(name: &str) -> Result<(), CollectionError> {
 pub fn table_def(collection: &str, table_id: u16) -> TableDef {
     let decoder: RecordDecoder = Arc::new(|suffix, value| {
         if suffix.is_empty() {
-            return Err("empty document key".into());
+            return Err(RecordError::new("empty document key"));
         }
-        std::str::from_utf8(suffix).map_err(|_| "document key is not UTF-8".to_string())?;
+        std::str::from_utf8(suffix)
+            .map_err(|e| RecordError::with_cause("document key is not UTF-8", e))?;
         // A sealed document (envelope format 2) is certified by its clear header only:
         // its body cannot be checked without the key.
         if let Some((env, true)) = crate::seal::peek(value) {
             if env.payload_version < crate::payload::INITIAL_PAYLOAD_VERSION {
-                return Err(format!(
+                return Err(RecordError::new(format!(
                     "payload version {} is below 1",
                     env.payload_version
-                ));
+                )));
             }
             if value.len() < envelope::ENVELOPE_HEADER_LEN + crate::seal::SEAL_OVERHEAD {
-                return Err("sealed body is shorter than its key id, nonce and tag".into());
+                return Err(RecordError::new(
+                    "sealed body is shorter than its key id, nonce and tag",
+                ));
             }
             return Ok(());
         }
-        let (env, json) = envelope::decode(value).map_err(|e| e.to_string())?;
+        let (env, json) = envelope::decode(value).map_err(RecordError::from_error)?;
         if env.payload_version < crate::payload::INITIAL_PAYLOAD_VERSION {
-            return Err(format!(
+            return Err(RecordError::new(format!(
                 "payload version {} is below 1",
                 env.payload_version
-            ));
+            )));
         }
         envelope::check_document_json(json)
     });
@@ -204,7 +208,7 @@ pub fn decode_retired(collection: &str, bytes: &[u8]) -> Result<i32, CollectionE
         collection: collection.to_string(),
         key: String::from_utf8_lossy(&crate::payload::retired::retired_key(collection))
             .into_owned(),
-        reason: e.reason,
+        reason: RecordError::with_cause(e.reason.clone(), e),
     })
 }
 
@@ -239,7 +243,7 @@ pub(crate) fn corrupted_window(
     CollectionError::Corrupted {
         collection: collection.to_string(),
         key: e.key.clone(),
-        reason: e.to_string(),
+        reason: RecordError::from_error(e),
     }
 }
 

@@ -28,6 +28,7 @@ pub use write_set::{WriteSet, WriteSetError, Written, PUT_MANY_BYTES, PUT_MANY_D
 use crate::payload::chain::{JsonObject, UpcastChain};
 use crate::payload::envelope::{self, Envelope};
 use crate::payload::upcaster::Upcaster;
+use crate::record_error::RecordError;
 use std::collections::HashSet;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
@@ -165,7 +166,7 @@ impl CollectionInner {
             Some((env, _)) => Ok(env),
             None => envelope::decode(bytes)
                 .map(|(env, _)| env)
-                .map_err(|e| self.corrupted(key, e.to_string())),
+                .map_err(|e| self.corrupted(key, RecordError::from_error(e))),
         }
     }
 
@@ -305,7 +306,7 @@ impl CollectionInner {
         self.store.get(full_key).map_err(|e| self.store_error(e))
     }
 
-    pub(crate) fn corrupted(&self, key: &str, reason: String) -> CollectionError {
+    pub(crate) fn corrupted(&self, key: &str, reason: RecordError) -> CollectionError {
         CollectionError::Corrupted {
             collection: self.name.clone(),
             key: key.to_string(),
@@ -530,7 +531,7 @@ impl<T> Collection<T> {
         self.inner.get_raw(full_key)
     }
 
-    pub(crate) fn corrupted(&self, key: &str, reason: String) -> CollectionError {
+    pub(crate) fn corrupted(&self, key: &str, reason: RecordError) -> CollectionError {
         self.inner.corrupted(key, reason)
     }
 

@@ -3,6 +3,7 @@
 use super::{Collection, CollectionError, Document, Iter};
 use crate::payload::chain::JsonObject;
 use crate::payload::envelope::{self, Envelope};
+use crate::record_error::RecordError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::ops::Bound;
@@ -28,7 +29,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         bytes: &[u8],
     ) -> Result<Decoded, CollectionError> {
         let (env, json) =
-            envelope::decode(bytes).map_err(|e| self.corrupted(key, e.to_string()))?;
+            envelope::decode(bytes).map_err(|e| self.corrupted(key, RecordError::from_error(e)))?;
         if env.payload_version < crate::payload::INITIAL_PAYLOAD_VERSION {
             return Err(CollectionError::InvalidPayloadVersion {
                 collection: self.inner.name.clone(),
@@ -283,10 +284,10 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         let suffix = full_key
             .strip_prefix(self.inner.prefix.as_slice())
             .unwrap_or(full_key);
-        String::from_utf8(suffix.to_vec()).map_err(|_| {
+        String::from_utf8(suffix.to_vec()).map_err(|e| {
             self.corrupted(
                 &strata_store::escape_key(suffix),
-                "the document key is not UTF-8".into(),
+                RecordError::with_cause("the document key is not UTF-8", e),
             )
         })
     }

@@ -24,6 +24,7 @@ use crate::payload::chain::{JsonObject, INITIAL_PAYLOAD_VERSION};
 use crate::payload::envelope::{self, Envelope};
 use crate::payload::upcaster::Upcaster;
 use crate::policy::Transform;
+use crate::record_error::RecordError;
 use serde_json::Value;
 
 /// What [`RowRewriter::rewrite_at`] decided for one stored row.
@@ -104,7 +105,7 @@ impl RowRewriter<'_> {
         let (env, json) = envelope::decode(bytes).map_err(|e| CollectionError::Corrupted {
             collection: self.collection.to_string(),
             key: key.to_string(),
-            reason: e.to_string(),
+            reason: RecordError::from_error(e),
         })?;
         if env.payload_version < INITIAL_PAYLOAD_VERSION {
             return Err(self.invalid_version(key, env.payload_version));

@@ -2,6 +2,7 @@
 
 use super::{Collection, CollectionError, CollectionInner, Expect};
 use crate::payload::envelope::{Envelope, ENVELOPE_HEADER_LEN};
+use crate::record_error::RecordError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::cell::Cell;
@@ -495,7 +496,10 @@ impl CollectionInner {
         let mut stored: crate::payload::JsonObject = serde_json::from_slice(json).map_err(|e| {
             self.corrupted(
                 key,
-                format!("the stored document is not a JSON object: {e}"),
+                RecordError::with_cause(
+                    format!("the stored document is not a JSON object: {e}"),
+                    e,
+                ),
             )
         })?;
         let mut obj: crate::payload::JsonObject =

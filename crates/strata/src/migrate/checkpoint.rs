@@ -12,7 +12,7 @@
 use crate::format::{FixedRecord, FormatError};
 
 use crate::header::checkpoint_key;
-use crate::pass::CheckpointCodec;
+use crate::pass::{CheckpointCodec, RecordError};
 
 /// Magic bytes at the start of a migration checkpoint.
 pub const CHECKPOINT_MAGIC: [u8; 4] = *b"NXMG";
@@ -138,19 +138,19 @@ impl CheckpointCodec for MigrationCheckpointCodec {
         .encode()
     }
 
-    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String> {
-        let c = MigrationCheckpoint::decode(value).map_err(|e| e.to_string())?;
+    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, RecordError> {
+        let c = MigrationCheckpoint::decode(value).map_err(RecordError::from_error)?;
         if c.table_id != self.table_id {
-            return Err(format!(
+            return Err(RecordError::new(format!(
                 "checkpoint table id {} does not match table id {}",
                 c.table_id, self.table_id
-            ));
+            )));
         }
         if (c.from, c.to) != (self.from, self.to) {
-            return Err(format!(
+            return Err(RecordError::new(format!(
                 "checkpoint is for step {} -> {}, not {} -> {}",
                 c.from, c.to, self.from, self.to
-            ));
+            )));
         }
         Ok(c.cursor)
     }

@@ -67,8 +67,10 @@ pub enum MigrateError {
     CorruptHeader {
         /// The table.
         table: String,
-        /// What is wrong.
-        reason: String,
+        /// What is wrong: its reason (in the message) and, as the
+        /// [`source`](std::error::Error::source), the error behind it.
+        #[source]
+        reason: crate::pass::RecordError,
     },
     /// The store was written by a newer build.
     #[error("unsupported future schema for {table}: found version {found}, current version is {current}; upgrade strata to migrate this store")]
@@ -97,8 +99,10 @@ pub enum MigrateError {
         table: String,
         /// The checkpoint key.
         key: Vec<u8>,
-        /// What is wrong.
-        reason: String,
+        /// What is wrong: its reason (in the message) and, as the
+        /// [`source`](std::error::Error::source), the decode error behind it.
+        #[source]
+        reason: crate::pass::RecordError,
     },
     /// The checkpoint's cursor lies outside the table's prefix.
     #[error("migration checkpoint of {table} points at `{}`, outside the table prefix `{}`; delete `__nx/migration/{table}` to restart this table's step from the beginning", escape_key(.cursor), escape_key(.prefix))]

@@ -87,16 +87,16 @@ pub fn check_checkpoint<S: KvRead + ?Sized>(
 pub(super) fn read_header(t: &TableDef, bytes: &[u8]) -> Result<u16, MigrateError> {
     let h = SchemaHeader::decode(bytes).map_err(|e| MigrateError::CorruptHeader {
         table: t.name().to_string(),
-        reason: e.to_string(),
+        reason: crate::pass::RecordError::from_error(e),
     })?;
     if h.table_id != t.id() {
         return Err(MigrateError::CorruptHeader {
             table: t.name().to_string(),
-            reason: format!(
+            reason: crate::pass::RecordError::new(format!(
                 "header table id {} does not match table id {}",
                 h.table_id,
                 t.id()
-            ),
+            )),
         });
     }
     Ok(h.version)
@@ -113,18 +113,19 @@ pub(super) fn precheck_checkpoint<S: KvRead + ?Sized>(
     key: &[u8],
     bytes: &[u8],
 ) -> Result<Option<Vec<u8>>, MigrateError> {
-    let corrupt = |reason: String| MigrateError::CorruptCheckpoint {
+    let corrupt = |reason: crate::pass::RecordError| MigrateError::CorruptCheckpoint {
         table: t.name().to_string(),
         key: key.to_vec(),
         reason,
     };
-    let c = MigrationCheckpoint::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
+    let c = MigrationCheckpoint::decode(bytes)
+        .map_err(|e| corrupt(crate::pass::RecordError::from_error(e)))?;
     if c.table_id != t.id() {
-        return Err(corrupt(format!(
+        return Err(corrupt(crate::pass::RecordError::new(format!(
             "checkpoint table id {} does not match table id {}",
             c.table_id,
             t.id()
-        )));
+        ))));
     }
     if (c.from, c.to) != (step.from(), step.to()) {
         return Err(MigrateError::CheckpointMismatch {
@@ -150,10 +151,10 @@ pub(super) fn precheck_checkpoint<S: KvRead + ?Sized>(
         source,
     };
     if !record_at_or_after(store, t.prefix(), &c.cursor).map_err(store_err)? {
-        return Err(corrupt(format!(
+        return Err(corrupt(crate::pass::RecordError::new(format!(
             "its cursor `{}` lies past the last record of the table (no record at or after it), so resuming would validate nothing",
             escape_key(&c.cursor)
-        )));
+        ))));
     }
     Ok(Some(c.cursor))
 }

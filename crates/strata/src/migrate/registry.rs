@@ -84,9 +84,7 @@ impl RecordStep {
         out: &mut Vec<Mutation>,
     ) -> Result<(), RecordError> {
         match &self.action {
-            StepAction::Certify => table
-                .decode(record.key, record.value)
-                .map_err(RecordError::from),
+            StepAction::Certify => table.decode(record.key, record.value),
             StepAction::Records(f) => {
                 out.extend(f(record)?);
                 Ok(())

@@ -47,7 +47,7 @@ pub fn verify<S: KvRead + ?Sized>(
         // Never written: a read-only pass reads its checkpoint key once and finds nothing.
         let codec = RawCheckpoint::new([b"__nx/verify/", t.name().as_bytes()].concat());
         let processor = |r: &RecordRef<'_>, _: &mut Vec<Mutation>| -> Result<(), RecordError> {
-            t.decode(r.key, r.value).map_err(RecordError::new)
+            t.decode(r.key, r.value)
         };
         let report = Pass::new(t.name(), t.prefix().to_vec(), &codec)
             .limits(limits)

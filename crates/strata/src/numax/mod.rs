@@ -2,6 +2,7 @@
 
 use crate::catalog::{Catalog, TableDef};
 use crate::header::{checkpoint_key, header_key};
+use crate::record_error::RecordError;
 use strata_store::{KvRead, StoreError};
 
 pub mod decode;
@@ -38,7 +39,7 @@ pub fn tables() -> Vec<TableDef> {
             match decode::decoder_for_id(id) {
                 Some(d) => {
                     t.with_decoder(std::sync::Arc::new(move |suffix: &[u8], value: &[u8]| {
-                        d(suffix, value).map_err(|e| e.reason())
+                        d(suffix, value).map_err(|e| RecordError::with_cause(e.reason(), e))
                     }))
                 }
                 None => t,

@@ -117,7 +117,8 @@ fn corrupt(collection: &str, reason: String) -> CollectionError {
         reason: format!(
             "the revert record `{}` is damaged ({reason}); delete it and run the revert again (rows already reverted are left as they are)",
             strata_store::escape_key(&revert_key(collection))
-        ),
+        )
+        .into(),
     }
 }
 
@@ -292,13 +293,13 @@ impl CheckpointCodec for RevertCodec {
     fn encode(&self, cursor: &[u8]) -> Vec<u8> {
         encode_record(self.target, cursor)
     }
-    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String> {
+    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, RecordError> {
         let (target, cursor) = decode_record(value)?;
         if target != self.target {
-            return Err(format!(
+            return Err(RecordError::new(format!(
                 "the revert record of `{}` is for v{target}, not v{}",
                 self.collection, self.target
-            ));
+            )));
         }
         Ok(cursor)
     }
@@ -331,7 +332,7 @@ impl<T: Serialize + DeserializeOwned> RevertProcessor<'_, T> {
         let (env, json) = envelope::decode(&clear).map_err(|e| CollectionError::Corrupted {
             collection: name.to_string(),
             key: id.to_string(),
-            reason: e.to_string(),
+            reason: crate::pass::RecordError::from_error(e),
         })?;
         let upcaster = &self.coll.inner.upcaster;
         if env.payload_version <= self.target {
@@ -467,7 +468,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         let refuse = |reason: String| CollectionError::Revert {
             collection: name.clone(),
             to,
-            reason,
+            reason: reason.into(),
         };
         if to >= current {
             return Err(refuse(format!(
@@ -657,7 +658,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         let refuse = |reason: String| CollectionError::Revert {
             collection: name.to_string(),
             to,
-            reason,
+            reason: reason.into(),
         };
         let mut batch = Batch::new()
             .require_absent(revert_key(name))
@@ -747,7 +748,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 .map_err(|e| CollectionError::Revert {
                     collection: name.to_string(),
                     to,
-                    reason: e.to_string(),
+                    reason: e,
                 })?;
             scratch.clear();
             if let Some(o) = processor.outcome() {

@@ -243,7 +243,7 @@ impl CheckpointCodec for Codec {
             cursor: cursor.to_vec(),
         })
     }
-    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String> {
+    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, RecordError> {
         let s = decode_checkpoint(value)?;
         // A checkpoint of an earlier rotation (or a completed pass with failures, rerun
         // from the start) gives no cursor.

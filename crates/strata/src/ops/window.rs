@@ -250,7 +250,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             return Err(CollectionError::Revert {
                 collection: name,
                 to: target,
-                reason: format!("it is unfinished, and the deploy window cannot complete before it: run the same revert (to v{target}) again to finish it, then complete the window"),
+                reason: format!("it is unfinished, and the deploy window cannot complete before it: run the same revert (to v{target}) again to finish it, then complete the window").into(),
             });
         }
         if from >= to {

@@ -3,6 +3,8 @@
 use std::fmt;
 use strata_store::{escape_key, StoreError};
 
+use crate::record_error::RecordError;
+
 /// Renders an optional cursor for messages: the escaped key, or `none` (no record of the
 /// table has been committed yet).
 pub(crate) struct CursorDisplay<'a>(pub(crate) Option<&'a [u8]>);
@@ -43,79 +45,6 @@ impl fmt::Display for MutationRule {
                 "the key is already set or deleted in this batch; emit each key at most once"
             }
         })
-    }
-}
-
-/// The error a [`RecordError`] was made from, shared (a record error is `Clone`).
-pub type RecordCause = std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>;
-
-/// A per-record processor's verdict that a record is invalid (or cannot be transformed):
-/// a reason, and the error behind it when there is one — kept as an error (its
-/// [`source`](std::error::Error::source) chain), never flattened into the reason.
-#[derive(Debug, Clone)]
-pub struct RecordError {
-    reason: String,
-    /// The error this one was made from ([`RecordError::from_error`]): it displays as that
-    /// error and its sources are that error's sources.
-    cause: Option<RecordCause>,
-}
-
-impl RecordError {
-    /// A record error with a lowercase human-readable reason.
-    pub fn new(reason: impl Into<String>) -> Self {
-        RecordError {
-            reason: reason.into(),
-            cause: None,
-        }
-    }
-
-    /// A record error that *is* `error`: it displays as `error` does and its
-    /// [`source`](std::error::Error::source) is `error`'s, so the chain reads as
-    /// `error`'s own (a step's or store's failure on one record keeps its causes).
-    pub fn from_error<E: std::error::Error + Send + Sync + 'static>(error: E) -> Self {
-        RecordError {
-            reason: error.to_string(),
-            cause: Some(std::sync::Arc::new(error)),
-        }
-    }
-
-    /// The reason (the message of the error it was made from, without that error's
-    /// sources).
-    pub fn reason(&self) -> &str {
-        &self.reason
-    }
-
-    /// The error it was made from, if any.
-    pub fn cause(&self) -> Option<&RecordCause> {
-        self.cause.as_ref()
-    }
-}
-
-impl PartialEq for RecordError {
-    /// Two record errors are equal when they say the same (their causes are not compared).
-    fn eq(&self, other: &Self) -> bool {
-        self.reason == other.reason
-    }
-}
-
-impl Eq for RecordError {}
-
-impl fmt::Display for RecordError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.reason)
-    }
-}
-
-impl std::error::Error for RecordError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        // Transparent: the error it was made from is this error, so its sources are ours.
-        self.cause.as_deref().and_then(|c| c.source())
-    }
-}
-
-impl From<String> for RecordError {
-    fn from(reason: String) -> Self {
-        RecordError::new(reason)
     }
 }
 
@@ -279,8 +208,10 @@ pub enum PassError {
         table: String,
         /// The checkpoint key.
         key: Vec<u8>,
-        /// What is wrong.
-        reason: String,
+        /// What is wrong: its reason (in the message) and, as the
+        /// [`source`](std::error::Error::source), the decode error behind it.
+        #[source]
+        reason: RecordError,
     },
     /// The stored checkpoint's cursor does not lie inside the table's prefix.
     #[error("checkpoint of table `{table}` points at `{}`, outside the table prefix `{}`; delete the checkpoint to restart the pass from the beginning", escape_key(.cursor), escape_key(.prefix))]

@@ -52,7 +52,8 @@ mod read_only;
 pub mod testing;
 mod types;
 
-pub use error::{HookError, MutationRule, PassError, RecordError};
+pub use crate::record_error::RecordError;
+pub use error::{HookError, MutationRule, PassError};
 pub use types::{
     BatchInfo, CheckpointCodec, PassLimits, PassReport, Processor, Progress, RawCheckpoint,
     RecordRef, RowCounters, RowOutcome, DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS,

@@ -76,7 +76,7 @@ pub trait CheckpointCodec {
 
     /// The cursor stored in `value` (empty: no record processed yet), or a lowercase reason
     /// why the value is not a valid checkpoint of this pass.
-    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String>;
+    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, RecordError>;
 
     /// What the checkpoint key holds once the scan is complete: `None` (the default)
     /// deletes it; `Some(value)` writes `value` (for example a "done" marker).
@@ -107,7 +107,7 @@ impl<T: CheckpointCodec + ?Sized> CheckpointCodec for &T {
     fn encode(&self, cursor: &[u8]) -> Vec<u8> {
         (**self).encode(cursor)
     }
-    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String> {
+    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, RecordError> {
         (**self).decode(value)
     }
     fn finished(&self) -> Option<Vec<u8>> {
@@ -141,7 +141,7 @@ impl CheckpointCodec for RawCheckpoint {
     fn encode(&self, cursor: &[u8]) -> Vec<u8> {
         cursor.to_vec()
     }
-    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String> {
+    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, RecordError> {
         Ok(value.to_vec())
     }
 }

@@ -13,6 +13,7 @@
 //! The payload version is signed on purpose: a value below 1 (0, or negative) names no
 //! shape an upcast chain can start from, and the read path refuses it instead of guessing.
 use crate::format::{FixedRecord, FormatError};
+use crate::record_error::RecordError;
 
 use std::fmt;
 
@@ -120,10 +121,10 @@ pub const MAX_JSON_DEPTH: usize = 128;
 /// Checks the JSON of a document: an object, nested at most [`MAX_JSON_DEPTH`] levels,
 /// and valid JSON. The depth is measured by one scan before parsing, so a 100,000-level
 /// value is refused in linear time without recursion.
-pub fn check_document_json(json: &[u8]) -> Result<(), String> {
+pub fn check_document_json(json: &[u8]) -> Result<(), RecordError> {
     let first = json.iter().find(|b| !b.is_ascii_whitespace());
     if first != Some(&b'{') {
-        return Err("document JSON is not an object".to_string());
+        return Err(RecordError::new("document JSON is not an object"));
     }
     let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
     for &b in json {
@@ -141,9 +142,9 @@ pub fn check_document_json(json: &[u8]) -> Result<(), String> {
             b'{' | b'[' => {
                 depth += 1;
                 if depth > MAX_JSON_DEPTH {
-                    return Err(format!(
+                    return Err(RecordError::new(format!(
                         "document JSON is nested deeper than {MAX_JSON_DEPTH} levels"
-                    ));
+                    )));
                 }
             }
             b'}' | b']' => depth = depth.saturating_sub(1),
@@ -152,7 +153,7 @@ pub fn check_document_json(json: &[u8]) -> Result<(), String> {
     }
     serde_json::from_slice::<serde::de::IgnoredAny>(json)
         .map(drop)
-        .map_err(|e| format!("document JSON is invalid: {e}"))
+        .map_err(|e| RecordError::with_cause(format!("document JSON is invalid: {e}"), e))
 }
 
 #[cfg(test)]

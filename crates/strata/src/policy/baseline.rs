@@ -65,8 +65,12 @@ impl Baseline {
     pub fn decode(collection: &str, bytes: &[u8]) -> Result<Self, PolicyError> {
         let key = baseline_key(collection);
         let bad = |reason: String| PolicyError::corrupted(&key, reason);
-        let v: Value =
-            serde_json::from_slice(bytes).map_err(|e| bad(format!("invalid JSON: {e}")))?;
+        let v: Value = serde_json::from_slice(bytes).map_err(|e| {
+            PolicyError::corrupted(
+                &key,
+                crate::pass::RecordError::with_cause(format!("invalid JSON: {e}"), e),
+            )
+        })?;
         let Value::Object(m) = v else {
             return Err(bad("not a JSON object".into()));
         };

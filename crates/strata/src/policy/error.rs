@@ -71,8 +71,10 @@ pub enum PolicyError {
     Corrupted {
         /// The record's key.
         key: Vec<u8>,
-        /// What is wrong.
-        reason: String,
+        /// What is wrong: its reason (in the message) and, as the
+        /// [`source`](std::error::Error::source), the decode error behind it.
+        #[source]
+        reason: crate::pass::RecordError,
     },
     /// The cutover's abort check stopped the run.
     #[error("schema cutover stopped by its abort check; the fence stays {state} (every committed batch is checkpointed): rerun run_schema_cutover() to resume, or abort_schema_cutover()")]
@@ -124,7 +126,7 @@ impl PolicyError {
     }
 
     /// A corrupted-record error.
-    pub(crate) fn corrupted(key: &[u8], reason: impl Into<String>) -> Self {
+    pub(crate) fn corrupted(key: &[u8], reason: impl Into<crate::pass::RecordError>) -> Self {
         PolicyError::Corrupted {
             key: key.to_vec(),
             reason: reason.into(),

@@ -72,8 +72,12 @@ impl FenceDoc {
 
     /// Decodes record bytes.
     pub fn decode(bytes: &[u8]) -> Result<Self, PolicyError> {
-        let doc: FenceDoc = serde_json::from_slice(bytes)
-            .map_err(|e| PolicyError::corrupted(FENCE_KEY, format!("invalid fence JSON: {e}")))?;
+        let doc: FenceDoc = serde_json::from_slice(bytes).map_err(|e| {
+            PolicyError::corrupted(
+                FENCE_KEY,
+                crate::pass::RecordError::with_cause(format!("invalid fence JSON: {e}"), e),
+            )
+        })?;
         if doc.format != FENCE_FORMAT {
             return Err(PolicyError::corrupted(
                 FENCE_KEY,

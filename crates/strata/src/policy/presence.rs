@@ -64,8 +64,12 @@ impl ClientRecord {
 
     /// Decodes record bytes found at `key`.
     pub fn decode(key: &[u8], bytes: &[u8]) -> Result<Self, PolicyError> {
-        let rec: ClientRecord = serde_json::from_slice(bytes)
-            .map_err(|e| PolicyError::corrupted(key, format!("invalid client record: {e}")))?;
+        let rec: ClientRecord = serde_json::from_slice(bytes).map_err(|e| {
+            PolicyError::corrupted(
+                key,
+                crate::pass::RecordError::with_cause(format!("invalid client record: {e}"), e),
+            )
+        })?;
         if rec.format != CLIENT_FORMAT {
             return Err(PolicyError::corrupted(
                 key,

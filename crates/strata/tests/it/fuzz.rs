@@ -55,7 +55,9 @@ const DECODERS: &[(&str, DecodeFn)] = &[
     }),
     ("envelope", |b| envelope::decode(b).map(drop).map_err(err)),
     ("document", |b| {
-        layout::catalog::table_def("c", 1024).decode(&layout::keys::doc_key("c", "a"), b)
+        layout::catalog::table_def("c", 1024)
+            .decode(&layout::keys::doc_key("c", "a"), b)
+            .map_err(err)
     }),
     ("marker", |b| {
         SweepMarker::decode("c", b).map(drop).map_err(err)

@@ -23,6 +23,7 @@ mod pass;
 mod payload;
 mod policy;
 mod policy_util;
+mod postgres;
 mod public_paths;
 mod retire;
 mod revert;

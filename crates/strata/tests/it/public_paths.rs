@@ -7,7 +7,9 @@
 //! two paths fails the check — the facades that kept older paths alive
 //! (`strata::ops::sweep`, `strata::ops::cutover::CutoverOptions`, …) are exactly that.
 
-use crate::layers::{is_ident, item_end, pub_uses, source, sources, used_names, Source};
+use crate::layers::{
+    is_ident, item_end, pub_uses, source, sources, sources_of, used_names, workspace_crates, Source,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One module: a file, or an inline `mod name { … }` inside one.
@@ -92,6 +94,11 @@ fn pub_types(code: &str) -> BTreeSet<String> {
 
 /// Every public path of every public type: type (defining module + name) → paths.
 fn public_paths(sources: &[Source]) -> BTreeMap<String, BTreeSet<String>> {
+    public_paths_of("strata", sources)
+}
+
+/// [`public_paths`] of the crate `krate` (its name as other crates import it).
+fn public_paths_of(krate: &str, sources: &[Source]) -> BTreeMap<String, BTreeSet<String>> {
     let mut modules = Vec::new();
     for s in sources {
         modules_of(s.module.clone(), &s.code, &mut modules);
@@ -152,7 +159,7 @@ fn public_paths(sources: &[Source]) -> BTreeMap<String, BTreeSet<String>> {
         None
     }
     let shown = |path: &[String], name: &str| {
-        let mut p = vec!["strata".to_string()];
+        let mut p = vec![krate.to_string()];
         p.extend(path.iter().cloned());
         p.push(name.to_string());
         p.join("::")
@@ -221,6 +228,47 @@ fn every_public_type_has_one_import_path() {
         "types reachable under more than one path (one import path per type; re-export \
          from a private module instead):\n{}",
         dups.join("\n")
+    );
+}
+
+/// The same rule for every library crate of the workspace (the store crate, the
+/// backends, the schema and sync crates, the test kit): a type public under two paths
+/// (a module and a re-export at the root, say) fails.
+#[test]
+fn every_crate_gives_each_public_type_one_import_path() {
+    let crates = workspace_crates();
+    assert!(crates.len() >= 8, "{crates:?}");
+    let mut problems = Vec::new();
+    let mut seen = 0;
+    for (dir, src) in &crates {
+        let krate = dir.replace('-', "_");
+        let paths = public_paths_of(&krate, &sources_of(src));
+        seen += paths.len();
+        problems.extend(
+            duplicates(&paths)
+                .into_iter()
+                .map(|d| format!("{dir}: {d}")),
+        );
+    }
+    // The check sees the store crate's main types (it would pass vacuously otherwise).
+    let store = public_paths_of(
+        "strata_store",
+        &sources_of(&crates.iter().find(|(d, _)| d == "strata-store").unwrap().1),
+    );
+    for ty in ["strata_store::Store", "strata_store::manifest::Manifest"] {
+        assert!(
+            store.values().any(|p| p.contains(ty)),
+            "`{ty}` not found among strata-store's public paths: {store:?}"
+        );
+    }
+    assert!(
+        seen > 200,
+        "only {seen} public types found in the workspace"
+    );
+    assert!(
+        problems.is_empty(),
+        "types reachable under more than one path:\n{}",
+        problems.join("\n")
     );
 }
 

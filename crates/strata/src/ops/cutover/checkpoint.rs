@@ -1,6 +1,6 @@
 //! The per-collection cutover checkpoint (see the [parent module](super) for its bytes).
 
-use crate::pass::CheckpointCodec;
+use crate::pass::{CheckpointCodec, RecordError};
 
 /// Prefix of cutover checkpoints.
 pub const CUTOVER_PREFIX: &[u8] = crate::keys::CUTOVER_PREFIX;
@@ -90,10 +90,12 @@ impl CheckpointCodec for CutoverCheckpoint {
     fn encode(&self, cursor: &[u8]) -> Vec<u8> {
         self.bytes(false, cursor)
     }
-    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String> {
+    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, RecordError> {
         match self.parse(value)? {
             (false, cursor) => Ok(cursor),
-            (true, _) => Err("the cutover of this collection is already done".into()),
+            (true, _) => Err(RecordError::new(
+                "the cutover of this collection is already done",
+            )),
         }
     }
     fn finished(&self) -> Option<Vec<u8>> {
@@ -114,7 +116,11 @@ mod tests {
         assert_eq!(c.finished().unwrap(), b"NXCU\x01\x01\x04ab12".to_vec());
         assert!(c.decode(&c.finished().unwrap()).is_err());
         let other = CutoverCheckpoint::new("inv", "ffff");
-        assert!(other.decode(&v).unwrap_err().contains("toward schema ab12"));
+        assert!(other
+            .decode(&v)
+            .unwrap_err()
+            .reason()
+            .contains("toward schema ab12"));
         assert!(c.decode(b"NXMG\x01").is_err());
         assert_eq!(checkpoint_target(&v).as_deref(), Some("ab12"));
         assert_eq!(

@@ -78,12 +78,12 @@ impl SweepMarker {
         let m: SweepMarker =
             serde_json::from_slice(bytes).map_err(|e| CollectionError::CorruptMarker {
                 collection: collection.to_string(),
-                reason: e.to_string(),
+                reason: crate::pass::RecordError::from_error(e),
             })?;
         if m.format != 1 {
             return Err(CollectionError::CorruptMarker {
                 collection: collection.to_string(),
-                reason: format!("unknown marker format {}", m.format),
+                reason: format!("unknown marker format {}", m.format).into(),
             });
         }
         if let Some(c) = &m.cursor_hex {

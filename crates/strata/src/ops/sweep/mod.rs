@@ -223,8 +223,8 @@ impl CheckpointCodec for MarkerCodec<'_> {
         m.encode()
     }
 
-    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, String> {
-        let m = SweepMarker::decode("", value).map_err(|e| e.to_string())?;
+    fn decode(&self, value: &[u8]) -> Result<Vec<u8>, RecordError> {
+        let m = SweepMarker::decode("", value).map_err(RecordError::from_error)?;
         let mut g = self.0.lock();
         if m.runner != g.marker.runner
             || m.token != g.marker.token
