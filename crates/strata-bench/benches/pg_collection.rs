@@ -2,14 +2,17 @@
 //! against raw SQL `SELECT v ... WHERE k = $1` / `INSERT ... ON CONFLICT` of the same
 //! serde_json bytes, measured in one run with interleaved rounds (the puts interleaved
 //! per operation, so that every contender sees the same commit latency); ratios printed.
-//! A third contender, the collection on a store without the session functions (its
-//! puts one message of three statements, the fallback path), is printed against raw
-//! SQL too.
+//! Two more contenders are printed against raw SQL too: the collection on a store
+//! without the one-statement write (`PgOptions::one_statement(false)`: its puts one call
+//! of the session function, the default path before issue 24's one statement — side
+//! `function`, in the put and new-id parts), and one without the session functions
+//! either (its puts one message of three statements, the fallback path — side
+//! `message`).
 //!
 //! ```text
 //! STRATA_PG_URL=postgresql://postgres@127.0.0.1:55460/postgres cargo bench -p strata-bench --bench pg_collection
 //! STRATA_BENCH_OPS=2000 STRATA_BENCH_ROWS=500 STRATA_BENCH_ROUNDS=3 ...   # sizes
-//! STRATA_BENCH_ONLY=put|new|get  STRATA_BENCH_SIDE=strata|raw|message   # one part / one side (callgrind)
+//! STRATA_BENCH_ONLY=put|new|get  STRATA_BENCH_SIDE=strata|raw|message|function   # one part / one side (callgrind)
 //! # synchronous_commit off for the bench's own sessions only (not the server's setting):
 //! STRATA_PG_URL='postgresql://...?options=-c%20synchronous_commit%3Doff' cargo bench ...
 //! ```
@@ -82,8 +85,12 @@ fn main() {
 
     let table = format!("strata_bench_{}", std::process::id());
     let sep = if url.contains('?') { '&' } else { '?' };
-    let store = strata_postgres::connect_store(&format!("{url}{sep}strata_table={table}")).unwrap();
-    let db = Database::builder(store).open().unwrap();
+    let pg = std::sync::Arc::new(
+        strata_postgres::PgStore::connect(&format!("{url}{sep}strata_table={table}")).unwrap(),
+    );
+    let db = Database::builder(strata_store::Store::from_arc(pg.clone()))
+        .open()
+        .unwrap();
     let c = db
         .collection::<Account>("acc", CollectionOptions::new())
         .unwrap();
@@ -95,6 +102,7 @@ fn main() {
         strata_postgres::PgOptions::new()
             .table(format!("{table}_msg"))
             .session_functions(false)
+            .one_statement(false)
             .dangerous_drop_table_on_drop(),
     )
     .unwrap();
@@ -102,6 +110,23 @@ fn main() {
         .open()
         .unwrap();
     let msg = msg_db
+        .collection::<Account>("acc", CollectionOptions::new())
+        .unwrap();
+
+    // The same collection without the one-statement write (issue 24): its puts are one
+    // call of the session function, the default path before it — the same-run "before".
+    let fn_store = strata_postgres::PgStore::connect_with(
+        &url,
+        strata_postgres::PgOptions::new()
+            .table(format!("{table}_fn"))
+            .one_statement(false)
+            .dangerous_drop_table_on_drop(),
+    )
+    .unwrap();
+    let fn_db = Database::builder(strata_store::Store::new(fn_store))
+        .open()
+        .unwrap();
+    let func = fn_db
         .collection::<Account>("acc", CollectionOptions::new())
         .unwrap();
 
@@ -123,8 +148,8 @@ fn main() {
     let docs: Vec<Account> = (0..rows).map(account).collect();
     let keys: Vec<Vec<u8>> = docs.iter().map(|d| d.id.as_bytes().to_vec()).collect();
 
-    let mut best = [Duration::MAX; 5];
-    let mut best_new = [Duration::MAX; 2];
+    let mut best = [Duration::MAX; 6];
+    let mut best_new = [Duration::MAX; 3];
     let mut new_round = 0;
     for _ in 0..rounds {
         // Interleaved: the puts, then raw get, collection get. (A get-only run writes every
@@ -135,7 +160,8 @@ fn main() {
         let raw_put = run("put", "raw") || (only == "get" && side != "strata");
         let strata_put = run("put", "strata") || (only == "get" && side != "raw");
         let msg_put = run("put", "message");
-        let mut took = [Duration::ZERO; 3];
+        let fn_put = run("put", "function");
+        let mut took = [Duration::ZERO; 4];
         for i in 0..ops {
             let d = &docs[i % rows];
             if raw_put {
@@ -154,11 +180,17 @@ fn main() {
                 black_box(msg.put(&d.id, d).unwrap());
                 took[2] += t.elapsed();
             }
+            if fn_put {
+                let t = Instant::now();
+                black_box(func.put(&d.id, d).unwrap());
+                took[3] += t.elapsed();
+            }
         }
         for (slot, (on, d)) in [
             (0, (raw_put, took[0])),
             (1, (strata_put, took[1])),
             (4, (msg_put, took[2])),
+            (5, (fn_put, took[3])),
         ] {
             if on {
                 best[slot] = best[slot].min(d);
@@ -170,7 +202,8 @@ fn main() {
         // statement that writes (one round trip), against the raw statement inserting a
         // new key (one). Interleaved per operation.
         if run("new", "raw") || run("new", "strata") {
-            let mut took = [Duration::ZERO; 2];
+            let fn_new = run("new", "function");
+            let mut took = [Duration::ZERO; 3];
             for i in 0..ops {
                 let d = &docs[i % rows];
                 let id = format!("n{}-{i:07}", new_round);
@@ -181,10 +214,16 @@ fn main() {
                 let t = Instant::now();
                 black_box(c.put(&id, d).unwrap());
                 took[1] += t.elapsed();
+                if fn_new {
+                    let t = Instant::now();
+                    black_box(func.put(&id, d).unwrap());
+                    took[2] += t.elapsed();
+                }
             }
             new_round += 1;
-            best_new[0] = best_new[0].min(took[0]);
-            best_new[1] = best_new[1].min(took[1]);
+            for (slot, took) in best_new.iter_mut().zip(took) {
+                *slot = (*slot).min(took);
+            }
         }
 
         if run("get", "raw") {
@@ -235,6 +274,21 @@ fn main() {
         );
     }
 
+    if best[5] != Duration::MAX && best[0] != Duration::MAX {
+        println!(
+            "put without the one statement (session function, the path before): strata {:.1} µs/op, ratio {:.2}× vs raw SQL",
+            per_op(best[5], ops),
+            best[5].as_secs_f64() / best[0].as_secs_f64()
+        );
+    }
+    if best_new[2] != Duration::MAX && best_new[0] != Duration::MAX {
+        println!(
+            "put of a new id without the one statement: strata {:.1} µs/op, ratio {:.2}× vs raw SQL",
+            per_op(best_new[2], ops),
+            best_new[2].as_secs_f64() / best_new[0].as_secs_f64()
+        );
+    }
+
     if best[4] != Duration::MAX && best[0] != Duration::MAX {
         println!(
             "put without session functions (one message of three statements): strata {:.1} µs/op, ratio {:.2}× vs raw SQL",
@@ -243,10 +297,18 @@ fn main() {
         );
     }
 
+    // Writes the one statement could not decide went again on the general path (one more
+    // round trip each): a transaction of the cluster committed between a statement's
+    // snapshot and its locks (other sessions' commits count too).
+    let (decided, undecided) = pg.one_statement_writes();
+    println!("one statement: {decided} writes decided, {undecided} sent again on the general path");
+
     drop(c);
     drop(db);
     drop(msg);
     drop(msg_db);
+    drop(func);
+    drop(fn_db);
     raw.batch_execute(&format!(
         r#"DROP TABLE IF EXISTS "{raw_table}"; DROP TABLE IF EXISTS "{table}""#
     ))

@@ -45,6 +45,7 @@ pub struct PgOptions {
     pub(super) create_table: bool,
     pub(super) drop_table_on_drop: bool,
     pub(super) session_functions: bool,
+    pub(super) one_statement: bool,
 }
 
 impl Default for PgOptions {
@@ -55,6 +56,7 @@ impl Default for PgOptions {
             create_table: true,
             drop_table_on_drop: false,
             session_functions: true,
+            one_statement: true,
         }
     }
 }
@@ -103,6 +105,17 @@ impl PgOptions {
     /// function is cheaper for the server and the client.
     pub fn session_functions(mut self, on: bool) -> Self {
         self.session_functions = on;
+        self
+    }
+
+    /// Whether an ordinary writer's one-document batch (a put, insert or update) is first
+    /// sent as ONE plain SQL statement carrying its locks and checks (default `true`); it
+    /// writes only what it can prove exact and otherwise hands the batch, unwritten, to
+    /// the session function or one-message path on the same connection (see the module
+    /// `store::one_statement`). Never used through a transaction-mode pooler or by the
+    /// lease holder. Off: every batch takes those paths directly.
+    pub fn one_statement(mut self, on: bool) -> Self {
+        self.one_statement = on;
         self
     }
 

@@ -13,6 +13,7 @@
 
 mod engine;
 mod hints;
+mod one_statement;
 mod one_trip;
 mod sealed;
 mod window;
