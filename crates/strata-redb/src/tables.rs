@@ -231,8 +231,7 @@ pub(crate) fn move_documents(
     let mut legacy = txn.open_table(LEGACY).map_err(|e| f(e.into()))?;
     let mut meta = txn.open_table(META).map_err(|e| f(e.into()))?;
     let mut docs = txn.open_table(DOCS).map_err(|e| f(e.into()))?;
-    if !docs.is_empty().map_err(|e| f(e.into()))? || !meta.is_empty().map_err(|e| f(e.into()))?
-    {
+    if !docs.is_empty().map_err(|e| f(e.into()))? || !meta.is_empty().map_err(|e| f(e.into()))? {
         return Err(LayoutError::Unmarked {
             path: path.to_path_buf(),
         }

@@ -314,7 +314,8 @@ fn a_writer_that_waited_for_the_lease_decides_on_the_holders_commits() {
 }
 
 const CHILD: &str = "STRATA_PG_ONE_STATEMENT_CHILD";
-const TEST: &str = "postgres::one_statement::two_processes_incrementing_the_same_keys_lose_no_update";
+const TEST: &str =
+    "postgres::one_statement::two_processes_incrementing_the_same_keys_lose_no_update";
 const INCREMENTS: u64 = 200;
 const COUNTERS: [&[u8]; 3] = [b"c0", b"c1", b"c2"];
 
