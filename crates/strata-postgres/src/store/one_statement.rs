@@ -6,9 +6,10 @@
 //! locks and checks (BENCHMARKS.md, issue 24, session 17). Here a batch of exactly one
 //! set — a document's put, insert or update — with its preconditions is one prepared
 //! `INSERT … SELECT … WHERE … ON CONFLICT (k) DO UPDATE` ([`crate::sql::one_statement`]):
-//! the locks are the conditions of nested `CASE`s in its `WHERE` and the checks InitPlans
-//! inside the innermost one, so they are evaluated in that order before the row is
-//! touched, and
+//! the locks are the conditions of nested `CASE`s in its `WHERE` and the checks one
+//! InitPlan inside the innermost one (a single index scan of every key the batch
+//! requires: the guards, and the document when it must be present), so they are
+//! evaluated in that order before the row is touched, and
 //! the document's own precondition decides the conflict branch — the new value, or the
 //! row's own value back (nothing changes) with the current value in the answer, so that
 //! a write decided on a wrong guess is decided again without a read.
@@ -40,8 +41,15 @@
 //!   committed; if one did (or more than [`crate::sql::MAX_XIDS_SINCE`] ids were handed
 //!   out in between), the snapshot is not proven fresh and the statement writes nothing.
 //!   A proven-fresh snapshot sees exactly the committed state at the grant, so its plain
-//!   reads of the guards (present or absent) and of the document are the latest values,
-//!   as a fresh snapshot after the locks gives the other paths.
+//!   read of the guards (present or absent) and of the document is the latest values,
+//!   as a fresh snapshot after the locks gives the other paths. (Since session 20 that
+//!   read is ONE index scan of all those keys instead of one lookup each: the same
+//!   snapshot, the same place in the order — after the proof —, and the same verdict:
+//!   every row found must hold what its key requires — a guard required absent fails on
+//!   any row, the document on a row that holds the value to write without the required
+//!   one — and as many rows must be found as keys are required present, so a missing
+//!   one fails too; a key required twice can only fail, which is undecided, never a
+//!   wrong write.)
 //! * The write itself is the `INSERT … ON CONFLICT`, whose conflict check and row lock
 //!   see the newest row version whatever the snapshot.
 //!
@@ -110,7 +118,8 @@ impl<'a> Plan<'a> {
                 }
             }
         }
-        // Each guard is a slot of the statement (see `sql::MAX_GUARDS`).
+        // The document's lock and one per guard must fit the statement's lock slots
+        // (`sql::KEY_LOCKS`).
         (plan.guard_keys.len() <= crate::sql::MAX_GUARDS).then_some(plan)
     }
 }
@@ -136,15 +145,27 @@ impl PgStore {
         plan: &Plan<'_>,
         (ids, modes): (&[i32], &[bool]),
     ) -> Result<Answer, Failure> {
+        if ids.len() > crate::sql::KEY_LOCKS {
+            // Never for a plan's keys (the document and at most `MAX_GUARDS`); the
+            // statement has no slot for more, so the general path takes the batch.
+            return Ok(Answer::Undecided);
+        }
         let has_own = plan.own.is_some();
         let want = plan.own.and_then(|(_, w)| w);
+        // The keys the statement reads: the guards, and the document when it is required
+        // present (with the value it must hold; see `sql::one_statement`).
+        let (mut keys, mut values) = (plan.guard_keys.clone(), plan.guard_values.clone());
+        if let Some(want) = want {
+            keys.push(plan.key);
+            values.push(Some(want));
+        }
         let params: [&(dyn ToSql + Sync); 11] = [
             &plan.key,
             &plan.value,
             &has_own,
             &want,
-            &plan.guard_keys,
-            &plan.guard_values,
+            &keys,
+            &values,
             &self.locks.lease,
             &self.locks.table,
             &self.locks.class,
