@@ -2,17 +2,17 @@
 //! against raw SQL `SELECT v ... WHERE k = $1` / `INSERT ... ON CONFLICT` of the same
 //! serde_json bytes, measured in one run with interleaved rounds (the puts interleaved
 //! per operation, so that every contender sees the same commit latency); ratios printed.
-//! Two more contenders are printed against raw SQL too: the collection on a store
-//! without the one-statement write (`PgOptions::one_statement(false)`: its puts one call
-//! of the session function, the default path before issue 24's one statement — side
-//! `function`, in the put and new-id parts), and one without the session functions
-//! either (its puts one message of three statements, the fallback path — side
-//! `message`).
+//! Two more contenders are printed against raw SQL too: the collection on a store with
+//! the opt-in one-statement write (`PgOptions::one_statement(true)`, issue 24; the
+//! default side's puts are one call of the session function — side `one`, in the put
+//! and new-id parts), and one without the session functions (its puts one message of
+//! three statements, the fallback path — side `message`).
 //!
 //! ```text
 //! STRATA_PG_URL=postgresql://postgres@127.0.0.1:55460/postgres cargo bench -p strata-bench --bench pg_collection
 //! STRATA_BENCH_OPS=2000 STRATA_BENCH_ROWS=500 STRATA_BENCH_ROUNDS=3 ...   # sizes
-//! STRATA_BENCH_ONLY=put|new|get  STRATA_BENCH_SIDE=strata|raw|message|function   # one part / one side (callgrind)
+//! STRATA_BENCH_ONLY=put|new|get|writers  STRATA_BENCH_SIDE=strata|raw|message|one   # one part / one side (callgrind)
+//! STRATA_BENCH_WRITERS=4   # threads of the `writers` part (distinct and shared keys, sync off recommended)
 //! # synchronous_commit off for the bench's own sessions only (not the server's setting):
 //! STRATA_PG_URL='postgresql://...?options=-c%20synchronous_commit%3Doff' cargo bench ...
 //! ```
@@ -85,10 +85,8 @@ fn main() {
 
     let table = format!("strata_bench_{}", std::process::id());
     let sep = if url.contains('?') { '&' } else { '?' };
-    let pg = std::sync::Arc::new(
-        strata_postgres::PgStore::connect(&format!("{url}{sep}strata_table={table}")).unwrap(),
-    );
-    let db = Database::builder(strata_store::Store::from_arc(pg.clone()))
+    let pg = strata_postgres::PgStore::connect(&format!("{url}{sep}strata_table={table}")).unwrap();
+    let db = Database::builder(strata_store::Store::new(pg))
         .open()
         .unwrap();
     let c = db
@@ -113,20 +111,22 @@ fn main() {
         .collection::<Account>("acc", CollectionOptions::new())
         .unwrap();
 
-    // The same collection without the one-statement write (issue 24): its puts are one
-    // call of the session function, the default path before it — the same-run "before".
-    let fn_store = strata_postgres::PgStore::connect_with(
-        &url,
-        strata_postgres::PgOptions::new()
-            .table(format!("{table}_fn"))
-            .one_statement(false)
-            .dangerous_drop_table_on_drop(),
-    )
-    .unwrap();
-    let fn_db = Database::builder(strata_store::Store::new(fn_store))
+    // The same collection with the one-statement write (issue 24, opt-in since session
+    // 20): its one-document puts are first one plain statement.
+    let one_store = std::sync::Arc::new(
+        strata_postgres::PgStore::connect_with(
+            &url,
+            strata_postgres::PgOptions::new()
+                .table(format!("{table}_one"))
+                .one_statement(true)
+                .dangerous_drop_table_on_drop(),
+        )
+        .unwrap(),
+    );
+    let one_db = Database::builder(strata_store::Store::from_arc(one_store.clone()))
         .open()
         .unwrap();
-    let func = fn_db
+    let one = one_db
         .collection::<Account>("acc", CollectionOptions::new())
         .unwrap();
 
@@ -160,7 +160,7 @@ fn main() {
         let raw_put = run("put", "raw") || (only == "get" && side != "strata");
         let strata_put = run("put", "strata") || (only == "get" && side != "raw");
         let msg_put = run("put", "message");
-        let fn_put = run("put", "function");
+        let one_put = run("put", "one");
         let mut took = [Duration::ZERO; 4];
         for i in 0..ops {
             let d = &docs[i % rows];
@@ -180,9 +180,9 @@ fn main() {
                 black_box(msg.put(&d.id, d).unwrap());
                 took[2] += t.elapsed();
             }
-            if fn_put {
+            if one_put {
                 let t = Instant::now();
-                black_box(func.put(&d.id, d).unwrap());
+                black_box(one.put(&d.id, d).unwrap());
                 took[3] += t.elapsed();
             }
         }
@@ -190,7 +190,7 @@ fn main() {
             (0, (raw_put, took[0])),
             (1, (strata_put, took[1])),
             (4, (msg_put, took[2])),
-            (5, (fn_put, took[3])),
+            (5, (one_put, took[3])),
         ] {
             if on {
                 best[slot] = best[slot].min(d);
@@ -202,7 +202,7 @@ fn main() {
         // statement that writes (one round trip), against the raw statement inserting a
         // new key (one). Interleaved per operation.
         if run("new", "raw") || run("new", "strata") {
-            let fn_new = run("new", "function");
+            let one_new = run("new", "one");
             let mut took = [Duration::ZERO; 3];
             for i in 0..ops {
                 let d = &docs[i % rows];
@@ -214,9 +214,9 @@ fn main() {
                 let t = Instant::now();
                 black_box(c.put(&id, d).unwrap());
                 took[1] += t.elapsed();
-                if fn_new {
+                if one_new {
                     let t = Instant::now();
-                    black_box(func.put(&id, d).unwrap());
+                    black_box(one.put(&id, d).unwrap());
                     took[2] += t.elapsed();
                 }
             }
@@ -244,6 +244,16 @@ fn main() {
             }
             best[3] = best[3].min(t.elapsed());
         }
+    }
+
+    // Several writers at once (issue 24, session 20): `STRATA_BENCH_WRITERS` threads (4)
+    // put through one handle each side — distinct keys (each thread its own documents) and
+    // shared keys (every thread the same 8 documents, so that most hints are stale and
+    // the put is refused once with the current value) — the one statement against the
+    // session function and the raw statement (one connection per thread); whole-run
+    // throughput, best of the rounds, the sides one after another in each round.
+    if only == "writers" {
+        writers(&url, &raw_table, &one, &c, ops, rounds);
     }
 
     println!("pg_collection: {ops} ops over {rows} keys, best of {rounds} interleaved rounds");
@@ -276,14 +286,14 @@ fn main() {
 
     if best[5] != Duration::MAX && best[0] != Duration::MAX {
         println!(
-            "put without the one statement (session function, the path before): strata {:.1} µs/op, ratio {:.2}× vs raw SQL",
+            "put with the one statement (opt-in): strata {:.1} µs/op, ratio {:.2}× vs raw SQL",
             per_op(best[5], ops),
             best[5].as_secs_f64() / best[0].as_secs_f64()
         );
     }
     if best_new[2] != Duration::MAX && best_new[0] != Duration::MAX {
         println!(
-            "put of a new id without the one statement: strata {:.1} µs/op, ratio {:.2}× vs raw SQL",
+            "put of a new id with the one statement (opt-in): strata {:.1} µs/op, ratio {:.2}× vs raw SQL",
             per_op(best_new[2], ops),
             best_new[2].as_secs_f64() / best_new[0].as_secs_f64()
         );
@@ -300,17 +310,87 @@ fn main() {
     // Writes the one statement could not decide went again on the general path (one more
     // round trip each): a transaction of the cluster committed between a statement's
     // snapshot and its locks (other sessions' commits count too).
-    let (decided, undecided) = pg.one_statement_writes();
+    let (decided, undecided) = one_store.one_statement_writes();
     println!("one statement: {decided} writes decided, {undecided} sent again on the general path");
 
     drop(c);
     drop(db);
     drop(msg);
     drop(msg_db);
-    drop(func);
-    drop(fn_db);
+    drop(one);
+    drop(one_db);
     raw.batch_execute(&format!(
         r#"DROP TABLE IF EXISTS "{raw_table}"; DROP TABLE IF EXISTS "{table}""#
     ))
     .unwrap();
+}
+
+/// The multi-writer part (see its call): puts per second of each side, `ops` puts per
+/// thread.
+fn writers(
+    url: &str,
+    raw_table: &str,
+    one: &strata::Collection<Account>,
+    func: &strata::Collection<Account>,
+    ops: usize,
+    rounds: usize,
+) {
+    let threads = env_usize("STRATA_BENCH_WRITERS", 4).max(1);
+    let mut raws: Vec<(postgres::Client, postgres::Statement)> = (0..threads)
+        .map(|_| {
+            let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+            let ins = c
+                .prepare(&format!(
+                    r#"INSERT INTO "{raw_table}" (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"#
+                ))
+                .unwrap();
+            (c, ins)
+        })
+        .collect();
+    for shared in [false, true] {
+        let id = |t: usize, i: usize| match shared {
+            true => format!("s{:07}", i % 8),
+            false => format!("w{t}-{:07}", i % 500),
+        };
+        let mut best = [Duration::MAX; 3];
+        for _ in 0..rounds {
+            let t = Instant::now();
+            std::thread::scope(|s| {
+                for (th, (c, ins)) in raws.iter_mut().enumerate() {
+                    s.spawn(move || {
+                        for i in 0..ops {
+                            let d = account(i % 500);
+                            let bytes = serde_json::to_vec(&d).unwrap();
+                            c.execute(&*ins, &[&id(th, i).as_bytes(), &bytes]).unwrap();
+                        }
+                    });
+                }
+            });
+            best[0] = best[0].min(t.elapsed());
+            for (slot, coll) in [(1, one), (2, func)] {
+                let t = Instant::now();
+                std::thread::scope(|s| {
+                    for th in 0..threads {
+                        s.spawn(move || {
+                            for i in 0..ops {
+                                let d = account(i % 500);
+                                black_box(coll.put(&id(th, i), &d).unwrap());
+                            }
+                        });
+                    }
+                });
+                best[slot] = best[slot].min(t.elapsed());
+            }
+        }
+        let rate = |d: Duration| (threads * ops) as f64 / d.as_secs_f64();
+        println!(
+            "writers ({threads} threads, {} keys): raw SQL {:.0} puts/s, one statement {:.0} puts/s ({:.2}× raw time), session function {:.0} puts/s ({:.2}× raw time)",
+            if shared { "shared" } else { "distinct" },
+            rate(best[0]),
+            rate(best[1]),
+            best[1].as_secs_f64() / best[0].as_secs_f64(),
+            rate(best[2]),
+            best[2].as_secs_f64() / best[0].as_secs_f64(),
+        );
+    }
 }

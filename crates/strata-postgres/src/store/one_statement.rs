@@ -61,7 +61,12 @@
 //! prove; everything else takes the path it always took (the lease holder's batches,
 //! batches of several mutations or under the table-wide lock, connections through a
 //! transaction-mode pooler never try it). [`crate::PgOptions::one_statement`] turns it
-//! off for a store.
+//! on for a store: it is off by default since session 20 measured it against the
+//! session function — more server instructions per put (306,000 against 291,000 with
+//! callgrind, after this session's cheaper form; 389,000 before), no lower latency for
+//! one writer, and with four writers at once about one write in seven undecided (a
+//! commit between its snapshot and its locks) and 10–35% fewer puts per second
+//! (BENCHMARKS.md, issue 24, session 20).
 
 use super::PgStore;
 use crate::pool::{Failure, Rejected};

@@ -56,7 +56,7 @@ impl Default for PgOptions {
             create_table: true,
             drop_table_on_drop: false,
             session_functions: true,
-            one_statement: true,
+            one_statement: false,
         }
     }
 }
@@ -109,11 +109,16 @@ impl PgOptions {
     }
 
     /// Whether an ordinary writer's one-document batch (a put, insert or update) is first
-    /// sent as ONE plain SQL statement carrying its locks and checks (default `true`); it
+    /// sent as ONE plain SQL statement carrying its locks and checks (default `false`); it
     /// writes only what it can prove exact and otherwise hands the batch, unwritten, to
     /// the session function or one-message path on the same connection (see the module
     /// `store::one_statement`). Never used through a transaction-mode pooler or by the
-    /// lease holder. Off: every batch takes those paths directly.
+    /// lease holder. Off: every batch takes those paths directly. Off by default since
+    /// issue 24's session 20 measured it: it costs the server more instructions per put
+    /// than the session function (306,000 against 291,000, callgrind), is no faster for
+    /// one writer, and with four writers at once it has to hand about one write in seven
+    /// to the session function (a commit between its snapshot and its locks), so they put
+    /// 10–35% fewer documents per second than on the session function (BENCHMARKS.md).
     pub fn one_statement(mut self, on: bool) -> Self {
         self.one_statement = on;
         self

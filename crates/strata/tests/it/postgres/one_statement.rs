@@ -34,7 +34,7 @@ fn open(pg: &Arc<PgStore>) -> (Database, Collection<Doc>) {
 }
 
 fn handle(url: &str, table: &str) -> PgStore {
-    PgStore::connect_with(url, PgOptions::new().table(table)).unwrap()
+    PgStore::connect_with(url, PgOptions::new().table(table).one_statement(true)).unwrap()
 }
 
 /// `(one statement decided, undecided, batches, reads)` spent by `run`.
@@ -272,7 +272,14 @@ fn a_writer_that_waited_for_the_lease_decides_on_the_holders_commits() {
             .unwrap();
         // One connection: `first` = its first write is the one that waits.
         let writer = Arc::new(
-            PgStore::connect_with(&url, PgOptions::new().table(&table).max_connections(1)).unwrap(),
+            PgStore::connect_with(
+                &url,
+                PgOptions::new()
+                    .table(&table)
+                    .max_connections(1)
+                    .one_statement(true),
+            )
+            .unwrap(),
         );
         if !first {
             writer
@@ -322,7 +329,11 @@ const COUNTERS: [&[u8]; 3] = [b"c0", b"c1", b"c2"];
 /// One child: `INCREMENTS` read-modify-write increments of each shared counter; prints
 /// how many of its batches the one statement decided.
 fn child(table: &str) {
-    let pg = super::peer(&super::pg_url(), table);
+    let pg = PgStore::connect_with(
+        &super::pg_url(),
+        PgOptions::new().table(table).one_statement(true),
+    )
+    .unwrap();
     for _ in 0..INCREMENTS {
         for key in COUNTERS {
             let ok = pg

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Writes the statement variants measured in BENCHMARKS.md (issue 24, session 20) as .sql
+files into the directory given (default /tmp/pg_variants), for
+`cargo run --release -p strata-bench --example pg_statement_cost -- FILES...`.
+
+one.sql is session 19's one statement (crate::sql::one_statement at a4ca976), fold.sql
+session 20's; the others take one part away from one.sql (or keep one part) to price it.
+Every file takes the same 11 parameters as the one statement (see sql::one_statement).
+"""
+import os
+import sys
+
+T = "acc"
+MAX_XIDS = 32
+
+PROOF = f"""(pg_current_xact_id() = pg_snapshot_xmax(pg_current_snapshot())
+    AND pg_snapshot_xmin(pg_current_snapshot()) = pg_snapshot_xmax(pg_current_snapshot())
+    OR (SELECT o::text::int8 - m::text::int8 <= {MAX_XIDS} AND NOT EXISTS (
+        SELECT FROM (SELECT pg_snapshot_xip(s)
+          UNION ALL SELECT generate_series(m::text::int8, o::text::int8 - 1)::text::xid8) z(x)
+        WHERE pg_xact_status(x) = 'committed')
+      FROM (SELECT s, pg_snapshot_xmax(s) AS m, pg_current_xact_id() AS o
+        FROM pg_current_snapshot() AS s OFFSET 0) fresh))"""
+# The proof's common case alone (no transaction running at the snapshot, none got an id
+# since): NOT complete by itself — a statement using it must fall back when it fails.
+FAST = """(pg_current_xact_id() = pg_snapshot_xmax(pg_current_snapshot())
+    AND pg_snapshot_xmin(pg_current_snapshot()) = pg_snapshot_xmax(pg_current_snapshot()))"""
+
+
+def key_lock(i):
+    return (f"(CASE WHEN ($11::bool[])[{i}] THEN pg_advisory_xact_lock($9::int4, ($10::int4[])[{i}]) "
+            f"ELSE pg_advisory_xact_lock_shared($9::int4, ($10::int4[])[{i}]) END)")
+
+
+def locks_19():
+    """Session 19: three inline slots, an unnest for more, void cast to text."""
+    locks = ["pg_advisory_xact_lock_shared($7::int8)::text = ''",
+             "pg_advisory_xact_lock_shared($8::int8)::text = ''"]
+    for i in range(1, 4):
+        locks.append(f"(cardinality($10::int4[]) < {i} OR {key_lock(i)}::text = '')")
+    locks.append("(cardinality($10::int4[]) < 4 OR (SELECT count(CASE WHEN x THEN pg_advisory_xact_lock($9::int4, id) "
+                 "ELSE pg_advisory_xact_lock_shared($9::int4, id) END) FROM unnest(($10::int4[])[4:], ($11::bool[])[4:]) "
+                 "AS u(id, x)) >= 0)")
+    locks.append("pg_current_xact_id_if_assigned() IS NULL")
+    return locks
+
+
+def locks_20():
+    """Session 20: exactly the three slots a one-document batch can need, IS NOT NULL."""
+    locks = ["pg_advisory_xact_lock_shared($7::int8) IS NOT NULL",
+             "pg_advisory_xact_lock_shared($8::int8) IS NOT NULL",
+             f"{key_lock(1)} IS NOT NULL"]
+    for i in (2, 3):
+        locks.append(f"(cardinality($10::int4[]) < {i} OR {key_lock(i)} IS NOT NULL)")
+    locks.append("pg_current_xact_id_if_assigned() IS NULL")
+    return locks
+
+
+def guards_19(n=2):
+    return "\n  ".join(
+        f'AND (cardinality($5::bytea[]) < {i} OR (SELECT g.v FROM "{T}" g WHERE g.k = ($5::bytea[])[{i}]) '
+        f"IS NOT DISTINCT FROM ($6::bytea[])[{i}])" for i in range(1, n + 1))
+
+
+DOC_19 = f"""AND (NOT $3::bool OR $4::bytea IS NULL
+    OR coalesce((SELECT c.v = $4::bytea OR c.v <> $2::bytea FROM "{T}" c WHERE c.k = $1::bytea), false))"""
+FOLD = f"""AND ARRAY(SELECT CASE WHEN g.k = $1::bytea THEN g.v = $4::bytea OR g.v <> $2::bytea
+      ELSE g.v IS NOT DISTINCT FROM ($6::bytea[])[array_position($5::bytea[], g.k)] END
+    FROM "{T}" g WHERE g.k = ANY($5::bytea[]))
+    = array_fill(true, ARRAY[cardinality(array_remove($6::bytea[], NULL))])"""
+CONFLICT = "ON CONFLICT (k) DO UPDATE SET v = CASE WHEN NOT $3::bool OR t.v = $4::bytea THEN EXCLUDED.v ELSE t.v END"
+RET = """RETURNING CASE WHEN NOT $3::bool THEN true WHEN $4::bytea IS NULL THEN t.xmax = 0 ELSE t.v = $2::bytea END,
+  CASE WHEN t.v = $2::bytea THEN NULL ELSE t.v END"""
+
+
+def stmt(locks, proof=PROOF, checks=None, conflict=CONFLICT, ret=RET):
+    checks = guards_19() + "\n  " + DOC_19 if checks is None else checks
+    return (f'INSERT INTO "{T}" AS t (k, v) SELECT $1::bytea, $2::bytea\n'
+            f'WHERE {"".join(f"CASE WHEN {l} THEN " for l in locks)}{proof}\n  {checks}\n'
+            f'{" ELSE false END" * len(locks)}\n{conflict}\n{ret}')
+
+
+PLAIN = "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"
+
+# The session function path (crate::sql::create_sql, `strata_set`): created per session
+# (the part before "-- statement"), called with the batch's preconditions — the guards,
+# then the document's own — as the store does.
+CONDITIONAL_SET = f"""WITH pre AS (
+  SELECT p.i, t.v AS cur, t.v IS NOT DISTINCT FROM p.want AS ok
+  FROM unnest($1::bytea[], $2::bytea[]) WITH ORDINALITY AS p(k, want, i)
+  LEFT JOIN LATERAL (SELECT t.v FROM "{T}" t WHERE t.k = p.k OFFSET 0) t ON true
+), up AS (
+  INSERT INTO "{T}" (k, v) SELECT $3::bytea, $4::bytea
+  WHERE NOT EXISTS (SELECT 1 FROM pre WHERE NOT ok)
+  ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v
+)
+SELECT i, cur FROM pre WHERE NOT ok"""
+SESSION_FUNCTION = (
+    "CREATE FUNCTION pg_temp.strata_set_acc(bytea[], bytea[], bytea, bytea, int8, int8, int4, int4[], bool[]) "
+    "RETURNS TABLE (strata_i int8, strata_cur bytea) LANGUAGE plpgsql VOLATILE AS $strata$\n"
+    "#variable_conflict use_column\nBEGIN\n"
+    "PERFORM count(CASE n WHEN 1 THEN pg_advisory_xact_lock_shared($5) WHEN 2 THEN pg_advisory_xact_lock_shared($6) "
+    "ELSE CASE WHEN x THEN pg_advisory_xact_lock($7::int4, id) ELSE pg_advisory_xact_lock_shared($7::int4, id) END END) "
+    "FROM unnest(ARRAY[0, 0]::int4[] || $8::int4[], ARRAY[false, false] || $9::bool[]) WITH ORDINALITY AS u(id, x, n);\n"
+    f"RETURN QUERY {CONDITIONAL_SET};\nEND $strata$"
+    "\n-- statement\n"
+    "SELECT strata_i, strata_cur FROM pg_temp.strata_set_acc($5::bytea[] || $1::bytea, $6::bytea[] || $4::bytea, "
+    "$1::bytea, $2::bytea, $7, $8, $9, $10, $11) WHERE $3::bool IS NOT NULL")
+VARIANTS = {
+    "raw": f'INSERT INTO "{T}" (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v',
+    "one": stmt(locks_19()),
+    "nolocks": stmt([]),
+    "noproof": stmt(locks_19(), proof="true"),
+    "fastproof": stmt(locks_19(), proof=FAST),
+    "noguards": stmt(locks_19(), checks=DOC_19),
+    "nodoc": stmt(locks_19(), checks=guards_19()),
+    "noret": stmt(locks_19(), ret="RETURNING true"),
+    "bare_select": stmt([], proof="true", checks="", conflict=PLAIN, ret=""),
+    "locks_only": stmt(locks_19(), proof="true", checks="", conflict=PLAIN, ret=""),
+    "fold": stmt(locks_20(), checks=FOLD),
+    "fold_fast": stmt(locks_20(), proof=FAST, checks=FOLD),
+    "fold_noproof": stmt(locks_20(), proof="true", checks=FOLD),
+    "fold_nolocks": stmt([], checks=FOLD),
+    "fold_checks_only": stmt([], proof="true", checks=FOLD),
+    "session_function": SESSION_FUNCTION,
+}
+
+if __name__ == "__main__":
+    out = sys.argv[1] if len(sys.argv) > 1 else "/tmp/pg_variants"
+    os.makedirs(out, exist_ok=True)
+    for name, sql in VARIANTS.items():
+        with open(os.path.join(out, f"{name}.sql"), "w") as f:
+            f.write(sql)
+    print(f"{len(VARIANTS)} variants in {out}")
