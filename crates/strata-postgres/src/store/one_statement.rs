@@ -64,9 +64,9 @@
 //! on for a store: it is off by default since session 20 measured it against the
 //! session function — more server instructions per put (306,000 against 291,000 with
 //! callgrind, after this session's cheaper form; 389,000 before), no lower latency for
-//! one writer, and with four writers at once about one write in seven undecided (a
-//! commit between its snapshot and its locks) and 10–35% fewer puts per second
-//! (BENCHMARKS.md, issue 24, session 20).
+//! one writer, and with four writers at once 4–15% of its writes undecided (a commit
+//! between its snapshot and its locks) and slower than the function in 9 of 12 runs, by
+//! up to 27% (BENCHMARKS.md, issue 24, session 20).
 
 use super::PgStore;
 use crate::pool::{Failure, Rejected};

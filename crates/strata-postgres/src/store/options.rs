@@ -116,9 +116,10 @@ impl PgOptions {
     /// lease holder. Off: every batch takes those paths directly. Off by default since
     /// issue 24's session 20 measured it: it costs the server more instructions per put
     /// than the session function (306,000 against 291,000, callgrind), is no faster for
-    /// one writer, and with four writers at once it has to hand about one write in seven
-    /// to the session function (a commit between its snapshot and its locks), so they put
-    /// 10–35% fewer documents per second than on the session function (BENCHMARKS.md).
+    /// one writer, and with four writers at once it hands 4–15% of its writes to the
+    /// session function (a commit between its snapshot and its locks: one more round trip
+    /// each) and was slower than the function alone in 9 of 12 runs, by up to 27%
+    /// (BENCHMARKS.md, issue 24, session 20).
     pub fn one_statement(mut self, on: bool) -> Self {
         self.one_statement = on;
         self
