@@ -64,7 +64,8 @@ const MOVE_CHUNK: usize = 4096;
 /// Which layout an open file has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Layout {
-    /// Layout 1: every key in `strata` (a file written before the split, opened read-only).
+    /// Layout 1: every key in `strata` (a file written before the split, opened read-only,
+    /// or writable when its upgrade found no room: module `postpone`).
     Single,
     /// Layout 2: documents in `strata_doc`, every other key in `strata_meta`.
     Split,
@@ -198,14 +199,20 @@ pub(crate) fn upgrade(path: &Path, db: &Database) -> Result<Option<u64>> {
         return Ok(None);
     }
     drop(txn);
+    #[cfg(test)]
+    let fault = fault::take();
     let mut txn = db.begin_write().map_err(|e| fail(path)(e.into()))?;
     let done = txn
         .set_durability(redb::Durability::Immediate)
         .map_err(|e| fail(path)(e.into()))
         .and_then(|()| move_documents(path, &txn, None));
+    #[cfg(test)]
+    let done = done.and_then(|moved| fault.before_commit(path).map(|()| moved));
     match done {
         Ok(moved) => {
             txn.commit().map_err(|e| fail(path)(e.into()))?;
+            #[cfg(test)]
+            fault.after_commit(path)?;
             Ok(Some(moved))
         }
         Err(e) => {
@@ -213,6 +220,67 @@ pub(crate) fn upgrade(path: &Path, db: &Database) -> Result<Option<u64>> {
                 tracing::warn!(path = %path.display(), error = %abort, "aborting the layout upgrade failed");
             }
             Err(e)
+        }
+    }
+}
+
+/// Failures injected into the next [`upgrade`] on this thread (unit tests only): the upgrade
+/// meets an I/O error of a given kind before its commit (the transaction is then aborted,
+/// as on a real failure), or after a commit that landed (a commit whose outcome its caller
+/// cannot know).
+#[cfg(test)]
+pub(crate) mod fault {
+    use std::cell::Cell;
+    use std::io::ErrorKind;
+    use std::path::Path;
+    use strata_store::Result;
+
+    /// Where the injected failure happens.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub(crate) enum Fault {
+        /// No failure.
+        #[default]
+        None,
+        /// After the move, before the commit.
+        BeforeCommit(ErrorKind),
+        /// After the commit landed.
+        AfterCommit(ErrorKind),
+    }
+
+    thread_local! {
+        static NEXT: Cell<Fault> = const { Cell::new(Fault::None) };
+    }
+
+    /// Makes the next upgrade on this thread meet `fault`.
+    pub(crate) fn inject(fault: Fault) {
+        NEXT.with(|next| next.set(fault));
+    }
+
+    /// The injected failure of this upgrade (taken: the next one has none).
+    pub(super) fn take() -> Fault {
+        NEXT.with(Cell::take)
+    }
+
+    fn io(path: &Path, kind: ErrorKind) -> strata_store::StoreError {
+        super::fail(path)(redb::Error::Io(std::io::Error::new(
+            kind,
+            "injected by a test",
+        )))
+    }
+
+    impl Fault {
+        pub(super) fn before_commit(self, path: &Path) -> Result<()> {
+            match self {
+                Fault::BeforeCommit(kind) => Err(io(path, kind)),
+                _ => Ok(()),
+            }
+        }
+
+        pub(super) fn after_commit(self, path: &Path) -> Result<()> {
+            match self {
+                Fault::AfterCommit(kind) => Err(io(path, kind)),
+                _ => Ok(()),
+            }
         }
     }
 }
