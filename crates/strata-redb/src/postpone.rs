@@ -3,13 +3,18 @@
 //! Moving a layout-1 file to layout 2 (module `tables`) is one redb write transaction that
 //! copies every key into the new tables; redb copies on write and frees the old pages only
 //! when the transaction commits, so the move needs about the file's size in free space.
-//! When it fails **for lack of room** (a full disk or quota, a file over the file system's
-//! size limit: `error::is_out_of_room`; nothing else) the store opens writable **in layout
-//! 1** instead of failing: every key stays in `strata`, reads and writes work as in layout
-//! 2, a `tracing` warning names the file, the error and how much to free, and the next
-//! writable open with room moves it ([`RedbStore::layout_upgrade_postponed`]).
+//! When the file system has less free space than that (`tables::room_needed`, checked
+//! with `statvfs` before the move starts), or the move fails **for lack of room** (a full
+//! disk or quota, a file over the file system's size limit: `error::is_out_of_room`;
+//! nothing else), the store opens writable **in layout 1** instead of failing: every key
+//! stays in `strata`, reads and writes work as in layout 2, a `tracing` warning names the
+//! file, the cause and how much to free, and the next writable open with room moves it
+//! ([`RedbStore::layout_upgrade_postponed`]). The check comes first because a move that
+//! runs out of room has filled the disk on its way (redb writes the transaction's pages
+//! before its commit finds no room): the store is then whole but cannot write until space
+//! is freed.
 //!
-//! Whether the failed transaction left the file whole in layout 1 is not assumed, it is
+//! Whether a failed transaction left the file whole in layout 1 is not assumed, it is
 //! checked: the database is dropped (an I/O failure fails redb's handle for good) and
 //! reopened, which runs redb's crash recovery (its commits are atomic, so the file is at
 //! its last whole commit), and the layout marker read. No marker: the move did not commit
@@ -31,20 +36,7 @@ impl RedbOptions {
     /// file of an older layout is moved to it in one durable write transaction), or in
     /// layout 1 when that move found no room (module docs).
     pub(crate) fn writable(&self, path: &Path, db: Database) -> Result<RedbStore> {
-        let upgraded = strata_store::guarded_open(path, || tables::upgrade(path, &db))?;
-        let (db, layout, postponed) = match upgraded {
-            Ok(moved) => {
-                if let Some(moved) = moved {
-                    tracing::info!(path = %path.display(), documents = moved, layout = CURRENT_LAYOUT, "redb store moved to the current layout");
-                }
-                (db, Layout::Split, None)
-            }
-            Err(error) if is_out_of_room(&error) => {
-                drop(db);
-                self.after_no_room(path, error)?
-            }
-            Err(error) => return Err(error),
-        };
+        let (db, layout, postponed) = self.upgraded(path, db)?;
         Ok(RedbStore::from_db(
             path,
             Db::Rw(db),
@@ -54,6 +46,37 @@ impl RedbOptions {
         ))
     }
 
+    /// The file at `path` (open as `db`) in the current layout, or — when moving it there
+    /// finds no room — in layout 1 with the reason (module docs).
+    fn upgraded(&self, path: &Path, db: Database) -> Result<(Database, Layout, Option<String>)> {
+        let Some(need) = strata_store::guarded_open(path, || tables::pending_upgrade(path, &db))??
+        else {
+            return Ok((db, Layout::Split, None));
+        };
+        if let Some(available) = available_space(path).filter(|&a| a < need) {
+            let reason = format!(
+                "moving redb store `{}` to layout {CURRENT_LAYOUT} needs about {} of free space on its file system, {} is available: it stays in layout 1 and works as it is (nothing was moved); free about {} more there and open it writable again to move it",
+                path.display(),
+                mib(need),
+                mib(available),
+                mib(need - available),
+            );
+            tracing::warn!(path = %path.display(), needs_bytes = need, available_bytes = available, "{reason}");
+            return Ok((db, Layout::Single, Some(reason)));
+        }
+        match strata_store::guarded_open(path, || tables::upgrade(path, &db))? {
+            Ok(moved) => {
+                tracing::info!(path = %path.display(), documents = moved, layout = CURRENT_LAYOUT, "redb store moved to the current layout");
+                Ok((db, Layout::Split, None))
+            }
+            Err(error) if is_out_of_room(&error) => {
+                drop(db);
+                self.after_no_room(path, error, need)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
     /// After an upgrade of the file at `path` that ran out of room (`error`): the file
     /// reopened, its layout as the reopen finds it, and why it stays in layout 1 (module
     /// docs).
@@ -61,6 +84,7 @@ impl RedbOptions {
         &self,
         path: &Path,
         error: StoreError,
+        need: u64,
     ) -> Result<(Database, Layout, Option<String>)> {
         let reopened = strata_store::guarded_open(path, || {
             let db = self
@@ -85,15 +109,24 @@ impl RedbOptions {
             tracing::warn!(path = %path.display(), error = %cause, "the layout upgrade of the redb store reported a failure after its commit; reopened, the file has layout {CURRENT_LAYOUT}, every key moved");
             return Ok((db, Layout::Split, None));
         }
-        let need = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let reason = format!(
-            "moving redb store `{}` to layout {CURRENT_LAYOUT} found no room ({cause}): it stays in layout 1, whole, and works as it is; free about {} ({need} bytes, the file's size) on its file system and open it writable again to move it",
+            "moving redb store `{}` to layout {CURRENT_LAYOUT} ran out of room ({cause}): it stays in layout 1, whole, and works as it is once there is room for its writes; free about {} on its file system (or raise the quota or file-size limit that stopped it; the failed move may have left the file larger, with free pages inside it that later writes reuse) and open it writable again to move it",
             path.display(),
             mib(need),
         );
         tracing::warn!(path = %path.display(), needs_bytes = need, "{reason}");
         Ok((db, Layout::Single, Some(reason)))
     }
+}
+
+/// Bytes available to this process on the file system of `path` (`None`: unknown; the
+/// upgrade is then tried).
+fn available_space(path: &Path) -> Option<u64> {
+    #[cfg(test)]
+    if let Some(bytes) = tests::AVAILABLE.with(std::cell::Cell::take) {
+        return Some(bytes);
+    }
+    fs2::available_space(path).ok()
 }
 
 /// The innermost cause of `error` (for a redb I/O failure, the operating system's words).
@@ -120,6 +153,11 @@ pub(crate) mod tests {
     use redb::ReadableTable;
     use std::io::ErrorKind;
     use strata_store::{Batch, KvRead, KvWrite, Store};
+
+    thread_local! {
+        /// The free space the next open on this thread sees (`None`: the real one).
+        pub(crate) static AVAILABLE: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+    }
 
     /// A layout-1 file at `path` (every key in the byte table `strata`, written by raw redb
     /// the way older builds wrote it) holding `records`.
@@ -241,6 +279,41 @@ pub(crate) mod tests {
             drop(store);
             assert_eq!(layout_1_records(&path), None, "moved: no byte table left");
         }
+    }
+
+    /// Too little free space for the move (checked before it starts): the store opens
+    /// writable in layout 1 without trying, so the move cannot fill the disk; the message
+    /// says how much is needed and available. With room, the next writable open moves it.
+    #[test]
+    fn too_little_free_space_postpones_the_upgrade_before_it_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.redb");
+        let mut records = records();
+        layout_1_file(&path, &records);
+        AVAILABLE.with(|a| a.set(Some(300 << 10)));
+        let store = RedbStore::open_existing(&path).unwrap();
+        assert_eq!(store.layout_version(), 1);
+        let why = store.layout_upgrade_postponed().unwrap();
+        for part in [
+            "old.redb",
+            "0.3 MiB is available",
+            "nothing was moved",
+            "free about",
+        ] {
+            assert!(why.contains(part), "{why}");
+        }
+        assert_holds(&store, &records);
+        let new = (b"app/new".to_vec(), b"written in layout 1".to_vec());
+        store
+            .apply(Batch::new().set(new.0.clone(), new.1.clone()))
+            .unwrap();
+        drop(store);
+        records.push(new);
+        records.sort();
+        assert_eq!(layout_1_records(&path).as_ref(), Some(&records));
+        let store = RedbStore::open_existing(&path).unwrap();
+        assert_eq!(store.layout_version(), CURRENT_LAYOUT);
+        assert_holds(&store, &records);
     }
 
     /// A failure reported after the commit landed (the commit's outcome unknown to its

@@ -189,16 +189,38 @@ pub(crate) fn read_layout(path: &Path, txn: &ReadTransaction) -> Result<Layout> 
     }
 }
 
-/// Brings a file opened for writing to the current layout: nothing to do when it has it
-/// already (one read transaction); otherwise one durable write transaction creates the
-/// tables, moves every document key of `strata` into `strata_doc` and writes the marker.
-/// Returns how many keys it moved (`None`: the file had the layout already).
-pub(crate) fn upgrade(path: &Path, db: &Database) -> Result<Option<u64>> {
+/// Whether a file opened for writing needs the upgrade to the current layout (one read
+/// transaction): `None` when it has the current layout already, else about how many bytes
+/// of free space the upgrade needs ([`room_needed`]).
+pub(crate) fn pending_upgrade(path: &Path, db: &Database) -> Result<Option<u64>> {
     let txn = db.begin_read().map_err(|e| fail(path)(e.into()))?;
     if read_layout(path, &txn)? == Layout::Split {
         return Ok(None);
     }
-    drop(txn);
+    let stats = match txn.open_table(LEGACY) {
+        Ok(table) => table.stats().map_err(|e| fail(path)(e.into()))?,
+        // A new file: no table yet, nothing to move.
+        Err(TableError::TableDoesNotExist(_)) => return Ok(Some(room_needed(0))),
+        Err(e) => return Err(fail(path)(e.into())),
+    };
+    let bytes = stats.stored_bytes() + stats.metadata_bytes() + stats.fragmented_bytes();
+    Ok(Some(room_needed(bytes)))
+}
+
+/// About how many bytes of free space moving a layout-1 table of `bytes` (its pages)
+/// needs: redb copies on write and frees the old table's pages only at the commit, so the
+/// new tables are written beside it — at most its size again (a compacted 6.4 MB file moved
+/// with less than 4 MiB free: `strata-cli`'s `full_disk_layout` test prints it), and 1 MiB
+/// for redb's own pages. An estimate on the safe side; a move that still runs out of room
+/// is caught (module `postpone`).
+pub(crate) fn room_needed(bytes: u64) -> u64 {
+    bytes.saturating_add(1 << 20)
+}
+
+/// Brings a file of layout 1 opened for writing ([`pending_upgrade`]) to the current
+/// layout: one durable write transaction creates the tables, moves every document key of
+/// `strata` into `strata_doc` and writes the marker. Returns how many documents it moved.
+pub(crate) fn upgrade(path: &Path, db: &Database) -> Result<u64> {
     #[cfg(test)]
     let fault = fault::take();
     let mut txn = db.begin_write().map_err(|e| fail(path)(e.into()))?;
@@ -213,7 +235,7 @@ pub(crate) fn upgrade(path: &Path, db: &Database) -> Result<Option<u64>> {
             txn.commit().map_err(|e| fail(path)(e.into()))?;
             #[cfg(test)]
             fault.after_commit(path)?;
-            Ok(Some(moved))
+            Ok(moved)
         }
         Err(e) => {
             if let Err(abort) = txn.abort() {
