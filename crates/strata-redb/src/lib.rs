@@ -13,7 +13,10 @@
 //! **Older files** (layout 1: every key in the byte table `strata`) are moved to layout 2
 //! by the first writable open, in one durable write transaction (a crash during it leaves layout 1
 //! whole); a read-only open reads them as they are and writes nothing
-//! ([`RedbStore::layout_version`] says which layout an open store has).
+//! ([`RedbStore::layout_version`] says which layout an open store has). A move without room
+//! (less free space than it needs, or a full disk, quota or file-size limit met on the way)
+//! leaves the file in layout 1 and opens it writable there, with a warning
+//! ([`RedbStore::layout_upgrade_postponed`]); a later writable open with room moves it.
 //!
 //! **The write primitive**: every write ([`KvWrite::read_modify_write`], and so every
 //! batch) is one redb write transaction. redb runs one write transaction at a time per

@@ -26,7 +26,8 @@
 //! redb write transaction committed durably ([`upgrade`]): redb commits are
 //! atomic, so an interrupted move leaves the file in layout 1, whole, and the next
 //! writable open moves it again. A read-only open reads a layout-1 file as it is, all
-//! keys from `strata`, and writes nothing.
+//! keys from `strata`, and writes nothing. A writable open without room for the move
+//! leaves it in layout 1 and writes there (module `postpone`).
 
 use redb::{
     Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata, Table,
