@@ -316,6 +316,16 @@ pub(crate) mod tests {
         assert_holds(&store, &records);
     }
 
+    /// A new store has nothing to move: it gets the current layout whatever the free space.
+    #[test]
+    fn a_new_store_gets_the_current_layout_on_a_full_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        AVAILABLE.with(|a| a.set(Some(0)));
+        let store = RedbStore::create(dir.path().join("new.redb")).unwrap();
+        assert_eq!(store.layout_version(), CURRENT_LAYOUT);
+        assert_eq!(store.layout_upgrade_postponed(), None);
+    }
+
     /// A failure reported after the commit landed (the commit's outcome unknown to its
     /// caller): reopened, the file has the marker, so the store opens in layout 2.
     #[test]
