@@ -11,8 +11,7 @@
 //! file, the cause and how much to free, and the next writable open with room moves it
 //! ([`RedbStore::layout_upgrade_postponed`]). The check comes first because a move that
 //! runs out of room has filled the disk on its way (redb writes the transaction's pages
-//! before its commit finds no room): the store is then whole but cannot write until space
-//! is freed.
+//! before its commit finds no room), and giving that room back costs a compaction (below).
 //!
 //! Whether a failed transaction left the file whole in layout 1 is not assumed, it is
 //! checked: the database is dropped (an I/O failure fails redb's handle for good) and
@@ -21,8 +20,9 @@
 //! and the file is layout 1 as it was — open in layout 1. The marker: the commit landed
 //! although it reported the failure (an error after the commit record was written) — open
 //! in layout 2. A reopen that fails returns the upgrade's error, as before this fallback.
-//! Any other failure of the upgrade (a damaged file, a failing disk, a file of a newer
-//! layout) is returned as it is.
+//! Before it opens in layout 1, the room the failed move took is given back: when the file
+//! grew, redb's compaction trims the pages it wrote past the file's old end. Any other failure of the
+//! upgrade (a damaged file, a failing disk, a file of a newer layout) is returned as it is.
 
 use crate::error::{is_out_of_room, open_error};
 use crate::tables::{self, Layout};
@@ -64,6 +64,7 @@ impl RedbOptions {
             tracing::warn!(path = %path.display(), needs_bytes = need, available_bytes = available, "{reason}");
             return Ok((db, Layout::Single, Some(reason)));
         }
+        let before = file_len(path);
         match strata_store::guarded_open(path, || tables::upgrade(path, &db))? {
             Ok(moved) => {
                 tracing::info!(path = %path.display(), documents = moved, layout = CURRENT_LAYOUT, "redb store moved to the current layout");
@@ -71,7 +72,7 @@ impl RedbOptions {
             }
             Err(error) if is_out_of_room(&error) => {
                 drop(db);
-                self.after_no_room(path, error, need)
+                self.after_no_room(path, error, need, before)
             }
             Err(error) => Err(error),
         }
@@ -85,19 +86,9 @@ impl RedbOptions {
         path: &Path,
         error: StoreError,
         need: u64,
+        before: Option<u64>,
     ) -> Result<(Database, Layout, Option<String>)> {
-        let reopened = strata_store::guarded_open(path, || {
-            let db = self
-                .builder()
-                .open(path)
-                .map_err(|e| open_error(path, e.into()))?;
-            let txn = db.begin_read().map_err(|e| open_error(path, e.into()))?;
-            let layout = tables::read_layout(path, &txn)?;
-            drop(txn);
-            Ok((db, layout))
-        })
-        .and_then(|reopened| reopened);
-        let (db, layout) = match reopened {
+        let (db, layout) = match self.reopen(path) {
             Ok(reopened) => reopened,
             Err(reopen) => {
                 tracing::warn!(path = %path.display(), error = %reopen, "reopening the redb store after its layout upgrade found no room failed; returning the upgrade's error");
@@ -109,14 +100,90 @@ impl RedbOptions {
             tracing::warn!(path = %path.display(), error = %cause, "the layout upgrade of the redb store reported a failure after its commit; reopened, the file has layout {CURRENT_LAYOUT}, every key moved");
             return Ok((db, Layout::Split, None));
         }
+        let (db, room) = self.give_back(path, db, before).map_err(|reopen| {
+            tracing::warn!(path = %path.display(), error = %reopen, "reopening the redb store after giving back the room of its layout upgrade failed; returning the upgrade's error");
+            error
+        })?;
+        let left = match room {
+            Room::Untouched => "the failed move left the file as long as it was".to_string(),
+            Room::GivenBack => "the room the failed move took is given back".to_string(),
+            Room::Left(bytes) => format!("the failed move left the file {bytes} bytes longer, which redb's compaction could not give back: the disk may be full, and writes fail until there is room"),
+        };
         let reason = format!(
-            "moving redb store `{}` to layout {CURRENT_LAYOUT} ran out of room ({cause}): it stays in layout 1, whole, and works as it is once there is room for its writes; free about {} on its file system (or raise the quota or file-size limit that stopped it; the failed move may have left the file larger, with free pages inside it that later writes reuse) and open it writable again to move it",
+            "moving redb store `{}` to layout {CURRENT_LAYOUT} ran out of room ({cause}): it stays in layout 1, whole, and works as it is ({left}); free about {} on its file system (or raise the quota or file-size limit that stopped it) and open it writable again to move it",
             path.display(),
             mib(need),
         );
         tracing::warn!(path = %path.display(), needs_bytes = need, "{reason}");
         Ok((db, Layout::Single, Some(reason)))
     }
+
+    /// The file at `path` opened again for writing, and its layout.
+    fn reopen(&self, path: &Path) -> Result<(Database, Layout)> {
+        strata_store::guarded_open(path, || {
+            let db = self
+                .builder()
+                .open(path)
+                .map_err(|e| open_error(path, e.into()))?;
+            let txn = db.begin_read().map_err(|e| open_error(path, e.into()))?;
+            let layout = tables::read_layout(path, &txn)?;
+            drop(txn);
+            Ok((db, layout))
+        })?
+    }
+
+    /// Gives back the room a move that ran out of it took: redb grew the file and wrote the
+    /// move's pages past the end of the committed file before the failure, so a full disk
+    /// stays full (and the store cannot write) until the file is trimmed to its last used
+    /// page — which redb's compaction does (it also moves pages from the end into free
+    /// pages before it). Only when the file is longer than `before` (its length before the
+    /// move); a compaction that fails (it may need room too) leaves it so, and the file is
+    /// reopened, as after any I/O failure, and must still be in layout 1.
+    fn give_back(
+        &self,
+        path: &Path,
+        mut db: Database,
+        before: Option<u64>,
+    ) -> Result<(Database, Room)> {
+        let grown = match (before, file_len(path)) {
+            (Some(before), Some(now)) if now <= before => return Ok((db, Room::Untouched)),
+            (Some(before), Some(now)) => now - before,
+            _ => 0,
+        };
+        let compacted = strata_store::guarded_open(path, || {
+            db.compact()
+                .map(drop)
+                .map_err(|e| open_error(path, e.into()))
+        })
+        .and_then(|compacted| compacted);
+        let Err(e) = compacted else {
+            return Ok((db, Room::GivenBack));
+        };
+        tracing::warn!(path = %path.display(), error = %e, "compacting the redb store to give back the room of its failed layout upgrade failed; reopening it");
+        drop(db);
+        match self.reopen(path)? {
+            (db, Layout::Single) => Ok((db, Room::Left(grown))),
+            (_, Layout::Split) => Err(StoreError::CannotOpen {
+                path: path.to_path_buf(),
+                reason: "its layout changed while strata gave back the room of a failed layout upgrade (a bug in strata-redb; nothing was lost — open it again)".into(),
+            }),
+        }
+    }
+}
+
+/// What became of the room a move that ran out of it took.
+enum Room {
+    /// The file is no longer than before the move: nothing to give back.
+    Untouched,
+    /// The file was compacted to its last used page.
+    GivenBack,
+    /// The compaction failed: the file is this many bytes longer than before the move.
+    Left(u64),
+}
+
+/// The length of the file at `path` (`None`: unknown).
+fn file_len(path: &Path) -> Option<u64> {
+    std::fs::metadata(path).map(|m| m.len()).ok()
 }
 
 /// Bytes available to this process on the file system of `path` (`None`: unknown; the
@@ -259,7 +326,13 @@ pub(crate) mod tests {
             assert_eq!(store.layout_version(), 1, "{kind:?}");
             assert!(!store.is_read_only());
             let why = store.layout_upgrade_postponed().unwrap();
-            for part in ["old.redb", "layout 1", "free about", "injected by a test"] {
+            for part in [
+                "old.redb",
+                "layout 1",
+                "free about",
+                "injected by a test",
+                "left the file as long as it was",
+            ] {
                 assert!(why.contains(part), "{kind:?}: {why}");
             }
             assert_holds(&store, &records);
@@ -279,6 +352,31 @@ pub(crate) mod tests {
             drop(store);
             assert_eq!(layout_1_records(&path), None, "moved: no byte table left");
         }
+    }
+
+    /// A move that failed after redb grew the file (a commit that failed writing its
+    /// pages): the room is given back — the file compacted to its old length at most —
+    /// before the store opens in layout 1, whole.
+    #[test]
+    fn the_room_a_failed_move_took_is_given_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.redb");
+        let records = records();
+        layout_1_file(&path, &records);
+        let len = std::fs::metadata(&path).unwrap().len();
+        inject(Fault::BeforeCommitGrown(ErrorKind::StorageFull, 8 << 20));
+        let store = RedbStore::open_existing(&path).unwrap();
+        assert_eq!(store.layout_version(), 1);
+        let why = store.layout_upgrade_postponed().unwrap();
+        assert!(
+            why.contains("the room the failed move took is given back"),
+            "{why}"
+        );
+        let now = std::fs::metadata(&path).unwrap().len();
+        assert!(now <= len, "{now} > {len}");
+        assert_holds(&store, &records);
+        drop(store);
+        assert_eq!(layout_1_records(&path).as_ref(), Some(&records));
     }
 
     /// Too little free space for the move (checked before it starts): the store opens

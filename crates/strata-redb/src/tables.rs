@@ -243,6 +243,8 @@ pub(crate) fn upgrade(path: &Path, db: &Database) -> Result<u64> {
             if let Err(abort) = txn.abort() {
                 tracing::warn!(path = %path.display(), error = %abort, "aborting the layout upgrade failed");
             }
+            #[cfg(test)]
+            fault.leave_pages(path);
             Err(e)
         }
     }
@@ -269,6 +271,10 @@ pub(crate) mod fault {
         BeforeCommit(ErrorKind),
         /// After the commit landed.
         AfterCommit(ErrorKind),
+        /// Before the commit, like [`Fault::BeforeCommit`], and the file left this many
+        /// bytes longer after the abort, as a commit that failed writing its pages leaves it
+        /// (redb's abort trims the growth of a transaction it can still abort).
+        BeforeCommitGrown(ErrorKind, u64),
     }
 
     thread_local! {
@@ -295,8 +301,21 @@ pub(crate) mod fault {
     impl Fault {
         pub(super) fn before_commit(self, path: &Path) -> Result<()> {
             match self {
-                Fault::BeforeCommit(kind) => Err(io(path, kind)),
+                Fault::BeforeCommit(kind) | Fault::BeforeCommitGrown(kind, _) => {
+                    Err(io(path, kind))
+                }
                 _ => Ok(()),
+            }
+        }
+
+        pub(super) fn leave_pages(self, path: &Path) {
+            if let Fault::BeforeCommitGrown(_, bytes) = self {
+                // (A test checks the length this gives the file.)
+                if let Ok(file) = std::fs::OpenOptions::new().write(true).open(path) {
+                    if let Ok(meta) = file.metadata() {
+                        let _ = file.set_len(meta.len() + bytes);
+                    }
+                }
             }
         }
 
