@@ -21,8 +21,9 @@
 //! although it reported the failure (an error after the commit record was written) — open
 //! in layout 2. A reopen that fails returns the upgrade's error, as before this fallback.
 //! Before it opens in layout 1, the room the failed move took is given back: when the file
-//! grew, redb's compaction trims the pages it wrote past the file's old end. Any other failure of the
-//! upgrade (a damaged file, a failing disk, a file of a newer layout) is returned as it is.
+//! grew, redb's compaction trims the pages it wrote past the file's old end. Any other
+//! failure of the upgrade (a damaged file, a failing disk, a file of a newer layout) is
+//! returned as it is.
 
 use crate::error::{is_out_of_room, open_error};
 use crate::tables::{self, Layout};
