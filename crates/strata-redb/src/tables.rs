@@ -198,23 +198,27 @@ pub(crate) fn pending_upgrade(path: &Path, db: &Database) -> Result<Option<u64>>
     if read_layout(path, &txn)? == Layout::Split {
         return Ok(None);
     }
-    let stats = match txn.open_table(LEGACY) {
-        Ok(table) => table.stats().map_err(|e| fail(path)(e.into()))?,
+    match txn.open_table(LEGACY) {
+        Ok(_) => {}
         // A new file: no table yet, nothing to move (its tables and marker take a few
         // pages; a disk too full even for them is caught like a move without room).
         Err(TableError::TableDoesNotExist(_)) => return Ok(Some(0)),
         Err(e) => return Err(fail(path)(e.into())),
-    };
-    let bytes = stats.stored_bytes() + stats.metadata_bytes() + stats.fragmented_bytes();
-    Ok(Some(room_needed(bytes)))
+    }
+    let len = std::fs::metadata(path)
+        .map_err(|e| crate::error::io_error(path, e))?
+        .len();
+    Ok(Some(room_needed(len)))
 }
 
-/// About how many bytes of free space moving a layout-1 table of `bytes` (its pages)
-/// needs: redb copies on write and frees the old table's pages only at the commit, so the
-/// new tables are written beside it — at most its size again (a compacted 6.4 MB file moved
-/// with less than 4 MiB free: `strata-cli`'s `full_disk_layout` test prints it), and 1 MiB
-/// for redb's own pages. An estimate on the safe side; a move that still runs out of room
-/// is caught (module `postpone`).
+/// About how many bytes of free space moving a layout-1 file of `len` bytes needs: redb
+/// copies on write and frees the old table's pages only at the commit, so the new tables
+/// are written beside it — at most the file's size again (a compacted 3.75 MB file took
+/// 3.74 MB: `strata-cli`'s `full_disk_layout` test prints it), and 1 MiB for redb's own
+/// pages. The file's length, not redb's table statistics: those walk every page of the
+/// table, at every writable open while the move is postponed. An estimate on the safe
+/// side (a file with free pages inside needs less); a move that still runs out of room is
+/// caught (module `postpone`).
 pub(crate) fn room_needed(bytes: u64) -> u64 {
     bytes.saturating_add(1 << 20)
 }
