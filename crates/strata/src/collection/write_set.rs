@@ -95,11 +95,21 @@ impl Hasher for PassThrough {
 /// One document of a set.
 struct Pending {
     inner: Arc<CollectionInner>,
-    key: String,
+    /// The document's full store key: the collection's prefix, then its key.
     full: Vec<u8>,
     expect: Expect,
     /// A set's JSON behind room for the envelope header (`None`: a delete).
     json: Option<Vec<u8>>,
+}
+
+impl Pending {
+    /// The document's key (the part of its full key after the collection's prefix).
+    fn key(&self) -> &str {
+        self.full
+            .get(self.inner.prefix.len()..)
+            .and_then(|k| std::str::from_utf8(k).ok())
+            .unwrap_or_default()
+    }
 }
 
 /// What one document of a committed set returned.
@@ -186,7 +196,7 @@ impl WriteSet {
         WriteSet {
             store,
             docs: Vec::with_capacity(documents),
-            hashes: HashSet::with_capacity_and_hasher(documents, BuildHasherDefault::default()),
+            hashes: HashSet::default(),
             hasher: RandomState::new(),
         }
     }
@@ -217,8 +227,20 @@ impl WriteSet {
             });
         }
         let full = inner.key_of(key);
+        // While every key added is greater than the one before (a bulk load's usual
+        // order), a new greater key cannot repeat one: one comparison, no hash. The
+        // first key out of order hashes every key so far, and every later key is hashed.
+        let ascending = self.hashes.is_empty() && self.docs.last().is_none_or(|d| d.full < full);
+        if !ascending && self.hashes.is_empty() {
+            self.hashes
+                .reserve(self.docs.capacity().max(self.docs.len() + 1));
+            for d in &self.docs {
+                self.hashes.insert(self.hasher.hash_one(&d.full));
+            }
+        }
         // A hash seen before: compared with the documents (usually a true repeat).
-        if !self.hashes.insert(self.hasher.hash_one(&full))
+        if !ascending
+            && !self.hashes.insert(self.hasher.hash_one(&full))
             && self.docs.iter().any(|d| d.full == full)
         {
             return Err(WriteSetError::Invalid {
@@ -230,7 +252,6 @@ impl WriteSet {
         }
         self.docs.push(Pending {
             inner: Arc::clone(inner),
-            key: key.to_string(),
             full,
             expect,
             json,
@@ -280,7 +301,7 @@ impl WriteSet {
                         let guards = d
                             .inner
                             .check_guards_seen()
-                            .map_err(|e| WriteSetError::document(&d.inner.name, &d.key, e))?;
+                            .map_err(|e| WriteSetError::document(&d.inner.name, d.key(), e))?;
                         let index = of_doc.len();
                         checked.push((index, guards, d.inner.sealer_now()));
                         checked.len() - 1
@@ -303,7 +324,7 @@ impl WriteSet {
                         Ok(json.cloned().unwrap_or_default())
                     };
                     let mut doc = DocWrite {
-                        key: &d.key,
+                        key: d.key(),
                         full: &d.full,
                         expect: d.expect,
                         encoded: None,
@@ -333,13 +354,13 @@ impl WriteSet {
                     Ok(results) => return Ok(results),
                     Err((i, Refusal::Error(e))) => {
                         let d = &self.docs[i];
-                        return Err(WriteSetError::document(&d.inner.name, &d.key, e));
+                        return Err(WriteSetError::document(&d.inner.name, d.key(), e));
                     }
                     Err((i, Refusal::RefreshKeys)) => {
                         let d = &self.docs[i];
                         d.inner
                             .refresh_sealer()
-                            .map_err(|e| WriteSetError::document(&d.inner.name, &d.key, e))?;
+                            .map_err(|e| WriteSetError::document(&d.inner.name, d.key(), e))?;
                     }
                 },
                 Err(e) if e.is_conflict() => {
@@ -359,7 +380,7 @@ impl WriteSet {
         let d = &self.docs[0];
         Err(WriteSetError::store(CollectionError::Conflict {
             collection: d.inner.name.clone(),
-            key: d.key.clone(),
+            key: d.key().to_string(),
             expected: d.expect,
             found: found[0],
         }))
