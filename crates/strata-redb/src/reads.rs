@@ -43,6 +43,18 @@ pub(crate) fn read_all<'a>(
     mut cached: impl FnMut(&[u8]) -> bool,
 ) -> Result<Vec<Slot<'a>>> {
     let fail = |e: redb::StorageError| crate::map_error(path, e.into());
+    if reads.len() < CURSOR_MIN {
+        // Too few keys for a cursor: one lookup each (no bookkeeping).
+        let mut slots = Vec::with_capacity(reads.len());
+        for key in reads {
+            slots.push(if cached(key) {
+                Slot::Cached
+            } else {
+                Slot::Read(tables.opened(key)?.get(*key).map_err(fail)?)
+            });
+        }
+        return Ok(slots);
+    }
     let mut slots: Vec<Option<Slot<'a>>> = Vec::with_capacity(reads.len());
     // The keys to read, by table (documents, the others).
     let mut groups: [Vec<(usize, &[u8])>; 2] = [Vec::new(), Vec::new()];

@@ -197,6 +197,14 @@ impl Batch {
         Self::default()
     }
 
+    /// An empty batch with room for `mutations` mutations.
+    pub fn with_capacity(mutations: usize) -> Self {
+        Batch {
+            mutations: Vec::with_capacity(mutations),
+            ..Self::default()
+        }
+    }
+
     /// Adds a set.
     pub fn set(mut self, key: Vec<u8>, value: Vec<u8>) -> Self {
         self.push(Mutation::Set { key, value });
