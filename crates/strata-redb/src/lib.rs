@@ -68,6 +68,7 @@ mod error;
 mod guards;
 mod open_here;
 mod postpone;
+mod reads;
 mod scan;
 mod tables;
 
@@ -448,21 +449,16 @@ impl RedbStore {
                     }
                     Ok(())
                 })?;
-                let mut stored = Vec::with_capacity(reads.len());
-                self.guard(|| {
-                    for key in reads {
-                        stored.push(match cache.get(key) {
-                            Some(_) => None,
-                            None => Some(tables.opened(key)?.get(*key).map_err(|e| self.error(e))?),
-                        });
-                    }
-                    Ok(())
+                let stored = self.guard(|| {
+                    reads::read_all(&self.inner.path, &tables, reads, |key| {
+                        cache.get(key).is_some()
+                    })
                 })?;
                 let mut values: Vec<Option<&[u8]>> = Vec::with_capacity(reads.len());
                 for (key, got) in reads.iter().zip(&stored) {
                     values.push(match got {
-                        Some(g) => g.as_ref().map(|v| v.value()),
-                        None => cache.peek(key).flatten(),
+                        reads::Slot::Read(g) => g.as_ref().map(|v| v.value()),
+                        reads::Slot::Cached => cache.peek(key).flatten(),
                     });
                 }
                 // The caller's decision runs outside the panic guard: its panic is its own.
@@ -474,7 +470,7 @@ impl RedbStore {
                 let mut fill: Vec<(&[u8], Option<Vec<u8>>)> = Vec::new();
                 if let (Some(b), true) = (&batch, reads.len() <= FILL_FROM_READS) {
                     for (key, got) in reads.iter().zip(&stored).skip(1) {
-                        if let Some(g) = got {
+                        if let reads::Slot::Read(g) = got {
                             if !b.mutations().iter().any(|m| m.key() == *key) {
                                 fill.push((key, g.as_ref().map(|v| v.value().to_vec())));
                             }

@@ -403,7 +403,7 @@ pub(crate) struct WriteTables<'t> {
     docs: Option<ByteTable<'t>>,
 }
 
-type ByteTable<'t> = Table<'t, &'static [u8], &'static [u8]>;
+pub(crate) type ByteTable<'t> = Table<'t, &'static [u8], &'static [u8]>;
 
 impl<'t> WriteTables<'t> {
     /// No table open yet.
@@ -432,6 +432,11 @@ impl<'t> WriteTables<'t> {
             return Ok(slot.insert(table));
         }
         slot.as_mut().ok_or_else(|| not_opened(self.path, key))
+    }
+
+    /// True when `key` lives in the documents' table (layout 2's `strata_doc`).
+    pub(crate) fn is_document_table(&self, key: &[u8]) -> bool {
+        self.layout == Layout::Split && is_document(key)
     }
 
     /// The table of `key` if [`WriteTables::open_for`] opened it.
