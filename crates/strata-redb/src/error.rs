@@ -61,3 +61,23 @@ fn remedy(e: &redb::Error) -> &'static str {
         _ => "check the disk and the path (the cause follows)",
     }
 }
+
+/// True when `e` is redb's I/O failure for lack of room: a full disk (`ENOSPC`), a full
+/// quota (`EDQUOT`) or a file over the file system's size limit (`EFBIG`). Nothing else:
+/// a damaged file, a failing disk (`EIO`) or redb's own errors are not about room.
+pub(crate) fn is_out_of_room(e: &StoreError) -> bool {
+    use std::io::ErrorKind as K;
+    let StoreError::Backend { source, .. } = e else {
+        return false;
+    };
+    match source.downcast_ref::<RedbError>() {
+        Some(RedbError {
+            source: redb::Error::Io(io),
+            ..
+        }) => matches!(
+            io.kind(),
+            K::StorageFull | K::QuotaExceeded | K::FileTooLarge
+        ),
+        _ => false,
+    }
+}

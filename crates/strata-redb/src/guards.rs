@@ -161,10 +161,14 @@ mod tests {
     const FENCE: &[u8] = b"__nx/fence";
     const WINDOW: &[u8] = b"__nx/window/c";
 
-    fn store() -> (tempfile::TempDir, RedbStore) {
+    /// A new store in layout 2, and one in layout 1 opened writable (its upgrade
+    /// postponed): the cache behaves the same in both.
+    fn stores() -> Vec<(tempfile::TempDir, RedbStore)> {
         let dir = tempfile::tempdir().unwrap();
         let store = RedbStore::create(dir.path().join("s.redb")).unwrap();
-        (dir, store)
+        let old = tempfile::tempdir().unwrap();
+        let layout_1 = crate::postpone::tests::writable_layout_1(&old.path().join("s.redb"));
+        vec![(dir, store), (old, layout_1)]
     }
 
     /// A document write guarded by the fence record holding `fence` (`None`: absent).
@@ -189,166 +193,170 @@ mod tests {
 
     #[test]
     fn a_guard_is_served_from_the_cache_after_its_first_check() {
-        let (_dir, store) = store();
-        store.apply(guarded(None, b"1")).unwrap();
-        let before = store.guard_cache_hits();
-        store.apply(guarded(None, b"2")).unwrap();
-        store.apply(guarded(None, b"3")).unwrap();
-        assert_eq!(store.guard_cache_hits(), before + 2);
-        // A key read besides the one written is cached too.
-        assert_eq!(decided(&store, b"4"), None);
-        let before = store.guard_cache_hits();
-        assert_eq!(decided(&store, b"5"), None);
-        assert_eq!(store.guard_cache_hits(), before + 1);
-        assert_eq!(store.get(b"d/1").unwrap(), Some(b"5".to_vec()));
+        for (_dir, store) in stores() {
+            store.apply(guarded(None, b"1")).unwrap();
+            let before = store.guard_cache_hits();
+            store.apply(guarded(None, b"2")).unwrap();
+            store.apply(guarded(None, b"3")).unwrap();
+            assert_eq!(store.guard_cache_hits(), before + 2);
+            // A key read besides the one written is cached too.
+            assert_eq!(decided(&store, b"4"), None);
+            let before = store.guard_cache_hits();
+            assert_eq!(decided(&store, b"5"), None);
+            assert_eq!(store.guard_cache_hits(), before + 1);
+            assert_eq!(store.get(b"d/1").unwrap(), Some(b"5".to_vec()));
+        }
     }
 
     /// Every other path that writes a cached guard key — a plain batch, a conditional
     /// one, a decided write, a delete — is seen by the next write.
     #[test]
     fn a_guard_written_through_any_path_is_seen_by_the_next_write() {
-        let (_dir, store) = store();
-        store.apply(guarded(None, b"1")).unwrap();
-        // A plain batch writes the fence.
-        store
-            .apply(Batch::new().set(FENCE.to_vec(), b"A".to_vec()))
-            .unwrap();
-        let err = store.apply(guarded(None, b"2")).unwrap_err();
-        assert!(err.is_conflict(), "{err:?}");
-        store.apply(guarded(Some(b"A"), b"2")).unwrap();
-        // A conditional batch (a compare-and-swap of the fence itself).
-        store
-            .apply(
-                Batch::new()
-                    .require_eq(FENCE.to_vec(), b"A".to_vec())
-                    .set(FENCE.to_vec(), b"B".to_vec()),
-            )
-            .unwrap();
-        assert!(store.apply(guarded(Some(b"A"), b"3")).is_err());
-        store.apply(guarded(Some(b"B"), b"3")).unwrap();
-        // A decided write that reads the fence and writes it.
-        store
-            .read_modify_write(&[FENCE], &mut |values| {
-                assert_eq!(values[0], Some(&b"B"[..]));
-                Some(Batch::new().set(FENCE.to_vec(), b"C".to_vec()))
-            })
-            .unwrap();
-        assert!(store.apply(guarded(Some(b"B"), b"4")).is_err());
-        store.apply(guarded(Some(b"C"), b"4")).unwrap();
-        // A delete.
-        store.apply(Batch::new().delete(FENCE.to_vec())).unwrap();
-        assert!(store.apply(guarded(Some(b"C"), b"5")).is_err());
-        store.apply(guarded(None, b"5")).unwrap();
-        // A key read by decided writes (the window record), then written.
-        assert_eq!(decided(&store, b"6"), None);
-        store
-            .apply(Batch::new().set(WINDOW.to_vec(), b"w2".to_vec()))
-            .unwrap();
-        assert_eq!(decided(&store, b"7"), Some(b"w2".to_vec()));
-        assert_eq!(store.get(b"d/1").unwrap(), Some(b"7".to_vec()));
+        for (_dir, store) in stores() {
+            store.apply(guarded(None, b"1")).unwrap();
+            // A plain batch writes the fence.
+            store
+                .apply(Batch::new().set(FENCE.to_vec(), b"A".to_vec()))
+                .unwrap();
+            let err = store.apply(guarded(None, b"2")).unwrap_err();
+            assert!(err.is_conflict(), "{err:?}");
+            store.apply(guarded(Some(b"A"), b"2")).unwrap();
+            // A conditional batch (a compare-and-swap of the fence itself).
+            store
+                .apply(
+                    Batch::new()
+                        .require_eq(FENCE.to_vec(), b"A".to_vec())
+                        .set(FENCE.to_vec(), b"B".to_vec()),
+                )
+                .unwrap();
+            assert!(store.apply(guarded(Some(b"A"), b"3")).is_err());
+            store.apply(guarded(Some(b"B"), b"3")).unwrap();
+            // A decided write that reads the fence and writes it.
+            store
+                .read_modify_write(&[FENCE], &mut |values| {
+                    assert_eq!(values[0], Some(&b"B"[..]));
+                    Some(Batch::new().set(FENCE.to_vec(), b"C".to_vec()))
+                })
+                .unwrap();
+            assert!(store.apply(guarded(Some(b"B"), b"4")).is_err());
+            store.apply(guarded(Some(b"C"), b"4")).unwrap();
+            // A delete.
+            store.apply(Batch::new().delete(FENCE.to_vec())).unwrap();
+            assert!(store.apply(guarded(Some(b"C"), b"5")).is_err());
+            store.apply(guarded(None, b"5")).unwrap();
+            // A key read by decided writes (the window record), then written.
+            assert_eq!(decided(&store, b"6"), None);
+            store
+                .apply(Batch::new().set(WINDOW.to_vec(), b"w2".to_vec()))
+                .unwrap();
+            assert_eq!(decided(&store, b"7"), Some(b"w2".to_vec()));
+            assert_eq!(store.get(b"d/1").unwrap(), Some(b"7".to_vec()));
+        }
     }
 
     /// A write refused by its decision, by a failed precondition, or by an invalid batch
     /// leaves every cached guard equal to the stored value.
     #[test]
     fn a_refused_write_leaves_the_cache_right() {
-        let (_dir, store) = store();
-        store
-            .apply(Batch::new().set(FENCE.to_vec(), b"A".to_vec()))
-            .unwrap();
-        // A failed precondition on the guard caches its real value.
-        let err = store.apply(guarded(None, b"1")).unwrap_err();
-        assert!(matches!(err, StoreError::Conflict { .. }), "{err:?}");
-        store.apply(guarded(Some(b"A"), b"1")).unwrap();
-        // A batch that would write the fence but fails on another precondition: the
-        // fence is not written and the cache still says "A".
-        let err = store
-            .apply(
-                Batch::new()
-                    .require_absent(b"d/1".to_vec())
-                    .set(FENCE.to_vec(), b"X".to_vec()),
-            )
-            .unwrap_err();
-        assert!(err.is_conflict(), "{err:?}");
-        assert_eq!(store.get(FENCE).unwrap(), Some(b"A".to_vec()));
-        store.apply(guarded(Some(b"A"), b"2")).unwrap();
-        // A batch writing one key twice is refused whole.
-        let twice = Batch::from_parts(
-            vec![
-                Mutation::Set {
-                    key: FENCE.to_vec(),
-                    value: b"Y".to_vec(),
-                },
-                Mutation::Delete {
-                    key: FENCE.to_vec(),
-                },
-            ],
-            vec![],
-        );
-        assert!(matches!(
-            store.apply(twice).unwrap_err(),
-            StoreError::DuplicateKey { .. }
-        ));
-        store.apply(guarded(Some(b"A"), b"3")).unwrap();
-        // A decision that refuses after reading the window caches nothing stale: the
-        // window is written next, and the next decision sees the new value.
-        assert!(!store
-            .read_modify_write(&[b"d/1", WINDOW], &mut |_| None)
-            .unwrap());
-        store
-            .apply(Batch::new().set(WINDOW.to_vec(), b"w".to_vec()))
-            .unwrap();
-        assert_eq!(decided(&store, b"4"), Some(b"w".to_vec()));
-        // A panic inside a decision (the lock is poisoned) empties the cache.
-        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            store.read_modify_write(&[b"d/1", WINDOW], &mut |_| panic!("the caller's bug"))
-        }));
-        assert!(caught.is_err());
-        store
-            .apply(Batch::new().set(WINDOW.to_vec(), b"w3".to_vec()))
-            .unwrap();
-        assert_eq!(decided(&store, b"5"), Some(b"w3".to_vec()));
-        store.apply(guarded(Some(b"A"), b"6")).unwrap();
-        assert!(store.apply(guarded(None, b"7")).is_err());
+        for (_dir, store) in stores() {
+            store
+                .apply(Batch::new().set(FENCE.to_vec(), b"A".to_vec()))
+                .unwrap();
+            // A failed precondition on the guard caches its real value.
+            let err = store.apply(guarded(None, b"1")).unwrap_err();
+            assert!(matches!(err, StoreError::Conflict { .. }), "{err:?}");
+            store.apply(guarded(Some(b"A"), b"1")).unwrap();
+            // A batch that would write the fence but fails on another precondition: the
+            // fence is not written and the cache still says "A".
+            let err = store
+                .apply(
+                    Batch::new()
+                        .require_absent(b"d/1".to_vec())
+                        .set(FENCE.to_vec(), b"X".to_vec()),
+                )
+                .unwrap_err();
+            assert!(err.is_conflict(), "{err:?}");
+            assert_eq!(store.get(FENCE).unwrap(), Some(b"A".to_vec()));
+            store.apply(guarded(Some(b"A"), b"2")).unwrap();
+            // A batch writing one key twice is refused whole.
+            let twice = Batch::from_parts(
+                vec![
+                    Mutation::Set {
+                        key: FENCE.to_vec(),
+                        value: b"Y".to_vec(),
+                    },
+                    Mutation::Delete {
+                        key: FENCE.to_vec(),
+                    },
+                ],
+                vec![],
+            );
+            assert!(matches!(
+                store.apply(twice).unwrap_err(),
+                StoreError::DuplicateKey { .. }
+            ));
+            store.apply(guarded(Some(b"A"), b"3")).unwrap();
+            // A decision that refuses after reading the window caches nothing stale: the
+            // window is written next, and the next decision sees the new value.
+            assert!(!store
+                .read_modify_write(&[b"d/1", WINDOW], &mut |_| None)
+                .unwrap());
+            store
+                .apply(Batch::new().set(WINDOW.to_vec(), b"w".to_vec()))
+                .unwrap();
+            assert_eq!(decided(&store, b"4"), Some(b"w".to_vec()));
+            // A panic inside a decision (the lock is poisoned) empties the cache.
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                store.read_modify_write(&[b"d/1", WINDOW], &mut |_| panic!("the caller's bug"))
+            }));
+            assert!(caught.is_err());
+            store
+                .apply(Batch::new().set(WINDOW.to_vec(), b"w3".to_vec()))
+                .unwrap();
+            assert_eq!(decided(&store, b"5"), Some(b"w3".to_vec()));
+            store.apply(guarded(Some(b"A"), b"6")).unwrap();
+            assert!(store.apply(guarded(None, b"7")).is_err());
+        }
     }
 
     /// The cache holds at most `MAX_GUARDS` keys; older ones are read again, right.
     #[test]
     fn the_cache_is_bounded_and_stays_right_past_its_bound() {
-        let (_dir, store) = store();
-        let guard = |i: usize| format!("g/{i:02}").into_bytes();
-        let n = super::MAX_GUARDS + 4;
-        for i in 0..n {
-            store
-                .apply(
-                    Batch::new()
-                        .require_absent(guard(i))
-                        .set(b"d".to_vec(), vec![1]),
-                )
-                .unwrap();
+        for (_dir, store) in stores() {
+            let guard = |i: usize| format!("g/{i:02}").into_bytes();
+            let n = super::MAX_GUARDS + 4;
+            for i in 0..n {
+                store
+                    .apply(
+                        Batch::new()
+                            .require_absent(guard(i))
+                            .set(b"d".to_vec(), vec![1]),
+                    )
+                    .unwrap();
+            }
+            for i in 0..n {
+                store
+                    .apply(Batch::new().set(guard(i), vec![i as u8]))
+                    .unwrap();
+            }
+            for i in 0..n {
+                assert!(store
+                    .apply(
+                        Batch::new()
+                            .require_absent(guard(i))
+                            .set(b"d".to_vec(), vec![2])
+                    )
+                    .is_err());
+                store
+                    .apply(
+                        Batch::new()
+                            .require_eq(guard(i), vec![i as u8])
+                            .set(b"d".to_vec(), vec![3]),
+                    )
+                    .unwrap();
+            }
+            let cache = store.inner.guards.lock();
+            assert!(cache.entries.len() <= super::MAX_GUARDS);
         }
-        for i in 0..n {
-            store
-                .apply(Batch::new().set(guard(i), vec![i as u8]))
-                .unwrap();
-        }
-        for i in 0..n {
-            assert!(store
-                .apply(
-                    Batch::new()
-                        .require_absent(guard(i))
-                        .set(b"d".to_vec(), vec![2])
-                )
-                .is_err());
-            store
-                .apply(
-                    Batch::new()
-                        .require_eq(guard(i), vec![i as u8])
-                        .set(b"d".to_vec(), vec![3]),
-                )
-                .unwrap();
-        }
-        let cache = store.inner.guards.lock();
-        assert!(cache.entries.len() <= super::MAX_GUARDS);
     }
 }

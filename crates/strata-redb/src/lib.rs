@@ -13,7 +13,10 @@
 //! **Older files** (layout 1: every key in the byte table `strata`) are moved to layout 2
 //! by the first writable open, in one durable write transaction (a crash during it leaves layout 1
 //! whole); a read-only open reads them as they are and writes nothing
-//! ([`RedbStore::layout_version`] says which layout an open store has).
+//! ([`RedbStore::layout_version`] says which layout an open store has). A move without room
+//! (less free space than it needs, or a full disk, quota or file-size limit met on the way)
+//! leaves the file in layout 1 and opens it writable there, with a warning
+//! ([`RedbStore::layout_upgrade_postponed`]); a later writable open with room moves it.
 //!
 //! **The write primitive**: every write ([`KvWrite::read_modify_write`], and so every
 //! batch) is one redb write transaction. redb runs one write transaction at a time per
@@ -64,6 +67,8 @@
 mod error;
 mod guards;
 mod open_here;
+mod postpone;
+mod reads;
 mod scan;
 mod tables;
 
@@ -215,7 +220,7 @@ impl RedbOptions {
                     let txn = db.begin_read().map_err(|e| open_error(path, e.into()))?;
                     tables::read_layout(path, &txn)
                 })??;
-                Ok(RedbStore::from_db(path, Db::Ro(db), layout, self.durability))
+                Ok(RedbStore::from_db(path, Db::Ro(db), layout, None, self.durability))
             }
             Err(redb::DatabaseError::RepairAborted) => Err(StoreError::CannotOpen {
                 path: path.to_path_buf(),
@@ -223,21 +228,6 @@ impl RedbOptions {
             }),
             Err(e) => Err(open_error(path, e.into())),
         }
-    }
-
-    /// The store over `db`, opened for writing, once its file has the current layout
-    /// (module `tables`: a file of an older layout is moved to it in one durable write
-    /// transaction).
-    fn writable(&self, path: &Path, db: Database) -> Result<RedbStore> {
-        if let Some(moved) = strata_store::guarded_open(path, || tables::upgrade(path, &db))?? {
-            tracing::info!(path = %path.display(), documents = moved, layout = CURRENT_LAYOUT, "redb store moved to the current layout");
-        }
-        Ok(RedbStore::from_db(
-            path,
-            Db::Rw(db),
-            Layout::Split,
-            self.durability,
-        ))
     }
 
     fn check_existing(&self, path: &Path) -> Result<()> {
@@ -270,6 +260,8 @@ struct Inner {
     db: Db,
     /// Which redb table each key lives in (module `tables`).
     layout: Layout,
+    /// Why this writable open left the file in layout 1 (module `postpone`).
+    postponed: Option<String>,
     path: PathBuf,
     durability: RedbDurability,
     /// The exact cache of guard keys (module `guards`).
@@ -302,12 +294,19 @@ impl fmt::Debug for RedbStore {
 }
 
 impl RedbStore {
-    fn from_db(path: &Path, db: Db, layout: Layout, durability: RedbDurability) -> Self {
+    fn from_db(
+        path: &Path,
+        db: Db,
+        layout: Layout,
+        postponed: Option<String>,
+        durability: RedbDurability,
+    ) -> Self {
         open_here::register(path);
         RedbStore {
             inner: Arc::new(Inner {
                 db,
                 layout,
+                postponed,
                 path: path.to_path_buf(),
                 durability,
                 guards: guards::Guards::default(),
@@ -352,10 +351,22 @@ impl RedbStore {
     }
 
     /// The layout version of the file (module docs: 2, [`CURRENT_LAYOUT`], documents in
-    /// their own redb table; 1 only for a file of an older build opened read-only, which is
-    /// read as it is).
+    /// their own redb table; 1 for a file of an older build opened read-only, which is read
+    /// as it is, or opened writable when moving it to layout 2 found no room: see
+    /// [`RedbStore::layout_upgrade_postponed`]). A store in layout 1 reads and writes like
+    /// one in layout 2.
     pub fn layout_version(&self) -> u64 {
         self.inner.layout.version()
+    }
+
+    /// Why this writable open left a layout-1 file in layout 1: moving it to layout 2 ran
+    /// out of room (a full disk or quota; the move needs about the file's size in free
+    /// space). The message names the file, the error and how much to free; the store works
+    /// fully in layout 1 and a later writable open with room moves it. `None` when the
+    /// upgrade was not postponed (the file has the current layout, or was opened
+    /// read-only).
+    pub fn layout_upgrade_postponed(&self) -> Option<&str> {
+        self.inner.postponed.as_deref()
     }
 
     fn layout(&self) -> Layout {
@@ -438,21 +449,16 @@ impl RedbStore {
                     }
                     Ok(())
                 })?;
-                let mut stored = Vec::with_capacity(reads.len());
-                self.guard(|| {
-                    for key in reads {
-                        stored.push(match cache.get(key) {
-                            Some(_) => None,
-                            None => Some(tables.opened(key)?.get(*key).map_err(|e| self.error(e))?),
-                        });
-                    }
-                    Ok(())
+                let stored = self.guard(|| {
+                    reads::read_all(&self.inner.path, &tables, reads, |key| {
+                        cache.get(key).is_some()
+                    })
                 })?;
                 let mut values: Vec<Option<&[u8]>> = Vec::with_capacity(reads.len());
                 for (key, got) in reads.iter().zip(&stored) {
                     values.push(match got {
-                        Some(g) => g.as_ref().map(|v| v.value()),
-                        None => cache.peek(key).flatten(),
+                        reads::Slot::Read(g) => g.as_ref().map(|v| v.value()),
+                        reads::Slot::Cached => cache.peek(key).flatten(),
                     });
                 }
                 // The caller's decision runs outside the panic guard: its panic is its own.
@@ -464,7 +470,7 @@ impl RedbStore {
                 let mut fill: Vec<(&[u8], Option<Vec<u8>>)> = Vec::new();
                 if let (Some(b), true) = (&batch, reads.len() <= FILL_FROM_READS) {
                     for (key, got) in reads.iter().zip(&stored).skip(1) {
-                        if let Some(g) = got {
+                        if let reads::Slot::Read(g) = got {
                             if !b.mutations().iter().any(|m| m.key() == *key) {
                                 fill.push((key, g.as_ref().map(|v| v.value().to_vec())));
                             }

@@ -26,7 +26,8 @@
 //! redb write transaction committed durably ([`upgrade`]): redb commits are
 //! atomic, so an interrupted move leaves the file in layout 1, whole, and the next
 //! writable open moves it again. A read-only open reads a layout-1 file as it is, all
-//! keys from `strata`, and writes nothing.
+//! keys from `strata`, and writes nothing. A writable open without room for the move
+//! leaves it in layout 1 and writes there (module `postpone`).
 
 use redb::{
     Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata, Table,
@@ -64,7 +65,8 @@ const MOVE_CHUNK: usize = 4096;
 /// Which layout an open file has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Layout {
-    /// Layout 1: every key in `strata` (a file written before the split, opened read-only).
+    /// Layout 1: every key in `strata` (a file written before the split, opened read-only,
+    /// or writable when its upgrade found no room: module `postpone`).
     Single,
     /// Layout 2: documents in `strata_doc`, every other key in `strata_meta`.
     Split,
@@ -188,31 +190,144 @@ pub(crate) fn read_layout(path: &Path, txn: &ReadTransaction) -> Result<Layout> 
     }
 }
 
-/// Brings a file opened for writing to the current layout: nothing to do when it has it
-/// already (one read transaction); otherwise one durable write transaction creates the
-/// tables, moves every document key of `strata` into `strata_doc` and writes the marker.
-/// Returns how many keys it moved (`None`: the file had the layout already).
-pub(crate) fn upgrade(path: &Path, db: &Database) -> Result<Option<u64>> {
+/// Whether a file opened for writing needs the upgrade to the current layout (one read
+/// transaction): `None` when it has the current layout already, else about how many bytes
+/// of free space the upgrade needs ([`room_needed`]).
+pub(crate) fn pending_upgrade(path: &Path, db: &Database) -> Result<Option<u64>> {
     let txn = db.begin_read().map_err(|e| fail(path)(e.into()))?;
     if read_layout(path, &txn)? == Layout::Split {
         return Ok(None);
     }
-    drop(txn);
+    match txn.open_table(LEGACY) {
+        Ok(_) => {}
+        // A new file: no table yet, nothing to move (its tables and marker take a few
+        // pages; a disk too full even for them is caught like a move without room).
+        Err(TableError::TableDoesNotExist(_)) => return Ok(Some(0)),
+        Err(e) => return Err(fail(path)(e.into())),
+    }
+    let len = std::fs::metadata(path)
+        .map_err(|e| crate::error::io_error(path, e))?
+        .len();
+    Ok(Some(room_needed(len)))
+}
+
+/// About how many bytes of free space moving a layout-1 file of `len` bytes needs: redb
+/// copies on write and frees the old table's pages only at the commit, so the new tables
+/// are written beside it — at most the file's size again (a compacted 3.75 MB file took
+/// 3.74 MB: `strata-cli`'s `full_disk_layout` test prints it), and 1 MiB for redb's own
+/// pages. The file's length, not redb's table statistics: those walk every page of the
+/// table, at every writable open while the move is postponed. An estimate on the safe
+/// side (a file with free pages inside needs less); a move that still runs out of room is
+/// caught (module `postpone`).
+pub(crate) fn room_needed(bytes: u64) -> u64 {
+    bytes.saturating_add(1 << 20)
+}
+
+/// Brings a file of layout 1 opened for writing ([`pending_upgrade`]) to the current
+/// layout: one durable write transaction creates the tables, moves every document key of
+/// `strata` into `strata_doc` and writes the marker. Returns how many documents it moved.
+pub(crate) fn upgrade(path: &Path, db: &Database) -> Result<u64> {
+    #[cfg(test)]
+    let fault = fault::take();
     let mut txn = db.begin_write().map_err(|e| fail(path)(e.into()))?;
     let done = txn
         .set_durability(redb::Durability::Immediate)
         .map_err(|e| fail(path)(e.into()))
         .and_then(|()| move_documents(path, &txn, None));
+    #[cfg(test)]
+    let done = done.and_then(|moved| fault.before_commit(path).map(|()| moved));
     match done {
         Ok(moved) => {
             txn.commit().map_err(|e| fail(path)(e.into()))?;
-            Ok(Some(moved))
+            #[cfg(test)]
+            fault.after_commit(path)?;
+            Ok(moved)
         }
         Err(e) => {
             if let Err(abort) = txn.abort() {
                 tracing::warn!(path = %path.display(), error = %abort, "aborting the layout upgrade failed");
             }
+            #[cfg(test)]
+            fault.leave_pages(path);
             Err(e)
+        }
+    }
+}
+
+/// Failures injected into the next [`upgrade`] on this thread (unit tests only): the upgrade
+/// meets an I/O error of a given kind before its commit (the transaction is then aborted,
+/// as on a real failure), or after a commit that landed (a commit whose outcome its caller
+/// cannot know).
+#[cfg(test)]
+pub(crate) mod fault {
+    use std::cell::Cell;
+    use std::io::ErrorKind;
+    use std::path::Path;
+    use strata_store::Result;
+
+    /// Where the injected failure happens.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub(crate) enum Fault {
+        /// No failure.
+        #[default]
+        None,
+        /// After the move, before the commit.
+        BeforeCommit(ErrorKind),
+        /// After the commit landed.
+        AfterCommit(ErrorKind),
+        /// Before the commit, like [`Fault::BeforeCommit`], and the file left this many
+        /// bytes longer after the abort, as a commit that failed writing its pages leaves it
+        /// (redb's abort trims the growth of a transaction it can still abort).
+        BeforeCommitGrown(ErrorKind, u64),
+    }
+
+    thread_local! {
+        static NEXT: Cell<Fault> = const { Cell::new(Fault::None) };
+    }
+
+    /// Makes the next upgrade on this thread meet `fault`.
+    pub(crate) fn inject(fault: Fault) {
+        NEXT.with(|next| next.set(fault));
+    }
+
+    /// The injected failure of this upgrade (taken: the next one has none).
+    pub(super) fn take() -> Fault {
+        NEXT.with(Cell::take)
+    }
+
+    fn io(path: &Path, kind: ErrorKind) -> strata_store::StoreError {
+        super::fail(path)(redb::Error::Io(std::io::Error::new(
+            kind,
+            "injected by a test",
+        )))
+    }
+
+    impl Fault {
+        pub(super) fn before_commit(self, path: &Path) -> Result<()> {
+            match self {
+                Fault::BeforeCommit(kind) | Fault::BeforeCommitGrown(kind, _) => {
+                    Err(io(path, kind))
+                }
+                _ => Ok(()),
+            }
+        }
+
+        pub(super) fn leave_pages(self, path: &Path) {
+            if let Fault::BeforeCommitGrown(_, bytes) = self {
+                // (A test checks the length this gives the file.)
+                if let Ok(file) = std::fs::OpenOptions::new().write(true).open(path) {
+                    if let Ok(meta) = file.metadata() {
+                        let _ = file.set_len(meta.len() + bytes);
+                    }
+                }
+            }
+        }
+
+        pub(super) fn after_commit(self, path: &Path) -> Result<()> {
+            match self {
+                Fault::AfterCommit(kind) => Err(io(path, kind)),
+                _ => Ok(()),
+            }
         }
     }
 }
@@ -288,7 +403,7 @@ pub(crate) struct WriteTables<'t> {
     docs: Option<ByteTable<'t>>,
 }
 
-type ByteTable<'t> = Table<'t, &'static [u8], &'static [u8]>;
+pub(crate) type ByteTable<'t> = Table<'t, &'static [u8], &'static [u8]>;
 
 impl<'t> WriteTables<'t> {
     /// No table open yet.
@@ -317,6 +432,11 @@ impl<'t> WriteTables<'t> {
             return Ok(slot.insert(table));
         }
         slot.as_mut().ok_or_else(|| not_opened(self.path, key))
+    }
+
+    /// True when `key` lives in the documents' table (layout 2's `strata_doc`).
+    pub(crate) fn is_document_table(&self, key: &[u8]) -> bool {
+        self.layout == Layout::Split && is_document(key)
     }
 
     /// The table of `key` if [`WriteTables::open_for`] opened it.

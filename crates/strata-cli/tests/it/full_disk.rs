@@ -24,12 +24,12 @@ fn trials() -> usize {
 }
 
 /// A small tmpfs mounted for one test; unmounted on drop.
-struct Tmpfs(PathBuf);
+pub(crate) struct Tmpfs(pub(crate) PathBuf);
 
 impl Tmpfs {
     /// Mounts a tmpfs of `size` at `at`, or says why it cannot (`None`: the test is
     /// skipped). Under `CI=true` a failed mount fails the test instead.
-    fn mount_or_skip(at: &Path, size: &str) -> Option<Tmpfs> {
+    pub(crate) fn mount_or_skip(at: &Path, size: &str) -> Option<Tmpfs> {
         std::fs::create_dir_all(at).unwrap();
         let out = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
@@ -49,7 +49,7 @@ impl Tmpfs {
     }
 
     /// Bytes still available on the tmpfs.
-    fn available(&self) -> u64 {
+    pub(crate) fn available(&self) -> u64 {
         let out = Command::new("df")
             .args(["-B1", "--output=avail"])
             .arg(&self.0)
@@ -63,7 +63,7 @@ impl Tmpfs {
     }
 
     /// Fills the tmpfs (file `filler`) until about `free` bytes are left.
-    fn leave_free(&self, free: u64) {
+    pub(crate) fn leave_free(&self, free: u64) {
         let filler = self.0.join("filler");
         let _ = std::fs::remove_file(&filler);
         let fill = self.available().saturating_sub(free);
@@ -71,7 +71,7 @@ impl Tmpfs {
     }
 
     /// Removes the filler: space again.
-    fn make_room(&self) {
+    pub(crate) fn make_room(&self) {
         let _ = std::fs::remove_file(self.0.join("filler"));
     }
 }
@@ -132,7 +132,7 @@ fn assert_one_line_failure(out: &Output, what: &str) {
 }
 
 /// Copies the datastore `from` (a redb file or a sled directory) to `to`.
-fn copy_store(from: &Path, to: &Path) {
+pub(crate) fn copy_store(from: &Path, to: &Path) {
     let _ = std::fs::remove_dir_all(to);
     let _ = std::fs::remove_file(to);
     let status = Command::new("cp")

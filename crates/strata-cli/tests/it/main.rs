@@ -22,6 +22,7 @@ mod demo;
 mod exit_codes;
 mod fence;
 mod full_disk;
+mod full_disk_layout;
 mod inspect_numax;
 mod json_documents;
 mod keyring_verdicts;

@@ -5,3 +5,4 @@
 mod conformance;
 mod crash;
 mod layout;
+mod no_room;

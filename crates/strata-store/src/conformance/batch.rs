@@ -219,6 +219,12 @@ pub fn duplicate_key_rejected<F: Fn(&Path) -> Store>(factory: F) {
                 .delete(dup.clone())
                 .set(k(ns, b"last"), b"1".to_vec()),
             Batch::new().delete(dup.clone()).delete(dup.clone()),
+            // Keys in increasing order up to the repeat (a bulk load's order).
+            Batch::new()
+                .set(k(ns, b"a"), b"1".to_vec())
+                .set(k(ns, b"b"), b"1".to_vec())
+                .set(dup.clone(), b"1".to_vec())
+                .set(dup.clone(), b"2".to_vec()),
             // Through the conditional path too (with a precondition that holds).
             Batch::new()
                 .require_eq(dup.clone(), b"0".to_vec())

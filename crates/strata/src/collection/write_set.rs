@@ -94,12 +94,23 @@ impl Hasher for PassThrough {
 
 /// One document of a set.
 struct Pending {
-    inner: Arc<CollectionInner>,
-    key: String,
+    /// Its collection: an index into [`WriteSet::collections`].
+    of: usize,
+    /// The document's full store key: the collection's prefix, then its key.
     full: Vec<u8>,
     expect: Expect,
     /// A set's JSON behind room for the envelope header (`None`: a delete).
     json: Option<Vec<u8>>,
+}
+
+impl Pending {
+    /// The document's key (the part of its full key after its collection's prefix).
+    fn key<'a>(&'a self, inner: &CollectionInner) -> &'a str {
+        self.full
+            .get(inner.prefix.len()..)
+            .and_then(|k| std::str::from_utf8(k).ok())
+            .unwrap_or_default()
+    }
 }
 
 /// What one document of a committed set returned.
@@ -160,6 +171,8 @@ pub enum Written {
 /// methods.
 pub struct WriteSet {
     store: Store,
+    /// The collections of the set's documents, each once.
+    collections: Vec<Arc<CollectionInner>>,
     docs: Vec<Pending>,
     /// The hashes of the documents' full keys: a key added twice is found without
     /// comparing it with every document of the set (a bulk load adds a thousand).
@@ -185,8 +198,9 @@ impl WriteSet {
     fn with_capacity(store: Store, documents: usize) -> Self {
         WriteSet {
             store,
+            collections: Vec::new(),
             docs: Vec::with_capacity(documents),
-            hashes: HashSet::with_capacity_and_hasher(documents, BuildHasherDefault::default()),
+            hashes: HashSet::default(),
             hasher: RandomState::new(),
         }
     }
@@ -217,8 +231,20 @@ impl WriteSet {
             });
         }
         let full = inner.key_of(key);
+        // While every key added is greater than the one before (a bulk load's usual
+        // order), a new greater key cannot repeat one: one comparison, no hash. The
+        // first key out of order hashes every key so far, and every later key is hashed.
+        let ascending = self.hashes.is_empty() && self.docs.last().is_none_or(|d| d.full < full);
+        if !ascending && self.hashes.is_empty() {
+            self.hashes
+                .reserve(self.docs.capacity().max(self.docs.len() + 1));
+            for d in &self.docs {
+                self.hashes.insert(self.hasher.hash_one(&d.full));
+            }
+        }
         // A hash seen before: compared with the documents (usually a true repeat).
-        if !self.hashes.insert(self.hasher.hash_one(&full))
+        if !ascending
+            && !self.hashes.insert(self.hasher.hash_one(&full))
             && self.docs.iter().any(|d| d.full == full)
         {
             return Err(WriteSetError::Invalid {
@@ -228,9 +254,15 @@ impl WriteSet {
                 ),
             });
         }
+        let of = match self.collections.iter().rposition(|c| Arc::ptr_eq(c, inner)) {
+            Some(of) => of,
+            None => {
+                self.collections.push(Arc::clone(inner));
+                self.collections.len() - 1
+            }
+        };
         self.docs.push(Pending {
-            inner: Arc::clone(inner),
-            key: key.to_string(),
+            of,
             full,
             expect,
             json,
@@ -244,77 +276,67 @@ impl WriteSet {
         if self.docs.is_empty() {
             return Ok(Vec::new());
         }
-        let mut reads: Vec<&[u8]> = self.docs.iter().map(|d| d.full.as_slice()).collect();
-        // Each collection's deploy-window record, read once in the same transaction.
-        let mut windows: Vec<Option<usize>> = Vec::with_capacity(self.docs.len());
-        let first_window = reads.len();
-        for d in &self.docs {
-            windows.push(d.inner.window_key.as_ref().map(|w| {
-                // (Among the window records added so far: one per collection.)
-                match reads[first_window..]
-                    .iter()
-                    .position(|r| *r == w.as_slice())
-                {
-                    Some(at) => first_window + at,
-                    None => {
-                        reads.push(w.as_slice());
-                        reads.len() - 1
-                    }
-                }
-            }));
-        }
+        let collections = &self.collections;
+        let document = |d: &Pending, e| {
+            let inner = &collections[d.of];
+            WriteSetError::document(&inner.name, d.key(inner), e)
+        };
+        let mut reads: Vec<&[u8]> = Vec::with_capacity(self.docs.len() + collections.len());
+        reads.extend(self.docs.iter().map(|d| d.full.as_slice()));
+        // Each collection's deploy-window record, read once in the same transaction: the
+        // index of its read, per collection.
+        let windows: Vec<Option<usize>> = collections
+            .iter()
+            .map(|c| {
+                c.window_key.as_ref().map(|w| {
+                    reads.push(w.as_slice());
+                    reads.len() - 1
+                })
+            })
+            .collect();
         let mut found: Vec<Option<u64>> = vec![None; self.docs.len()];
         for _ in 0..MAX_SET_ATTEMPTS {
-            // Per document: its collection's guards (fence, write guards) and key snapshot,
-            // checked once per collection and attempt.
-            let mut checked: Vec<(usize, Vec<Precondition>, Option<crate::seal::Sealer>)> =
-                Vec::new();
-            let mut of_doc = Vec::with_capacity(self.docs.len());
-            for d in &self.docs {
-                let at = checked
-                    .iter()
-                    .position(|(i, _, _)| Arc::ptr_eq(&self.docs[*i].inner, &d.inner));
-                let at = match at {
-                    Some(at) => at,
-                    None => {
-                        let guards = d
-                            .inner
-                            .check_guards_seen()
-                            .map_err(|e| WriteSetError::document(&d.inner.name, &d.key, e))?;
-                        let index = of_doc.len();
-                        checked.push((index, guards, d.inner.sealer_now()));
-                        checked.len() - 1
-                    }
-                };
-                of_doc.push(at);
+            // Per collection: its guards (fence, write guards) and key snapshot, checked
+            // once per attempt.
+            let mut checked: Vec<(Vec<Precondition>, Option<crate::seal::Sealer>)> =
+                Vec::with_capacity(collections.len());
+            for (of, inner) in collections.iter().enumerate() {
+                let guards = inner.check_guards_seen().map_err(|e| {
+                    let d = self
+                        .docs
+                        .iter()
+                        .find(|d| d.of == of)
+                        .unwrap_or(&self.docs[0]);
+                    document(d, e)
+                })?;
+                checked.push((guards, inner.sealer_now()));
             }
             let mut outcome: Result<Vec<Written>, (usize, Refusal)> = Ok(Vec::new());
             let written = self.store.read_modify_write(&reads, &mut |values| {
-                let mut batch = Batch::new();
-                for (_, guards, _) in &checked {
+                let mut batch = Batch::with_capacity(self.docs.len());
+                for (guards, _) in &checked {
                     for g in guards {
                         batch.push_precondition(g.clone());
                     }
                 }
                 let mut results = Vec::with_capacity(self.docs.len());
                 for (i, d) in self.docs.iter().enumerate() {
+                    let inner = &collections[d.of];
                     let json = d.json.as_ref();
                     let reencode = || -> Result<Vec<u8>, CollectionError> {
                         Ok(json.cloned().unwrap_or_default())
                     };
                     let mut doc = DocWrite {
-                        key: &d.key,
+                        key: d.key(inner),
                         full: &d.full,
                         expect: d.expect,
                         encoded: None,
                         reencode: json.map(|_| &reencode as super::write::Reencode<'_>),
                         found: None,
                     };
-                    let sealer = checked[of_doc[i]].2.as_ref();
-                    let window = windows[i].and_then(|at| values.get(at).copied().flatten());
-                    let decided = d
-                        .inner
-                        .decide(&mut doc, values[i], window, sealer, &mut batch);
+                    let sealer = checked[d.of].1.as_ref();
+                    let window = windows[d.of].and_then(|at| values.get(at).copied().flatten());
+                    let decided = inner.decide(&mut doc, values[i], window, sealer, &mut batch);
                     found[i] = doc.found;
                     match decided {
                         Ok(lock) if json.is_some() => results.push(Written::Set(lock.unwrap_or(0))),
@@ -331,35 +353,32 @@ impl WriteSet {
             match written {
                 Ok(_) => match outcome {
                     Ok(results) => return Ok(results),
-                    Err((i, Refusal::Error(e))) => {
-                        let d = &self.docs[i];
-                        return Err(WriteSetError::document(&d.inner.name, &d.key, e));
-                    }
+                    Err((i, Refusal::Error(e))) => return Err(document(&self.docs[i], e)),
                     Err((i, Refusal::RefreshKeys)) => {
                         let d = &self.docs[i];
-                        d.inner
+                        collections[d.of]
                             .refresh_sealer()
-                            .map_err(|e| WriteSetError::document(&d.inner.name, &d.key, e))?;
+                            .map_err(|e| document(d, e))?;
                     }
                 },
                 Err(e) if e.is_conflict() => {
                     // A guard changed (the fence, a keyring): read them again.
-                    for (i, _, _) in &checked {
-                        let inner = &self.docs[*i].inner;
+                    for inner in collections {
                         inner.policy.forget_fence();
                         inner.refresh_sealer().map_err(WriteSetError::store)?;
                     }
                 }
                 Err(e) => {
-                    let d = &self.docs[0];
-                    return Err(WriteSetError::store(d.inner.store_error(e)));
+                    let inner = &collections[self.docs[0].of];
+                    return Err(WriteSetError::store(inner.store_error(e)));
                 }
             }
         }
         let d = &self.docs[0];
+        let inner = &collections[d.of];
         Err(WriteSetError::store(CollectionError::Conflict {
-            collection: d.inner.name.clone(),
-            key: d.key.clone(),
+            collection: inner.name.clone(),
+            key: d.key(inner).to_string(),
             expected: d.expect,
             found: found[0],
         }))

@@ -113,21 +113,23 @@ impl<'a> Pass<'a> {
                 },
             }
         }
-        let start = acc.mutations.len();
-        let own = self.row_conditions && scratch.iter().any(|m| m.key() == key);
+        // With per-row conditions every mutation is kept for a narrowed retry, in the
+        // pass's reused buffer (see `kept`).
+        let keep = self.row_conditions && !self.dry_run;
+        let first = acc.kept.mutation_count();
+        let own = keep && scratch.iter().any(|m| m.key() == key);
         for m in scratch.drain(..) {
             if m.key() != key {
                 acc.keys.insert(m.key().to_vec());
+            }
+            if keep {
+                acc.kept.push_mutation(&m);
             }
             acc.mutations.push(m);
         }
         if own {
             if let Some(old) = value {
-                acc.rows.push(RowCond {
-                    key: key.to_vec(),
-                    old: old.to_vec(),
-                    mutations: start..acc.mutations.len(),
-                });
+                acc.kept.push_row(key, old, first);
             }
         }
         acc.records += 1;
@@ -222,34 +224,33 @@ impl<'a> Pass<'a> {
         let ck_key = self.checkpoint.key().to_vec();
         // The next batch is likely as large: its vectors are allocated once, with room for
         // what the checkpoint and the hooks add, instead of growing row by row.
-        let (n, r) = (acc.mutations.len(), acc.rows.len());
-        let mut mutations = std::mem::replace(
+        let n = acc.mutations.len();
+        let mutations = std::mem::replace(
             &mut acc.mutations,
             Vec::with_capacity(n.saturating_add(BATCH_SLACK)),
         );
-        let mut rows = std::mem::replace(&mut acc.rows, Vec::with_capacity(r));
         let mut counters = std::mem::take(&mut acc.counters);
         let info_records = acc.records;
         let info_bytes = acc.bytes;
         acc.records = 0;
         acc.bytes = 0;
         acc.keys.clear();
-        let conditioned = self.row_conditions && !self.dry_run && !rows.is_empty();
+        // Taken for this commit and handed back cleared (its capacity reused).
+        let mut kept = std::mem::take(&mut acc.kept);
+        let conditioned = self.row_conditions && !self.dry_run && kept.has_rows();
         // Only the first attempt: a narrowed retry re-read its rows without an epoch.
         let mut observed = acc.epoch.take();
+        // The first attempt moves the batch's mutations into the store's batch; a narrowed
+        // retry rebuilds them from `kept`.
+        let mut first = Some(mutations);
         let (n_mutations, new_value) = loop {
+            let mutations = match first.take() {
+                Some(m) => m,
+                None => kept.mutations(BATCH_SLACK),
+            };
             let n_mutations = mutations.len() as u64;
             let mut batch = if conditioned {
-                // Copied: a batch refused by a failed precondition is narrowed from the
-                // rows and mutations kept here.
-                let mut preconditions = Vec::with_capacity(rows.len().saturating_add(BATCH_SLACK));
-                for r in &rows {
-                    preconditions.push(strata_store::Precondition::Equals {
-                        key: r.key.clone(),
-                        value: r.old.clone(),
-                    });
-                }
-                let mut batch = Batch::from_parts(mutations.clone(), preconditions);
+                let mut batch = Batch::from_parts(mutations, kept.preconditions(BATCH_SLACK));
                 // Each row's bytes were read after the page's epoch was observed: a
                 // backend whose epoch has not moved since need not read them again. The
                 // checkpoint and hook preconditions pushed below are always checked.
@@ -258,7 +259,7 @@ impl<'a> Pass<'a> {
                 }
                 batch
             } else {
-                Batch::from_parts(std::mem::take(&mut mutations), Vec::new())
+                Batch::from_parts(mutations, Vec::new())
             };
             // A verbatim copy into another store writes the records as they are (a key
             // over the limit that an older build stored is kept; see
@@ -355,9 +356,9 @@ impl<'a> Pass<'a> {
             }
             // Which rows changed since they were read?
             let mut changed = Vec::new();
-            for (i, r) in rows.iter().enumerate() {
-                let now = store.get(&r.key).map_err(|e| self.store_err(st, e))?;
-                if now.as_deref() != Some(r.old.as_slice()) {
+            for (i, (key, old)) in kept.rows().enumerate() {
+                let now = store.get(key).map_err(|e| self.store_err(st, e))?;
+                if now.as_deref() != Some(old) {
                     changed.push(i);
                 }
             }
@@ -365,38 +366,7 @@ impl<'a> Pass<'a> {
                 return Err(self.store_err(st, source));
             }
             tracing::debug!(table = %self.table, rows = changed.len(), "concurrent writes changed rows of a batch; committing the others");
-            let dropped: Vec<Vec<u8>> = changed.iter().map(|&i| rows[i].key.clone()).collect();
-            let mut keep = vec![true; mutations.len()];
-            for &i in &changed {
-                for j in rows[i].mutations.clone() {
-                    keep[j] = false;
-                }
-            }
-            // Re-index the remaining rows' mutation ranges.
-            let mut new_index = Vec::with_capacity(mutations.len());
-            let mut next = 0;
-            for k in &keep {
-                new_index.push(next);
-                if *k {
-                    next += 1;
-                }
-            }
-            let mut idx = 0;
-            mutations.retain(|_| {
-                let k = keep[idx];
-                idx += 1;
-                k
-            });
-            let mut i = 0;
-            rows.retain(|_| {
-                let k = !changed.contains(&i);
-                i += 1;
-                k
-            });
-            for r in &mut rows {
-                let start = new_index[r.mutations.start];
-                r.mutations = start..start + r.mutations.len();
-            }
+            let dropped = kept.drop_rows(&changed);
             let n = dropped.len() as u64;
             counters.rewritten = counters.rewritten.saturating_sub(n);
             counters.conflicted += n;
@@ -406,6 +376,8 @@ impl<'a> Pass<'a> {
                 f(&dropped);
             }
         };
+        kept.clear();
+        acc.kept = kept;
         if !self.dry_run {
             st.durable_value = new_value;
             st.durable_cursor = new_cursor.clone();
@@ -472,13 +444,6 @@ pub(super) enum PageOutcome {
     Failed(PassError),
 }
 
-/// One conditioned row of a batch: its key, the bytes read, its mutations' range.
-pub(super) struct RowCond {
-    pub(super) key: Vec<u8>,
-    pub(super) old: Vec<u8>,
-    pub(super) mutations: std::ops::Range<usize>,
-}
-
 #[derive(Default)]
 pub(super) struct Acc {
     /// The write epoch observed before the page being read (per-row conditions only).
@@ -486,7 +451,8 @@ pub(super) struct Acc {
     /// The epoch observed before the batch's first row was read.
     pub(super) epoch: Option<strata_store::epoch::WriteEpoch>,
     pub(super) mutations: Vec<Mutation>,
-    pub(super) rows: Vec<RowCond>,
+    /// With per-row conditions: the retry copy of the batch (reused batch after batch).
+    pub(super) kept: super::kept::Kept,
     pub(super) counters: RowCounters,
     pub(super) keys: HashSet<Vec<u8>>,
     pub(super) records: usize,

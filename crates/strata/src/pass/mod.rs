@@ -48,6 +48,7 @@
 
 mod batch;
 mod error;
+mod kept;
 mod read_only;
 pub mod testing;
 mod types;
@@ -144,7 +145,9 @@ impl<'a> Pass<'a> {
     /// mutations), tells [`Pass::on_narrow`] which, re-encodes the checkpoint and retries
     /// the narrowed batch; a conflict no row explains is returned. Every retry drops at
     /// least one row, so a batch is tried at most rows + 1 times. Not in a dry run. The
-    /// pass keeps the rows and their mutations for the retry (the batch carries copies).
+    /// store consumes the batch it refuses, so the pass keeps the rows (key, bytes read)
+    /// and the batch's mutations for the retry: copied into one buffer it reuses batch
+    /// after batch, not allocated per row.
     ///
     /// On a backend that keeps a [write epoch](strata_store::epoch) (sled, memory) the pass
     /// observes it before reading each page and marks the row preconditions

@@ -234,10 +234,11 @@ impl Upcaster {
     /// must not change them (a step, a cutover transform).
     pub(crate) fn snapshot(&self, obj: &JsonObject) -> Snapshot {
         match &*self.protected {
-            [] => Snapshot::One(None),
-            // The common case (one identity field): no vector to allocate per row.
-            [only] => Snapshot::One(obj.get(only).cloned()),
-            many => Snapshot::Many(many.iter().map(|f| obj.get(f).cloned()).collect()),
+            [] => Snapshot::One(Saved::Absent),
+            // The common case (one identity field): no vector to allocate per row, and a
+            // short string is kept inline.
+            [only] => Snapshot::One(Saved::of(obj.get(only))),
+            many => Snapshot::Many(many.iter().map(|f| Saved::of(obj.get(f))).collect()),
         }
     }
 
@@ -245,12 +246,12 @@ impl Upcaster {
     /// null); a field left alone is not rewritten.
     pub(crate) fn restore(&self, obj: &mut JsonObject, snapshot: &Snapshot) {
         for (name, saved) in self.protected.iter().zip(snapshot.values()) {
-            if obj.get(name) == saved.as_ref() {
+            if saved.matches(obj.get(name)) {
                 continue;
             }
-            match saved {
+            match saved.value() {
                 Some(v) => {
-                    obj.insert(name.clone(), v.clone());
+                    obj.insert(name.clone(), v);
                 }
                 None => {
                     obj.remove(name);
@@ -319,20 +320,167 @@ fn restore_kept(obj: &mut JsonObject) {
 }
 
 /// The protected fields' values taken by [`Upcaster::snapshot`], in the order they are
-/// declared (`None`: absent).
+/// declared.
 #[derive(Debug)]
 pub(crate) enum Snapshot {
     /// At most one protected field (with none, restoring zips over nothing).
-    One(Option<Value>),
+    One(Saved),
     /// Several.
-    Many(Vec<Option<Value>>),
+    Many(Vec<Saved>),
 }
 
 impl Snapshot {
-    fn values(&self) -> &[Option<Value>] {
+    fn values(&self) -> &[Saved] {
         match self {
             Snapshot::One(v) => std::slice::from_ref(v),
             Snapshot::Many(v) => v,
         }
+    }
+}
+
+/// Strings up to this many bytes are snapshotted inline, without an allocation (identity
+/// fields are short).
+const INLINE: usize = 40;
+
+/// One protected field's value as snapshotted.
+#[derive(Debug)]
+pub(crate) enum Saved {
+    /// The field was absent.
+    Absent,
+    /// A string of at most [`INLINE`] bytes: its bytes, inline.
+    Short {
+        /// How many of `bytes` are the string.
+        len: u8,
+        /// The string's bytes (the rest zero).
+        bytes: [u8; INLINE],
+    },
+    /// Any other value, cloned.
+    Other(Value),
+}
+
+impl Saved {
+    fn of(value: Option<&Value>) -> Saved {
+        match value {
+            None => Saved::Absent,
+            Some(Value::String(s)) if s.len() <= INLINE => {
+                let mut bytes = [0u8; INLINE];
+                bytes[..s.len()].copy_from_slice(s.as_bytes());
+                Saved::Short {
+                    len: s.len() as u8,
+                    bytes,
+                }
+            }
+            Some(v) => Saved::Other(v.clone()),
+        }
+    }
+
+    /// True when `current` is exactly the snapshotted value (`None`: absent), as
+    /// `Value`'s equality decides.
+    fn matches(&self, current: Option<&Value>) -> bool {
+        match (self, current) {
+            (Saved::Absent, None) => true,
+            (Saved::Short { len, bytes }, Some(Value::String(s))) => {
+                s.as_bytes() == &bytes[..usize::from(*len)]
+            }
+            (Saved::Other(saved), Some(v)) => saved == v,
+            _ => false,
+        }
+    }
+
+    /// The snapshotted value, to put back (`None`: absent).
+    fn value(&self) -> Option<Value> {
+        match self {
+            Saved::Absent => None,
+            // The bytes of a `String`: valid UTF-8, so nothing is replaced.
+            Saved::Short { len, bytes } => Some(Value::String(
+                String::from_utf8_lossy(&bytes[..usize::from(*len)]).into_owned(),
+            )),
+            Saved::Other(v) => Some(v.clone()),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::super::chain::{Mode, UpcastStep};
+    use super::*;
+    use serde_json::json;
+
+    /// A step that sets the protected `id` to `to` (`None`: removes it).
+    fn hijack(from: i32, to: Option<Value>) -> UpcastStep {
+        UpcastStep::new(from, Mode::Lazy, move |o| {
+            match &to {
+                Some(v) => o.insert("id".into(), v.clone()),
+                None => o.remove("id"),
+            };
+            Ok(())
+        })
+    }
+
+    /// Short ids (inline), ids of exactly and just over the inline size, non-string ids and
+    /// an absent id are all put back exactly, whatever the step did to them: replaced by a
+    /// string sharing a prefix or of another length, by a non-string, or removed.
+    #[test]
+    fn protected_values_of_every_shape_are_restored_exactly() {
+        let long = "x".repeat(INLINE);
+        let longer = "y".repeat(INLINE + 1);
+        let stored = [
+            Some(json!("a1")),
+            Some(json!("")),
+            Some(json!(long)),
+            Some(json!(longer)),
+            Some(json!("h\u{e9}llo \u{1F600}")),
+            Some(json!(42)),
+            Some(json!({"k": ["v"]})),
+            Some(Value::Null),
+            None,
+        ];
+        let hijacks = [
+            Some(json!("a1x")),
+            Some(json!("a")),
+            Some(json!("")),
+            Some(json!(format!("{long}z"))),
+            Some(json!(42)),
+            Some(Value::Null),
+            None,
+        ];
+        for original in &stored {
+            for to in &hijacks {
+                let chain = UpcastChain::new(
+                    "c",
+                    vec![hijack(1, to.clone()), hijack(2, Some(json!("again")))],
+                )
+                .unwrap();
+                let up = Upcaster::new(chain, vec!["id".into()], None);
+                let mut obj = JsonObject::new();
+                if let Some(v) = original {
+                    obj.insert("id".into(), v.clone());
+                }
+                obj.insert("other".into(), json!(1));
+                assert_eq!(up.upcast(&mut obj, 1).unwrap(), 3);
+                assert_eq!(obj.get("id"), original.as_ref(), "{original:?} / {to:?}");
+                assert_eq!(obj.get("other"), Some(&json!(1)));
+            }
+        }
+    }
+
+    /// A step that changes a short id in place (same length, same buffer) is still seen.
+    #[test]
+    fn an_in_place_change_of_a_short_id_is_restored() {
+        let chain = UpcastChain::new(
+            "c",
+            vec![UpcastStep::new(1, Mode::Lazy, |o| {
+                if let Some(Value::String(s)) = o.get_mut("id") {
+                    s.make_ascii_uppercase();
+                }
+                Ok(())
+            })],
+        )
+        .unwrap();
+        let up = Upcaster::new(chain, vec!["id".into()], None);
+        let mut obj = json!({"id": "abc"}).as_object().cloned().unwrap();
+        up.upcast(&mut obj, 1).unwrap();
+        assert_eq!(obj.get("id"), Some(&json!("abc")));
     }
 }

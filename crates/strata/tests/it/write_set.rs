@@ -113,6 +113,63 @@ fn a_transfer_commits_both_documents_and_the_ledger_entry_at_once() {
     });
 }
 
+/// A document added twice is refused wherever the repeat falls: after keys in ascending
+/// order (the order a bulk load adds them in, checked without hashing), after keys out of
+/// order, among two collections, and in a `put_many` set; nothing is written.
+#[test]
+fn a_document_added_twice_is_refused_in_any_key_order() {
+    each_backend(|name, store| {
+        let (db, accounts, ledger) = seeded(store);
+        let orders: [&[&str]; 5] = [
+            &["a", "b", "c", "b"],
+            &["a", "b", "c", "c"],
+            &["c", "a", "b", "a"],
+            &["c", "a", "d", "e", "f", "g", "c"],
+            &["a", "b", "c", "d", "e", "a"],
+        ];
+        for keys in orders {
+            let err = db
+                .write(|w| {
+                    for k in keys {
+                        accounts.put_in(w, k, &account(k, 1))?;
+                    }
+                    ledger.put_in(w, "zz", &json!({"n": 1}))
+                })
+                .unwrap_err();
+            assert!(
+                matches!(err, WriteSetError::Invalid { .. }),
+                "{name} {keys:?}: {err}"
+            );
+            for k in keys {
+                assert_eq!(accounts.get(k).unwrap(), None, "{name} {keys:?}");
+            }
+            assert_eq!(ledger.get("zz").unwrap(), None, "{name} {keys:?}");
+        }
+        // Distinct keys in any order are accepted.
+        let ((), written) = db
+            .write(|w| {
+                for k in ["m", "n", "k", "o", "l"] {
+                    accounts.put_in(w, k, &account(k, 1))?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(written.len(), 5, "{name}");
+        let err = accounts
+            .put_many([
+                ("p", &account("p", 1)),
+                ("q", &account("q", 1)),
+                ("p", &account("p", 2)),
+            ])
+            .unwrap_err();
+        assert!(
+            matches!(err, WriteSetError::Invalid { .. }),
+            "{name}: {err}"
+        );
+        assert_eq!(accounts.get("p").unwrap(), None, "{name}");
+    });
+}
+
 fn seeded(
     store: &Store,
 ) -> (

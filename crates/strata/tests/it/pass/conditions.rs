@@ -256,3 +256,76 @@ fn the_pass_tally_is_exact_or_absent() {
     assert_eq!(report.records, 4);
     assert_eq!(report.tally, None);
 }
+
+/// The retry copy of a batch lives in one buffer the pass reuses batch after batch: a batch
+/// narrowed after earlier, larger batches went through that buffer retries exactly its own
+/// rows' rewrites and preconditions — no byte of an earlier batch's rows, and no row of
+/// another batch. Rows of different lengths (so stale bytes would show); the competing
+/// write hits the third batch, which is also shorter than the first two.
+#[test]
+fn a_batch_narrowed_after_others_reused_the_buffer_retries_exactly_its_own_rows() {
+    use crate::collection_util::Spy;
+    use strata::pass::RawCheckpoint;
+    use strata_store::KvWrite;
+    let (spy, store) = Spy::new();
+    let value = |i: usize| format!("v{i}-{}", "x".repeat((i * 5) % 17)).into_bytes();
+    for i in 0..11 {
+        store
+            .apply(Batch::new().set(format!("t/{i:02}").into_bytes(), value(i)))
+            .unwrap();
+    }
+    let mut row_batches = 0;
+    spy.before_apply(move |batch, backend| {
+        if batch.mutations().iter().any(|m| m.key().starts_with(b"t/")) {
+            row_batches += 1;
+            if row_batches == 3 {
+                // The third batch holds rows 08, 09, 10: row 09 changes under it.
+                backend
+                    .apply(Batch::new().set(b"t/09".to_vec(), b"changed".to_vec()))
+                    .unwrap();
+            }
+        }
+    });
+    let processed = Cell::new(0);
+    let dropped = RefCell::new(Vec::new());
+    let codec = RawCheckpoint::new(b"__nx/sweep/t".to_vec());
+    let report = Pass::new("t", b"t/".to_vec(), &codec)
+        .limits(PassLimits::new(4, 1 << 20).unwrap())
+        .row_conditions(true)
+        .on_narrow(|keys: &[Vec<u8>]| dropped.borrow_mut().extend_from_slice(keys))
+        .run(
+            &store,
+            |r: &RecordRef<'_>, out: &mut Vec<Mutation>| -> Result<(), RecordError> {
+                processed.set(processed.get() + 1);
+                out.push(r.replace([r.value, b"!", r.key].concat()));
+                // A second mutation per row, outside the prefix, kept for the retry too.
+                out.push(Mutation::Set {
+                    key: [b"o/".as_slice(), r.key].concat(),
+                    value: r.value.to_vec(),
+                });
+                Ok(())
+            },
+        )
+        .unwrap();
+    spy.clear_hook();
+    assert_eq!(processed.get(), 11, "each row processed once");
+    assert_eq!(*dropped.borrow(), [b"t/09".to_vec()]);
+    assert_eq!(report.counters.rewritten, 10);
+    assert_eq!(report.counters.conflicted, 1);
+    for i in (0..11).filter(|&i| i != 9) {
+        let key = format!("t/{i:02}").into_bytes();
+        assert_eq!(
+            store.get(&key).unwrap(),
+            Some([value(i).as_slice(), b"!", &key].concat()),
+            "row {i}"
+        );
+        assert_eq!(
+            store.get(&[b"o/".as_slice(), &key].concat()).unwrap(),
+            Some(value(i)),
+            "row {i}'s second mutation"
+        );
+    }
+    assert_eq!(store.get(b"t/09").unwrap(), Some(b"changed".to_vec()));
+    assert_eq!(store.get(b"o/t/09").unwrap(), None, "dropped with its row");
+    assert_eq!(store.get(b"__nx/sweep/t").unwrap(), None, "completed");
+}
