@@ -106,8 +106,8 @@ fn row_conditions_narrow_a_batch_whose_rows_changed_and_retry_it() {
     assert_eq!(store.get(b"__nx/sweep/t").unwrap(), None, "completed");
 }
 
-/// The same narrowing on sled, whose `apply_or_return` hands the refused batch back
-/// without a copy (the rows' mutations and preconditions were moved into it): the
+/// The same narrowing on sled (its batch is committed through the one write primitive;
+/// the pass keeps its retry copy of the rows in its reused buffer, `pass::kept`): the
 /// competing write lands from the batch hook, after the page was read.
 #[test]
 fn row_conditions_narrow_on_sled_from_the_batch_handed_back() {
