@@ -37,7 +37,10 @@ fn batch_records(line: &str) -> Option<u64> {
 
 #[test]
 fn a_server_restart_mid_migrate_is_one_line_and_a_rerun_resumes_with_exact_counts() {
-    const N: usize = 40_000;
+    // Enough batches that the child fills its stderr pipe (64 KiB: about 600 log lines of
+    // ~110 bytes) long before it could finish: at 40,000 records (625 batches of 64) the
+    // margin was thin enough that a run could complete before the restart landed.
+    const N: usize = 100_000;
     let Some(cluster) = PrivateCluster::start_for_test(
         "a_server_restart_mid_migrate_is_one_line_and_a_rerun_resumes_with_exact_counts",
         &[],
