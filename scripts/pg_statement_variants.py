@@ -3,7 +3,8 @@
 files into the directory given (default /tmp/pg_variants), for
 `cargo run --release -p strata-bench --example pg_statement_cost -- FILES...`.
 
-one.sql is session 19's one statement (crate::sql::one_statement at a4ca976), fold.sql
+session_function_assign.sql is session 21's session function (the locks as PL/pgSQL
+expressions); one.sql is session 19's one statement (crate::sql::one_statement at a4ca976), fold.sql
 session 20's; the others take one part away from one.sql (or keep one part) to price it.
 Every file takes the same 11 parameters as the one statement (see sql::one_statement).
 """
@@ -106,6 +107,29 @@ SESSION_FUNCTION = (
     "\n-- statement\n"
     "SELECT strata_i, strata_cur FROM pg_temp.strata_set_acc($5::bytea[] || $1::bytea, $6::bytea[] || $4::bytea, "
     "$1::bytea, $2::bytea, $7, $8, $9, $10, $11) WHERE $3::bool IS NOT NULL")
+def session_function_with(locks, decl="DECLARE strata_b bool;\n"):
+    """The session function with another lock prologue (session 21)."""
+    head, rest = SESSION_FUNCTION.split("BEGIN\n", 1)
+    body = rest.split("\n", 1)[1]  # drop the PERFORM line
+    return head.replace("#variable_conflict use_column\n", "#variable_conflict use_column\n" + decl) + "BEGIN\n" + locks + body
+
+
+def assign(fn, *args):
+    return f"strata_b := {fn}({', '.join(args)}) IS NULL;\n"
+
+
+# Session 21: the same five locks in the same order as plain PL/pgSQL expressions (what
+# crate::sql::body now creates), and — for pricing only, NOT sound (see store/write.rs,
+# "The lock protocol") — the put with the lease and table locks folded into one and no
+# key lock on the guards, and with no lock at all.
+ASSIGN_LOCKS = (assign("pg_advisory_xact_lock_shared", "$5") + assign("pg_advisory_xact_lock_shared", "$6")
+                + "FOR strata_n IN 1 .. coalesce(cardinality($8), 0) LOOP\n"
+                "IF $9[strata_n] THEN " + assign("pg_advisory_xact_lock", "$7", "$8[strata_n]")
+                + "ELSE " + assign("pg_advisory_xact_lock_shared", "$7", "$8[strata_n]") + "END IF;\nEND LOOP;\n")
+FOLD_LOCKS = (assign("pg_advisory_xact_lock_shared", "$5")
+              + "FOR strata_n IN 1 .. coalesce(cardinality($8), 0) LOOP\n"
+              "IF $9[strata_n] THEN " + assign("pg_advisory_xact_lock", "$7", "$8[strata_n]") + "END IF;\nEND LOOP;\n")
+
 VARIANTS = {
     "raw": f'INSERT INTO "{T}" (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v',
     "one": stmt(locks_19()),
@@ -123,6 +147,9 @@ VARIANTS = {
     "fold_nolocks": stmt([], checks=FOLD),
     "fold_checks_only": stmt([], proof="true", checks=FOLD),
     "session_function": SESSION_FUNCTION,
+    "session_function_assign": session_function_with(ASSIGN_LOCKS),
+    "session_function_fold_unsound": session_function_with(FOLD_LOCKS),
+    "session_function_nolocks": session_function_with("", decl=""),
 }
 
 if __name__ == "__main__":

@@ -421,21 +421,33 @@ pub(crate) fn create_sql(table: &str) -> String {
 
 /// The rest of a `CREATE FUNCTION` whose lock parameters start at `$first` (lease id,
 /// table id, class, ids, modes) and whose result is `write`'s.
+///
+/// The locks are taken one by one, in the protocol's order — the store lease (shared),
+/// the table (shared), then the key locks in array order (the ids sorted, exclusive for
+/// written keys, shared for keys only required) — each as a PL/pgSQL assignment of a
+/// plain expression (`strata_b := pg_advisory_xact_lock…(…) IS NULL`): PL/pgSQL evaluates
+/// such an expression without starting the executor, while a `PERFORM` (a query) builds
+/// and tears down executor state at every call — for the put, the locks cost the server
+/// ~70,000 instructions as one `PERFORM` over an `unnest` and ~40,000 this way
+/// (BENCHMARKS.md, issue 24, session 21). Statements of a function run in order, and a
+/// loop over the sorted ids takes them in array order, so the order is the one every
+/// other write path takes (`write.rs`, the lock protocol). The conditional write is a
+/// query that starts after the last lock was granted: its snapshot sees every commit of
+/// the locks' previous holders (see `crate::store::function`).
 fn body(first: usize, write: &str) -> String {
     let (lease, table, class, ids, modes) = (first, first + 1, first + 2, first + 3, first + 4);
-    // All locks in ONE statement (one executor run instead of two): two leading rows of
-    // the `unnest` take the lease and table locks, then the key locks follow in array
-    // order — the same order as the separate statements.
     format!(
         "RETURNS TABLE (strata_i int8, strata_cur bytea) LANGUAGE plpgsql VOLATILE AS $strata$\n\
          #variable_conflict use_column\n\
+         DECLARE strata_b bool;\n\
          BEGIN\n\
-         PERFORM count(CASE n WHEN 1 THEN pg_advisory_xact_lock_shared(${lease}) \
-         WHEN 2 THEN pg_advisory_xact_lock_shared(${table}) \
-         ELSE CASE WHEN x THEN pg_advisory_xact_lock(${class}::int4, id) \
-         ELSE pg_advisory_xact_lock_shared(${class}::int4, id) END END) \
-         FROM unnest(ARRAY[0, 0]::int4[] || ${ids}::int4[], ARRAY[false, false] || ${modes}::bool[]) \
-         WITH ORDINALITY AS u(id, x, n);\n\
+         strata_b := pg_advisory_xact_lock_shared(${lease}) IS NULL;\n\
+         strata_b := pg_advisory_xact_lock_shared(${table}) IS NULL;\n\
+         FOR strata_n IN 1 .. coalesce(cardinality(${ids}), 0) LOOP\n\
+         IF ${modes}[strata_n] THEN strata_b := pg_advisory_xact_lock(${class}, ${ids}[strata_n]) IS NULL;\n\
+         ELSE strata_b := pg_advisory_xact_lock_shared(${class}, ${ids}[strata_n]) IS NULL;\n\
+         END IF;\n\
+         END LOOP;\n\
          RETURN QUERY {write};\n\
          END $strata$"
     )

@@ -47,6 +47,24 @@ pub fn scratch_table(prefix: &str) -> String {
     )
 }
 
+/// The advisory-lock ids the write protocol of `table` uses, `(store lease, table,
+/// key-lock class)` — for tests that act as another writer holding the protocol's locks
+/// in a transaction they keep open (`pg_advisory_xact_lock_shared(lease)`,
+/// `pg_advisory_xact_lock(table)`, `pg_advisory_xact_lock(class, key_lock(key))`).
+pub fn protocol_locks(table: &str) -> (i64, i64, i32) {
+    let ids = crate::keys::LockIds::new(table);
+    (ids.lease, ids.table, ids.class)
+}
+
+/// The per-key advisory-lock id of `key` (in the class [`protocol_locks`] names).
+pub fn key_lock(key: &[u8]) -> i32 {
+    crate::keys::LockIds::new("")
+        .key_locks(std::iter::once(key))
+        .first()
+        .copied()
+        .unwrap_or_default()
+}
+
 /// A running private cluster; dropping it stops the server (immediate mode) and removes
 /// its directory.
 #[derive(Debug)]

@@ -18,9 +18,9 @@
 //!
 //! each doing in order what the one-message batch does — take the store lease and table
 //! locks (shared), then the per-key locks (sorted ids, exclusive for written keys, shared
-//! for required ones), all in ONE `PERFORM` over an `unnest` whose first two rows are the
-//! lease and the table (an aggregate consumes its rows in order: the order the key-lock
-//! statement has always relied on), then `RETURN QUERY` the conditional write
+//! for required ones), one PL/pgSQL assignment of a plain expression each, in statement
+//! order and a loop over the ids in array order (no query per lock: see `sql::body`
+//! for what that saves), then `RETURN QUERY` the conditional write
 //! ([`sql::conditional_set`] / [`sql::conditional_write`], the same SQL text: the
 //! functions' first parameters are the statement's) — and a batch is ONE prepared
 //! extended-protocol statement `SELECT … FROM pg_temp.strata_set_<table>($1, …)` with
@@ -163,30 +163,49 @@ mod tests {
         let sql = create_sql("accounts");
         let set = sql::conditional_set("accounts");
         assert!(sql.contains(&format!("RETURN QUERY {set};")), "{sql}");
-        // The put's function: lease ($5) and table ($6) as the first two rows, then the
-        // keys (class $7, ids $8, modes $9) in array order, then the write.
-        let lease = sql.find("WHEN 1 THEN pg_advisory_xact_lock_shared($5)");
-        let table = sql.find("WHEN 2 THEN pg_advisory_xact_lock_shared($6)");
-        let keys = sql.find("ELSE CASE WHEN x THEN pg_advisory_xact_lock($7::int4, id)");
-        let write = sql.find("RETURN QUERY");
-        assert!(
-            lease.is_some() && lease < table && table < keys && keys < write,
-            "{sql}"
-        );
-        assert!(
-            sql.contains("unnest(ARRAY[0, 0]::int4[] || $8::int4[], ARRAY[false, false] || $9::bool[]) WITH ORDINALITY AS u(id, x, n)"),
-            "{sql}"
-        );
+        // The put's function: the lease ($5), the table ($6), then the keys (class $7,
+        // ids $8, modes $9) in array order — one plain expression each, in statement
+        // order —, then the write.
+        let at = |needle: &str| {
+            sql.find(needle)
+                .unwrap_or_else(|| panic!("{needle} not in {sql}"))
+        };
+        let order = [
+            at("strata_b := pg_advisory_xact_lock_shared($5) IS NULL;"),
+            at("strata_b := pg_advisory_xact_lock_shared($6) IS NULL;"),
+            at("FOR strata_n IN 1 .. coalesce(cardinality($8), 0) LOOP"),
+            at("IF $9[strata_n] THEN strata_b := pg_advisory_xact_lock($7, $8[strata_n]) IS NULL;"),
+            at("ELSE strata_b := pg_advisory_xact_lock_shared($7, $8[strata_n]) IS NULL;"),
+            at("END LOOP;"),
+            at("RETURN QUERY"),
+        ];
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}\n{sql}");
         // The general write's function: the locks' parameters from $6.
+        let general = sql
+            .split("CREATE FUNCTION")
+            .nth(2)
+            .unwrap_or_else(|| panic!("two functions in {sql}"));
+        let order = [
+            general.find("strata_b := pg_advisory_xact_lock_shared($6) IS NULL;"),
+            general.find("strata_b := pg_advisory_xact_lock_shared($7) IS NULL;"),
+            general.find("FOR strata_n IN 1 .. coalesce(cardinality($9), 0) LOOP"),
+            general
+                .find("IF $10[strata_n] THEN strata_b := pg_advisory_xact_lock($8, $9[strata_n])"),
+            general.find("RETURN QUERY"),
+        ];
         assert!(
-            sql.contains("WHEN 1 THEN pg_advisory_xact_lock_shared($6)"),
+            order.iter().all(Option::is_some) && order.windows(2).all(|w| w[0] < w[1]),
+            "{order:?}\n{general}"
+        );
+        // Every lock a plain expression (no query, hence no executor per lock); exactly
+        // two table-level locks and two key-lock calls per function.
+        assert_eq!(sql.matches("PERFORM").count(), 0, "{sql}");
+        assert_eq!(
+            sql.matches("pg_advisory_xact_lock_shared(").count(),
+            6,
             "{sql}"
         );
-        assert!(
-            sql.contains("ARRAY[0, 0]::int4[] || $9::int4[], ARRAY[false, false] || $10::bool[]"),
-            "{sql}"
-        );
-        assert_eq!(sql.matches("PERFORM").count(), 2, "one lock statement each");
+        assert_eq!(sql.matches("pg_advisory_xact_lock(").count(), 2, "{sql}");
         assert_eq!(sql.matches("VOLATILE").count(), 2);
     }
 }

@@ -1,4 +1,64 @@
 //! The write path of [`PgStore`]: atomic conditional batches.
+//!
+//! # The lock protocol
+//!
+//! Every batch of every path (the session function, one message, the opt-in one
+//! statement, the pipelined transaction, the lease holder's batches) takes advisory locks
+//! (ids: `keys::LockIds`, derived the same way by every process and every build) in ONE
+//! order — store lease, table, keys by id —, takes them all before it reads anything it
+//! decides on (its reads see every commit of the locks' earlier holders), and holds them
+//! until it commits:
+//!
+//! | writer | lease | table | keys |
+//! |---|---|---|---|
+//! | ordinary batch of ≤ 48 keys (a put) | shared | shared | written: exclusive; only required: shared |
+//! | ordinary batch of more keys | shared | exclusive | — |
+//! | the lease holder's lock session, for its tenure | exclusive (session) | — | — |
+//! | the holder's batch of ≤ 48 keys (+ the fence check) | — (its session has it) | shared | as above |
+//! | the holder's batch of more keys (+ the fence check) | — | exclusive | — |
+//! | creating the table | — | exclusive | — |
+//!
+//! So any two batches that touch a common key, or one of them the whole table, hold a
+//! common lock in conflicting modes: their commits are in the order of their lock grants,
+//! and a batch that waited sees what the other committed (no lost update, no write past a
+//! guard that another batch changed first); no cycle of waits (one order).
+//!
+//! **Could a put take fewer locks? (issue 24, session 21: no — not provably.)** A put
+//! takes five: lease, table, its document and the two keys it only requires (the fence
+//! record and one more guard).
+//!
+//! * *The lease and table locks folded into one.* Within one build it would be sound: a
+//!   put takes the lease shared and no table lock, an ordinary batch of many keys takes
+//!   the lease *exclusively* instead of the lease shared and the table exclusive (it takes
+//!   nothing after it: no new cycle; it already excluded the lease acquirer, through the
+//!   lease shared), the holder's batches are unchanged (its session's exclusive lease
+//!   excludes every put). But the table is shared with processes of EARLIER builds,
+//!   whose batch of many keys holds the lease shared and the table exclusive: against
+//!   a folded put (lease shared, key locks) no lock conflicts, so the two read-then-write
+//!   the same document at once — a lost update. The backend records no protocol version
+//!   (the table is `(k, v)`; `strata_leases` holds holders and tokens), earlier builds read
+//!   none, and a version written now would be ignored by them: the only thing an earlier
+//!   build obeys is the locks it takes, so a put must keep conflicting with each of them.
+//! * *No key lock on a key the put only requires (a guard).* Sound only if every writer
+//!   of that key held, for its whole transaction, a lock that excludes every put. The
+//!   fence record's writers do not: the schema gate recording a pending cutover
+//!   (`Fence::add_pending`, any handle's open), `abort_schema_cutover`, and the cutover
+//!   coordinator, whose named lease `cutover` excludes only other coordinators — all
+//!   ordinary batches holding the lease and the table shared, as the put does. Without the
+//!   guard's key lock a put whose locks were granted before such a batch committed reads
+//!   the guard as it was and commits after it: a write past the fence, missed by the
+//!   cutover that reads the documents after its fence commit. Making it sound would need
+//!   the engine to mark the writes of guards (the backend cannot tell a guard from any
+//!   other required key) so that they take the table exclusively, and the protocol gate
+//!   above for earlier builds.
+//!
+//! `tests/it/protocol.rs` holds each of those writers' locks on a raw connection with its
+//! write uncommitted and checks that a put (on each path) waits for it and then fails on
+//! its commit: a put with fewer locks fails it. What the locks cost was reduced instead
+//! without changing them — the session function takes them as plain PL/pgSQL expressions,
+//! not a query (`sql::body`; ~70,000 → ~40,000 server instructions per put) — and what the
+//! two changes above would still save is measured in BENCHMARKS.md (issue 24, session 21):
+//! about 18,000 instructions (≈ 3 µs) per put, not the ≈ 20 µs the 1.3× target needs.
 
 use super::params::{mutation_params, precondition_params, rejected_error};
 use super::{one_message, one_statement, PgStore};

@@ -17,6 +17,7 @@ mod lease;
 mod manifest;
 mod model;
 mod pooler;
+mod protocol;
 mod replica;
 mod tls;
 mod write_paths;
