@@ -58,7 +58,8 @@
 //! without changing them — the session function takes them as plain PL/pgSQL expressions,
 //! not a query (`sql::body`; ~70,000 → ~40,000 server instructions per put) — and what the
 //! two changes above would still save is measured in BENCHMARKS.md (issue 24, session 21):
-//! about 18,000 instructions (≈ 3 µs) per put, not the ≈ 20 µs the 1.3× target needs.
+//! 9,000–18,000 instructions (≈ 1.5–2.7 µs) per put, where the 1.3× target needs about
+//! 70,000 fewer — more than all five locks cost now.
 
 use super::params::{mutation_params, precondition_params, rejected_error};
 use super::{one_message, one_statement, PgStore};
