@@ -443,18 +443,21 @@ impl RedbStore {
                 // The values are read inside this write transaction: redb runs one at a
                 // time, so they are current until it commits. A cached guard key is not
                 // looked up.
-                self.guard(|| {
-                    for key in reads.iter().filter(|k| cache.peek(k).is_none()) {
-                        tables.open_for(key)?;
-                    }
-                    Ok(())
-                })?;
-                let stored = self.guard(|| {
-                    reads::read_all(&self.inner.path, &tables, reads, |key| {
-                        cache.get(key).is_some()
-                    })
-                })?;
-                let mut values: Vec<Option<&[u8]>> = Vec::with_capacity(reads.len());
+                let stored = {
+                    let (tables, cache) = (&mut tables, &mut cache);
+                    self.guard(move || {
+                        for key in reads.iter().filter(|k| cache.peek(k).is_none()) {
+                            tables.open_for(key)?;
+                        }
+                        // (The tables are only read from now on, as long as `stored` lives.)
+                        let tables: &tables::WriteTables<'_> = tables;
+                        reads::read_all(&self.inner.path, tables, reads, |key| {
+                            cache.get(key).is_some()
+                        })
+                    })?
+                };
+                let mut values: smallvec::SmallVec<[Option<&[u8]>; 2]> =
+                    smallvec::SmallVec::with_capacity(reads.len());
                 for (key, got) in reads.iter().zip(&stored) {
                     values.push(match got {
                         reads::Slot::Read(g) => g.as_ref().map(|v| v.value()),
@@ -588,7 +591,11 @@ impl KvRead for RedbStore {
     }
 
     fn capabilities(&self) -> Capabilities<'_> {
-        Capabilities::default()
+        // One write transaction reads the keys, runs the decision once, and commits.
+        Capabilities {
+            decides_once: true,
+            ..Capabilities::default()
+        }
     }
 }
 

@@ -13,8 +13,13 @@
 
 use crate::tables::WriteTables;
 use redb::ReadableTable;
+use smallvec::SmallVec;
 use std::path::Path;
 use strata_store::Result;
+
+/// What [`read_all`] read, one slot per key: a one-document write (its document, maybe a
+/// deploy-window record) reads without allocating.
+pub(crate) type Slots<'a> = SmallVec<[Slot<'a>; 2]>;
 
 /// A value read in a write transaction, borrowed from its table.
 pub(crate) type Guard<'a> = redb::AccessGuard<'a, &'static [u8]>;
@@ -41,11 +46,11 @@ pub(crate) fn read_all<'a>(
     tables: &'a WriteTables<'_>,
     reads: &[&[u8]],
     mut cached: impl FnMut(&[u8]) -> bool,
-) -> Result<Vec<Slot<'a>>> {
+) -> Result<Slots<'a>> {
     let fail = |e: redb::StorageError| crate::map_error(path, e.into());
     if reads.len() < CURSOR_MIN {
         // Too few keys for a cursor: one lookup each (no bookkeeping).
-        let mut slots = Vec::with_capacity(reads.len());
+        let mut slots = Slots::with_capacity(reads.len());
         for key in reads {
             slots.push(if cached(key) {
                 Slot::Cached

@@ -34,6 +34,14 @@ pub struct Capabilities<'a> {
     /// [observed](Batch::observed_at) at the current epoch is committed without reading
     /// them again. `None` for the others (their batches' preconditions are all checked).
     pub write_epoch: Option<&'a crate::EpochClock>,
+    /// True when the backend calls a [`KvWrite::read_modify_write`] decision exactly once
+    /// (redb, memory: the keys are read under the backend's own lock and the decision
+    /// commits). A caller may then move what it owns into the decided batch instead of
+    /// copying it; a second call (a wrapper that validates optimistically) must still be
+    /// answered correctly, e.g. by refusing and writing again. `false` (the default) for
+    /// backends that may decide again (sled's compare-and-swap, PostgreSQL's expected
+    /// values).
+    pub decides_once: bool,
 }
 
 impl Capabilities<'_> {
@@ -49,6 +57,7 @@ impl std::fmt::Debug for Capabilities<'_> {
             .field("remote_reads", &self.remote_reads)
             .field("cross_process_lease", &self.cross_process_lease.is_some())
             .field("write_epoch", &self.write_epoch.is_some())
+            .field("decides_once", &self.decides_once)
             .finish()
     }
 }

@@ -86,6 +86,7 @@ impl KvRead for MemoryStore {
     fn capabilities(&self) -> Capabilities<'_> {
         Capabilities {
             write_epoch: Some(&self.epoch),
+            decides_once: true,
             ..Capabilities::default()
         }
     }

@@ -281,6 +281,8 @@ impl KvRead for PgStore {
             remote_reads: true,
             cross_process_lease: Some(self),
             write_epoch: None,
+            // A write decides on expected values first, then again on those read.
+            decides_once: false,
         }
     }
 }

@@ -168,6 +168,8 @@ impl KvRead for ReplicaStore {
             remote_reads: true,
             cross_process_lease: None,
             write_epoch: None,
+            // A write decides on expected values first, then again on those read.
+            decides_once: false,
         }
     }
 }
@@ -221,6 +223,8 @@ impl KvRead for StaleReads<'_> {
             // Never a lease through a replica: nothing decided here may write.
             cross_process_lease: None,
             write_epoch: None,
+            // A write decides on expected values first, then again on those read.
+            decides_once: false,
         }
     }
 }

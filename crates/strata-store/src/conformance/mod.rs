@@ -56,7 +56,8 @@ pub use lease::{
 pub use point::{get, prefix_exists};
 pub use rmw::{
     rmw_decides_again_on_current_values, rmw_decides_on_current_values,
-    rmw_refusal_and_failed_guards_write_nothing, rmw_transfers_are_atomic,
+    rmw_decides_once_when_it_says_so, rmw_refusal_and_failed_guards_write_nothing,
+    rmw_transfers_are_atomic,
 };
 pub use scan::{
     all_ff_prefix, byte_budget, byte_order, cursor_is_exclusive, cursor_not_in_store,
@@ -109,6 +110,7 @@ macro_rules! conformance_tests {
             key_write_increments_are_not_lost,
             rmw_decides_on_current_values,
             rmw_decides_again_on_current_values,
+            rmw_decides_once_when_it_says_so,
             rmw_refusal_and_failed_guards_write_nothing,
             rmw_transfers_are_atomic,
             lease_blocks_writer_on_clone,

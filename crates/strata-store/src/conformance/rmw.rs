@@ -284,3 +284,46 @@ pub fn rmw_transfers_are_atomic<F: Fn(&Path) -> Store>(factory: F) {
     // Even threads move a→b, odd b→a, as many each: back where they started.
     assert_eq!((x, y), (1000, 1000), "lost updates");
 }
+
+/// A backend whose capabilities say it [decides once](crate::Capabilities::decides_once)
+/// calls a decision exactly once per write that reads keys — one that writes, one that
+/// refuses, one whose guard fails — on every write path: callers move what they own into
+/// the batch on that word.
+pub fn rmw_decides_once_when_it_says_so<F: Fn(&Path) -> Store>(factory: F) {
+    let fx = fixture(&factory);
+    if !fx.store.capabilities().decides_once {
+        return;
+    }
+    each_write_path(&fx.store, |w, r, ns| {
+        let (a, g) = (k(ns, b"a"), k(ns, b"g"));
+        put(w, &g, b"guard");
+        let mut calls = 0;
+        assert!(w
+            .read_modify_write(&[&a, &g], &mut |_| {
+                calls += 1;
+                Some(Batch::new().set(a.clone(), b"1".to_vec()))
+            })
+            .unwrap());
+        assert_eq!(calls, 1, "a write that commits is decided once");
+        calls = 0;
+        assert!(!w
+            .read_modify_write(&[&a], &mut |_| {
+                calls += 1;
+                None
+            })
+            .unwrap());
+        assert_eq!(calls, 1, "a refusal is decided once");
+        calls = 0;
+        let failed = w.read_modify_write(&[&a], &mut |_| {
+            calls += 1;
+            Some(
+                Batch::new()
+                    .require_absent(g.clone())
+                    .set(a.clone(), b"2".to_vec()),
+            )
+        });
+        assert!(failed.unwrap_err().is_conflict());
+        assert_eq!(calls, 1, "a write whose guard fails is decided once");
+        assert_eq!(r.get(&a).unwrap(), Some(b"1".to_vec()));
+    });
+}

@@ -6,7 +6,7 @@ use crate::record_error::RecordError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::cell::Cell;
-use strata_store::KvWrite;
+use strata_store::{KvRead, KvWrite};
 
 /// How many times a write re-reads and retries after losing a compare-and-swap race.
 const MAX_WRITE_ATTEMPTS: usize = 64;
@@ -102,6 +102,10 @@ pub(crate) enum Refusal {
     /// The stored document is sealed under a data key this handle's snapshot lacks (a
     /// rotation started elsewhere): refresh the keys and decide again.
     RefreshKeys,
+    /// The backend asked for a second decision after the first one took the write's
+    /// guard preconditions (moved, not copied, on a backend that decides on what it
+    /// read under its own lock): check the guards again and write again.
+    DecideAgain,
 }
 
 impl From<CollectionError> for Refusal {
@@ -162,9 +166,16 @@ impl CollectionInner {
             reencode,
             found: None,
         };
+        // A backend that decides once (redb, memory: under its own lock) lets the decision
+        // take the guard preconditions without a copy; a second decision (a wrapper that
+        // validates optimistically) then starts the attempt again. The others (sled's
+        // compare-and-swap, PostgreSQL's expected values) may decide again routinely:
+        // each decision copies them.
+        let copy_guards = !self.store.capabilities().decides_once;
         for _ in 0..MAX_WRITE_ATTEMPTS {
             // Re-checked on every attempt: a conflict may mean the guard's state changed.
-            let guards = self.check_guards_seen()?;
+            // (Room for a sealed write's keyring precondition is reserved.)
+            let mut guards = Some(self.check_guards_seen()?);
             // One snapshot of the keys per attempt: the value is sealed with it and the
             // batch carries its keyring precondition.
             let sealer = self.sealer_now();
@@ -174,13 +185,16 @@ impl CollectionInner {
                 None => &[&full],
             };
             let written = self.store.read_modify_write(reads, &mut |values| {
-                let mut batch = strata_store::Batch::from_parts(
-                    Vec::with_capacity(1),
-                    Vec::with_capacity(guards.len() + 1),
-                );
-                for g in &guards {
-                    batch.push_precondition(g.clone());
-                }
+                let preconditions = match (guards.as_ref(), copy_guards) {
+                    (Some(g), true) => g.clone(),
+                    (Some(_), false) => guards.take().unwrap_or_default(),
+                    (None, _) => {
+                        outcome = Err(Refusal::DecideAgain);
+                        return None;
+                    }
+                };
+                let mut batch =
+                    strata_store::Batch::from_parts(Vec::with_capacity(1), preconditions);
                 let window = values.get(1).copied().flatten();
                 outcome = self.decide(&mut doc, values[0], window, sealer.as_ref(), &mut batch);
                 match &outcome {
@@ -195,6 +209,7 @@ impl CollectionInner {
                     Err(Refusal::RefreshKeys) => {
                         self.refresh_sealer()?;
                     }
+                    Err(Refusal::DecideAgain) => {}
                 },
                 Err(e) if e.is_conflict() => {
                     // The fence or the keyring (a rotation began or finished) may be

@@ -360,6 +360,8 @@ impl WriteSet {
                             .refresh_sealer()
                             .map_err(|e| document(d, e))?;
                     }
+                    // (`decide` returns no such refusal: a write set copies its guards.)
+                    Err((_, Refusal::DecideAgain)) => {}
                 },
                 Err(e) if e.is_conflict() => {
                     // A guard changed (the fence, a keyring): read them again.

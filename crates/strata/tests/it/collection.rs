@@ -305,3 +305,45 @@ fn byte_layout_of_keys_and_values() {
     let env = c.envelope("a1").unwrap().unwrap();
     assert_eq!((env.payload_version, env.lock_version), (1, 2));
 }
+
+/// The memory backend decides once, so a put moves its guard preconditions into its first
+/// decision. A wrapper that validates optimistically (the spy: the document changes
+/// between the decision and the commit) decides again: the put then writes again from the
+/// start — on the document as it is now, with its guards — instead of refusing or writing
+/// a batch without them.
+#[test]
+fn a_second_decision_after_the_guards_were_taken_writes_again_on_the_current_document() {
+    let (spy, store) = Spy::new();
+    assert!(store.capabilities().decides_once);
+    let db = Database::builder(store.clone()).open().unwrap();
+    let c = db
+        .collection::<serde_json::Value>("notes", CollectionOptions::new())
+        .unwrap();
+    assert_eq!(c.put("a", &serde_json::json!({"n": 1})).unwrap(), 1);
+    // Once, between the put's decision and its commit: another writer's put (lock 5).
+    let key = strata::layout::keys::doc_key("notes", "a");
+    let other = strata::layout::envelope::encode(
+        strata::layout::envelope::Envelope::new(1, 5),
+        br#"{"n":"other"}"#,
+    );
+    let once = std::sync::Mutex::new(Some(other));
+    spy.before_apply(move |_, inner| {
+        if let Some(v) = once.lock().unwrap().take() {
+            inner
+                .apply(strata_store::Batch::new().set(key.clone(), v))
+                .unwrap();
+        }
+    });
+    assert_eq!(
+        c.put("a", &serde_json::json!({"n": 2})).unwrap(),
+        6,
+        "decided on lock 5"
+    );
+    spy.clear_hook();
+    assert_eq!(c.get("a").unwrap(), Some(serde_json::json!({"n": 2})));
+    // The retry carried the fence's guard: a fence raised now is obeyed by the next put.
+    strata::policy::Fence::add_pending(&store, "notes", "target-hash").unwrap();
+    let fenced = c.put("a", &serde_json::json!({"n": 3})).unwrap_err();
+    assert!(fenced.to_string().contains("notes"), "{fenced}");
+    assert_eq!(c.get("a").unwrap(), Some(serde_json::json!({"n": 2})));
+}
