@@ -28,7 +28,9 @@ use tokio_postgres::{Client, Config, NoTls};
 /// one sent with its parameters (`query_typed`) and nothing is left in the session.
 pub(crate) struct Conn {
     pub(crate) client: Client,
-    pub(crate) stmts: Option<Statements>,
+    /// Boxed: a connection moves out of the idle list and back on every operation, and
+    /// the statements are most of its size.
+    pub(crate) stmts: Option<Box<Statements>>,
     /// Set by the connection's I/O task when the server warned that a commit's wait for
     /// the synchronous standby was cancelled (see [`Raw`]).
     unconfirmed: Arc<AtomicBool>,
@@ -373,7 +375,7 @@ impl Pool {
         tracing::debug!(target = %self.target, table = %self.table, "opened a postgres connection");
         Ok(Conn {
             client,
-            stmts: Some(stmts),
+            stmts: Some(Box::new(stmts)),
             unconfirmed,
         })
     }
@@ -480,6 +482,10 @@ pub(crate) fn block_on<T>(
     limit: Duration,
     fut: impl std::future::Future<Output = T>,
 ) -> Result<T, Failure> {
+    // The operation's future is boxed: it is large (a statement's future inside the
+    // caller's), and the timeout and the runtime move it several times before its first
+    // poll; a box is one allocation, those moves were copies of the whole future.
+    let fut = Box::pin(fut);
     rt.block_on(async { tokio::time::timeout(limit, fut).await })
         .map_err(|_| Failure::Timeout)
 }

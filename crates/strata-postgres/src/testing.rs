@@ -27,6 +27,9 @@
 //! # let _ = url; Ok(()) }
 //! ```
 
+mod wire;
+pub use wire::{Sent, WireCounter};
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,6 +1,6 @@
 //! The strata engine on a PostgreSQL store (`strata_postgres`): validation and a legacy
 //! migration ([`engine`]), sealed collections ([`sealed`]), write hints ([`hints`]), one
-//! round trip per write ([`one_trip`]), write sets ([`write_set`], across processes in
+//! statement per get ([`get_wire`]), one round trip per write ([`one_trip`]), write sets ([`write_set`], across processes in
 //! [`write_set_processes`]) and a deploy window across processes ([`window`]).
 //!
 //! Tests that need a server use `STRATA_PG_URL`; built without it (see strata's
@@ -12,6 +12,7 @@
 //! the test itself, run with `--exact` and its role in an environment variable.
 
 mod engine;
+mod get_wire;
 mod hints;
 mod one_statement;
 mod one_trip;
