@@ -233,7 +233,16 @@ impl Pool {
         };
         // On a timeout the connection is in an unknown state (a statement may still be
         // running): it is dropped, and the slot guard frees its place.
-        let mut out = block_on(&self.rt, self.timeouts.client_deadline(), f(&mut conn))?;
+        // The operation's future is made inside the runtime's future, not passed to it: an
+        // operation's future is large (a statement's future inside the caller's), and
+        // every move before its first poll copies it whole (callgrind: ≈ 1,400 more
+        // instructions per `get` than the raw statement's client, issue 24 session 21).
+        let limit = self.timeouts.client_deadline();
+        let conn_ref = &mut conn;
+        let mut out = self
+            .rt
+            .block_on(async move { tokio::time::timeout(limit, f(conn_ref)).await })
+            .map_err(|_| Failure::Timeout)?;
         slot.armed = false;
         if conn.unconfirmed.swap(false, Ordering::SeqCst) && out.is_ok() {
             // Committed on the primary only: never reported as a success.
@@ -482,10 +491,6 @@ pub(crate) fn block_on<T>(
     limit: Duration,
     fut: impl std::future::Future<Output = T>,
 ) -> Result<T, Failure> {
-    // The operation's future is boxed: it is large (a statement's future inside the
-    // caller's), and the timeout and the runtime move it several times before its first
-    // poll; a box is one allocation, those moves were copies of the whole future.
-    let fut = Box::pin(fut);
     rt.block_on(async { tokio::time::timeout(limit, fut).await })
         .map_err(|_| Failure::Timeout)
 }
