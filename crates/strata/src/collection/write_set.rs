@@ -8,7 +8,7 @@ use serde::Serialize;
 use std::collections::HashSet;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
 use std::sync::Arc;
-use strata_store::{Batch, KvWrite, Precondition, Store};
+use strata_store::{Batch, KvRead, KvWrite, Precondition, Store};
 
 /// How often a set is decided again after a guard (the fence, a keyring) changed.
 const MAX_SET_ATTEMPTS: usize = 64;
@@ -129,7 +129,8 @@ pub enum Written {
 ///
 /// Each document is checked exactly as a single write is (the same decision,
 /// `CollectionInner::decide`): the schema gate and the fence (the policy's verdict, and
-/// the fence record's bytes as a precondition), the write guards, a sealed collection's
+/// the fence record's bytes as read in the same transaction — checked by the decision on
+/// a backend that decides once, as a precondition elsewhere), the write guards, a sealed collection's
 /// rules (no write from a handle without the key into a sealed collection, an update of
 /// a sealed document must authenticate, the keyring snapshot as a precondition), the
 /// expected lock version and the ahead guard. The first document that refuses refuses
@@ -272,17 +273,37 @@ impl WriteSet {
 
     /// Commits the set: one call of the store's write primitive. Returns what each
     /// document returned, in the order they were added.
+    ///
+    /// On a backend that decides once (redb, memory: the values handed to the decision
+    /// are current until it commits), when no collection of the set is sealed, the
+    /// decision takes each document's JSON instead of copying it: the guards (the fence,
+    /// the write guards) are then read with the documents and checked by the decision
+    /// itself, before any document is decided, so the batch carries no precondition and
+    /// nothing after the decision can send the set round again — a refusal ends the set.
+    /// Elsewhere each decision copies the JSON and the guards commit as preconditions.
     pub(crate) fn commit(self) -> Result<Vec<Written>, WriteSetError> {
-        if self.docs.is_empty() {
+        let WriteSet {
+            store,
+            collections,
+            mut docs,
+            ..
+        } = self;
+        if docs.is_empty() {
             return Ok(Vec::new());
         }
-        let collections = &self.collections;
+        // The documents' JSON, apart from their keys (which the reads borrow): taken by a
+        // decision that decides once, copied by the others.
+        let mut jsons: Vec<Option<Vec<u8>>> = docs.iter_mut().map(|d| d.json.take()).collect();
+        let docs = docs;
+        let collections = &collections;
         let document = |d: &Pending, e| {
             let inner = &collections[d.of];
             WriteSetError::document(&inner.name, d.key(inner), e)
         };
-        let mut reads: Vec<&[u8]> = Vec::with_capacity(self.docs.len() + collections.len());
-        reads.extend(self.docs.iter().map(|d| d.full.as_slice()));
+        let take_json =
+            store.capabilities().decides_once && collections.iter().all(|c| c.sealer.is_none());
+        let mut reads: Vec<&[u8]> = Vec::with_capacity(docs.len() + collections.len() + 2);
+        reads.extend(docs.iter().map(|d| d.full.as_slice()));
         // Each collection's deploy-window record, read once in the same transaction: the
         // index of its read, per collection.
         let windows: Vec<Option<usize>> = collections
@@ -294,7 +315,8 @@ impl WriteSet {
                 })
             })
             .collect();
-        let mut found: Vec<Option<u64>> = vec![None; self.docs.len()];
+        let base_reads = reads.len();
+        let mut found: Vec<Option<u64>> = vec![None; docs.len()];
         for _ in 0..MAX_SET_ATTEMPTS {
             // Per collection: its guards (fence, write guards) and key snapshot, checked
             // once per attempt.
@@ -302,36 +324,65 @@ impl WriteSet {
                 Vec::with_capacity(collections.len());
             for (of, inner) in collections.iter().enumerate() {
                 let guards = inner.check_guards_seen().map_err(|e| {
-                    let d = self
-                        .docs
-                        .iter()
-                        .find(|d| d.of == of)
-                        .unwrap_or(&self.docs[0]);
+                    let d = docs.iter().find(|d| d.of == of).unwrap_or(&docs[0]);
                     document(d, e)
                 })?;
                 checked.push((guards, inner.sealer_now()));
             }
+            let mut reads = reads.clone();
+            if take_json {
+                // The guards' records, read with the documents: checked by the decision.
+                reads.extend(
+                    checked
+                        .iter()
+                        .flat_map(|(g, _)| g.iter().map(Precondition::key)),
+                );
+            }
             let mut outcome: Result<Vec<Written>, (usize, Refusal)> = Ok(Vec::new());
-            let written = self.store.read_modify_write(&reads, &mut |values| {
-                let mut batch = Batch::with_capacity(self.docs.len());
-                for (guards, _) in &checked {
+            let mut guard_changed = false;
+            let mut decided = false;
+            let written = store.read_modify_write(&reads, &mut |values| {
+                if take_json && std::mem::replace(&mut decided, true) {
+                    // The JSON went with the first decision: a backend that says it
+                    // decides once must not decide again (nothing is written).
+                    outcome = Err((0, Refusal::DecideAgain));
+                    return None;
+                }
+                let mut batch = Batch::with_capacity(docs.len());
+                let guards = checked.iter().flat_map(|(g, _)| g.iter());
+                if take_json {
+                    // Before any document takes its JSON: a guard that changed sends the
+                    // set round again with every JSON still in place.
+                    let current = values.get(base_reads..).unwrap_or_default();
+                    if guards.zip(current).any(|(g, v)| g.check(*v).is_err()) {
+                        guard_changed = true;
+                        return None;
+                    }
+                } else {
                     for g in guards {
                         batch.push_precondition(g.clone());
                     }
                 }
-                let mut results = Vec::with_capacity(self.docs.len());
-                for (i, d) in self.docs.iter().enumerate() {
+                let mut results = Vec::with_capacity(docs.len());
+                for (i, d) in docs.iter().enumerate() {
                     let inner = &collections[d.of];
-                    let json = d.json.as_ref();
+                    let is_set = jsons[i].is_some();
+                    let encoded = if take_json { jsons[i].take() } else { None };
+                    let json = &jsons[i];
+                    // (Never called after the JSON was taken: that decision is the last.)
                     let reencode = || -> Result<Vec<u8>, CollectionError> {
-                        Ok(json.cloned().unwrap_or_default())
+                        json.clone().ok_or_else(|| {
+                            inner.store_error(strata_store::StoreError::InvalidArgument(
+                                "a write set's document was decided twice after its JSON was taken (a bug in the backend or a wrapper); nothing was written".into(),
+                            ))
+                        })
                     };
                     let mut doc = DocWrite {
                         key: d.key(inner),
                         full: &d.full,
                         expect: d.expect,
-                        encoded: None,
-                        reencode: json.map(|_| &reencode as super::write::Reencode<'_>),
+                        encoded,
+                        reencode: is_set.then_some(&reencode as super::write::Reencode<'_>),
                         found: None,
                     };
                     let sealer = checked[d.of].1.as_ref();
@@ -339,7 +390,7 @@ impl WriteSet {
                     let decided = inner.decide(&mut doc, values[i], window, sealer, &mut batch);
                     found[i] = doc.found;
                     match decided {
-                        Ok(lock) if json.is_some() => results.push(Written::Set(lock.unwrap_or(0))),
+                        Ok(lock) if is_set => results.push(Written::Set(lock.unwrap_or(0))),
                         Ok(lock) => results.push(Written::Deleted(lock)),
                         Err(refusal) => {
                             outcome = Err((i, refusal));
@@ -351,17 +402,30 @@ impl WriteSet {
                 Some(batch)
             });
             match written {
+                Ok(_) if guard_changed => {
+                    // A guard changed (the fence): read it again.
+                    for inner in collections {
+                        inner.policy.forget_fence();
+                    }
+                }
                 Ok(_) => match outcome {
                     Ok(results) => return Ok(results),
-                    Err((i, Refusal::Error(e))) => return Err(document(&self.docs[i], e)),
+                    Err((i, Refusal::Error(e))) => return Err(document(&docs[i], e)),
                     Err((i, Refusal::RefreshKeys)) => {
-                        let d = &self.docs[i];
+                        let d = &docs[i];
                         collections[d.of]
                             .refresh_sealer()
                             .map_err(|e| document(d, e))?;
                     }
-                    // (`decide` returns no such refusal: a write set copies its guards.)
-                    Err((_, Refusal::DecideAgain)) => {}
+                    // A second decision after the first took the JSON.
+                    Err((_, Refusal::DecideAgain)) => {
+                        let inner = &collections[docs[0].of];
+                        return Err(WriteSetError::store(inner.store_error(
+                            strata_store::StoreError::InvalidArgument(
+                                "the store decided a write set twice although it says it decides once (a bug in the backend or a wrapper); nothing was written".into(),
+                            ),
+                        )));
+                    }
                 },
                 Err(e) if e.is_conflict() => {
                     // A guard changed (the fence, a keyring): read them again.
@@ -371,12 +435,12 @@ impl WriteSet {
                     }
                 }
                 Err(e) => {
-                    let inner = &collections[self.docs[0].of];
+                    let inner = &collections[docs[0].of];
                     return Err(WriteSetError::store(inner.store_error(e)));
                 }
             }
         }
-        let d = &self.docs[0];
+        let d = &docs[0];
         let inner = &collections[d.of];
         Err(WriteSetError::store(CollectionError::Conflict {
             collection: inner.name.clone(),

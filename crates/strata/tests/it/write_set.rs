@@ -396,3 +396,65 @@ fn a_kill_during_a_bulk_load_leaves_whole_sets_only() {
     assert_eq!(present, 1000, "exactly the first set, whole");
     let _ = inner.flush();
 }
+
+/// On a backend that decides once, the set's decision takes each document's JSON instead
+/// of copying it. A wrapper that says so but decides again (it validates optimistically:
+/// a document changed between the decision and the commit) gets a typed error naming the
+/// fault, and nothing of the set is written — never a document without its JSON.
+#[test]
+fn a_store_that_decides_a_set_twice_against_its_word_writes_nothing() {
+    use super::collection_util::Spy;
+    let (spy, store) = Spy::new();
+    assert!(store.capabilities().decides_once);
+    let (db, accounts, ledger) = seeded(&store);
+    // Once, between the set's decision and its commit: another writer's put of bob.
+    let key = strata::layout::keys::doc_key("accounts", "bob");
+    let other = strata::layout::envelope::encode(
+        strata::layout::envelope::Envelope::new(1, 7),
+        br#"{"id":"bob","cents":1}"#,
+    );
+    let once = std::sync::Mutex::new(Some(other));
+    let decided = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = decided.clone();
+    spy.before_apply(move |_, inner| {
+        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let Some(v) = once.lock().unwrap().take() {
+            inner
+                .apply(strata_store::Batch::new().set(key.clone(), v))
+                .unwrap();
+        }
+    });
+    let err = db
+        .write(|w| {
+            accounts.put_in(w, "alice", &account("alice", 70))?;
+            accounts.put_in(w, "bob", &account("bob", 30))?;
+            ledger.insert_in(w, "t1", &json!({"cents": 30}))
+        })
+        .unwrap_err();
+    spy.clear_hook();
+    assert_eq!(decided.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert!(matches!(err, WriteSetError::Store(_)), "{err:?}");
+    let mut chain = err.to_string();
+    let mut cause = std::error::Error::source(&err);
+    while let Some(c) = cause {
+        chain.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    assert!(chain.contains("decided a write set twice"), "{chain}");
+    // Nothing of the set: alice as seeded, bob as the other writer left him, no entry.
+    let a = accounts.get_document("alice").unwrap().unwrap();
+    assert_eq!((a.value, a.lock_version), (account("alice", 100), 1));
+    assert_eq!(
+        accounts.get_document("bob").unwrap().unwrap().lock_version,
+        7
+    );
+    assert_eq!(ledger.get("t1").unwrap(), None);
+    // The same set on the unchanged documents commits.
+    let (_, written) = db
+        .write(|w| {
+            accounts.put_in(w, "alice", &account("alice", 70))?;
+            ledger.insert_in(w, "t1", &json!({"cents": 30}))
+        })
+        .unwrap();
+    assert_eq!(written, vec![Written::Set(2), Written::Set(1)]);
+}
