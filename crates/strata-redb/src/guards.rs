@@ -40,7 +40,7 @@ pub(crate) struct GuardCache {
     lengths: u64,
     /// Reads and precondition checks served from the cache (read by the tests).
     #[cfg_attr(not(test), allow(dead_code))]
-    hits: u64,
+    hits: std::cell::Cell<u64>,
 }
 
 fn length_bit(key: &[u8]) -> u64 {
@@ -55,11 +55,16 @@ impl GuardCache {
             return None;
         }
         let found = self.entries.iter().find(|(k, _)| k.as_slice() == key)?;
-        self.hits += 1;
+        self.count_hits(1);
         Some(found.1.as_deref())
     }
 
-    /// [`GuardCache::get`] without counting a hit (a second look at the same key).
+    /// Counts `n` reads served from the cache (looked up with [`GuardCache::peek`]).
+    pub(crate) fn count_hits(&self, n: usize) {
+        self.hits.set(self.hits.get() + n as u64);
+    }
+
+    /// [`GuardCache::get`] without counting a hit.
     pub(crate) fn peek(&self, key: &[u8]) -> Option<Option<&[u8]>> {
         if self.lengths & length_bit(key) == 0 {
             return None;
@@ -107,7 +112,7 @@ impl GuardCache {
     /// Reads served from the cache so far.
     #[cfg(test)]
     pub(crate) fn hits(&self) -> u64 {
-        self.hits
+        self.hits.get()
     }
 }
 

@@ -443,25 +443,44 @@ impl RedbStore {
                 // The values are read inside this write transaction: redb runs one at a
                 // time, so they are current until it commits. A cached guard key is not
                 // looked up.
+                // One look in the cache per key: what it serves is neither opened nor read.
+                // (On the stack for the few keys of a one-document write.)
+                let mut few = [None; 4];
+                let many: Vec<Option<Option<&[u8]>>>;
+                let served: &[Option<Option<&[u8]>>] = match few.get_mut(..reads.len()) {
+                    Some(few) => {
+                        for (slot, key) in few.iter_mut().zip(reads) {
+                            *slot = cache.peek(key);
+                        }
+                        few
+                    }
+                    None => {
+                        many = reads.iter().map(|k| cache.peek(k)).collect();
+                        &many
+                    }
+                };
+                cache.count_hits(served.iter().filter(|c| c.is_some()).count());
                 let stored = {
-                    let (tables, cache) = (&mut tables, &mut cache);
+                    let tables = &mut tables;
                     self.guard(move || {
-                        for key in reads.iter().filter(|k| cache.peek(k).is_none()) {
+                        for (key, _) in reads.iter().zip(served).filter(|(_, c)| c.is_none()) {
                             tables.open_for(key)?;
                         }
                         // (The tables are only read from now on, as long as `stored` lives.)
                         let tables: &tables::WriteTables<'_> = tables;
-                        reads::read_all(&self.inner.path, tables, reads, |key| {
-                            cache.get(key).is_some()
+                        let mut at = 0;
+                        reads::read_all(&self.inner.path, tables, reads, |_| {
+                            at += 1;
+                            served.get(at - 1).is_some_and(Option::is_some)
                         })
                     })?
                 };
                 let mut values: smallvec::SmallVec<[Option<&[u8]>; 2]> =
                     smallvec::SmallVec::with_capacity(reads.len());
-                for (key, got) in reads.iter().zip(&stored) {
+                for (got, cached) in stored.iter().zip(served) {
                     values.push(match got {
                         reads::Slot::Read(g) => g.as_ref().map(|v| v.value()),
-                        reads::Slot::Cached => cache.peek(key).flatten(),
+                        reads::Slot::Cached => cached.flatten(),
                     });
                 }
                 // The caller's decision runs outside the panic guard: its panic is its own.

@@ -258,14 +258,19 @@ impl CollectionInner {
     }
 
     /// [`Collection::check_guards`] for the write path: the fence check uses the fence
-    /// record this handle last read (exact all the same: the batch requires its bytes; on a
-    /// conflict the caller drops it with `policy.forget_fence()` and checks again).
-    pub(crate) fn check_guards_seen(&self) -> Result<Vec<Precondition>, CollectionError> {
+    /// record this handle last read (exact all the same: the write requires its bytes; on
+    /// a conflict the caller drops it with `policy.forget_fence()` and checks again).
+    pub(crate) fn check_guards_seen(&self) -> Result<Guards, CollectionError> {
         let fence = self
             .policy
             .guard_write_seen(&self.name, self.governed)
             .map_err(|e| self.policy_error(e))?;
-        self.with_guards(fence)
+        let others = if self.guards.is_empty() {
+            Vec::new()
+        } else {
+            self.write_guards(Vec::new())?
+        };
+        Ok(Guards { fence, others })
     }
 
     /// The fence precondition plus every write guard's.
@@ -274,6 +279,14 @@ impl CollectionInner {
         // key: `KeyWrite`; read-repair's batch adds it too).
         let mut preconditions = Vec::with_capacity(3 + self.guards.len());
         preconditions.push(fence);
+        self.write_guards(preconditions)
+    }
+
+    /// Every write guard's preconditions, after `preconditions`.
+    fn write_guards(
+        &self,
+        mut preconditions: Vec<Precondition>,
+    ) -> Result<Vec<Precondition>, CollectionError> {
         for g in &self.guards {
             preconditions.extend(
                 g.guard_write(&self.name)
@@ -580,6 +593,60 @@ impl<T> Collection<T> {
                 stored,
                 f,
             )),
+        }
+    }
+}
+
+/// What a write must still find when it commits for its guards' verdicts to hold: the
+/// fence record it was checked against and every write guard's preconditions
+/// ([`CollectionInner::check_guards_seen`]).
+///
+/// On a backend that decides once (its decision's values are current until it commits:
+/// redb, memory) the guards' keys are read with the document and the decision checks
+/// them ([`Guards::hold`]) — nothing copied per write; elsewhere the batch carries them
+/// as preconditions ([`Guards::push_onto`]).
+#[derive(Debug)]
+pub(crate) struct Guards {
+    fence: crate::policy::SeenGuard,
+    others: Vec<Precondition>,
+}
+
+impl Guards {
+    /// How many keys the guards are on.
+    pub(crate) fn len(&self) -> usize {
+        1 + self.others.len()
+    }
+
+    /// The fence record's key.
+    pub(crate) fn fence_key(&self) -> &'static [u8] {
+        self.fence.key()
+    }
+
+    /// The keys the guards are on, the fence record's first.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &[u8]> {
+        std::iter::once(self.fence.key()).chain(self.others.iter().map(Precondition::key))
+    }
+
+    /// True when `current` — the values of [`Guards::keys`], in order, read in the
+    /// write's own transaction — is what every guard requires.
+    pub(crate) fn hold(&self, current: &[Option<&[u8]>]) -> bool {
+        let Some((fence, others)) = current.split_first() else {
+            return false;
+        };
+        others.len() == self.others.len()
+            && self.fence.holds(*fence)
+            && self
+                .others
+                .iter()
+                .zip(others)
+                .all(|(p, v)| p.check(*v).is_ok())
+    }
+
+    /// Pushes the guards onto `batch` as its preconditions (copies).
+    pub(crate) fn push_onto(&self, batch: &mut strata_store::Batch) {
+        batch.push_precondition(self.fence.precondition());
+        for p in &self.others {
+            batch.push_precondition(p.clone());
         }
     }
 }

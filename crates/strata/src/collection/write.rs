@@ -102,9 +102,9 @@ pub(crate) enum Refusal {
     /// The stored document is sealed under a data key this handle's snapshot lacks (a
     /// rotation started elsewhere): refresh the keys and decide again.
     RefreshKeys,
-    /// The backend asked for a second decision after the first one took the write's
-    /// guard preconditions (moved, not copied, on a backend that decides on what it
-    /// read under its own lock): check the guards again and write again.
+    /// The backend asked for a second decision after the first one took what the write
+    /// owns (a write set's JSON, moved, not copied, on a backend that says it decides
+    /// once): the write cannot be decided again.
     DecideAgain,
 }
 
@@ -142,8 +142,10 @@ impl CollectionInner {
     /// overwritten in clear, a sealed one updated must authenticate, the expected lock,
     /// the ahead guard, the size, the new envelope, sealing — is made on it there; the
     /// fence's and the write guards' verdicts (made on the fence record this handle last
-    /// read) and the keyring snapshot the document is sealed with commit with it as the
-    /// batch's preconditions. A conflict on one of those re-reads them and decides again.
+    /// read) hold when it commits — checked by the decision on the records read in the
+    /// same transaction where the backend decides once, the batch's preconditions
+    /// elsewhere — and so does the keyring snapshot the document is sealed with (a
+    /// precondition). A guard that changed re-reads them and decides again.
     fn write_json(
         &self,
         key: &str,
@@ -166,36 +168,58 @@ impl CollectionInner {
             reencode,
             found: None,
         };
-        // A backend that decides once (redb, memory: under its own lock) lets the decision
-        // take the guard preconditions without a copy; a second decision (a wrapper that
-        // validates optimistically) then starts the attempt again. The others (sled's
-        // compare-and-swap, PostgreSQL's expected values) may decide again routinely:
-        // each decision copies them.
-        let copy_guards = !self.store.capabilities().decides_once;
+        // A backend that decides once (redb, memory: the values it hands the decision are
+        // current until it commits) reads the guards' records with the document and the
+        // decision checks them, by reference. The others (sled's compare-and-swap,
+        // PostgreSQL's expected values) may decide on values that change before the
+        // commit: each decision copies the guards into its batch as preconditions.
+        let guards_read = self.store.capabilities().decides_once;
+        let doc_reads = if self.window_key.is_some() { 2 } else { 1 };
         for _ in 0..MAX_WRITE_ATTEMPTS {
             // Re-checked on every attempt: a conflict may mean the guard's state changed.
-            // (Room for a sealed write's keyring precondition is reserved.)
-            let mut guards = Some(self.check_guards_seen()?);
+            let guards = self.check_guards_seen()?;
             // One snapshot of the keys per attempt: the value is sealed with it and the
             // batch carries its keyring precondition.
             let sealer = self.sealer_now();
             let mut outcome: Result<Option<u64>, Refusal> = Ok(None);
-            let reads: &[&[u8]] = match &self.window_key {
-                Some(w) => &[&full, w],
-                None => &[&full],
+            let mut guard_changed = false;
+            // The document, the deploy-window record, the guards' records (the fence's,
+            // and the write guards' if any).
+            let mut few: [&[u8]; 3] = [&full, &[], &[]];
+            let mut many = Vec::new();
+            let reads: &[&[u8]] = match (&self.window_key, guards_read && guards.len() == 1) {
+                (None, false) if !guards_read => &few[..1],
+                (Some(w), false) if !guards_read => {
+                    few[1] = w;
+                    &few[..2]
+                }
+                (None, true) => {
+                    few[1] = guards.fence_key();
+                    &few[..2]
+                }
+                (Some(w), true) => {
+                    few[1] = w;
+                    few[2] = guards.fence_key();
+                    &few[..3]
+                }
+                (window, _) => {
+                    many.push(full.as_slice());
+                    many.extend(window.as_deref());
+                    many.extend(guards.keys());
+                    &many
+                }
             };
             let written = self.store.read_modify_write(reads, &mut |values| {
-                let preconditions = match (guards.as_ref(), copy_guards) {
-                    (Some(g), true) => g.clone(),
-                    (Some(_), false) => guards.take().unwrap_or_default(),
-                    (None, _) => {
-                        outcome = Err(Refusal::DecideAgain);
+                let mut batch = strata_store::Batch::from_parts(Vec::with_capacity(1), Vec::new());
+                if guards_read {
+                    if !guards.hold(values.get(doc_reads..).unwrap_or_default()) {
+                        guard_changed = true;
                         return None;
                     }
-                };
-                let mut batch =
-                    strata_store::Batch::from_parts(Vec::with_capacity(1), preconditions);
-                let window = values.get(1).copied().flatten();
+                } else {
+                    guards.push_onto(&mut batch);
+                }
+                let window = values.get(1).copied().flatten().filter(|_| doc_reads == 2);
                 outcome = self.decide(&mut doc, values[0], window, sealer.as_ref(), &mut batch);
                 match &outcome {
                     Ok(_) if !batch.mutations().is_empty() => Some(batch),
@@ -203,12 +227,18 @@ impl CollectionInner {
                 }
             });
             match written {
+                Ok(_) if guard_changed => {
+                    // The fence (or a write guard's record) changed since this handle
+                    // read it: read it again.
+                    self.policy.forget_fence();
+                }
                 Ok(_) => match outcome {
                     Ok(result) => return Ok(result),
                     Err(Refusal::Error(e)) => return Err(e),
                     Err(Refusal::RefreshKeys) => {
                         self.refresh_sealer()?;
                     }
+                    // (Only a write set decides so.)
                     Err(Refusal::DecideAgain) => {}
                 },
                 Err(e) if e.is_conflict() => {

@@ -8,7 +8,7 @@ use serde::Serialize;
 use std::collections::HashSet;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
 use std::sync::Arc;
-use strata_store::{Batch, KvRead, KvWrite, Precondition, Store};
+use strata_store::{Batch, KvRead, KvWrite, Store};
 
 /// How often a set is decided again after a guard (the fence, a keyring) changed.
 const MAX_SET_ATTEMPTS: usize = 64;
@@ -320,7 +320,7 @@ impl WriteSet {
         for _ in 0..MAX_SET_ATTEMPTS {
             // Per collection: its guards (fence, write guards) and key snapshot, checked
             // once per attempt.
-            let mut checked: Vec<(Vec<Precondition>, Option<crate::seal::Sealer>)> =
+            let mut checked: Vec<(super::Guards, Option<crate::seal::Sealer>)> =
                 Vec::with_capacity(collections.len());
             for (of, inner) in collections.iter().enumerate() {
                 let guards = inner.check_guards_seen().map_err(|e| {
@@ -332,11 +332,7 @@ impl WriteSet {
             let mut reads = reads.clone();
             if take_json {
                 // The guards' records, read with the documents: checked by the decision.
-                reads.extend(
-                    checked
-                        .iter()
-                        .flat_map(|(g, _)| g.iter().map(Precondition::key)),
-                );
+                reads.extend(checked.iter().flat_map(|(g, _)| g.keys()));
             }
             let mut outcome: Result<Vec<Written>, (usize, Refusal)> = Ok(Vec::new());
             let mut guard_changed = false;
@@ -349,18 +345,21 @@ impl WriteSet {
                     return None;
                 }
                 let mut batch = Batch::with_capacity(docs.len());
-                let guards = checked.iter().flat_map(|(g, _)| g.iter());
                 if take_json {
                     // Before any document takes its JSON: a guard that changed sends the
                     // set round again with every JSON still in place.
-                    let current = values.get(base_reads..).unwrap_or_default();
-                    if guards.zip(current).any(|(g, v)| g.check(*v).is_err()) {
-                        guard_changed = true;
-                        return None;
+                    let mut current = values.get(base_reads..).unwrap_or_default();
+                    for (guards, _) in &checked {
+                        let (these, rest) = current.split_at(guards.len().min(current.len()));
+                        if !guards.hold(these) {
+                            guard_changed = true;
+                            return None;
+                        }
+                        current = rest;
                     }
                 } else {
-                    for g in guards {
-                        batch.push_precondition(g.clone());
+                    for (guards, _) in &checked {
+                        guards.push_onto(&mut batch);
                     }
                 }
                 let mut results = Vec::with_capacity(docs.len());

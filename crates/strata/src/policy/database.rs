@@ -94,6 +94,30 @@ struct SeenFence {
     raw: Option<Vec<u8>>,
 }
 
+/// The fence record a write was checked against ([`PolicyLink::guard_write_seen`]): the
+/// write must still find exactly these bytes when it commits — as its batch's
+/// precondition, or checked by its decision on a backend that decides once on what it
+/// read in the write's own transaction. Shared, not copied, per write.
+#[derive(Debug, Clone)]
+pub(crate) struct SeenGuard(Arc<SeenFence>);
+
+impl SeenGuard {
+    /// The fence record's key.
+    pub(crate) fn key(&self) -> &'static [u8] {
+        super::fence::FENCE_KEY
+    }
+
+    /// True when `current` (the fence record as read now) is the record checked.
+    pub(crate) fn holds(&self, current: Option<&[u8]>) -> bool {
+        current == self.0.raw.as_deref()
+    }
+
+    /// The precondition that requires the record checked.
+    pub(crate) fn precondition(&self) -> Precondition {
+        fence_precondition(self.0.raw.clone())
+    }
+}
+
 impl PolicyLink {
     /// Reads the generation the handle opens at; with a configuration, registers the
     /// policy client now.
@@ -159,40 +183,39 @@ impl PolicyLink {
 
     /// [`PolicyLink::guard_write`] for the write path: checks against the fence record
     /// this handle last read instead of reading it for every write. Exact all the same:
-    /// the precondition requires the bytes checked, so a write past a fence that changed
-    /// since conflicts (the caller then calls [`PolicyLink::forget_fence`] and retries),
-    /// and a refusal is only ever given after reading the fence again.
+    /// the write requires the bytes checked (as its batch's precondition, or checked by its
+    /// decision against the record read in its transaction), so a write past a fence that
+    /// changed since conflicts (the caller then calls [`PolicyLink::forget_fence`] and
+    /// retries), and a refusal is only ever given after reading the fence again.
     pub(crate) fn guard_write_seen(
         &self,
         collection: &str,
         governed: bool,
-    ) -> Result<Precondition, PolicyError> {
+    ) -> Result<SeenGuard, PolicyError> {
         {
-            // Checked under the read lock (no reference count taken and dropped per
-            // write); nothing below takes `seen_fence` (`ensure` opens the policy client
-            // only). A refusal is given only after reading the fence again, below.
+            // Checked under the read lock; nothing below takes `seen_fence` (`ensure`
+            // opens the policy client only). A refusal is given only after reading the
+            // fence again, below.
             let seen = self.seen_fence.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(seen) = seen.as_deref() {
+            if let Some(seen) = seen.as_ref() {
                 // A handle without a policy client writing a collection not under policy:
-                // `guard_fence` is `check_fence` and the precondition (inline, the
-                // commonest write).
-                if !governed && self.policy.get().is_none() {
-                    if seen.doc.generation <= self.opened_generation
+                // the verdict is `check_fence`'s (inline, the commonest write).
+                let holds = if !governed && self.policy.get().is_none() {
+                    seen.doc.generation <= self.opened_generation
                         && !seen.doc.is_pending(collection)
-                    {
-                        return Ok(fence_precondition(seen.raw.clone()));
-                    }
-                } else if let Ok(p) =
-                    self.guard_fence(collection, governed, &seen.doc, seen.raw.clone())
-                {
-                    return Ok(p);
+                } else {
+                    self.fence_verdict(collection, governed, &seen.doc).is_ok()
+                };
+                if holds {
+                    return Ok(SeenGuard(Arc::clone(seen)));
                 }
             }
         }
         let (doc, raw) = Fence::read_raw(&self.store)?;
         let seen = Arc::new(SeenFence { doc, raw });
         *self.seen_fence.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&seen));
-        self.guard_fence(collection, governed, &seen.doc, seen.raw.clone())
+        self.fence_verdict(collection, governed, &seen.doc)?;
+        Ok(SeenGuard(seen))
     }
 
     /// Drops the fence record kept by [`PolicyLink::guard_write_seen`] (after a write
@@ -201,20 +224,20 @@ impl PolicyLink {
         *self.seen_fence.write().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
-    fn guard_fence(
+    /// May a write of `collection` go ahead under the fence record `fence`?
+    fn fence_verdict(
         &self,
         collection: &str,
         governed: bool,
         fence: &FenceDoc,
-        raw: Option<Vec<u8>>,
-    ) -> Result<Precondition, PolicyError> {
+    ) -> Result<(), PolicyError> {
         if let Some(p) = self.policy.get() {
-            return p.gate().guard_fence(collection, fence, raw);
+            return p.gate().fence_verdict(collection, fence);
         }
         check_fence(fence, collection, self.opened_generation)?;
         if governed {
-            return self.ensure()?.gate().guard_fence(collection, fence, raw);
+            return self.ensure()?.gate().fence_verdict(collection, fence);
         }
-        Ok(fence_precondition(raw))
+        Ok(())
     }
 }

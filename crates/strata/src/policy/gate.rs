@@ -467,6 +467,17 @@ impl SchemaGate {
         fence: &super::FenceDoc,
         raw: Option<Vec<u8>>,
     ) -> Result<Precondition, PolicyError> {
+        self.fence_verdict(collection, fence)?;
+        Ok(fence_precondition(raw))
+    }
+
+    /// The verdict of [`SchemaGate::guard_fence`] alone: may a write of `collection` go
+    /// ahead under the fence record `fence`?
+    pub(crate) fn fence_verdict(
+        &self,
+        collection: &str,
+        fence: &super::FenceDoc,
+    ) -> Result<(), PolicyError> {
         check_fence(fence, collection, self.generation())?;
         let fenced = || PolicyError::Refused {
             collection: collection.to_string(),
@@ -488,7 +499,7 @@ impl SchemaGate {
                     build: *build,
                 },
             }),
-            _ => Ok(fence_precondition(raw)),
+            _ => Ok(()),
         }
     }
 }

@@ -48,8 +48,8 @@ mod state;
 mod strategy;
 
 pub use baseline::{baseline_key, Baseline, BASELINE_FORMAT};
-pub(crate) use database::PolicyLink;
 pub use database::SchemaOptions;
+pub(crate) use database::{PolicyLink, SeenGuard};
 pub use error::{PolicyError, Refusal, RefusalMessage};
 pub use fence::{Fence, FenceDoc, PendingCutover, FENCE_FORMAT};
 pub use gate::{DeclareOutcome, SchemaDeclaration, SchemaGate, Verdict};

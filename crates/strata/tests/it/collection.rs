@@ -306,13 +306,13 @@ fn byte_layout_of_keys_and_values() {
     assert_eq!((env.payload_version, env.lock_version), (1, 2));
 }
 
-/// The memory backend decides once, so a put moves its guard preconditions into its first
-/// decision. A wrapper that validates optimistically (the spy: the document changes
-/// between the decision and the commit) decides again: the put then writes again from the
-/// start — on the document as it is now, with its guards — instead of refusing or writing
-/// a batch without them.
+/// The memory backend decides once, so a put's decision checks its guards (the fence
+/// record, read with the document) itself instead of copying them into its batch. A
+/// wrapper that validates optimistically (the spy: the document changes between the
+/// decision and the commit) decides again: the put then decides on the document as it is
+/// now, with its guards checked again — it neither refuses nor writes unguarded.
 #[test]
-fn a_second_decision_after_the_guards_were_taken_writes_again_on_the_current_document() {
+fn a_second_decision_writes_on_the_current_document_with_its_guards_checked_again() {
     let (spy, store) = Spy::new();
     assert!(store.capabilities().decides_once);
     let db = Database::builder(store.clone()).open().unwrap();
