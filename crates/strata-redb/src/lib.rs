@@ -441,10 +441,9 @@ impl RedbStore {
             let mut tables = tables::WriteTables::new(&txn, &self.inner.path, self.layout());
             let (batch, fill) = {
                 // The values are read inside this write transaction: redb runs one at a
-                // time, so they are current until it commits. A cached guard key is not
-                // looked up.
-                // One look in the cache per key: what it serves is neither opened nor read.
-                // (On the stack for the few keys of a one-document write.)
+                // time, so they are current until it commits. One look in the guard cache
+                // per key: what it serves is neither opened nor read. (On the stack for
+                // the few keys of a one-document write.)
                 let mut few = [None; 4];
                 let many: Vec<Option<Option<&[u8]>>>;
                 let served: &[Option<Option<&[u8]>>] = match few.get_mut(..reads.len()) {
@@ -460,42 +459,61 @@ impl RedbStore {
                     }
                 };
                 cache.count_hits(served.iter().filter(|c| c.is_some()).count());
+                // The keys it does not serve, in order: read from their tables.
+                let mut few_keys: [&[u8]; 4] = [&[]; 4];
+                let many_keys: Vec<&[u8]>;
+                let uncached = reads
+                    .iter()
+                    .zip(served)
+                    .filter(|(_, c)| c.is_none())
+                    .map(|(k, _)| *k);
+                let to_read: &[&[u8]] = if reads.len() <= few_keys.len() {
+                    let mut n = 0;
+                    for (slot, key) in few_keys.iter_mut().zip(uncached) {
+                        *slot = key;
+                        n += 1;
+                    }
+                    &few_keys[..n]
+                } else {
+                    many_keys = uncached.collect();
+                    &many_keys
+                };
                 let stored = {
                     let tables = &mut tables;
                     self.guard(move || {
-                        for (key, _) in reads.iter().zip(served).filter(|(_, c)| c.is_none()) {
+                        for key in to_read {
                             tables.open_for(key)?;
                         }
                         // (The tables are only read from now on, as long as `stored` lives.)
                         let tables: &tables::WriteTables<'_> = tables;
-                        let mut at = 0;
-                        reads::read_all(&self.inner.path, tables, reads, |_| {
-                            at += 1;
-                            served.get(at - 1).is_some_and(Option::is_some)
-                        })
+                        reads::read_all(&self.inner.path, tables, to_read, |_| false)
                     })?
                 };
-                let mut values: smallvec::SmallVec<[Option<&[u8]>; 2]> =
+                let mut values: smallvec::SmallVec<[Option<&[u8]>; 3]> =
                     smallvec::SmallVec::with_capacity(reads.len());
-                for (got, cached) in stored.iter().zip(served) {
-                    values.push(match got {
-                        reads::Slot::Read(g) => g.as_ref().map(|v| v.value()),
-                        reads::Slot::Cached => cached.flatten(),
+                let mut slots = stored.iter();
+                for cached in served {
+                    values.push(match cached {
+                        Some(v) => *v,
+                        None => slots.next().and_then(reads::Slot::value),
                     });
                 }
                 // The caller's decision runs outside the panic guard: its panic is its own.
                 let batch = decide(&values);
                 // The keys a one-document write reads besides its document (a
-                // deploy-window record) that its batch does not write are guards: cached
-                // for the next write. (Not those of a write reading many keys — a write
-                // set: it would only churn the cache.)
+                // deploy-window record, the fence record) that its batch does not write
+                // are guards: cached for the next write. (Not those of a write reading
+                // many keys — a write set: it would only churn the cache.)
                 let mut fill: Vec<(&[u8], Option<Vec<u8>>)> = Vec::new();
                 if let (Some(b), true) = (&batch, reads.len() <= FILL_FROM_READS) {
-                    for (key, got) in reads.iter().zip(&stored).skip(1) {
-                        if let reads::Slot::Read(g) = got {
-                            if !b.mutations().iter().any(|m| m.key() == *key) {
-                                fill.push((key, g.as_ref().map(|v| v.value().to_vec())));
-                            }
+                    let mut slots = stored.iter();
+                    for (i, (key, cached)) in reads.iter().zip(served).enumerate() {
+                        if cached.is_some() {
+                            continue;
+                        }
+                        let got = slots.next().and_then(reads::Slot::value);
+                        if i > 0 && !b.mutations().iter().any(|m| m.key() == *key) {
+                            fill.push((key, got.map(<[u8]>::to_vec)));
                         }
                     }
                 }

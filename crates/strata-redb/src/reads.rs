@@ -32,6 +32,16 @@ pub(crate) enum Slot<'a> {
     Read(Option<Guard<'a>>),
 }
 
+impl Slot<'_> {
+    /// The value read (`None`: absent, or served by the cache).
+    pub(crate) fn value(&self) -> Option<&[u8]> {
+        match self {
+            Slot::Read(g) => g.as_ref().map(|v| v.value()),
+            Slot::Cached => None,
+        }
+    }
+}
+
 /// At least this many keys of one table are read with one ordered cursor.
 const CURSOR_MIN: usize = 8;
 

@@ -210,7 +210,10 @@ impl CollectionInner {
                 }
             };
             let written = self.store.read_modify_write(reads, &mut |values| {
-                let mut batch = strata_store::Batch::from_parts(Vec::with_capacity(1), Vec::new());
+                // (Room for a sealed write's keyring precondition.)
+                let preconditions = Vec::with_capacity(usize::from(sealer.is_some()));
+                let mut batch =
+                    strata_store::Batch::from_parts(Vec::with_capacity(1), preconditions);
                 if guards_read {
                     if !guards.hold(values.get(doc_reads..).unwrap_or_default()) {
                         guard_changed = true;
