@@ -213,6 +213,50 @@ mod tests {
         }
     }
 
+    /// A write's values reach its decision in the order of its keys, whether each came
+    /// from the cache or from its table: cached guards between documents (a write set's
+    /// window and fence records after its documents, a document after them) never shift
+    /// another key's value.
+    #[test]
+    fn cached_and_read_values_reach_the_decision_in_key_order() {
+        for (_dir, store) in stores() {
+            store
+                .apply(
+                    Batch::new()
+                        .set(FENCE.to_vec(), b"F".to_vec())
+                        .set(WINDOW.to_vec(), b"W".to_vec())
+                        .set(b"d/2".to_vec(), b"two".to_vec()),
+                )
+                .unwrap();
+            // Fills the cache with the two guards (read besides the document written).
+            let fill: [&[u8]; 3] = [b"d/1", WINDOW, FENCE];
+            store
+                .read_modify_write(&fill, &mut |_| {
+                    Some(Batch::new().set(b"d/1".to_vec(), b"one".to_vec()))
+                })
+                .unwrap();
+            let reads: [&[u8]; 6] = [b"d/1", WINDOW, b"d/0", FENCE, b"d/2", b"d/3"];
+            let before = store.guard_cache_hits();
+            let mut seen = Vec::new();
+            store
+                .read_modify_write(&reads, &mut |values| {
+                    seen = values.iter().map(|v| v.map(<[u8]>::to_vec)).collect();
+                    None
+                })
+                .unwrap();
+            assert_eq!(store.guard_cache_hits(), before + 2, "both guards served");
+            let want: Vec<Option<Vec<u8>>> = vec![
+                Some(b"one".to_vec()),
+                Some(b"W".to_vec()),
+                None,
+                Some(b"F".to_vec()),
+                Some(b"two".to_vec()),
+                None,
+            ];
+            assert_eq!(seen, want);
+        }
+    }
+
     /// Every other path that writes a cached guard key — a plain batch, a conditional
     /// one, a decided write, a delete — is seen by the next write.
     #[test]
