@@ -129,7 +129,14 @@ pub(crate) struct DocWrite<'a> {
     pub(crate) reencode: Option<Reencode<'a>>,
     /// The stored lock version the last decision found.
     pub(crate) found: Option<u64>,
+    /// `full`, owned: taken by the first decision for its mutation (`None`: each
+    /// decision copies `full`).
+    pub(crate) owned_key: Option<Vec<u8>>,
 }
+
+/// Document keys up to this long are read from a copy on the stack by a write on a backend
+/// that decides once (the write's own key moves into its mutation).
+const KEY_ON_STACK: usize = 128;
 
 // The write path after encoding: not generic, one copy for every document type.
 impl CollectionInner {
@@ -155,18 +162,9 @@ impl CollectionInner {
         if set.is_some() {
             self.check_key_length(key)?;
         }
-        let full = self.key_of(key);
         let (encoded, reencode) = match set {
             Some((json, reencode)) => (Some(json), Some(reencode)),
             None => (None, None),
-        };
-        let mut doc = DocWrite {
-            key,
-            full: &full,
-            expect,
-            encoded,
-            reencode,
-            found: None,
         };
         // A backend that decides once (redb, memory: the values it hands the decision are
         // current until it commits) reads the guards' records with the document and the
@@ -174,6 +172,28 @@ impl CollectionInner {
         // PostgreSQL's expected values) may decide on values that change before the
         // commit: each decision copies the guards into its batch as preconditions.
         let guards_read = self.store.capabilities().decides_once;
+        // The document's key: there, the reads borrow a copy on the stack and the first
+        // decision takes the key itself for its mutation (no second allocation).
+        let owned = self.key_of(key);
+        let mut stack = [0u8; KEY_ON_STACK];
+        let mut owned_key = None;
+        let full: &[u8] = match stack.get_mut(..owned.len()) {
+            Some(copy) if guards_read => {
+                copy.copy_from_slice(&owned);
+                owned_key = Some(owned);
+                copy
+            }
+            _ => &owned,
+        };
+        let mut doc = DocWrite {
+            key,
+            full,
+            owned_key,
+            expect,
+            encoded,
+            reencode,
+            found: None,
+        };
         let doc_reads = if self.window_key.is_some() { 2 } else { 1 };
         for _ in 0..MAX_WRITE_ATTEMPTS {
             // Re-checked on every attempt: a conflict may mean the guard's state changed.
@@ -185,7 +205,7 @@ impl CollectionInner {
             let mut guard_changed = false;
             // The document, the deploy-window record, the guards' records (the fence's,
             // and the write guards' if any).
-            let mut few: [&[u8]; 3] = [&full, &[], &[]];
+            let mut few: [&[u8]; 3] = [full, &[], &[]];
             let mut many = Vec::new();
             let reads: &[&[u8]] = match (&self.window_key, guards_read && guards.len() == 1) {
                 (None, false) if !guards_read => &few[..1],
@@ -203,7 +223,7 @@ impl CollectionInner {
                     &few[..3]
                 }
                 (window, _) => {
-                    many.push(full.as_slice());
+                    many.push(full);
                     many.extend(window.as_deref());
                     many.extend(guards.keys());
                     &many
@@ -302,7 +322,7 @@ impl CollectionInner {
                 None => None,
                 Some(_) => {
                     batch.push(strata_store::Mutation::Delete {
-                        key: doc.full.to_vec(),
+                        key: doc.owned_key.take().unwrap_or_else(|| doc.full.to_vec()),
                     });
                     Some(doc.found.unwrap_or(0))
                 }
@@ -351,7 +371,7 @@ impl CollectionInner {
         };
         self.check_size(key, doc.full, &bytes)?;
         batch.push(strata_store::Mutation::Set {
-            key: doc.full.to_vec(),
+            key: doc.owned_key.take().unwrap_or_else(|| doc.full.to_vec()),
             value: bytes,
         });
         Ok(Some(lock))

@@ -383,6 +383,7 @@ impl WriteSet {
                         encoded,
                         reencode: is_set.then_some(&reencode as super::write::Reencode<'_>),
                         found: None,
+                        owned_key: None,
                     };
                     let sealer = checked[d.of].1.as_ref();
                     let window = windows[d.of].and_then(|at| values.get(at).copied().flatten());

@@ -347,3 +347,52 @@ fn a_second_decision_writes_on_the_current_document_with_its_guards_checked_agai
     assert!(fenced.to_string().contains("notes"), "{fenced}");
     assert_eq!(c.get("a").unwrap(), Some(serde_json::json!({"n": 2})));
 }
+
+/// A write on a backend that decides once reads its document through a copy of the key on
+/// the stack and moves the key itself into its mutation; a key too long for that copy is
+/// read and copied as before. Both are written, updated and deleted under the very key
+/// given, on memory and redb (and on sled, which copies the key each decision).
+#[test]
+fn short_and_long_keys_are_written_updated_and_deleted_under_their_own_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let stores = [
+        ("memory", mem_store()),
+        (
+            "redb",
+            strata_redb::RedbStore::create_store(dir.path().join("s.redb")).unwrap(),
+        ),
+        (
+            "sled",
+            strata_store::Store::new(
+                strata_sled::SledStore::open(dir.path().join("sled")).unwrap(),
+            ),
+        ),
+    ];
+    for (name, store) in stores {
+        let db = Database::builder(store.clone()).open().unwrap();
+        let c = db
+            .collection::<Account>("accounts", CollectionOptions::new())
+            .unwrap();
+        for key in ["a".to_string(), "k".repeat(120), "long-".repeat(200)] {
+            assert_eq!(c.put(&key, &account(&key, 1)).unwrap(), 1, "{name}");
+            assert_eq!(c.update(&key, &account(&key, 2), 1).unwrap(), 2, "{name}");
+            let full = layout::keys::doc_key("accounts", &key);
+            assert!(
+                store.get(&full).unwrap().is_some(),
+                "{name}: stored under its key"
+            );
+            assert_eq!(c.get(&key).unwrap(), Some(account(&key, 2)), "{name}");
+            assert!(c.delete(&key).unwrap(), "{name}");
+            assert_eq!(
+                store.get(&full).unwrap(),
+                None,
+                "{name}: deleted under its key"
+            );
+        }
+        // Nothing under any other key.
+        assert!(
+            !store.prefix_exists(b"__nx/doc/accounts/").unwrap(),
+            "{name}"
+        );
+    }
+}
