@@ -62,6 +62,19 @@ fn unchanged(accounts: &strata::Collection<Account>, ledger: &strata::Collection
     assert_eq!(ledger.get("t1").unwrap(), None);
 }
 
+/// Alice pays bob 30 cents, with its ledger entry `t1`: one set.
+fn pay_bob(
+    db: &Database,
+    accounts: &strata::Collection<Account>,
+    ledger: &strata::Collection<Value>,
+) -> Result<((), Vec<Written>), WriteSetError> {
+    db.write(|w| {
+        accounts.put_in(w, "alice", &account("alice", 70))?;
+        accounts.put_in(w, "bob", &account("bob", 30))?;
+        ledger.insert_in(w, "t1", &json!({"cents": 30}))
+    })
+}
+
 fn each_backend(body: impl Fn(&str, &Store)) {
     let dir = tempfile::tempdir().unwrap();
     for (name, store) in backends(dir.path()) {
@@ -238,13 +251,7 @@ fn a_fenced_collection_refuses_the_whole_set() {
         // Seen by the handle before the fence moves (its next write sees the change).
         ledger.put("t9", &json!({"cents": 0})).unwrap();
         Fence::add_pending(store, "ledger", "target-hash").unwrap();
-        let err = db
-            .write(|w| {
-                accounts.put_in(w, "alice", &account("alice", 70))?;
-                accounts.put_in(w, "bob", &account("bob", 30))?;
-                ledger.insert_in(w, "t1", &json!({"cents": 30}))
-            })
-            .unwrap_err();
+        let err = pay_bob(&db, &accounts, &ledger).unwrap_err();
         let (collection, key, source) = refused(err);
         assert_eq!(
             (collection.as_str(), key.as_str()),
@@ -424,13 +431,7 @@ fn a_store_that_decides_a_set_twice_against_its_word_writes_nothing() {
                 .unwrap();
         }
     });
-    let err = db
-        .write(|w| {
-            accounts.put_in(w, "alice", &account("alice", 70))?;
-            accounts.put_in(w, "bob", &account("bob", 30))?;
-            ledger.insert_in(w, "t1", &json!({"cents": 30}))
-        })
-        .unwrap_err();
+    let err = pay_bob(&db, &accounts, &ledger).unwrap_err();
     spy.clear_hook();
     assert_eq!(decided.load(std::sync::atomic::Ordering::SeqCst), 1);
     assert!(matches!(err, WriteSetError::Store(_)), "{err:?}");
