@@ -103,14 +103,11 @@ struct Pending {
     json: Option<Vec<u8>>,
 }
 
-impl Pending {
-    /// The document's key (the part of its full key after its collection's prefix).
-    fn key<'a>(&'a self, inner: &CollectionInner) -> &'a str {
-        self.full
-            .get(inner.prefix.len()..)
-            .and_then(|k| std::str::from_utf8(k).ok())
-            .unwrap_or_default()
-    }
+/// The key inside its collection of the document whose full store key is `full`.
+fn short_key<'a>(inner: &CollectionInner, full: &'a [u8]) -> &'a str {
+    full.get(inner.prefix.len()..)
+        .and_then(|k| std::str::from_utf8(k).ok())
+        .unwrap_or_default()
 }
 
 /// What one document of a committed set returned.
@@ -294,28 +291,53 @@ impl WriteSet {
         // The documents' JSON, apart from their keys (which the reads borrow): taken by a
         // decision that decides once, copied by the others.
         let mut jsons: Vec<Option<Vec<u8>>> = docs.iter_mut().map(|d| d.json.take()).collect();
-        let docs = docs;
-        let collections = &collections;
-        let document = |d: &Pending, e| {
-            let inner = &collections[d.of];
-            WriteSetError::document(&inner.name, d.key(inner), e)
-        };
         let take_json =
             store.capabilities().decides_once && collections.iter().all(|c| c.sealer.is_none());
-        let mut reads: Vec<&[u8]> = Vec::with_capacity(docs.len() + collections.len() + 2);
-        reads.extend(docs.iter().map(|d| d.full.as_slice()));
+        // There the reads borrow copies of the documents' keys, all in one buffer, and each
+        // decision moves its document's own key into its mutation (`owned`); elsewhere the
+        // reads borrow the documents' keys and each decision copies them.
+        let mut arena: Vec<u8> = Vec::new();
+        let mut owned: Vec<Option<Vec<u8>>> = Vec::new();
+        if take_json {
+            arena.reserve_exact(docs.iter().map(|d| d.full.len()).sum());
+            for d in &docs {
+                arena.extend_from_slice(&d.full);
+            }
+            owned = docs
+                .iter_mut()
+                .map(|d| Some(std::mem::take(&mut d.full)))
+                .collect();
+        }
+        let docs = docs;
+        let collections = &collections;
+        let mut base: Vec<&[u8]> = Vec::with_capacity(docs.len() + collections.len() + 2);
+        if take_json {
+            let mut at = 0;
+            for o in &owned {
+                let n = o.as_ref().map_or(0, Vec::len);
+                base.push(arena.get(at..at + n).unwrap_or_default());
+                at += n;
+            }
+        } else {
+            base.extend(docs.iter().map(|d| d.full.as_slice()));
+        }
         // Each collection's deploy-window record, read once in the same transaction: the
         // index of its read, per collection.
         let windows: Vec<Option<usize>> = collections
             .iter()
             .map(|c| {
                 c.window_key.as_ref().map(|w| {
-                    reads.push(w.as_slice());
-                    reads.len() - 1
+                    base.push(w.as_slice());
+                    base.len() - 1
                 })
             })
             .collect();
-        let base_reads = reads.len();
+        let base_reads = base.len();
+        // Document `i`'s full key is `base[i]`.
+        let base = base;
+        let key_of = |i: usize| short_key(&collections[docs[i].of], base[i]);
+        let document =
+            |i: usize, e| WriteSetError::document(&collections[docs[i].of].name, key_of(i), e);
         let mut found: Vec<Option<u64>> = vec![None; docs.len()];
         for _ in 0..MAX_SET_ATTEMPTS {
             // Per collection: its guards (fence, write guards) and key snapshot, checked
@@ -323,13 +345,12 @@ impl WriteSet {
             let mut checked: Vec<(super::Guards, Option<crate::seal::Sealer>)> =
                 Vec::with_capacity(collections.len());
             for (of, inner) in collections.iter().enumerate() {
-                let guards = inner.check_guards_seen().map_err(|e| {
-                    let d = docs.iter().find(|d| d.of == of).unwrap_or(&docs[0]);
-                    document(d, e)
-                })?;
+                let guards = inner
+                    .check_guards_seen()
+                    .map_err(|e| document(docs.iter().position(|d| d.of == of).unwrap_or(0), e))?;
                 checked.push((guards, inner.sealer_now()));
             }
-            let mut reads = reads.clone();
+            let mut reads = base.clone();
             if take_json {
                 // The guards' records, read with the documents: checked by the decision.
                 reads.extend(checked.iter().flat_map(|(g, _)| g.keys()));
@@ -377,13 +398,13 @@ impl WriteSet {
                         })
                     };
                     let mut doc = DocWrite {
-                        key: d.key(inner),
-                        full: &d.full,
+                        key: key_of(i),
+                        full: base[i],
                         expect: d.expect,
                         encoded,
                         reencode: is_set.then_some(&reencode as super::write::Reencode<'_>),
                         found: None,
-                        owned_key: None,
+                        owned_key: owned.get_mut(i).and_then(Option::take),
                     };
                     let sealer = checked[d.of].1.as_ref();
                     let window = windows[d.of].and_then(|at| values.get(at).copied().flatten());
@@ -410,12 +431,11 @@ impl WriteSet {
                 }
                 Ok(_) => match outcome {
                     Ok(results) => return Ok(results),
-                    Err((i, Refusal::Error(e))) => return Err(document(&docs[i], e)),
+                    Err((i, Refusal::Error(e))) => return Err(document(i, e)),
                     Err((i, Refusal::RefreshKeys)) => {
-                        let d = &docs[i];
-                        collections[d.of]
+                        collections[docs[i].of]
                             .refresh_sealer()
-                            .map_err(|e| document(d, e))?;
+                            .map_err(|e| document(i, e))?;
                     }
                     // A second decision after the first took the JSON.
                     Err((_, Refusal::DecideAgain)) => {
@@ -440,12 +460,10 @@ impl WriteSet {
                 }
             }
         }
-        let d = &docs[0];
-        let inner = &collections[d.of];
         Err(WriteSetError::store(CollectionError::Conflict {
-            collection: inner.name.clone(),
-            key: d.key(inner).to_string(),
-            expected: d.expect,
+            collection: collections[docs[0].of].name.clone(),
+            key: key_of(0).to_string(),
+            expected: docs[0].expect,
             found: found[0],
         }))
     }
