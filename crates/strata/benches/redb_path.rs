@@ -1,8 +1,9 @@
 //! The write path on redb, the default backend (issue 24), against raw redb in the same
 //! run: `put` (overwrite) and `update` with non-durable commits vs one raw write
 //! transaction inserting the same serde_json bytes; a sealed `put` under policy vs the same
-//! raw insert; loading 20,000 documents through the write set (`put_many`, bounded atomic
-//! sets) vs ONE raw write transaction inserting the same rows (native_db is not in the
+//! raw insert; loading 20,000 documents through ONE write set (`Database::write`) and
+//! through `put_many` (bounded atomic sets) vs ONE raw write transaction inserting the
+//! same rows (native_db is not in the
 //! registry this project can reach: raw redb + serde_json is the baseline); `get` of a
 //! current document vs a raw read transaction `get` + `serde_json::from_slice`.
 //!
