@@ -230,8 +230,10 @@ impl CollectionInner {
                 }
             };
             let written = self.store.read_modify_write(reads, &mut |values| {
-                // (Room for a sealed write's keyring precondition.)
-                let preconditions = Vec::with_capacity(usize::from(sealer.is_some()));
+                // Room for the guards carried as preconditions (elsewhere) and a sealed
+                // write's keyring precondition.
+                let carried = if guards_read { 0 } else { guards.len() };
+                let preconditions = Vec::with_capacity(carried + usize::from(sealer.is_some()));
                 let mut batch =
                     strata_store::Batch::from_parts(Vec::with_capacity(1), preconditions);
                 if guards_read {
