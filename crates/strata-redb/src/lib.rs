@@ -486,7 +486,7 @@ impl RedbStore {
                         }
                         // (The tables are only read from now on, as long as `stored` lives.)
                         let tables: &tables::WriteTables<'_> = tables;
-                        reads::read_all(&self.inner.path, tables, to_read, |_| false)
+                        reads::read_all(&self.inner.path, tables, to_read)
                     })?
                 };
                 let mut values: smallvec::SmallVec<[Option<&[u8]>; 3]> =
@@ -495,7 +495,7 @@ impl RedbStore {
                 for cached in served {
                     values.push(match cached {
                         Some(v) => *v,
-                        None => slots.next().and_then(reads::Slot::value),
+                        None => slots.next().and_then(|g| g.as_ref()).map(|g| g.value()),
                     });
                 }
                 // The caller's decision runs outside the panic guard: its panic is its own.
@@ -511,7 +511,7 @@ impl RedbStore {
                         if cached.is_some() {
                             continue;
                         }
-                        let got = slots.next().and_then(reads::Slot::value);
+                        let got = slots.next().and_then(|g| g.as_ref()).map(|g| g.value());
                         if i > 0 && !b.mutations().iter().any(|m| m.key() == *key) {
                             fill.push((key, got.map(<[u8]>::to_vec)));
                         }

@@ -24,23 +24,8 @@ pub(crate) type Slots<'a> = SmallVec<[Slot<'a>; 2]>;
 /// A value read in a write transaction, borrowed from its table.
 pub(crate) type Guard<'a> = redb::AccessGuard<'a, &'static [u8]>;
 
-/// What a write read for one of its keys.
-pub(crate) enum Slot<'a> {
-    /// Served by the guard cache: not read from the table.
-    Cached,
-    /// Read from its table: the value, or `None` when the key is absent.
-    Read(Option<Guard<'a>>),
-}
-
-impl Slot<'_> {
-    /// The value read (`None`: absent, or served by the cache).
-    pub(crate) fn value(&self) -> Option<&[u8]> {
-        match self {
-            Slot::Read(g) => g.as_ref().map(|v| v.value()),
-            Slot::Cached => None,
-        }
-    }
-}
+/// What a write read for one of its keys: the value, or `None` when the key is absent.
+pub(crate) type Slot<'a> = Option<Guard<'a>>;
 
 /// At least this many keys of one table are read with one ordered cursor.
 const CURSOR_MIN: usize = 8;
@@ -49,24 +34,19 @@ const CURSOR_MIN: usize = 8;
 /// sought is moved to that key by a new descent.
 const MAX_STEPS: usize = 16;
 
-/// Reads every key of `reads` that `cached` does not serve (it is asked once per key, in
-/// order), from the tables [`WriteTables::open_for`] opened for them.
+/// Reads every key of `reads`, in order, from the tables [`WriteTables::open_for`] opened
+/// for them.
 pub(crate) fn read_all<'a>(
     path: &Path,
     tables: &'a WriteTables<'_>,
     reads: &[&[u8]],
-    mut cached: impl FnMut(&[u8]) -> bool,
 ) -> Result<Slots<'a>> {
     let fail = |e: redb::StorageError| crate::map_error(path, e.into());
     if reads.len() < CURSOR_MIN {
         // Too few keys for a cursor: one lookup each (no bookkeeping).
         let mut slots = Slots::with_capacity(reads.len());
         for key in reads {
-            slots.push(if cached(key) {
-                Slot::Cached
-            } else {
-                Slot::Read(tables.opened(key)?.get(*key).map_err(fail)?)
-            });
+            slots.push(tables.opened(key)?.get(*key).map_err(fail)?);
         }
         return Ok(slots);
     }
@@ -74,12 +54,8 @@ pub(crate) fn read_all<'a>(
     // The keys to read, by table (documents, the others).
     let mut groups: [Vec<(usize, &[u8])>; 2] = [Vec::new(), Vec::new()];
     for (i, key) in reads.iter().enumerate() {
-        if cached(key) {
-            slots.push(Some(Slot::Cached));
-        } else {
-            slots.push(None);
-            groups[usize::from(!tables.is_document_table(key))].push((i, key));
-        }
+        slots.push(None);
+        groups[usize::from(!tables.is_document_table(key))].push((i, key));
     }
     for group in &mut groups {
         if group.len() >= CURSOR_MIN {
@@ -91,7 +67,7 @@ pub(crate) fn read_all<'a>(
     // group whose cursor failed to start.
     for (key, slot) in reads.iter().zip(slots.iter_mut()) {
         if slot.is_none() {
-            *slot = Some(Slot::Read(tables.opened(key)?.get(*key).map_err(fail)?));
+            *slot = Some(tables.opened(key)?.get(*key).map_err(fail)?);
         }
     }
     Ok(slots.into_iter().flatten().collect())
@@ -115,7 +91,7 @@ fn merge<'a>(
         let Some(entry) = cursor.next() else {
             // The table ends: every key still sought is absent.
             for (i, _) in &keys[at..] {
-                slots[*i] = Some(Slot::Read(None));
+                slots[*i] = Some(None);
             }
             return Ok(());
         };
@@ -124,7 +100,7 @@ fn merge<'a>(
         // Every key sought below the stored key the cursor reached is absent: the cursor
         // has visited every stored key since it was placed at or below them.
         while at < keys.len() && keys[at].1 < stored {
-            slots[keys[at].0] = Some(Slot::Read(None));
+            slots[keys[at].0] = Some(None);
             at += 1;
             steps = 0;
         }
@@ -132,7 +108,7 @@ fn merge<'a>(
             break;
         };
         if sought == stored {
-            slots[i] = Some(Slot::Read(Some(value)));
+            slots[i] = Some(Some(value));
             at += 1;
             // The same key read again is looked up on its own.
             while keys.get(at).is_some_and(|k| k.1 == stored) {
@@ -174,8 +150,8 @@ mod tests {
 
     /// Every shape of read set (sizes around the cursor threshold, keys present and
     /// absent, sought twice, clustered and scattered over a table far larger than the
-    /// set, before and after every stored key, mixed with keys of the other table and
-    /// cached keys) reads exactly what one `get` per key reads.
+    /// set, before and after every stored key, mixed with keys of the other table) reads
+    /// exactly what one `get` per key reads.
     #[test]
     fn ordered_reads_equal_lookups() {
         let dir = tempfile::tempdir().unwrap();
@@ -219,8 +195,7 @@ mod tests {
             for k in &reads {
                 tables.open_for(k).unwrap();
             }
-            let cached = |k: &[u8]| k.ends_with(b"7");
-            let slots = read_all(path, &tables, &reads, cached).unwrap();
+            let slots = read_all(path, &tables, &reads).unwrap();
             assert_eq!(slots.len(), reads.len());
             for (key, slot) in reads.iter().zip(&slots) {
                 let expected = tables
@@ -229,14 +204,8 @@ mod tests {
                     .get(*key)
                     .unwrap()
                     .map(|g| g.value().to_vec());
-                match slot {
-                    Slot::Cached => assert!(cached(key), "round {round}: {key:?} not cached"),
-                    Slot::Read(got) => {
-                        assert!(!cached(key), "round {round}: {key:?} is cached");
-                        let got = got.as_ref().map(|g| g.value().to_vec());
-                        assert_eq!(got, expected, "round {round}: {key:?}");
-                    }
-                }
+                let got = slot.as_ref().map(|g| g.value().to_vec());
+                assert_eq!(got, expected, "round {round}: {key:?}");
             }
             drop(slots);
             drop(tables);

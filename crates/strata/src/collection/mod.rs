@@ -603,8 +603,8 @@ impl<T> Collection<T> {
 ///
 /// On a backend that decides once (its decision's values are current until it commits:
 /// redb, memory) the guards' keys are read with the document and the decision checks
-/// them ([`Guards::hold`]) — nothing copied per write; elsewhere the batch carries them
-/// as preconditions ([`Guards::push_onto`]).
+/// them — nothing copied per write; elsewhere the batch carries them as preconditions
+/// ([`Guards::check_or_carry`]).
 #[derive(Debug)]
 pub(crate) struct Guards {
     fence: crate::policy::SeenGuard,
@@ -617,19 +617,29 @@ impl Guards {
         1 + self.others.len()
     }
 
-    /// The fence record's key.
-    pub(crate) fn fence_key(&self) -> &'static [u8] {
-        self.fence.key()
-    }
-
     /// The keys the guards are on, the fence record's first.
     pub(crate) fn keys(&self) -> impl Iterator<Item = &[u8]> {
         std::iter::once(self.fence.key()).chain(self.others.iter().map(Precondition::key))
     }
 
-    /// True when `current` — the values of [`Guards::keys`], in order, read in the
-    /// write's own transaction — is what every guard requires.
-    pub(crate) fn hold(&self, current: &[Option<&[u8]>]) -> bool {
+    /// Makes the guards hold for the write being decided into `batch`: with `read` (a
+    /// backend that decides once read [`Guards::keys`] in the write's own transaction;
+    /// `current` are their values, in order) they are checked now — `false` when one no
+    /// longer holds (nothing may be written; read the fence again); otherwise the batch
+    /// carries them as preconditions (copies) and `current` is not looked at.
+    pub(crate) fn check_or_carry(
+        &self,
+        read: bool,
+        current: &[Option<&[u8]>],
+        batch: &mut strata_store::Batch,
+    ) -> bool {
+        if !read {
+            batch.push_precondition(self.fence.precondition());
+            for p in &self.others {
+                batch.push_precondition(p.clone());
+            }
+            return true;
+        }
         let Some((fence, others)) = current.split_first() else {
             return false;
         };
@@ -640,13 +650,5 @@ impl Guards {
                 .iter()
                 .zip(others)
                 .all(|(p, v)| p.check(*v).is_ok())
-    }
-
-    /// Pushes the guards onto `batch` as its preconditions (copies).
-    pub(crate) fn push_onto(&self, batch: &mut strata_store::Batch) {
-        batch.push_precondition(self.fence.precondition());
-        for p in &self.others {
-            batch.push_precondition(p.clone());
-        }
     }
 }

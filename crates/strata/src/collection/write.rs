@@ -203,31 +203,26 @@ impl CollectionInner {
             let sealer = self.sealer_now();
             let mut outcome: Result<Option<u64>, Refusal> = Ok(None);
             let mut guard_changed = false;
-            // The document, the deploy-window record, the guards' records (the fence's,
-            // and the write guards' if any).
-            let mut few: [&[u8]; 3] = [full, &[], &[]];
-            let mut many = Vec::new();
-            let reads: &[&[u8]] = match (&self.window_key, guards_read && guards.len() == 1) {
-                (None, false) if !guards_read => &few[..1],
-                (Some(w), false) if !guards_read => {
-                    few[1] = w;
-                    &few[..2]
+            // The document, the deploy-window record, the guards' records (on the stack
+            // for the few of an ordinary write).
+            let mut few: [&[u8]; 4] = [full; 4];
+            let mut n = 1;
+            if let Some(w) = &self.window_key {
+                few[1] = w;
+                n = 2;
+            }
+            let many: Vec<&[u8]>;
+            let reads: &[&[u8]] = if !guards_read {
+                &few[..n]
+            } else if n + guards.len() <= few.len() {
+                for key in guards.keys() {
+                    few[n] = key;
+                    n += 1;
                 }
-                (None, true) => {
-                    few[1] = guards.fence_key();
-                    &few[..2]
-                }
-                (Some(w), true) => {
-                    few[1] = w;
-                    few[2] = guards.fence_key();
-                    &few[..3]
-                }
-                (window, _) => {
-                    many.push(full);
-                    many.extend(window.as_deref());
-                    many.extend(guards.keys());
-                    &many
-                }
+                &few[..n]
+            } else {
+                many = few[..n].iter().copied().chain(guards.keys()).collect();
+                &many
             };
             let written = self.store.read_modify_write(reads, &mut |values| {
                 // Room for the guards carried as preconditions (elsewhere) and a sealed
@@ -236,13 +231,13 @@ impl CollectionInner {
                 let preconditions = Vec::with_capacity(carried + usize::from(sealer.is_some()));
                 let mut batch =
                     strata_store::Batch::from_parts(Vec::with_capacity(1), preconditions);
-                if guards_read {
-                    if !guards.hold(values.get(doc_reads..).unwrap_or_default()) {
-                        guard_changed = true;
-                        return None;
-                    }
-                } else {
-                    guards.push_onto(&mut batch);
+                if !guards.check_or_carry(
+                    guards_read,
+                    values.get(doc_reads..).unwrap_or_default(),
+                    &mut batch,
+                ) {
+                    guard_changed = true;
+                    return None;
                 }
                 let window = values.get(1).copied().flatten().filter(|_| doc_reads == 2);
                 outcome = self.decide(&mut doc, values[0], window, sealer.as_ref(), &mut batch);

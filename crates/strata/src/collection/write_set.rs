@@ -366,22 +366,16 @@ impl WriteSet {
                     return None;
                 }
                 let mut batch = Batch::with_capacity(docs.len());
-                if take_json {
-                    // Before any document takes its JSON: a guard that changed sends the
-                    // set round again with every JSON still in place.
-                    let mut current = values.get(base_reads..).unwrap_or_default();
-                    for (guards, _) in &checked {
-                        let (these, rest) = current.split_at(guards.len().min(current.len()));
-                        if !guards.hold(these) {
-                            guard_changed = true;
-                            return None;
-                        }
-                        current = rest;
+                // Before any document takes its JSON: a guard that changed sends the set
+                // round again with every JSON still in place.
+                let mut current = values.get(base_reads..).unwrap_or_default();
+                for (guards, _) in &checked {
+                    let (these, rest) = current.split_at(guards.len().min(current.len()));
+                    if !guards.check_or_carry(take_json, these, &mut batch) {
+                        guard_changed = true;
+                        return None;
                     }
-                } else {
-                    for (guards, _) in &checked {
-                        guards.push_onto(&mut batch);
-                    }
+                    current = rest;
                 }
                 let mut results = Vec::with_capacity(docs.len());
                 for (i, d) in docs.iter().enumerate() {
