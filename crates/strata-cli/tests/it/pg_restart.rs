@@ -2,7 +2,9 @@
 //! test starts itself ([`strata_postgres::testing::PrivateCluster`], on a free port): the
 //! run fails with ONE line on stderr (no backtrace, the password never shown), and a rerun
 //! resumes from the checkpoint and completes — the records of both runs add up to the
-//! store's exactly, and every payload byte is unchanged.
+//! store's exactly (but for the one batch whose commit was in flight when the connection
+//! was lost: the server may commit it without the answer reaching the run, which the one
+//! line says), and every payload byte is unchanged.
 //!
 //! The same with a failover instead of a restart (issue 28): a private primary with a
 //! synchronous standby ([`strata_postgres::testing::HaPair`]), the migrate run through the
@@ -81,7 +83,8 @@ fn a_promotion_mid_migrate_is_one_line_and_the_rerun_on_the_standby_finishes_byt
 
 /// Fills `url`'s table `legacy` with `n` legacy records, runs `strata migrate` on `db`,
 /// calls `disrupt` after 3 batches, checks the one line of the failed run, reruns and
-/// checks the store byte-exact. `exact`: the two runs' records add up to `n` exactly
+/// checks the store byte-exact. `exact`: the two runs' records add up to `n` exactly, or
+/// one unanswered batch short when the line says the connection was lost during apply
 /// (else: at least `n`, and the rerun at most `n`).
 fn interrupted_migrate(
     url: &str,
@@ -164,7 +167,22 @@ fn interrupted_migrate(
         .map(|t| t["records"].as_u64().unwrap())
         .sum();
     if exact {
-        assert_eq!(first_run + rerun, N as u64, "{doc}");
+        // A batch whose commit was in flight when the connection was lost may have
+        // committed without its answer reaching the run (the server commits, then
+        // terminates the connection): the run cannot log it, the rerun resumes after it.
+        // The one line says so; then that one batch (at most `--max-records`) is the only
+        // allowed difference, otherwise the counts add up exactly.
+        let unanswered = line.contains("lost the connection") && line.contains("during apply");
+        let missing = (N as u64).checked_sub(first_run + rerun);
+        match missing {
+            Some(0) => {}
+            Some(m) if unanswered && m <= 64 => eprintln!(
+                "one batch of {m} records committed without its answer reaching the run"
+            ),
+            _ => panic!(
+                "the runs did {first_run} + {rerun} of {N} records (unanswered commit: {unanswered}): {doc}"
+            ),
+        }
     } else {
         assert!(
             first_run + rerun >= N as u64 && rerun <= N as u64,
