@@ -23,7 +23,11 @@
 //! database, so the keys a write decides on are read inside the transaction that then
 //! checks the decided batch's preconditions and writes its mutations: read-decide-write
 //! is atomic against every other writer, and a refusal or a failed precondition aborts
-//! the transaction, writing nothing ([`StoreError::Conflict`]). redb locks the file, so
+//! the transaction, writing nothing ([`StoreError::Conflict`]). A one-document write reads
+//! its document for writing (redb's `get_mut`: one descent that copies the path), so when
+//! its batch only sets that document to a value no longer than the stored one it is
+//! replaced where it is, without the second descent an insert makes; any other batch is
+//! applied as usual on the path already copied. redb locks the file, so
 //! another process opening it gets [`StoreError::InUse`]; a second open in this process is
 //! [`StoreError::CannotOpen`] saying so.
 //!
@@ -266,6 +270,9 @@ struct Inner {
     durability: RedbDurability,
     /// The exact cache of guard keys (module `guards`).
     guards: guards::Guards,
+    /// Documents replaced in place (tests).
+    #[cfg(test)]
+    in_place: std::sync::atomic::AtomicU64,
 }
 
 impl Drop for Inner {
@@ -310,6 +317,8 @@ impl RedbStore {
                 path: path.to_path_buf(),
                 durability,
                 guards: guards::Guards::default(),
+                #[cfg(test)]
+                in_place: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }
@@ -439,7 +448,7 @@ impl RedbStore {
         let outcome = (|| {
             // Each table is opened the first time one of its keys is read or written.
             let mut tables = tables::WriteTables::new(&txn, &self.inner.path, self.layout());
-            let (batch, fill) = {
+            let (batch, fill, in_place) = {
                 // The values are read inside this write transaction: redb runs one at a
                 // time, so they are current until it commits. One look in the guard cache
                 // per key: what it serves is neither opened nor read. (On the stack for
@@ -478,37 +487,78 @@ impl RedbStore {
                     many_keys = uncached.collect();
                     &many_keys
                 };
-                let stored = {
+                // A one-document write whose document is the first key it reads from the
+                // tables (and the only one in the documents' table) reads it for writing:
+                // `get_mut` descends once, copying the path, so a decision that sets the
+                // document replaces it there without a second descent (see below).
+                let one_doc = reads.len() <= FILL_FROM_READS
+                    && !to_read.is_empty()
+                    && to_read.first() == reads.first()
+                    && tables.is_document_table(to_read[0])
+                    && !to_read[1..].iter().any(|k| tables.is_document_table(k));
+                {
                     let tables = &mut tables;
                     self.guard(move || {
                         for key in to_read {
                             tables.open_for(key)?;
                         }
-                        // (The tables are only read from now on, as long as `stored` lives.)
-                        let tables: &tables::WriteTables<'_> = tables;
-                        reads::read_all(&self.inner.path, tables, to_read)
+                        Ok(())
+                    })?;
+                }
+                let mut for_write = None;
+                let stored: reads::Slots<'_> = if one_doc {
+                    let (docs, main) = tables.split();
+                    let (Some(docs), [doc, rest @ ..]) = (docs, to_read) else {
+                        return Err(self.error(redb::StorageError::Corrupted(
+                            "the documents' table was not open for a document write".into(),
+                        )));
+                    };
+                    for_write = self.guard(|| docs.get_mut(*doc).map_err(|e| self.error(e)))?;
+                    self.guard(|| {
+                        let mut slots = reads::Slots::with_capacity(rest.len());
+                        for key in rest {
+                            let table = main.ok_or_else(|| {
+                                self.error(redb::StorageError::Corrupted(
+                                    "the metadata table was not open for a write's read".into(),
+                                ))
+                            })?;
+                            slots.push(table.get(*key).map_err(|e| self.error(e))?);
+                        }
+                        Ok(slots)
                     })?
+                } else {
+                    // (The tables are only read from now on, as long as `stored` lives.)
+                    let tables: &tables::WriteTables<'_> = &tables;
+                    self.guard(|| reads::read_all(&self.inner.path, tables, to_read))?
                 };
                 let mut values: smallvec::SmallVec<[Option<&[u8]>; 3]> =
                     smallvec::SmallVec::with_capacity(reads.len());
-                let mut slots = stored.iter();
-                for cached in served {
-                    values.push(match cached {
-                        Some(v) => *v,
-                        None => slots.next().and_then(|g| g.as_ref()).map(|g| g.value()),
-                    });
+                {
+                    // The document read for writing is the first key not served.
+                    let doc = for_write.as_ref().map(|g| g.value());
+                    let mut first = one_doc;
+                    let mut slots = stored.iter();
+                    for cached in served {
+                        values.push(match cached {
+                            Some(v) => *v,
+                            None if std::mem::take(&mut first) => doc,
+                            None => slots.next().and_then(|g| g.as_ref()).map(|g| g.value()),
+                        });
+                    }
                 }
                 // The caller's decision runs outside the panic guard: its panic is its own.
                 let batch = decide(&values);
+                drop(values);
                 // The keys a one-document write reads besides its document (a
                 // deploy-window record, the fence record) that its batch does not write
                 // are guards: cached for the next write. (Not those of a write reading
                 // many keys — a write set: it would only churn the cache.)
                 let mut fill: Vec<(&[u8], Option<Vec<u8>>)> = Vec::new();
                 if let (Some(b), true) = (&batch, reads.len() <= FILL_FROM_READS) {
+                    let mut first = one_doc;
                     let mut slots = stored.iter();
                     for (i, (key, cached)) in reads.iter().zip(served).enumerate() {
-                        if cached.is_some() {
+                        if cached.is_some() || std::mem::take(&mut first) {
                             continue;
                         }
                         let got = slots.next().and_then(|g| g.as_ref()).map(|g| g.value());
@@ -517,10 +567,43 @@ impl RedbStore {
                         }
                     }
                 }
-                (batch, fill)
+                // The document read for writing, set by the batch's one mutation to a value
+                // no longer than it was (so it fits where it is: the leaf is never rebuilt
+                // past its size, which only an insert may split), with every precondition
+                // served by the guard cache: replaced in place. Anything else is applied as
+                // any batch is, below (the path `get_mut` copied is then written as an
+                // insert would have).
+                let mut in_place = false;
+                if let (Some(g), Some(b)) = (for_write.as_mut(), &batch) {
+                    if let [Mutation::Set { key, value }] = b.mutations() {
+                        if key.as_slice() == to_read[0]
+                            && value.len() <= g.value().len()
+                            && b.preconditions()
+                                .iter()
+                                .all(|p| cache.peek(p.key()).is_some())
+                        {
+                            for p in b.preconditions() {
+                                if let Some(current) = cache.get(p.key()) {
+                                    p.check(current)?;
+                                }
+                            }
+                            cache.forget(key);
+                            self.guard(|| g.insert(value.as_slice()).map_err(|e| self.error(e)))?;
+                            in_place = true;
+                            #[cfg(test)]
+                            self.inner
+                                .in_place
+                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                }
+                (batch, fill, in_place)
             };
             for (key, value) in fill {
                 cache.fill(key, value.as_deref());
+            }
+            if in_place {
+                return Ok(true);
             }
             let Some(batch) = batch else {
                 return Ok(false);
@@ -668,113 +751,4 @@ impl From<RedbStore> for Store {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-mod tests {
-    use super::*;
-    use strata_store::Batch;
-
-    #[test]
-    fn create_refuses_a_foreign_file_and_leaves_it_unchanged() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("notes.txt");
-        std::fs::write(&path, b"hello, not a database\n").unwrap();
-        let err = RedbStore::create(&path).unwrap_err();
-        assert!(matches!(err, StoreError::Damaged { .. }), "{err:?}");
-        assert!(err.to_string().contains("notes.txt"), "{err}");
-        assert_eq!(std::fs::read(&path).unwrap(), b"hello, not a database\n");
-        // An empty file is not silently turned into a store either.
-        let empty = dir.path().join("empty");
-        std::fs::write(&empty, b"").unwrap();
-        assert!(matches!(
-            RedbStore::create(&empty).unwrap_err(),
-            StoreError::Damaged { .. }
-        ));
-        assert_eq!(std::fs::read(&empty).unwrap(), b"");
-    }
-
-    #[test]
-    fn create_refuses_a_dangling_symlink() {
-        let dir = tempfile::tempdir().unwrap();
-        let link = dir.path().join("link");
-        let target = dir.path().join("target.redb");
-        std::os::unix::fs::symlink(&target, &link).unwrap();
-        let err = RedbStore::create(&link).unwrap_err();
-        assert!(matches!(err, StoreError::CannotOpen { .. }), "{err:?}");
-        assert!(!target.exists());
-    }
-
-    #[test]
-    fn open_existing_creates_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("missing.redb");
-        assert!(matches!(
-            RedbStore::open_existing(&path).unwrap_err(),
-            StoreError::NotFound { .. }
-        ));
-        assert!(!path.exists());
-    }
-
-    #[test]
-    fn magic_is_recognised() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.redb");
-        let store = RedbStore::create(&path).unwrap();
-        drop(store);
-        assert!(is_redb_file(&path));
-        assert!(!is_redb_file(dir.path()));
-        assert!(!is_redb_file(&dir.path().join("nope")));
-    }
-
-    #[test]
-    fn deferred_durability_flushes_with_an_empty_durable_commit() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.redb");
-        let store = RedbOptions::new()
-            .durability(RedbDurability::Deferred)
-            .create(&path)
-            .unwrap();
-        store
-            .apply(Batch::new().set(b"k".to_vec(), b"v".to_vec()))
-            .unwrap();
-        store.flush().unwrap();
-        drop(store);
-        let store = RedbStore::open_read_only(&path).unwrap();
-        assert_eq!(store.get(b"k").unwrap(), Some(b"v".to_vec()));
-        let err = store
-            .apply(Batch::new().set(b"k".to_vec(), b"w".to_vec()))
-            .unwrap_err();
-        assert!(matches!(err, StoreError::CannotOpen { .. }), "{err:?}");
-        assert!(store.is_read_only());
-    }
-
-    /// The message of a redb failure says "retry" only for a transient I/O failure; a
-    /// full disk, missing permissions and redb's own errors name the fix instead.
-    #[test]
-    fn a_failure_says_retry_only_when_a_retry_can_help() {
-        use std::error::Error as _;
-        use std::io::{Error, ErrorKind};
-        let shown = |e: redb::Error| {
-            let err = map_error(Path::new("/srv/s.redb"), e);
-            assert!(matches!(err, StoreError::Backend { .. }), "{err:?}");
-            err.source().map(ToString::to_string).unwrap_or_default()
-        };
-        let full = shown(redb::Error::Io(Error::new(
-            ErrorKind::StorageFull,
-            "no space",
-        )));
-        assert!(
-            full.contains("`/srv/s.redb`") && full.contains("free space"),
-            "{full}"
-        );
-        let denied = shown(redb::Error::Io(Error::new(
-            ErrorKind::PermissionDenied,
-            "no",
-        )));
-        assert!(denied.contains("permissions"), "{denied}");
-        let other = shown(redb::Error::TransactionInProgress);
-        for msg in [&full, &denied, &other] {
-            assert!(!msg.contains("retry"), "{msg}");
-        }
-        let transient = shown(redb::Error::Io(Error::new(ErrorKind::Interrupted, "eintr")));
-        assert!(transient.contains("retry"), "{transient}");
-    }
-}
+mod tests;

@@ -439,6 +439,16 @@ impl<'t> WriteTables<'t> {
         self.layout == Layout::Split && is_document(key)
     }
 
+    /// The documents' table, mutably, and the other table, shared — each `None` when it
+    /// is not open (or, for the documents', when the layout keeps documents in the one
+    /// table).
+    pub(crate) fn split(&mut self) -> (Option<&mut ByteTable<'t>>, Option<&ByteTable<'t>>) {
+        match self.layout {
+            Layout::Split => (self.docs.as_mut(), self.main.as_ref()),
+            _ => (None, self.main.as_ref()),
+        }
+    }
+
     /// The table of `key` if [`WriteTables::open_for`] opened it.
     pub(crate) fn opened(&self, key: &[u8]) -> Result<&ByteTable<'t>> {
         match self.layout {
