@@ -179,6 +179,8 @@ pub(crate) struct Texts {
     pub(crate) exists: [String; 2],
     pub(crate) lock_keys: String,
     pub(crate) write: String,
+    /// The keys and values of the keys in `$1` (a `bytea[]`) that are present.
+    pub(crate) read_many: String,
 }
 
 impl Texts {
@@ -192,6 +194,7 @@ impl Texts {
             exists: [exists_sql(t, false), exists_sql(t, true)],
             lock_keys: lock_keys(1),
             write: conditional_write(t),
+            read_many: format!(r#"SELECT k, v FROM "{t}" WHERE k = ANY($1)"#),
         }
     }
 }

@@ -2,6 +2,7 @@
 
 pub(crate) mod function;
 mod hints;
+mod locked;
 pub(crate) mod one_message;
 mod one_statement;
 mod options;

@@ -61,6 +61,7 @@
 //! 9,000–18,000 instructions (≈ 1.5–2.7 µs) per put, where the 1.3× target needs about
 //! 70,000 fewer — more than all five locks cost now.
 
+use super::locked::OPTIMISTIC_DECISIONS;
 use super::params::{mutation_params, precondition_params, rejected_error};
 use super::{one_message, one_statement, PgStore};
 use crate::error::PgError;
@@ -76,10 +77,10 @@ use tokio_postgres::types::ToSql;
 /// Batches touching more keys than this take the table-wide write lock instead of one
 /// advisory lock per key (PostgreSQL's lock table is small: 64 locks per connection by
 /// default).
-const MAX_KEY_LOCKS: usize = 48;
+pub(super) const MAX_KEY_LOCKS: usize = 48;
 
 /// Attempts of one batch that fails with a serialization failure or a deadlock.
-const MAX_ATTEMPTS: u32 = 8;
+pub(super) const MAX_ATTEMPTS: u32 = 8;
 
 impl PgStore {
     /// One attempt at a batch: one round trip. `BEGIN`, the locks, the lease holder's
@@ -299,7 +300,7 @@ impl From<StoreError> for BatchError {
 }
 
 /// One statement of a pipelined batch.
-type Step<'f> = std::pin::Pin<
+pub(super) type Step<'f> = std::pin::Pin<
     Box<
         dyn std::future::Future<
                 Output = std::result::Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>,
@@ -310,7 +311,7 @@ type Step<'f> = std::pin::Pin<
 
 /// Awaits futures together, polling them in order (so that statements on one connection
 /// are sent in that order, in one round trip); their outputs in the same order.
-async fn join_all<T>(
+pub(super) async fn join_all<T>(
     mut futures: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + '_>>>,
 ) -> Vec<T> {
     use std::task::Poll;
@@ -336,7 +337,7 @@ async fn join_all<T>(
 
 /// Serialization failures and deadlocks: the transaction was rolled back and may simply
 /// be run again.
-fn is_retryable(e: &tokio_postgres::Error) -> bool {
+pub(super) fn is_retryable(e: &tokio_postgres::Error) -> bool {
     matches!(
         e.code(),
         Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
@@ -356,6 +357,9 @@ pub(super) struct RoundTrips {
     /// Batches the one statement could not decide, sent again on the general path (one
     /// more round trip each).
     undecided: AtomicU64,
+    /// Transactions of the locked path (module `locked`): writes whose decisions other
+    /// writers kept overtaking.
+    pub(super) locked: AtomicU64,
 }
 
 impl PgStore {
@@ -371,6 +375,13 @@ impl PgStore {
 }
 
 impl PgStore {
+    /// Transactions this handle's write primitive ran on its locked path (module
+    /// `locked`): writes whose decisions other writers kept overtaking. For tests.
+    #[cfg(feature = "testing")]
+    pub fn locked_writes(&self) -> u64 {
+        self.round_trips.locked.load(Ordering::Relaxed)
+    }
+
     /// `(decided, undecided)`: batches this handle sent as the one statement that it
     /// decided (written, or refused with the document's current value), and those it
     /// could not decide and sent again on the general path (one more round trip each;
@@ -384,10 +395,6 @@ impl PgStore {
     }
 }
 
-/// How often a read-modify-write decides again after a key it read changed before its
-/// write committed.
-const MAX_DECISIONS: usize = 64;
-
 /// The write primitive on PostgreSQL: ONE round trip when the values the write decides on
 /// are the ones the backend expects. A write that reads nothing is one batch (see
 /// `PgStore::apply_batch`). A write that reads keys decides on what the handle expects
@@ -399,7 +406,9 @@ const MAX_DECISIONS: usize = 64;
 /// transaction, and the write took one round trip. When one does not (another handle or
 /// process wrote the key, or the guess was wrong), nothing is written and the server
 /// answers with the key's current value, on which the write is decided again — one more
-/// round trip, and still no separate read (at most 64 decisions).
+/// round trip, and still no separate read. A write overtaken that way three times takes
+/// the locked path (module `locked`): its keys' locks, a read, the decision and the write
+/// in one transaction of two round trips, which no other writer can overtake.
 ///
 /// A decision that refuses on an expected value is not final: the keys it was not read
 /// for are read (one statement each) and it decides again on what they hold; a refusal on
@@ -477,9 +486,14 @@ impl KvWrite for PgStore {
                 .failed
                 .iter()
                 .any(|(i, _)| *i > own && *i <= own + reads.len());
-            if !read_failed || attempt >= MAX_DECISIONS {
+            if !read_failed {
                 self.forget_all(reads);
                 return Err(rejected_error(batch.preconditions(), &rejected));
+            }
+            if attempt >= OPTIMISTIC_DECISIONS {
+                // Other writers keep overtaking this one: decide under the keys' locks.
+                self.forget_all(reads);
+                return self.read_modify_write_locked(reads, decide, &batch);
             }
             // Only keys read changed: each now known, as reported (failed) or as decided
             // on (held); decide again on them.
@@ -525,7 +539,7 @@ impl KvWrite for PgStore {
 
 impl PgStore {
     /// Forgets the hints of `reads` (a write on them failed: what they hold is unknown).
-    fn forget_all(&self, reads: &[&[u8]]) {
+    pub(super) fn forget_all(&self, reads: &[&[u8]]) {
         for key in reads {
             self.hints.forget(key);
         }
@@ -533,7 +547,7 @@ impl PgStore {
 
     /// After a committed write: the keys it set are hinted with their new bytes, the keys
     /// it deleted forgotten, the keys it read and left alone hinted with what they hold.
-    fn remember(&self, batch: &Batch, reads: &[&[u8]], values: &[Option<Vec<u8>>]) {
+    pub(super) fn remember(&self, batch: &Batch, reads: &[&[u8]], values: &[Option<Vec<u8>>]) {
         for (key, value) in reads.iter().zip(values) {
             if batch.mutations().iter().all(|m| m.key() != *key) {
                 match value {
@@ -697,7 +711,7 @@ impl PgStore {
 
     /// The error of a batch that waited for a lock too long: "migration in progress …"
     /// when another process holds the store lease.
-    fn lock_wait_error(&self) -> StoreError {
+    pub(super) fn lock_wait_error(&self) -> StoreError {
         let waited = self.pool.timeouts().lock_wait;
         match self
             .pool

@@ -14,6 +14,7 @@ mod connect;
 mod failover;
 mod faults;
 mod lease;
+mod locked;
 mod manifest;
 mod model;
 mod pooler;

@@ -243,8 +243,8 @@ pub fn rmw_decides_again_on_current_values<F: Fn(&Path) -> Store>(factory: F) {
 /// decides, writes both, no precondition of its own) lose no update and never apply a
 /// transfer half: the sum is what it was, and each account is back where it started.
 pub fn rmw_transfers_are_atomic<F: Fn(&Path) -> Store>(factory: F) {
-    const THREADS: usize = 4;
-    const PER_THREAD: u64 = 25;
+    const THREADS: usize = 8;
+    const PER_THREAD: u64 = 40;
     let fx = fixture(&factory);
     let (a, b) = (b"acct/a".to_vec(), b"acct/b".to_vec());
     put(&fx.store, &a, &1000u64.to_be_bytes());
@@ -256,24 +256,32 @@ pub fn rmw_transfers_are_atomic<F: Fn(&Path) -> Store>(factory: F) {
     let amount = |v: Option<&[u8]>| v.map(|v| u64::from_be_bytes(v.try_into().unwrap()));
     let barrier = Arc::new(Barrier::new(THREADS));
     thread::scope(|s| {
-        for t in 0..THREADS {
-            let (store, barrier, a, b) = (fx.store.clone(), Arc::clone(&barrier), &a, &b);
-            s.spawn(move || -> Result<()> {
-                barrier.wait();
-                for _ in 0..PER_THREAD {
-                    let (from, to) = if t % 2 == 0 { (a, b) } else { (b, a) };
-                    let written = store.read_modify_write(&[from, to], &mut |values| {
-                        let (x, y) = (amount(values[0])?, amount(values[1])?);
-                        Some(
-                            Batch::new()
-                                .set(from.clone(), (x - 1).to_be_bytes().to_vec())
-                                .set(to.clone(), (y + 1).to_be_bytes().to_vec()),
-                        )
-                    })?;
-                    assert!(written);
-                }
-                Ok(())
-            });
+        let workers: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (store, barrier, a, b) = (fx.store.clone(), Arc::clone(&barrier), &a, &b);
+                s.spawn(move || -> Result<()> {
+                    barrier.wait();
+                    for _ in 0..PER_THREAD {
+                        let (from, to) = if t % 2 == 0 { (a, b) } else { (b, a) };
+                        let written = store.read_modify_write(&[from, to], &mut |values| {
+                            let (x, y) = (amount(values[0])?, amount(values[1])?);
+                            Some(
+                                Batch::new()
+                                    .set(from.clone(), (x - 1).to_be_bytes().to_vec())
+                                    .set(to.clone(), (y + 1).to_be_bytes().to_vec()),
+                            )
+                        })?;
+                        assert!(written);
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        // A transfer that failed is a failure of the test, not a transfer never made.
+        for (t, w) in workers.into_iter().enumerate() {
+            if let Err(e) = w.join().unwrap() {
+                panic!("thread {t}: a transfer failed: {e}");
+            }
         }
     });
     let (x, y) = (

@@ -1,0 +1,320 @@
+//! A read-modify-write under its keys' locks: the progress guarantee behind the
+//! one-round-trip primitive (`write.rs`, [`KvWrite::read_modify_write`] on
+//! [`PgStore`]).
+//!
+//! The primitive decides on the values it expects and lets the server check them in the
+//! statement that writes. Under contention on the same keys that alone can starve a
+//! writer: the one whose batch just committed knows the new values and commits again,
+//! while the others keep deciding on values that changed before their batch's locks were
+//! granted (measured: eight threads moving units between two accounts through one handle,
+//! a writer used up its decisions within 100 transfers and failed with a conflict it did
+//! not cause). So after [`OPTIMISTIC_DECISIONS`] decisions overtaken by other writers a
+//! write takes this path instead — one transaction, two round trips:
+//!
+//! 1. `BEGIN`, the store lease and table locks exactly as every batch of the lock
+//!    protocol takes them (`write.rs`, "The lock protocol"; the lease holder's fence check
+//!    included), then the locks of every key the write reads and its last decided batch
+//!    touched — all exclusive, in the protocol's one order —, then the keys' values;
+//! 2. the decision on those values, and, when every key of the decided batch is among
+//!    those locked, the conditional write and `COMMIT`.
+//!
+//! No writer that follows the protocol can change a key between the read and the commit,
+//! so the decision cannot be overtaken: the write commits unless its own guards fail (the
+//! caller's conflict) or the decision refuses (final: it saw the current values). A
+//! decision that touches a key not locked rolls the transaction back and is taken again
+//! with that key locked too (the set only grows; the [`MAX_ROUNDS`]th transaction locks
+//! the whole table, as a batch of many keys does, so every decision is covered).
+
+use super::params::{mutation_params, precondition_params, rejected_error, rejection};
+use super::write::{is_retryable, MAX_ATTEMPTS, MAX_KEY_LOCKS};
+use super::PgStore;
+use crate::error::PgError;
+use crate::lease;
+use crate::pool::{Conn, Failure, Rejected};
+use crate::sql;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use strata_store::{Batch, Decide, Mutation, Precondition, Result};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{ToSql, Type};
+
+/// Decisions a read-modify-write makes on the one-round-trip path before it takes this
+/// one (the first on expected values; the next ones on values the server reported).
+pub(super) const OPTIMISTIC_DECISIONS: usize = 3;
+
+/// Transactions this path runs for one write when its decisions keep touching keys not
+/// locked yet (each round locks them too; the last one locks the whole table).
+const MAX_ROUNDS: usize = 8;
+
+/// What one locked transaction ended with.
+enum Outcome {
+    /// Written and committed: the decided batch and the values it was decided on.
+    Written(Batch, Vec<Option<Vec<u8>>>),
+    /// The decision refused on the values read (rolled back; nothing written).
+    Refused,
+    /// The decided batch touches keys not locked: rolled back, to be taken again with
+    /// them locked too.
+    Unlocked(Batch),
+    /// The batch's preconditions failed (nothing written): the batch and the failures.
+    Rejected(Batch, Rejected),
+}
+
+impl PgStore {
+    /// The write primitive's locked path (see the module): `last` is the batch the write
+    /// decided last, whose keys are locked with the keys read.
+    pub(super) fn read_modify_write_locked(
+        &self,
+        reads: &[&[u8]],
+        decide: &mut Decide<'_>,
+        last: &Batch,
+    ) -> Result<bool> {
+        let mut keys: Vec<Vec<u8>> = reads.iter().map(|k| k.to_vec()).collect();
+        add_keys(&mut keys, last);
+        let mut round = 0;
+        let mut attempt = 0;
+        loop {
+            round += 1;
+            attempt += 1;
+            // The last round locks the whole table: every decision is then covered.
+            let locks = match round < MAX_ROUNDS {
+                true => Some(self.locks.key_locks(keys.iter().map(Vec::as_slice))),
+                false => None,
+            };
+            let fence = self.lease.token();
+            self.round_trips.locked.fetch_add(1, Ordering::Relaxed);
+            let outcome = self.pool.with(async |conn| {
+                self.try_locked(conn, reads, decide, locks.as_deref(), fence)
+                    .await
+            });
+            let failure = match outcome {
+                Ok(Outcome::Written(batch, values)) => {
+                    if fence.is_some() {
+                        self.unflushed.store(true, Ordering::SeqCst);
+                    }
+                    self.remember(&batch, reads, &values);
+                    return Ok(true);
+                }
+                Ok(Outcome::Refused) => return Ok(false),
+                Ok(Outcome::Unlocked(batch)) => {
+                    tracing::debug!(table = %self.table, round, "a decision under locks touched keys not locked; locking them too");
+                    add_keys(&mut keys, &batch);
+                    attempt = 0;
+                    continue;
+                }
+                Ok(Outcome::Rejected(batch, rejected)) => {
+                    self.forget_all(reads);
+                    return Err(rejected_error(batch.preconditions(), &rejected));
+                }
+                Err(f) => f,
+            };
+            self.forget_all(reads);
+            match failure {
+                Failure::Pg(e) if is_retryable(&e) && attempt < MAX_ATTEMPTS => {
+                    tracing::debug!(table = %self.table, attempt, error = %e, "retrying a locked read-modify-write");
+                    std::thread::sleep(Duration::from_millis(1 << attempt.min(6)));
+                    round -= 1;
+                }
+                Failure::Pg(e) if is_retryable(&e) => {
+                    return Err(PgError::Contention {
+                        table: self.table.clone(),
+                        attempts: attempt,
+                        source: Box::new(e),
+                    }
+                    .into())
+                }
+                Failure::Pg(e)
+                    if fence.is_none() && e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) =>
+                {
+                    return Err(self.lock_wait_error());
+                }
+                other => return Err(self.error(other, "apply")),
+            }
+        }
+    }
+
+    /// One locked transaction (see the module). Any failure before the commit rolls it
+    /// back before the connection is returned.
+    async fn try_locked(
+        &self,
+        conn: &mut Conn,
+        reads: &[&[u8]],
+        decide: &mut Decide<'_>,
+        ids: Option<&[i32]>,
+        fence: Option<i64>,
+    ) -> std::result::Result<Outcome, Failure> {
+        let client = &conn.client;
+        let outcome = self
+            .locked_transaction(client, conn.stmts.is_none(), reads, decide, ids, fence)
+            .await;
+        if !matches!(outcome, Ok(Outcome::Written(..) | Outcome::Rejected(..))) {
+            // Still open (refused, unlocked or failed): end it. A connection that is gone
+            // answers with an error the pool sees as lost; the outcome says what happened.
+            let _ = client.query_typed("ROLLBACK", &[]).await;
+        }
+        outcome
+    }
+
+    /// The transaction's two round trips; it is committed when the outcome is
+    /// `Written` or `Rejected`, and left open otherwise.
+    async fn locked_transaction(
+        &self,
+        client: &tokio_postgres::Client,
+        pooled: bool,
+        reads: &[&[u8]],
+        decide: &mut Decide<'_>,
+        ids: Option<&[i32]>,
+        fence: Option<i64>,
+    ) -> std::result::Result<Outcome, Failure> {
+        type P<'a> = (&'a (dyn ToSql + Sync), Type);
+        let (lease_id, table) = (&self.locks.lease, &self.locks.table);
+        let timeouts = self.pool.timeouts();
+        let statement_ms = timeouts.statement.as_millis().max(1).to_string();
+        let lock_ms = timeouts.lock_wait.as_millis().max(1).to_string();
+        // Per-key locks, or (too many keys, or the last round) the whole table.
+        let ids: Vec<i32> = ids
+            .filter(|ids| ids.len() <= MAX_KEY_LOCKS)
+            .map(<[i32]>::to_vec)
+            .unwrap_or_default();
+        let per_key = !ids.is_empty();
+        let modes = vec![true; ids.len()];
+        let token = fence.unwrap_or_default();
+        let renew = lease::renew_secs();
+        let read_keys: Vec<&[u8]> = reads.to_vec();
+        let local: [P<'_>; 2] = [(&statement_ms, Type::TEXT), (&lock_ms, Type::TEXT)];
+        let lock_params: [P<'_>; 2] = [(lease_id, Type::INT8), (table, Type::INT8)];
+        let table_param: [P<'_>; 1] = [(table, Type::INT8)];
+        let key_params: [P<'_>; 3] = [
+            (&self.locks.class, Type::INT4),
+            (&ids, Type::INT4_ARRAY),
+            (&modes, Type::BOOL_ARRAY),
+        ];
+        let fence_params: [P<'_>; 4] = [
+            (&self.table, Type::TEXT),
+            (&token, Type::INT8),
+            (lease_id, Type::INT8),
+            (&renew, Type::FLOAT8),
+        ];
+        let read_param: [P<'_>; 1] = [(&read_keys, Type::BYTEA_ARRAY)];
+        let texts = &self.texts;
+        let mut steps: Vec<super::write::Step<'_>> =
+            vec![Box::pin(client.query_typed("BEGIN", &[]))];
+        if pooled {
+            // Through a transaction-mode pooler nothing is set per session.
+            steps.push(Box::pin(client.query_typed(sql::LOCAL_TIMEOUTS, &local)));
+        }
+        let mut fence_at = None;
+        match (fence, per_key) {
+            (Some(_), _) => {
+                steps.push(Box::pin(client.query_typed(sql::ASYNC_COMMIT, &[])));
+                if per_key {
+                    steps.push(Box::pin(
+                        client.query_typed(sql::HOLDER_LOCK_TABLE_SHARED, &table_param),
+                    ));
+                    steps.push(Box::pin(client.query_typed(&texts.lock_keys, &key_params)));
+                } else {
+                    steps.push(Box::pin(
+                        client.query_typed(sql::HOLDER_LOCK_TABLE_EXCLUSIVE, &table_param),
+                    ));
+                }
+                fence_at = Some(steps.len());
+                steps.push(Box::pin(
+                    client.query_typed(lease::FENCE_CHECK, &fence_params),
+                ));
+            }
+            (None, true) => {
+                steps.push(Box::pin(
+                    client.query_typed(sql::LOCK_TABLE_SHARED, &lock_params),
+                ));
+                steps.push(Box::pin(client.query_typed(&texts.lock_keys, &key_params)));
+            }
+            (None, false) => {
+                steps.push(Box::pin(
+                    client.query_typed(sql::LOCK_TABLE_EXCLUSIVE, &lock_params),
+                ));
+            }
+        }
+        steps.push(Box::pin(client.query_typed(&texts.read_many, &read_param)));
+        let mut answers = super::write::join_all(steps).await;
+        let rows = answers.pop().unwrap_or_else(|| Ok(Vec::new()));
+        for (i, answer) in answers.into_iter().enumerate() {
+            match answer {
+                Err(e) if Some(i) == fence_at && lease::is_fence_failure(&e) => {
+                    return Err(Failure::from(PgError::LeaseLost {
+                        table: self.table.clone(),
+                        token,
+                    }))
+                }
+                answer => answer?,
+            };
+        }
+        let mut values: Vec<Option<Vec<u8>>> = vec![None; reads.len()];
+        for row in rows? {
+            let (k, v): (Vec<u8>, Vec<u8>) = (row.try_get(0)?, row.try_get(1)?);
+            for (key, value) in reads.iter().zip(values.iter_mut()) {
+                if *key == k.as_slice() {
+                    *value = Some(v.clone());
+                }
+            }
+        }
+        let Some(mut batch) = decide(&strata_store::borrowed(&values)) else {
+            return Ok(Outcome::Refused);
+        };
+        batch.validate()?;
+        batch.check_key_lengths()?;
+        if per_key {
+            let mut needed: Vec<Vec<u8>> = Vec::new();
+            add_keys(&mut needed, &batch);
+            let needed = self.locks.key_locks(needed.iter().map(Vec::as_slice));
+            if needed.iter().any(|id| ids.binary_search(id).is_err()) {
+                return Ok(Outcome::Unlocked(batch));
+            }
+        }
+        // The keys read still hold what the decision saw (they are locked); checked
+        // again in the statement that writes, as on the one-round-trip path.
+        for (key, value) in reads.iter().zip(&values) {
+            batch.push_precondition(match value {
+                Some(v) => Precondition::Equals {
+                    key: key.to_vec(),
+                    value: v.clone(),
+                },
+                None => Precondition::Absent { key: key.to_vec() },
+            });
+        }
+        let (pre_keys, pre_values) = precondition_params(batch.preconditions());
+        let (set_keys, set_values, deletes) = mutation_params(batch.mutations());
+        let params: [P<'_>; 5] = [
+            (&pre_keys, Type::BYTEA_ARRAY),
+            (&pre_values, Type::BYTEA_ARRAY),
+            (&set_keys, Type::BYTEA_ARRAY),
+            (&set_values, Type::BYTEA_ARRAY),
+            (&deletes, Type::BYTEA_ARRAY),
+        ];
+        let steps: Vec<super::write::Step<'_>> = vec![
+            Box::pin(client.query_typed(&texts.write, &params)),
+            Box::pin(client.query_typed("COMMIT", &[])),
+        ];
+        let mut answers = super::write::join_all(steps).await;
+        let committed = answers.pop().unwrap_or_else(|| Ok(Vec::new()));
+        let failed = answers.pop().unwrap_or_else(|| Ok(Vec::new()))?;
+        committed?;
+        match rejection(&failed) {
+            Ok(()) => Ok(Outcome::Written(batch, values)),
+            Err(Failure::Rejected(r)) => Ok(Outcome::Rejected(batch, r)),
+            Err(other) => Err(other),
+        }
+    }
+}
+
+/// Adds the keys `batch` writes or requires to `keys` (once each).
+fn add_keys(keys: &mut Vec<Vec<u8>>, batch: &Batch) {
+    let touched = batch
+        .mutations()
+        .iter()
+        .map(Mutation::key)
+        .chain(batch.preconditions().iter().map(|p| p.key()));
+    for key in touched {
+        if !keys.iter().any(|k| k.as_slice() == key) {
+            keys.push(key.to_vec());
+        }
+    }
+}
