@@ -7,6 +7,7 @@ pub(crate) mod one_message;
 mod one_statement;
 mod options;
 mod params;
+mod pipeline;
 mod read;
 pub(crate) mod receipt;
 pub(crate) mod replica;

@@ -26,7 +26,7 @@
 //! the whole table, as a batch of many keys does, so every decision is covered).
 
 use super::params::{mutation_params, precondition_params, rejected_error, rejection};
-use super::write::{is_retryable, MAX_ATTEMPTS, MAX_KEY_LOCKS};
+use super::pipeline::{is_retryable, join_all, Step, MAX_ATTEMPTS, MAX_KEY_LOCKS};
 use super::PgStore;
 use crate::error::PgError;
 use crate::lease;
@@ -196,8 +196,7 @@ impl PgStore {
         ];
         let read_param: [P<'_>; 1] = [(&read_keys, Type::BYTEA_ARRAY)];
         let texts = &self.texts;
-        let mut steps: Vec<super::write::Step<'_>> =
-            vec![Box::pin(client.query_typed("BEGIN", &[]))];
+        let mut steps: Vec<Step<'_>> = vec![Box::pin(client.query_typed("BEGIN", &[]))];
         if pooled {
             // Through a transaction-mode pooler nothing is set per session.
             steps.push(Box::pin(client.query_typed(sql::LOCAL_TIMEOUTS, &local)));
@@ -234,7 +233,7 @@ impl PgStore {
             }
         }
         steps.push(Box::pin(client.query_typed(&texts.read_many, &read_param)));
-        let mut answers = super::write::join_all(steps).await;
+        let mut answers = join_all(steps).await;
         let rows = answers.pop().unwrap_or_else(|| Ok(Vec::new()));
         for (i, answer) in answers.into_iter().enumerate() {
             match answer {
@@ -289,11 +288,11 @@ impl PgStore {
             (&set_values, Type::BYTEA_ARRAY),
             (&deletes, Type::BYTEA_ARRAY),
         ];
-        let steps: Vec<super::write::Step<'_>> = vec![
+        let steps: Vec<Step<'_>> = vec![
             Box::pin(client.query_typed(&texts.write, &params)),
             Box::pin(client.query_typed("COMMIT", &[])),
         ];
-        let mut answers = super::write::join_all(steps).await;
+        let mut answers = join_all(steps).await;
         let committed = answers.pop().unwrap_or_else(|| Ok(Vec::new()));
         let failed = answers.pop().unwrap_or_else(|| Ok(Vec::new()))?;
         committed?;

@@ -63,6 +63,7 @@
 
 use super::locked::OPTIMISTIC_DECISIONS;
 use super::params::{mutation_params, precondition_params, rejected_error};
+use super::pipeline::{is_retryable, join_all, Step, MAX_ATTEMPTS, MAX_KEY_LOCKS};
 use super::{one_message, one_statement, PgStore};
 use crate::error::PgError;
 use crate::lease;
@@ -73,14 +74,6 @@ use std::time::Duration;
 use strata_store::{Batch, Decide, KvRead, KvWrite, Mutation, Precondition, Result, StoreError};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-
-/// Batches touching more keys than this take the table-wide write lock instead of one
-/// advisory lock per key (PostgreSQL's lock table is small: 64 locks per connection by
-/// default).
-pub(super) const MAX_KEY_LOCKS: usize = 48;
-
-/// Attempts of one batch that fails with a serialization failure or a deadlock.
-pub(super) const MAX_ATTEMPTS: u32 = 8;
 
 impl PgStore {
     /// One attempt at a batch: one round trip. `BEGIN`, the locks, the lease holder's
@@ -297,51 +290,6 @@ impl From<StoreError> for BatchError {
     fn from(e: StoreError) -> Self {
         BatchError::Store(e)
     }
-}
-
-/// One statement of a pipelined batch.
-pub(super) type Step<'f> = std::pin::Pin<
-    Box<
-        dyn std::future::Future<
-                Output = std::result::Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>,
-            > + Send
-            + 'f,
-    >,
->;
-
-/// Awaits futures together, polling them in order (so that statements on one connection
-/// are sent in that order, in one round trip); their outputs in the same order.
-pub(super) async fn join_all<T>(
-    mut futures: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + '_>>>,
-) -> Vec<T> {
-    use std::task::Poll;
-    let mut outputs: Vec<Option<T>> = futures.iter().map(|_| None).collect();
-    std::future::poll_fn(move |cx| {
-        let mut pending = false;
-        for (f, out) in futures.iter_mut().zip(outputs.iter_mut()) {
-            if out.is_none() {
-                match f.as_mut().poll(cx) {
-                    Poll::Ready(v) => *out = Some(v),
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(outputs.iter_mut().filter_map(Option::take).collect())
-        }
-    })
-    .await
-}
-
-/// Serialization failures and deadlocks: the transaction was rolled back and may simply
-/// be run again.
-pub(super) fn is_retryable(e: &tokio_postgres::Error) -> bool {
-    matches!(
-        e.code(),
-        Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
-    )
 }
 
 /// The round trips of [`KvWrite::read_modify_write`] on one handle (relaxed counters).
