@@ -1,5 +1,5 @@
 //! The strata engine on a PostgreSQL store (`strata_postgres`): validation and a legacy
-//! migration ([`engine`]), sealed collections ([`sealed`]), write hints ([`hints`]), one
+//! migration ([`engine`]), many writers of one document ([`contention`]), sealed collections ([`sealed`]), write hints ([`hints`]), one
 //! statement per get ([`get_wire`]), one round trip per write ([`one_trip`]), write sets ([`write_set`], across processes in
 //! [`write_set_processes`]) and a deploy window across processes ([`window`]).
 //!
@@ -11,6 +11,7 @@
 //! The tests with child processes re-run this test binary as the children ([`spawn_child`]):
 //! the test itself, run with `--exact` and its role in an environment variable.
 
+mod contention;
 mod engine;
 mod get_wire;
 mod hints;
