@@ -247,10 +247,16 @@ impl PgStore {
             };
         }
         let mut values: Vec<Option<Vec<u8>>> = vec![None; reads.len()];
+        // Where each key read is in `reads` (a write set may read thousands).
+        let mut at: std::collections::HashMap<&[u8], Vec<usize>> =
+            std::collections::HashMap::with_capacity(reads.len());
+        for (i, key) in reads.iter().enumerate() {
+            at.entry(*key).or_default().push(i);
+        }
         for row in rows? {
             let (k, v): (Vec<u8>, Vec<u8>) = (row.try_get(0)?, row.try_get(1)?);
-            for (key, value) in reads.iter().zip(values.iter_mut()) {
-                if *key == k.as_slice() {
+            for &i in at.get(k.as_slice()).map(Vec::as_slice).unwrap_or_default() {
+                if let Some(value) = values.get_mut(i) {
                     *value = Some(v.clone());
                 }
             }

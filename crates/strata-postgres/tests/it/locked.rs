@@ -188,3 +188,57 @@ fn an_overtaken_write_decides_under_the_locks_through_a_transaction_pooler() {
         overtaken_write(&store, then);
     }
 }
+
+/// A write reading more keys than take per-key locks (60 > 48) is overtaken three times,
+/// then decides under the whole table's lock and writes every key — for an ordinary
+/// writer and for the lease holder.
+#[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
+fn an_overtaken_write_of_many_keys_decides_under_the_table_lock() {
+    const KEYS: usize = 60;
+    let url = require_pg!();
+    for holder in [false, true] {
+        let table = scratch_table();
+        let _owner = owner(&url, &table);
+        let store = Arc::new(PgStore::connect_with(&url, PgOptions::new().table(&table)).unwrap());
+        let shared = Store::from_arc(store.clone());
+        let _session = holder
+            .then(|| ExclusiveSession::acquire(&shared, "locked path (many keys)", None).unwrap());
+        let keys: Vec<Vec<u8>> = (0..KEYS)
+            .map(|i| format!("k/{i:02}").into_bytes())
+            .collect();
+        let reads: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let locked_before = store.locked_writes();
+        let mut calls = 0usize;
+        let written = store
+            .read_modify_write(&reads, &mut |values| {
+                calls += 1;
+                if calls <= 3 {
+                    // Another write of the last key lands first.
+                    store
+                        .apply(Batch::new().set(keys[KEYS - 1].clone(), vec![calls as u8]))
+                        .unwrap();
+                    return Some(Batch::new().set(keys[0].clone(), b"stale".to_vec()));
+                }
+                // Under the table lock: the last key holds what the 3rd overtaking wrote.
+                assert_eq!(values[KEYS - 1], Some(&[3u8][..]));
+                assert!(values[..KEYS - 1].iter().all(Option::is_none));
+                let mut batch = Batch::new();
+                for k in &keys {
+                    batch = batch.set(k.clone(), b"all".to_vec());
+                }
+                Some(batch)
+            })
+            .unwrap();
+        assert!(written);
+        assert_eq!((calls, store.locked_writes() - locked_before), (4, 1));
+        for k in &keys {
+            assert_eq!(
+                store.get(k).unwrap(),
+                Some(b"all".to_vec()),
+                "holder {holder}"
+            );
+        }
+        store.flush().unwrap();
+    }
+}
