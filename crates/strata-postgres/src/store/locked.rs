@@ -25,16 +25,14 @@
 //! with that key locked too (the set only grows; the [`MAX_ROUNDS`]th transaction locks
 //! the whole table, as a batch of many keys does, so every decision is covered).
 
-use super::params::{mutation_params, precondition_params, rejected_error, rejection};
+use super::params::{rejected_error, rejection, require_values_read, WriteParams};
 use super::pipeline::{is_retryable, join_all, Step, MAX_ATTEMPTS, MAX_KEY_LOCKS};
 use super::PgStore;
 use crate::error::PgError;
-use crate::lease;
 use crate::pool::{Conn, Failure, Rejected};
-use crate::sql;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use strata_store::{Batch, Decide, Mutation, Precondition, Result};
+use strata_store::{Batch, Decide, Mutation, Result};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 
@@ -166,10 +164,6 @@ impl PgStore {
         fence: Option<i64>,
     ) -> std::result::Result<Outcome, Failure> {
         type P<'a> = (&'a (dyn ToSql + Sync), Type);
-        let (lease_id, table) = (&self.locks.lease, &self.locks.table);
-        let timeouts = self.pool.timeouts();
-        let statement_ms = timeouts.statement.as_millis().max(1).to_string();
-        let lock_ms = timeouts.lock_wait.as_millis().max(1).to_string();
         // Per-key locks, or (too many keys, or the last round) the whole table.
         let ids: Vec<i32> = ids
             .filter(|ids| ids.len() <= MAX_KEY_LOCKS)
@@ -177,75 +171,17 @@ impl PgStore {
             .unwrap_or_default();
         let per_key = !ids.is_empty();
         let modes = vec![true; ids.len()];
-        let token = fence.unwrap_or_default();
-        let renew = lease::renew_secs();
         let read_keys: Vec<&[u8]> = reads.to_vec();
-        let local: [P<'_>; 2] = [(&statement_ms, Type::TEXT), (&lock_ms, Type::TEXT)];
-        let lock_params: [P<'_>; 2] = [(lease_id, Type::INT8), (table, Type::INT8)];
-        let table_param: [P<'_>; 1] = [(table, Type::INT8)];
-        let key_params: [P<'_>; 3] = [
-            (&self.locks.class, Type::INT4),
-            (&ids, Type::INT4_ARRAY),
-            (&modes, Type::BOOL_ARRAY),
-        ];
-        let fence_params: [P<'_>; 4] = [
-            (&self.table, Type::TEXT),
-            (&token, Type::INT8),
-            (lease_id, Type::INT8),
-            (&renew, Type::FLOAT8),
-        ];
         let read_param: [P<'_>; 1] = [(&read_keys, Type::BYTEA_ARRAY)];
         let texts = &self.texts;
-        let mut steps: Vec<Step<'_>> = vec![Box::pin(client.query_typed("BEGIN", &[]))];
-        if pooled {
-            // Through a transaction-mode pooler nothing is set per session.
-            steps.push(Box::pin(client.query_typed(sql::LOCAL_TIMEOUTS, &local)));
-        }
-        let mut fence_at = None;
-        match (fence, per_key) {
-            (Some(_), _) => {
-                steps.push(Box::pin(client.query_typed(sql::ASYNC_COMMIT, &[])));
-                if per_key {
-                    steps.push(Box::pin(
-                        client.query_typed(sql::HOLDER_LOCK_TABLE_SHARED, &table_param),
-                    ));
-                    steps.push(Box::pin(client.query_typed(&texts.lock_keys, &key_params)));
-                } else {
-                    steps.push(Box::pin(
-                        client.query_typed(sql::HOLDER_LOCK_TABLE_EXCLUSIVE, &table_param),
-                    ));
-                }
-                fence_at = Some(steps.len());
-                steps.push(Box::pin(
-                    client.query_typed(lease::FENCE_CHECK, &fence_params),
-                ));
-            }
-            (None, true) => {
-                steps.push(Box::pin(
-                    client.query_typed(sql::LOCK_TABLE_SHARED, &lock_params),
-                ));
-                steps.push(Box::pin(client.query_typed(&texts.lock_keys, &key_params)));
-            }
-            (None, false) => {
-                steps.push(Box::pin(
-                    client.query_typed(sql::LOCK_TABLE_EXCLUSIVE, &lock_params),
-                ));
-            }
-        }
-        steps.push(Box::pin(client.query_typed(&texts.read_many, &read_param)));
-        let mut answers = join_all(steps).await;
+        let tail: Vec<Step<'_>> = vec![Box::pin(client.query_typed(&texts.read_many, &read_param))];
+        let key_locks = per_key.then_some((ids.as_slice(), modes.as_slice()));
+        let (mut answers, fence_at) = self
+            .locked_pipeline(client, pooled, key_locks, fence, tail)
+            .await;
+        let token = fence.unwrap_or_default();
         let rows = answers.pop().unwrap_or_else(|| Ok(Vec::new()));
-        for (i, answer) in answers.into_iter().enumerate() {
-            match answer {
-                Err(e) if Some(i) == fence_at && lease::is_fence_failure(&e) => {
-                    return Err(Failure::from(PgError::LeaseLost {
-                        table: self.table.clone(),
-                        token,
-                    }))
-                }
-                answer => answer?,
-            };
-        }
+        self.head_answers(answers, fence_at, token)?;
         let mut values: Vec<Option<Vec<u8>>> = vec![None; reads.len()];
         // Where each key read is in `reads` (a write set may read thousands).
         let mut at: std::collections::HashMap<&[u8], Vec<usize>> =
@@ -276,24 +212,9 @@ impl PgStore {
         }
         // The keys read still hold what the decision saw (they are locked); checked
         // again in the statement that writes, as on the one-round-trip path.
-        for (key, value) in reads.iter().zip(&values) {
-            batch.push_precondition(match value {
-                Some(v) => Precondition::Equals {
-                    key: key.to_vec(),
-                    value: v.clone(),
-                },
-                None => Precondition::Absent { key: key.to_vec() },
-            });
-        }
-        let (pre_keys, pre_values) = precondition_params(batch.preconditions());
-        let (set_keys, set_values, deletes) = mutation_params(batch.mutations());
-        let params: [P<'_>; 5] = [
-            (&pre_keys, Type::BYTEA_ARRAY),
-            (&pre_values, Type::BYTEA_ARRAY),
-            (&set_keys, Type::BYTEA_ARRAY),
-            (&set_values, Type::BYTEA_ARRAY),
-            (&deletes, Type::BYTEA_ARRAY),
-        ];
+        require_values_read(&mut batch, reads, &values);
+        let write = WriteParams::of(&batch);
+        let params = write.typed();
         let steps: Vec<Step<'_>> = vec![
             Box::pin(client.query_typed(&texts.write, &params)),
             Box::pin(client.query_typed("COMMIT", &[])),

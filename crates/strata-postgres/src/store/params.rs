@@ -3,7 +3,8 @@
 //! transaction, the one-message path, the session functions).
 
 use crate::pool::{Failure, Rejected};
-use strata_store::{Mutation, Precondition, StoreError};
+use strata_store::{Batch, Mutation, Precondition, StoreError};
+use tokio_postgres::types::{ToSql, Type};
 
 /// Borrowed keys or values: one array parameter of the conditional write.
 type ByteaArray<'a> = Vec<&'a [u8]>;
@@ -91,5 +92,55 @@ pub(super) fn rejected_error(preconditions: &[Precondition], rejected: &Rejected
             key: Vec::new(),
             reason: strata_store::ConflictReason::Changed,
         },
+    }
+}
+
+/// Adds to `batch` one precondition per key read: it still holds the value the decision
+/// was made on (`None`: still absent), after the batch's own preconditions.
+pub(super) fn require_values_read(batch: &mut Batch, reads: &[&[u8]], values: &[Option<Vec<u8>>]) {
+    for (key, value) in reads.iter().zip(values) {
+        batch.push_precondition(match value {
+            Some(v) => Precondition::Equals {
+                key: key.to_vec(),
+                value: v.clone(),
+            },
+            None => Precondition::Absent { key: key.to_vec() },
+        });
+    }
+}
+
+/// A batch's five conditional-write parameters (see [`precondition_params`],
+/// [`mutation_params`]), kept while a statement's future borrows them.
+pub(super) struct WriteParams<'a> {
+    pre_keys: Vec<&'a [u8]>,
+    pre_values: Vec<Option<&'a [u8]>>,
+    set_keys: ByteaArray<'a>,
+    set_values: ByteaArray<'a>,
+    deletes: ByteaArray<'a>,
+}
+
+impl<'a> WriteParams<'a> {
+    /// The parameters of `batch`.
+    pub(super) fn of(batch: &'a Batch) -> Self {
+        let (pre_keys, pre_values) = precondition_params(batch.preconditions());
+        let (set_keys, set_values, deletes) = mutation_params(batch.mutations());
+        WriteParams {
+            pre_keys,
+            pre_values,
+            set_keys,
+            set_values,
+            deletes,
+        }
+    }
+
+    /// With their types, for the conditional write as an unnamed statement.
+    pub(super) fn typed(&self) -> [(&(dyn ToSql + Sync), Type); 5] {
+        [
+            (&self.pre_keys, Type::BYTEA_ARRAY),
+            (&self.pre_values, Type::BYTEA_ARRAY),
+            (&self.set_keys, Type::BYTEA_ARRAY),
+            (&self.set_values, Type::BYTEA_ARRAY),
+            (&self.deletes, Type::BYTEA_ARRAY),
+        ]
     }
 }

@@ -62,7 +62,9 @@
 //! 70,000 fewer — more than all five locks cost now.
 
 use super::locked::OPTIMISTIC_DECISIONS;
-use super::params::{mutation_params, precondition_params, rejected_error};
+use super::params::{
+    mutation_params, precondition_params, rejected_error, require_values_read, WriteParams,
+};
 use super::pipeline::{is_retryable, join_all, Step, MAX_ATTEMPTS, MAX_KEY_LOCKS};
 use super::{one_message, one_statement, PgStore};
 use crate::error::PgError;
@@ -71,7 +73,7 @@ use crate::pool::Rejected;
 use crate::pool::{Conn, Failure};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use strata_store::{Batch, Decide, KvRead, KvWrite, Mutation, Precondition, Result, StoreError};
+use strata_store::{Batch, Decide, KvRead, KvWrite, Mutation, Result, StoreError};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
@@ -168,80 +170,16 @@ impl PgStore {
         key_locks: Option<(&[i32], &[bool])>,
         fence: Option<i64>,
     ) -> std::result::Result<(), Failure> {
-        use crate::sql;
-        use tokio_postgres::types::Type;
-        let (lease_id, table) = (&self.locks.lease, &self.locks.table);
-        let preconditions = batch.preconditions();
-        let (pre_keys, pre_values) = precondition_params(preconditions);
-        let (set_keys, set_values, deletes) = mutation_params(batch.mutations());
-        let timeouts = self.pool.timeouts();
-        let statement_ms = timeouts.statement.as_millis().max(1).to_string();
-        let lock_ms = timeouts.lock_wait.as_millis().max(1).to_string();
-        let token = fence.unwrap_or_default();
-        let renew = lease::renew_secs();
-        let (ids, modes) = key_locks.unwrap_or_default();
-        let (ids, modes) = (ids.to_vec(), modes.to_vec());
-        type P<'a> = (&'a (dyn ToSql + Sync), Type);
-        let local: [P<'_>; 2] = [(&statement_ms, Type::TEXT), (&lock_ms, Type::TEXT)];
-        let lock_params: [P<'_>; 2] = [(lease_id, Type::INT8), (table, Type::INT8)];
-        let table_param: [P<'_>; 1] = [(table, Type::INT8)];
-        let key_params: [P<'_>; 3] = [
-            (&self.locks.class, Type::INT4),
-            (&ids, Type::INT4_ARRAY),
-            (&modes, Type::BOOL_ARRAY),
+        let write = WriteParams::of(batch);
+        let params = write.typed();
+        let tail: Vec<Step<'_>> = vec![
+            Box::pin(client.query_typed(&self.texts.write, &params)),
+            Box::pin(client.query_typed("COMMIT", &[])),
         ];
-        let fence_params: [P<'_>; 4] = [
-            (&self.table, Type::TEXT),
-            (&token, Type::INT8),
-            (lease_id, Type::INT8),
-            (&renew, Type::FLOAT8),
-        ];
-        let params: [P<'_>; 5] = [
-            (&pre_keys, Type::BYTEA_ARRAY),
-            (&pre_values, Type::BYTEA_ARRAY),
-            (&set_keys, Type::BYTEA_ARRAY),
-            (&set_values, Type::BYTEA_ARRAY),
-            (&deletes, Type::BYTEA_ARRAY),
-        ];
-        let texts = &self.texts;
-        let mut steps: Vec<Step<'_>> = vec![
-            Box::pin(client.query_typed("BEGIN", &[])),
-            Box::pin(client.query_typed(sql::LOCAL_TIMEOUTS, &local)),
-        ];
-        let mut fence_at = None;
-        match (fence, key_locks) {
-            (Some(_), _) => {
-                steps.push(Box::pin(client.query_typed(sql::ASYNC_COMMIT, &[])));
-                if key_locks.is_some() {
-                    steps.push(Box::pin(
-                        client.query_typed(sql::HOLDER_LOCK_TABLE_SHARED, &table_param),
-                    ));
-                    steps.push(Box::pin(client.query_typed(&texts.lock_keys, &key_params)));
-                } else {
-                    steps.push(Box::pin(
-                        client.query_typed(sql::HOLDER_LOCK_TABLE_EXCLUSIVE, &table_param),
-                    ));
-                }
-                fence_at = Some(steps.len());
-                steps.push(Box::pin(
-                    client.query_typed(lease::FENCE_CHECK, &fence_params),
-                ));
-            }
-            (None, Some(_)) => {
-                steps.push(Box::pin(
-                    client.query_typed(sql::LOCK_TABLE_SHARED, &lock_params),
-                ));
-                steps.push(Box::pin(client.query_typed(&texts.lock_keys, &key_params)));
-            }
-            (None, None) => {
-                steps.push(Box::pin(
-                    client.query_typed(sql::LOCK_TABLE_EXCLUSIVE, &lock_params),
-                ));
-            }
-        }
-        steps.push(Box::pin(client.query_typed(&texts.write, &params)));
-        steps.push(Box::pin(client.query_typed("COMMIT", &[])));
-        self.finish_apply(join_all(steps).await, fence_at, token)
+        let (answers, fence_at) = self
+            .locked_pipeline(client, true, key_locks, fence, tail)
+            .await;
+        self.finish_apply(answers, fence_at, fence.unwrap_or_default())
     }
 
     /// The outcome of a pipelined batch from its statements' answers (the write's and
@@ -254,18 +192,7 @@ impl PgStore {
     ) -> std::result::Result<(), Failure> {
         let committed = results.pop();
         let written = results.pop();
-        // The first error is the cause; the later statements failed because of it.
-        for (i, r) in results.into_iter().enumerate() {
-            match r {
-                Err(e) if Some(i) == fence_at && lease::is_fence_failure(&e) => {
-                    return Err(Failure::from(PgError::LeaseLost {
-                        table: self.table.clone(),
-                        token,
-                    }))
-                }
-                r => r?,
-            };
-        }
+        self.head_answers(results, fence_at, token)?;
         let failed = match written {
             Some(r) => r?,
             None => Vec::new(),
@@ -406,15 +333,7 @@ impl KvWrite for PgStore {
             };
             // The decided batch's own preconditions come first; the reads' after them.
             let own = batch.preconditions().len();
-            for (key, value) in reads.iter().zip(&values) {
-                batch.push_precondition(match value {
-                    Some(v) => Precondition::Equals {
-                        key: key.to_vec(),
-                        value: v.clone(),
-                    },
-                    None => Precondition::Absent { key: key.to_vec() },
-                });
-            }
+            require_values_read(&mut batch, reads, &values);
             self.round_trips.batches.fetch_add(1, Ordering::Relaxed);
             let rejected = match self.try_batch(&batch) {
                 Ok(()) => {
