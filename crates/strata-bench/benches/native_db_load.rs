@@ -21,7 +21,7 @@ use native_model::{native_model, Model};
 use serde::{Deserialize, Serialize};
 use std::hint::black_box;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use strata::{CollectionOptions, Database};
 use strata_redb::{RedbDurability, RedbOptions};
 
@@ -50,39 +50,9 @@ fn doc(i: usize) -> Account {
     }
 }
 
-/// Times a phase: wall clock, or with `STRATA_BENCH_CLOCK=cpu` the calling thread's
-/// on-CPU time (`/proc/thread-self/schedstat`, Linux; every contender is one thread).
-enum Timer {
-    Wall(Instant),
-    Cpu(u64),
-}
-
-fn thread_cpu_ns() -> Option<u64> {
-    // The kernel brings the running thread's total up to date at scheduling events only.
-    std::thread::yield_now();
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    s.split_whitespace().next()?.parse().ok()
-}
-
-impl Timer {
-    fn start() -> Timer {
-        if std::env::var("STRATA_BENCH_CLOCK").as_deref() == Ok("cpu") {
-            if let Some(ns) = thread_cpu_ns() {
-                return Timer::Cpu(ns);
-            }
-        }
-        Timer::Wall(Instant::now())
-    }
-
-    fn elapsed(&self) -> Duration {
-        match self {
-            Timer::Wall(t) => t.elapsed(),
-            Timer::Cpu(start) => {
-                Duration::from_nanos(thread_cpu_ns().unwrap_or(*start).saturating_sub(*start))
-            }
-        }
-    }
-}
+#[path = "../../strata/benches/support/timer.rs"]
+mod timer;
+use timer::Timer;
 
 /// native_db: every row in ONE read-write transaction, committed (durably: redb's
 /// default).

@@ -41,7 +41,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use strata::layout::envelope::{self, Envelope};
 use strata::ops::rotate::RotateOptions;
 use strata::ops::sweep::SweepOptions;
@@ -53,41 +53,9 @@ use strata_store::{Batch, KvRead, KvWrite, Store};
 
 const COLLECTION_ID: u16 = 1024;
 
-/// Times a phase: wall-clock, or with `STRATA_BENCH_CLOCK=cpu` the calling thread's
-/// on-CPU time (`/proc/thread-self/schedstat`, Linux): on a shared machine it leaves out
-/// the time the thread waited for a core.
-enum Timer {
-    Wall(Instant),
-    Cpu(u64),
-}
-
-fn thread_cpu_ns() -> Option<u64> {
-    // The kernel brings the running thread's total up to date at scheduling events only;
-    // a yield is one (without it a reading can lag by up to a scheduler tick).
-    std::thread::yield_now();
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    s.split_whitespace().next()?.parse().ok()
-}
-
-impl Timer {
-    fn start() -> Timer {
-        if std::env::var("STRATA_BENCH_CLOCK").as_deref() == Ok("cpu") {
-            if let Some(ns) = thread_cpu_ns() {
-                return Timer::Cpu(ns);
-            }
-        }
-        Timer::Wall(Instant::now())
-    }
-
-    fn elapsed(&self) -> Duration {
-        match self {
-            Timer::Wall(t) => t.elapsed(),
-            Timer::Cpu(start) => {
-                Duration::from_nanos(thread_cpu_ns().unwrap_or(*start).saturating_sub(*start))
-            }
-        }
-    }
-}
+#[path = "support/timer.rs"]
+mod timer;
+use timer::Timer;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
