@@ -73,7 +73,7 @@ use crate::pool::Rejected;
 use crate::pool::{Conn, Failure};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use strata_store::{Batch, Decide, KvRead, KvWrite, Mutation, Result, StoreError};
+use strata_store::{Batch, Decide, KvWrite, Mutation, Result, StoreError};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
@@ -224,8 +224,10 @@ impl From<StoreError> for BatchError {
 pub(super) struct RoundTrips {
     /// Batches the primitive sent (each one round trip).
     batches: AtomicU64,
-    /// Keys it read before deciding (each one round trip).
+    /// Keys it read before deciding.
     reads: AtomicU64,
+    /// The statements those reads took (one per decision that read, whatever the keys).
+    read_statements: AtomicU64,
     /// Batches (of any write) the one statement decided: written, or refused with the
     /// document's current value (module `one_statement`).
     one_statement: AtomicU64,
@@ -250,6 +252,14 @@ impl PgStore {
 }
 
 impl PgStore {
+    /// The statements this handle's write primitive read keys with before deciding: one
+    /// per decision that read, however many keys (see [`PgStore::write_round_trips`] for
+    /// the keys). For tests.
+    #[cfg(feature = "testing")]
+    pub fn write_read_statements(&self) -> u64 {
+        self.round_trips.read_statements.load(Ordering::Relaxed)
+    }
+
     /// Transactions this handle's write primitive ran on its locked path (module
     /// `locked`): writes whose decisions other writers kept overtaking. For tests.
     #[cfg(feature = "testing")]
@@ -286,7 +296,7 @@ impl PgStore {
 /// in one transaction of two round trips, which no other writer can overtake.
 ///
 /// A decision that refuses on an expected value is not final: the keys it was not read
-/// for are read (one statement each) and it decides again on what they hold; a refusal on
+/// for are read (all in one statement) and it decides again on what they hold; a refusal on
 /// values read or reported by the server is. A failed precondition of the decided batch
 /// itself (a guard) is the caller's conflict — once the keys read held what it was
 /// decided on (a decision on a wrong value may have chosen other guards).
@@ -321,13 +331,23 @@ impl KvWrite for PgStore {
                 if !expected {
                     return Ok(false);
                 }
-                // A refusal is only trusted on values known: read the expected ones and
-                // decide again on them.
-                for (key, k) in reads.iter().zip(known.iter_mut()) {
-                    if k.is_none() {
-                        self.round_trips.reads.fetch_add(1, Ordering::Relaxed);
-                        *k = Some(self.get(key)?);
-                    }
+                // A refusal is only trusted on values known: read the expected ones (in
+                // one statement) and decide again on them.
+                let unknown: Vec<&[u8]> = reads
+                    .iter()
+                    .zip(&known)
+                    .filter(|(_, k)| k.is_none())
+                    .map(|(key, _)| *key)
+                    .collect();
+                let mut read = self.get_many(&unknown)?.into_iter();
+                self.round_trips
+                    .reads
+                    .fetch_add(unknown.len() as u64, Ordering::Relaxed);
+                self.round_trips
+                    .read_statements
+                    .fetch_add(1, Ordering::Relaxed);
+                for k in known.iter_mut().filter(|k| k.is_none()) {
+                    *k = Some(read.next().unwrap_or_default());
                 }
                 continue;
             };

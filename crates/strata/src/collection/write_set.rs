@@ -160,8 +160,10 @@ pub enum Written {
 /// the set as one `sled::Batch` under its writer lock (other writers wait for it);
 /// PostgreSQL sends it as one statement whose arrays carry every key and value, takes one
 /// advisory lock per key up to 48 keys and the table-wide write lock beyond (so large
-/// sets serialize with every other writer of the table), and reads the documents it has
-/// no write hint for one statement each before it. For bulk loads use
+/// sets serialize with every other writer of the table); when a decision refuses on the
+/// value the handle expected (an update of a document it has no write hint for), the
+/// documents not known are read, all in one statement, and the set decided again. For
+/// bulk loads use
 /// [`Collection::put_many`](super::Collection::put_many), which commits in bounded sets
 /// ([`PUT_MANY_DOCUMENTS`] documents, [`PUT_MANY_BYTES`] bytes).
 ///

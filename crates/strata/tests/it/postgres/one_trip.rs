@@ -123,6 +123,46 @@ fn writes_decide_on_the_expected_value_and_the_server_checks_it() {
     }
 }
 
+/// A write set updating documents its handle never saw: the decision on "absent" refuses
+/// (no lock to compare), so the documents are read — ALL IN ONE statement, one snapshot —
+/// and the set decided again on them: one read statement, one batch, whatever the count.
+#[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
+fn a_write_set_reads_the_documents_it_did_not_expect_in_one_statement() {
+    const DOCS: u64 = 40;
+    let url = require_pg!();
+    let table = scratch_table();
+    let _owner = owner(&url, &table);
+    let connect = || Arc::new(PgStore::connect_with(&url, PgOptions::new().table(&table)).unwrap());
+    let (ours, theirs) = (connect(), connect());
+    let (a_db, a) = open(&ours);
+    let (_b_db, b) = open(&theirs);
+    for i in 0..DOCS {
+        assert_eq!(b.put(&format!("d{i:02}"), &doc(i, "b")).unwrap(), 1);
+    }
+    let t = ours.write_round_trips();
+    let statements = ours.write_read_statements();
+    let (_, written) = a_db
+        .write(|w| {
+            for i in 0..DOCS {
+                a.update_in(w, &format!("d{i:02}"), &doc(i + 100, "a"), 1)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(written.len() as u64, DOCS);
+    assert_eq!(spent(&ours, t), (1, DOCS), "one batch, every document read");
+    assert_eq!(
+        ours.write_read_statements() - statements,
+        1,
+        "in one statement"
+    );
+    for i in 0..DOCS {
+        let d = b.get_document(&format!("d{i:02}")).unwrap().unwrap();
+        assert_eq!((d.value, d.lock_version), (doc(i + 100, "a"), 2));
+    }
+}
+
 const CHILD: &str = "STRATA_PG_ONE_TRIP_CHILD";
 const TEST: &str = "postgres::one_trip::two_processes_putting_the_same_documents_lose_no_write";
 const PUTS: u64 = 150;
