@@ -1,5 +1,5 @@
 //! A read-modify-write under its keys' locks: the progress guarantee behind the
-//! one-round-trip primitive (`write.rs`, [`KvWrite::read_modify_write`] on
+//! one-round-trip primitive (`write.rs`, [`strata_store::KvWrite::read_modify_write`] on
 //! [`PgStore`]).
 //!
 //! The primitive decides on the values it expects and lets the server check them in the
@@ -25,7 +25,7 @@
 //! with that key locked too (the set only grows; the [`MAX_ROUNDS`]th transaction locks
 //! the whole table, as a batch of many keys does, so every decision is covered).
 
-use super::params::{rejected_error, rejection, require_values_read, WriteParams};
+use super::params::{rejected_error, rejection, require_values_read, values_by_key, WriteParams};
 use super::pipeline::{is_retryable, join_all, Step, MAX_ATTEMPTS, MAX_KEY_LOCKS};
 use super::PgStore;
 use crate::error::PgError;
@@ -182,21 +182,7 @@ impl PgStore {
         let token = fence.unwrap_or_default();
         let rows = answers.pop().unwrap_or_else(|| Ok(Vec::new()));
         self.head_answers(answers, fence_at, token)?;
-        let mut values: Vec<Option<Vec<u8>>> = vec![None; reads.len()];
-        // Where each key read is in `reads` (a write set may read thousands).
-        let mut at: std::collections::HashMap<&[u8], Vec<usize>> =
-            std::collections::HashMap::with_capacity(reads.len());
-        for (i, key) in reads.iter().enumerate() {
-            at.entry(*key).or_default().push(i);
-        }
-        for row in rows? {
-            let (k, v): (Vec<u8>, Vec<u8>) = (row.try_get(0)?, row.try_get(1)?);
-            for &i in at.get(k.as_slice()).map(Vec::as_slice).unwrap_or_default() {
-                if let Some(value) = values.get_mut(i) {
-                    *value = Some(v.clone());
-                }
-            }
-        }
+        let values = values_by_key(reads, rows?)?;
         let Some(mut batch) = decide(&strata_store::borrowed(&values)) else {
             return Ok(Outcome::Refused);
         };

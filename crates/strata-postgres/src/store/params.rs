@@ -144,3 +144,26 @@ impl<'a> WriteParams<'a> {
         ]
     }
 }
+
+/// The values of `keys` (`None`: absent) from the `(k, v)` rows of one read of them
+/// ([`crate::sql::Texts::read_many`]), matched by a map (a write set may read thousands).
+pub(super) fn values_by_key(
+    keys: &[&[u8]],
+    rows: Vec<tokio_postgres::Row>,
+) -> Result<Vec<Option<Vec<u8>>>, tokio_postgres::Error> {
+    let mut at: std::collections::HashMap<&[u8], Vec<usize>> =
+        std::collections::HashMap::with_capacity(keys.len());
+    for (i, key) in keys.iter().enumerate() {
+        at.entry(*key).or_default().push(i);
+    }
+    let mut values = vec![None; keys.len()];
+    for row in rows {
+        let (k, v): (Vec<u8>, Vec<u8>) = (row.try_get(0)?, row.try_get(1)?);
+        for &i in at.get(k.as_slice()).map(Vec::as_slice).unwrap_or_default() {
+            if let Some(value) = values.get_mut(i) {
+                *value = Some(v.clone());
+            }
+        }
+    }
+    Ok(values)
+}

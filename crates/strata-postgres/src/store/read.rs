@@ -332,21 +332,7 @@ impl PgStore {
                 .client
                 .query_typed(&self.texts.read_many, &[(&keys, Type::BYTEA_ARRAY)])
                 .await?;
-            let mut at: std::collections::HashMap<&[u8], Vec<usize>> =
-                std::collections::HashMap::with_capacity(keys.len());
-            for (i, key) in keys.iter().enumerate() {
-                at.entry(*key).or_default().push(i);
-            }
-            let mut values = vec![None; keys.len()];
-            for row in rows {
-                let (k, v): (Vec<u8>, Vec<u8>) = (row.try_get(0)?, row.try_get(1)?);
-                for &i in at.get(k.as_slice()).map(Vec::as_slice).unwrap_or_default() {
-                    if let Some(value) = values.get_mut(i) {
-                        *value = Some(v.clone());
-                    }
-                }
-            }
-            Ok(values)
+            Ok(super::params::values_by_key(keys, rows)?)
         })
     }
 }
