@@ -2,16 +2,14 @@
 //! against raw SQL `SELECT v ... WHERE k = $1` / `INSERT ... ON CONFLICT` of the same
 //! serde_json bytes, measured in one run with interleaved rounds (the puts interleaved
 //! per operation, so that every contender sees the same commit latency); ratios printed.
-//! Two more contenders are printed against raw SQL too: the collection on a store with
-//! the opt-in one-statement write (`PgOptions::one_statement(true)`, issue 24; the
-//! default side's puts are one call of the session function — side `one`, in the put
-//! and new-id parts), and one without the session functions (its puts one message of
-//! three statements, the fallback path — side `message`).
+//! One more contender is printed against raw SQL too: the collection on a store without
+//! the session functions (its puts one message of three statements, the fallback path —
+//! side `message`); the default side's puts are one call of the session function.
 //!
 //! ```text
 //! STRATA_PG_URL=postgresql://postgres@127.0.0.1:55460/postgres cargo bench -p strata-bench --bench pg_collection
 //! STRATA_BENCH_OPS=2000 STRATA_BENCH_ROWS=500 STRATA_BENCH_ROUNDS=3 ...   # sizes
-//! STRATA_BENCH_ONLY=put|new|get|writers  STRATA_BENCH_SIDE=strata|raw|message|one   # one part / one side (callgrind)
+//! STRATA_BENCH_ONLY=put|new|get|writers  STRATA_BENCH_SIDE=strata|raw|message   # one part / one side (callgrind)
 //! STRATA_BENCH_WRITERS=4   # threads of the `writers` part (distinct and shared keys, sync off recommended)
 //! # synchronous_commit off for the bench's own sessions only (not the server's setting):
 //! STRATA_PG_URL='postgresql://...?options=-c%20synchronous_commit%3Doff' cargo bench ...
@@ -100,7 +98,6 @@ fn main() {
         strata_postgres::PgOptions::new()
             .table(format!("{table}_msg"))
             .session_functions(false)
-            .one_statement(false)
             .dangerous_drop_table_on_drop(),
     )
     .unwrap();
@@ -108,25 +105,6 @@ fn main() {
         .open()
         .unwrap();
     let msg = msg_db
-        .collection::<Account>("acc", CollectionOptions::new())
-        .unwrap();
-
-    // The same collection with the one-statement write (issue 24, opt-in since session
-    // 20): its one-document puts are first one plain statement.
-    let one_store = std::sync::Arc::new(
-        strata_postgres::PgStore::connect_with(
-            &url,
-            strata_postgres::PgOptions::new()
-                .table(format!("{table}_one"))
-                .one_statement(true)
-                .dangerous_drop_table_on_drop(),
-        )
-        .unwrap(),
-    );
-    let one_db = Database::builder(strata_store::Store::from_arc(one_store.clone()))
-        .open()
-        .unwrap();
-    let one = one_db
         .collection::<Account>("acc", CollectionOptions::new())
         .unwrap();
 
@@ -148,8 +126,8 @@ fn main() {
     let docs: Vec<Account> = (0..rows).map(account).collect();
     let keys: Vec<Vec<u8>> = docs.iter().map(|d| d.id.as_bytes().to_vec()).collect();
 
-    let mut best = [Duration::MAX; 6];
-    let mut best_new = [Duration::MAX; 3];
+    let mut best = [Duration::MAX; 5];
+    let mut best_new = [Duration::MAX; 2];
     let mut new_round = 0;
     for _ in 0..rounds {
         // Interleaved: the puts, then raw get, collection get. (A get-only run writes every
@@ -160,11 +138,10 @@ fn main() {
         let raw_put = run("put", "raw") || (only == "get" && side != "strata");
         let strata_put = run("put", "strata") || (only == "get" && side != "raw");
         let msg_put = run("put", "message");
-        let one_put = run("put", "one");
         // A get-only run writes each document once (untimed), so that the server work of
         // a run at 2N ops minus one at N is the gets' alone (instruction counts).
         let put_ops = if only == "get" { rows.min(ops) } else { ops };
-        let mut took = [Duration::ZERO; 4];
+        let mut took = [Duration::ZERO; 3];
         for i in 0..put_ops {
             let d = &docs[i % rows];
             if raw_put {
@@ -183,17 +160,11 @@ fn main() {
                 black_box(msg.put(&d.id, d).unwrap());
                 took[2] += t.elapsed();
             }
-            if one_put {
-                let t = Instant::now();
-                black_box(one.put(&d.id, d).unwrap());
-                took[3] += t.elapsed();
-            }
         }
         for (slot, (on, d)) in [
             (0, (raw_put && only != "get", took[0])),
             (1, (strata_put && only != "get", took[1])),
             (4, (msg_put, took[2])),
-            (5, (one_put, took[3])),
         ] {
             if on {
                 best[slot] = best[slot].min(d);
@@ -205,8 +176,7 @@ fn main() {
         // statement that writes (one round trip), against the raw statement inserting a
         // new key (one). Interleaved per operation.
         if run("new", "raw") || run("new", "strata") {
-            let one_new = run("new", "one");
-            let mut took = [Duration::ZERO; 3];
+            let mut took = [Duration::ZERO; 2];
             for i in 0..ops {
                 let d = &docs[i % rows];
                 let id = format!("n{}-{i:07}", new_round);
@@ -217,11 +187,6 @@ fn main() {
                 let t = Instant::now();
                 black_box(c.put(&id, d).unwrap());
                 took[1] += t.elapsed();
-                if one_new {
-                    let t = Instant::now();
-                    black_box(one.put(&id, d).unwrap());
-                    took[2] += t.elapsed();
-                }
             }
             new_round += 1;
             for (slot, took) in best_new.iter_mut().zip(took) {
@@ -245,11 +210,11 @@ fn main() {
     // Several writers at once (issue 24, session 20): `STRATA_BENCH_WRITERS` threads (4)
     // put through one handle each side — distinct keys (each thread its own documents) and
     // shared keys (every thread the same 8 documents, so that most hints are stale and
-    // the put is refused once with the current value) — the one statement against the
-    // session function and the raw statement (one connection per thread); whole-run
+    // the put is refused once with the current value) — the session function against
+    // the raw statement (one connection per thread); whole-run
     // throughput, best of the rounds, the sides one after another in each round.
     if only == "writers" {
-        writers(&url, &raw_table, &one, &c, ops, rounds);
+        writers(&url, &raw_table, &c, ops, rounds);
     }
 
     println!("pg_collection: {ops} ops over {rows} keys, best of {rounds} interleaved rounds");
@@ -283,21 +248,6 @@ fn main() {
         );
     }
 
-    if best[5] != Duration::MAX && best[0] != Duration::MAX {
-        println!(
-            "put with the one statement (opt-in): strata {:.1} µs/op, ratio {:.2}× vs raw SQL",
-            per_op(best[5], ops),
-            best[5].as_secs_f64() / best[0].as_secs_f64()
-        );
-    }
-    if best_new[2] != Duration::MAX && best_new[0] != Duration::MAX {
-        println!(
-            "put of a new id with the one statement (opt-in): strata {:.1} µs/op, ratio {:.2}× vs raw SQL",
-            per_op(best_new[2], ops),
-            best_new[2].as_secs_f64() / best_new[0].as_secs_f64()
-        );
-    }
-
     if best[4] != Duration::MAX && best[0] != Duration::MAX {
         println!(
             "put without session functions (one message of three statements): strata {:.1} µs/op, ratio {:.2}× vs raw SQL",
@@ -306,18 +256,10 @@ fn main() {
         );
     }
 
-    // Writes the one statement could not decide went again on the general path (one more
-    // round trip each): a transaction of the cluster committed between a statement's
-    // snapshot and its locks (other sessions' commits count too).
-    let (decided, undecided) = one_store.one_statement_writes();
-    println!("one statement: {decided} writes decided, {undecided} sent again on the general path");
-
     drop(c);
     drop(db);
     drop(msg);
     drop(msg_db);
-    drop(one);
-    drop(one_db);
     raw.batch_execute(&format!(
         r#"DROP TABLE IF EXISTS "{raw_table}"; DROP TABLE IF EXISTS "{table}""#
     ))
@@ -350,7 +292,6 @@ fn strata_gets(c: &strata::Collection<Account>, docs: &[Account], ops: usize) {
 fn writers(
     url: &str,
     raw_table: &str,
-    one: &strata::Collection<Account>,
     func: &strata::Collection<Account>,
     ops: usize,
     rounds: usize,
@@ -372,7 +313,7 @@ fn writers(
             true => format!("s{:07}", i % 8),
             false => format!("w{t}-{:07}", i % 500),
         };
-        let mut best = [Duration::MAX; 3];
+        let mut best = [Duration::MAX; 2];
         for _ in 0..rounds {
             let t = Instant::now();
             std::thread::scope(|s| {
@@ -387,30 +328,28 @@ fn writers(
                 }
             });
             best[0] = best[0].min(t.elapsed());
-            for (slot, coll) in [(1, one), (2, func)] {
+            {
                 let t = Instant::now();
                 std::thread::scope(|s| {
                     for th in 0..threads {
                         s.spawn(move || {
                             for i in 0..ops {
                                 let d = account(i % 500);
-                                black_box(coll.put(&id(th, i), &d).unwrap());
+                                black_box(func.put(&id(th, i), &d).unwrap());
                             }
                         });
                     }
                 });
-                best[slot] = best[slot].min(t.elapsed());
+                best[1] = best[1].min(t.elapsed());
             }
         }
         let rate = |d: Duration| (threads * ops) as f64 / d.as_secs_f64();
         println!(
-            "writers ({threads} threads, {} keys): raw SQL {:.0} puts/s, one statement {:.0} puts/s ({:.2}× raw time), session function {:.0} puts/s ({:.2}× raw time)",
+            "writers ({threads} threads, {} keys): raw SQL {:.0} puts/s, strata {:.0} puts/s ({:.2}× raw time)",
             if shared { "shared" } else { "distinct" },
             rate(best[0]),
             rate(best[1]),
             best[1].as_secs_f64() / best[0].as_secs_f64(),
-            rate(best[2]),
-            best[2].as_secs_f64() / best[0].as_secs_f64(),
         );
     }
 }

@@ -10,7 +10,6 @@
 //! byte order the store trait promises; the primary-key B-tree serves every range scan.
 
 use std::time::Duration;
-use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Statement};
 
 /// `CREATE TABLE IF NOT EXISTS` for `table` (a validated identifier).
@@ -255,8 +254,6 @@ pub(crate) struct Statements {
     /// The session functions of an ordinary writer's batches (`store::function`), when
     /// the session could create them.
     pub(crate) functions: Option<Functions>,
-    /// The one-statement write of a one-document batch ([`one_statement`]).
-    pub(crate) one_statement: Statement,
 }
 
 /// A batch's preconditions and mutations in one statement: `$1`/`$2` the precondition
@@ -360,9 +357,6 @@ impl Statements {
             async_commit: p(ASYNC_COMMIT.into()).await?,
             fence: None,
             functions,
-            one_statement: client
-                .prepare_typed(&one_statement(t), &ONE_STATEMENT_TYPES)
-                .await?,
         })
     }
 }
@@ -519,180 +513,12 @@ pub(crate) fn prepare_sql(lock_keys: &str, write: &str, set: &str) -> String {
     )
 }
 
-/// The one-statement write of an ordinary writer's one-document batch (see
-/// `crate::store::one_statement` for why it is exact): `$1`/`$2` the key and the value
-/// to set, `$3` whether the batch has a precondition on that key, `$4` the value it
-/// requires (`NULL`: absent), `$5`/`$6` the keys the statement reads before it writes and
-/// the value each must hold (`NULL`: absent) — the batch's other required keys (at most
-/// [`MAX_GUARDS`]), then the document's own key when it is required present (with `$4`)
-/// —, `$7`…`$11` the locks (lease id, table id, key lock class, the sorted key lock ids —
-/// one to [`KEY_LOCKS`] — and their exclusive flags).
-///
-/// Every lock, check and read is an uncorrelated subquery, i.e. an InitPlan, which the
-/// executor runs when its result is first needed, so the `CASE` orders them: the locks
-/// first (lease and table shared, then the keys in id order), then — the statement's
-/// snapshot having been taken before the lock waits — the proof that no transaction
-/// committed since that snapshot (`fresh`: at once when no transaction was running at the
-/// snapshot and none got an id since, the common case; otherwise each such transaction's
-/// status, see `crate::store::one_statement`), then the required keys read in that
-/// snapshot — ONE index scan for all of them (`k = ANY($5)`), each row found compared
-/// with the value its key requires, and the count of rows that must exist checked, so a
-/// key required present that is absent fails as a wrong value does. Only then is the row
-/// touched. Zero rows answered: the snapshot was not proven fresh, a guard failed, or the
-/// document was expected present and is not (or holds exactly the value to write without
-/// holding the required one) — the caller falls back to a path with a fresh snapshot
-/// after its locks. One row: `(ok, current)` — `ok` the document held what was required
-/// and the value is written; otherwise nothing changed (the conflict branch rewrote the
-/// row's own value) and `current` is its value.
-///
-/// `ok` without reading the document again: with no requirement on the document, every
-/// write is; required absent, the row was inserted (a fresh tuple has no `xmax`; the
-/// conflict branch locks the row before updating it, which leaves the new version an
-/// `xmax`); required to hold `$4`, the row now holds `$2` — the `WHERE` let through
-/// no row that holds `$2` but not `$4`.
-///
-/// What it costs the server is mostly executor set-up, paid at every execution of the
-/// cached plan for every node and expression in it whether it runs or not (measured with
-/// callgrind on the backend, BENCHMARKS.md issue 24, session 20): hence one index scan
-/// for every key read (two guards and the document as three InitPlans cost about 90,000
-/// instructions, the one scan about 30,000), plain calls for the locks (no `unnest`, no
-/// text cast of their `void`), and no slot for what a one-document batch never has.
-pub(crate) fn one_statement(t: &str) -> String {
-    let locks = one_statement_locks();
-    format!(
-        r#"INSERT INTO "{t}" AS t (k, v) SELECT $1::bytea, $2::bytea
-WHERE {locked_then}(pg_current_xact_id() = pg_snapshot_xmax(pg_current_snapshot())
-    AND pg_snapshot_xmin(pg_current_snapshot()) = pg_snapshot_xmax(pg_current_snapshot())
-    OR (SELECT o::text::int8 - m::text::int8 <= {MAX_XIDS_SINCE} AND NOT EXISTS (
-        SELECT FROM (SELECT pg_snapshot_xip(s)
-          UNION ALL SELECT generate_series(m::text::int8, o::text::int8 - 1)::text::xid8) z(x)
-        WHERE pg_xact_status(x) = 'committed')
-      FROM (SELECT s, pg_snapshot_xmax(s) AS m, pg_current_xact_id() AS o
-        FROM pg_current_snapshot() AS s OFFSET 0) fresh))
-  AND ARRAY(SELECT CASE WHEN g.k = $1::bytea THEN g.v = $4::bytea OR g.v <> $2::bytea
-      ELSE g.v IS NOT DISTINCT FROM ($6::bytea[])[array_position($5::bytea[], g.k)] END
-    FROM "{t}" g WHERE g.k = ANY($5::bytea[]))
-    = array_fill(true, ARRAY[cardinality(array_remove($6::bytea[], NULL))])
-{locked_end}
-ON CONFLICT (k) DO UPDATE SET v = CASE WHEN NOT $3::bool OR t.v = $4::bytea THEN EXCLUDED.v ELSE t.v END
-RETURNING CASE WHEN NOT $3::bool THEN true WHEN $4::bytea IS NULL THEN t.xmax = 0 ELSE t.v = $2::bytea END,
-  CASE WHEN t.v = $2::bytea THEN NULL ELSE t.v END"#,
-        locked_then = locks
-            .iter()
-            .map(|l| format!("CASE WHEN {l} THEN "))
-            .collect::<String>(),
-        locked_end = " ELSE false END".repeat(locks.len()),
-    )
-}
-
-/// The most guards (required keys other than the document's) [`one_statement`] checks
-/// (a collection's put has the fence record and the manifest epoch, a sealed one the
-/// keyring too, over the limit: it takes the general path).
-pub(crate) const MAX_GUARDS: usize = 2;
-
-/// The most key locks [`one_statement`] takes: the document's and one per guard.
-pub(crate) const KEY_LOCKS: usize = 1 + MAX_GUARDS;
-
-/// The locks of [`one_statement`], each a condition that is true once the lock is
-/// granted, in the order they must be taken: the store lease and the table (shared,
-/// `$7`, `$8`), then the key locks one by one (sorted ids `$10`, exclusive flags `$11`,
-/// class `$9`; the first always, a later slot past the array's end takes nothing). Nested
-/// `CASE`s evaluate them in this order (PostgreSQL defines no order for the operands of
-/// `AND`); plain calls, no executor node. (`IS NOT NULL` of a `void` is true; it is
-/// cheaper than the text comparison it replaced.)
-fn one_statement_locks() -> Vec<String> {
-    let mut locks = vec![
-        "pg_advisory_xact_lock_shared($7::int8) IS NOT NULL".to_string(),
-        "pg_advisory_xact_lock_shared($8::int8) IS NOT NULL".to_string(),
-    ];
-    for i in 1..=KEY_LOCKS {
-        let lock = format!(
-            "(CASE WHEN ($11::bool[])[{i}] \
-             THEN pg_advisory_xact_lock($9::int4, ($10::int4[])[{i}]) \
-             ELSE pg_advisory_xact_lock_shared($9::int4, ($10::int4[])[{i}]) END) IS NOT NULL"
-        );
-        locks.push(match i {
-            1 => lock,
-            _ => format!("(cardinality($10::int4[]) < {i} OR {lock})"),
-        });
-    }
-    // After the grant the transaction must still have no id: the freshness proof takes
-    // the id it gets next as the bound of every id handed out before the grant. (Were it
-    // given one earlier — e.g. a plan-time evaluation of `pg_current_xact_id()`, which
-    // the `OFFSET 0` keeps from `generate_series`'s row estimate — a writer could have
-    // got a later id and committed unseen: the statement then decides nothing.)
-    locks.push("pg_current_xact_id_if_assigned() IS NULL".to_string());
-    locks
-}
-
-/// The parameter types of [`one_statement`].
-const ONE_STATEMENT_TYPES: [Type; 11] = [
-    Type::BYTEA,
-    Type::BYTEA,
-    Type::BOOL,
-    Type::BYTEA,
-    Type::BYTEA_ARRAY,
-    Type::BYTEA_ARRAY,
-    Type::INT8,
-    Type::INT8,
-    Type::INT4,
-    Type::INT4_ARRAY,
-    Type::BOOL_ARRAY,
-];
-
-/// The most transaction ids assigned between the one-statement write's snapshot and its
-/// own id that it checks one by one (more: it is not proven fresh, and falls back).
-pub(crate) const MAX_XIDS_SINCE: u32 = 32;
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn cols(c: &[&str]) -> Vec<String> {
         c.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn the_one_statement_takes_its_locks_in_order_before_it_reads_or_writes() {
-        let sql = one_statement("accounts");
-        let at = |needle: &str| {
-            sql.find(needle)
-                .unwrap_or_else(|| panic!("{needle} not in {sql}"))
-        };
-        let order = [
-            at("CASE WHEN pg_advisory_xact_lock_shared($7::int8)"),
-            at("CASE WHEN pg_advisory_xact_lock_shared($8::int8)"),
-            at("pg_advisory_xact_lock($9::int4, ($10::int4[])[1])"),
-            at("pg_advisory_xact_lock($9::int4, ($10::int4[])[2])"),
-            at("pg_advisory_xact_lock($9::int4, ($10::int4[])[3])"),
-            at("CASE WHEN pg_current_xact_id_if_assigned() IS NULL THEN"),
-            at("pg_current_xact_id() = pg_snapshot_xmax"),
-            at("g.k = ANY($5::bytea[])"),
-            at("ON CONFLICT (k)"),
-        ];
-        assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}\n{sql}");
-        // Every lock a condition of its own nested CASE (ordered evaluation), closed
-        // before the write; a slot for every key lock a one-document batch can need, and
-        // none beyond it.
-        assert_eq!(sql.matches(" THEN CASE WHEN ").count(), 5, "{sql}");
-        assert_eq!(sql.matches(" ELSE false END").count(), 6, "{sql}");
-        assert!(
-            sql.contains(&format!("($10::int4[])[{KEY_LOCKS}]")),
-            "{sql}"
-        );
-        assert!(
-            !sql.contains(&format!("($10::int4[])[{}]", KEY_LOCKS + 1)),
-            "{sql}"
-        );
-        // The document and the guards are read in one scan, inside the innermost CASE:
-        // the table is named twice (the write and that scan).
-        assert_eq!(sql.matches("FROM \"accounts\"").count(), 1, "{sql}");
-        // The proof's id is not estimated (i.e. assigned) when the plan is made.
-        assert!(
-            sql.contains("FROM pg_current_snapshot() AS s OFFSET 0) fresh"),
-            "{sql}"
-        );
-        assert!(!sql.contains("${"), "{sql}");
     }
 
     #[test]

@@ -4,7 +4,6 @@ pub(crate) mod function;
 mod hints;
 mod locked;
 pub(crate) mod one_message;
-mod one_statement;
 mod options;
 mod params;
 mod pipeline;
@@ -82,8 +81,6 @@ pub struct PgStore {
     round_trips: write::RoundTrips,
     /// The statements' text, for connections through a transaction-mode pooler.
     texts: sql::Texts,
-    /// One-document batches try the one statement first (`one_statement`).
-    one_statement: bool,
     /// The read replica (`strata_replica`), read only through [`PgStore::stale_reads`].
     replica: Option<Arc<replica::ReplicaSlot>>,
 }
@@ -382,7 +379,6 @@ impl PgStore {
             hints: hints::Hints::new(true),
             round_trips: write::RoundTrips::default(),
             texts,
-            one_statement: options.one_statement,
             replica,
         })
     }

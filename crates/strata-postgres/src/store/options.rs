@@ -45,7 +45,6 @@ pub struct PgOptions {
     pub(super) create_table: bool,
     pub(super) drop_table_on_drop: bool,
     pub(super) session_functions: bool,
-    pub(super) one_statement: bool,
 }
 
 impl Default for PgOptions {
@@ -56,7 +55,6 @@ impl Default for PgOptions {
             create_table: true,
             drop_table_on_drop: false,
             session_functions: true,
-            one_statement: false,
         }
     }
 }
@@ -108,20 +106,19 @@ impl PgOptions {
         self
     }
 
-    /// Whether an ordinary writer's one-document batch (a put, insert or update) is first
-    /// sent as ONE plain SQL statement carrying its locks and checks (default `false`); it
-    /// writes only what it can prove exact and otherwise hands the batch, unwritten, to
-    /// the session function or one-message path on the same connection (see the module
-    /// `store::one_statement`). Never used through a transaction-mode pooler or by the
-    /// lease holder. Off: every batch takes those paths directly. Off by default since
-    /// issue 24's session 20 measured it: it costs the server more instructions per put
-    /// than the session function (306,000 against 291,000, callgrind), is no faster for
-    /// one writer, and with four writers at once it hands 4–15% of its writes to the
-    /// session function (a commit between its snapshot and its locks: one more round trip
-    /// each) and was slower than the function alone in 9 of 12 runs, by up to 27%
-    /// (BENCHMARKS.md, issue 24, session 20).
-    pub fn one_statement(mut self, on: bool) -> Self {
-        self.one_statement = on;
+    /// No effect (kept so that code setting it still builds). It turned on a path that
+    /// sent an ordinary writer's one-document batch as one plain SQL statement carrying
+    /// its locks and checks before the session function; issue 24 measured it (session 20:
+    /// more server instructions per put than the session function, no faster for one
+    /// writer, slower with four writers in 9 of 12 runs; BENCHMARKS.md) and it was off by
+    /// default, so session 25 removed it: every ordinary writer's batch is one call of the
+    /// session function (or one message without them), one round trip either way.
+    #[deprecated(
+        since = "0.1.0",
+        note = "no effect: the session function is the one-round-trip write path"
+    )]
+    pub fn one_statement(self, on: bool) -> Self {
+        let _ = on;
         self
     }
 

@@ -66,7 +66,7 @@ use super::params::{
     mutation_params, precondition_params, rejected_error, require_values_read, WriteParams,
 };
 use super::pipeline::{is_retryable, join_all, Step, MAX_ATTEMPTS, MAX_KEY_LOCKS};
-use super::{one_message, one_statement, PgStore};
+use super::{one_message, PgStore};
 use crate::error::PgError;
 use crate::lease;
 use crate::pool::Rejected;
@@ -228,12 +228,6 @@ pub(super) struct RoundTrips {
     reads: AtomicU64,
     /// The statements those reads took (one per decision that read, whatever the keys).
     read_statements: AtomicU64,
-    /// Batches (of any write) the one statement decided: written, or refused with the
-    /// document's current value (module `one_statement`).
-    one_statement: AtomicU64,
-    /// Batches the one statement could not decide, sent again on the general path (one
-    /// more round trip each).
-    undecided: AtomicU64,
     /// Transactions of the locked path (module `locked`): writes whose decisions other
     /// writers kept overtaking.
     pub(super) locked: AtomicU64,
@@ -265,18 +259,6 @@ impl PgStore {
     #[cfg(feature = "testing")]
     pub fn locked_writes(&self) -> u64 {
         self.round_trips.locked.load(Ordering::Relaxed)
-    }
-
-    /// `(decided, undecided)`: batches this handle sent as the one statement that it
-    /// decided (written, or refused with the document's current value), and those it
-    /// could not decide and sent again on the general path (one more round trip each;
-    /// module `one_statement`). For tests.
-    #[cfg(feature = "testing")]
-    pub fn one_statement_writes(&self) -> (u64, u64) {
-        (
-            self.round_trips.one_statement.load(Ordering::Relaxed),
-            self.round_trips.undecided.load(Ordering::Relaxed),
-        )
     }
 }
 
@@ -503,19 +485,11 @@ impl PgStore {
         // on a connection without them, a small one goes in one message (`one_message`).
         let ordinary = key_locks.filter(|_| fence.is_none());
         let fits = one_message::fits(batch);
-        // A one-document batch of an ordinary writer: first the one statement.
-        let plan = match (ordinary, self.one_statement) {
-            (Some(_), true) => one_statement::Plan::of(batch),
-            _ => None,
-        };
         let mut attempt = 0;
         loop {
             attempt += 1;
             let failure = match self.pool.with(async |conn| match ordinary {
-                Some(locks) => {
-                    self.try_ordinary(conn, batch, locks, fits, plan.as_ref())
-                        .await
-                }
+                Some(locks) => self.try_ordinary(conn, batch, locks, fits).await,
                 None => self.try_apply(conn, batch, key_locks, fence).await,
             }) {
                 Ok(()) => {
@@ -555,40 +529,16 @@ impl PgStore {
 }
 
 impl PgStore {
-    /// One attempt at an ordinary writer's batch with per-key locks: the one statement
-    /// when `plan` says it can carry the batch (module `one_statement`), and when it cannot
-    /// decide, on the same connection, the session function or the one-message batch (or
-    /// the pipelined transaction when neither fits).
+    /// One attempt at an ordinary writer's batch with per-key locks: one call of the
+    /// connection's session function, or the one-message batch on a connection without
+    /// them (or the pipelined transaction when neither fits).
     async fn try_ordinary(
         &self,
         conn: &mut Conn,
         batch: &Batch,
         locks: (&[i32], &[bool]),
         fits: bool,
-        plan: Option<&one_statement::Plan<'_>>,
     ) -> std::result::Result<(), Failure> {
-        if let (Some(plan), Some(stmts)) = (plan, conn.stmts.as_ref()) {
-            let answer = self
-                .try_one_statement(&conn.client, &stmts.one_statement, plan, locks)
-                .await?;
-            match answer {
-                one_statement::Answer::Written => {
-                    self.round_trips
-                        .one_statement
-                        .fetch_add(1, Ordering::Relaxed);
-                    return Ok(());
-                }
-                one_statement::Answer::Refused(r) => {
-                    self.round_trips
-                        .one_statement
-                        .fetch_add(1, Ordering::Relaxed);
-                    return Err(Failure::Rejected(r));
-                }
-                one_statement::Answer::Undecided => {
-                    self.round_trips.undecided.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
         match conn.stmts.as_ref().map(|s| &s.functions) {
             Some(Some(f)) => self.try_apply_function(&conn.client, f, batch, locks).await,
             Some(None) if fits => self.try_apply_one_message(conn, batch, locks).await,

@@ -36,38 +36,6 @@ mod suite {
     });
 }
 
-/// The same suite on stores with the opt-in one-statement write
-/// ([`PgOptions::one_statement`](strata_postgres::PgOptions::one_statement), off by
-/// default since issue 24's session 20): every one-document batch of an ordinary writer
-/// tries it first, the rest of the suite's batches take the default paths.
-#[cfg(strata_pg)]
-mod one_statement {
-    use std::path::Path;
-    use strata_postgres::{PgOptions, PgStore};
-    use strata_store::Store;
-
-    fn fresh(url: &str) -> Store {
-        let options = PgOptions::new()
-            .table(strata_postgres::testing::scratch_table("strata_conf1"))
-            .one_statement(true)
-            .dangerous_drop_table_on_drop();
-        Store::new(PgStore::connect_with(url, options).expect("connect to STRATA_PG_URL"))
-    }
-
-    fn url() -> String {
-        std::env::var("STRATA_PG_URL")
-            .ok()
-            .filter(|u| !u.trim().is_empty())
-            .or_else(|| option_env!("STRATA_PG_URL").map(str::to_string))
-            .expect("STRATA_PG_URL is set")
-    }
-
-    strata_store::conformance_tests!({
-        let url = url();
-        move |_dir: &Path| fresh(&url)
-    });
-}
-
 /// The same suite through a real PgBouncer in session mode (started once for this test
 /// process, on loopback, in front of the `STRATA_PG_URL` server): every session strata
 /// keeps — its prepared statements, session functions and lease locks — is pinned to one

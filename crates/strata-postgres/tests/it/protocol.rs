@@ -2,7 +2,7 @@
 //! protocol"), pinned from outside: a raw connection plays another writer — another
 //! process, or another strata build — holding exactly the locks that writer takes, with
 //! its write still uncommitted, and an ordinary put (on each of its paths: the session
-//! function, one message, the opt-in one statement) must wait for it and then decide on
+//! function, one message) must wait for it and then decide on
 //! its commit. A protocol with fewer locks per put (the lease and table locks folded into
 //! one, or no key lock on a key the put only requires) lets the put through: it writes
 //! past the fence, or over the other writer's document, and these tests fail.
@@ -62,18 +62,15 @@ const OTHERS: [Other; 4] = [
     },
 ];
 
-/// The paths of an ordinary writer's put: (session functions, one statement).
-const PATHS: [(bool, bool); 3] = [(true, false), (false, false), (true, true)];
+/// The paths of an ordinary writer's put: with the session functions, without them.
+const PATHS: [bool; 2] = [true, false];
 
-fn put_waits_then_decides_on_the_others_commit(url: &str, other: &Other, path: (bool, bool)) {
+fn put_waits_then_decides_on_the_others_commit(url: &str, other: &Other, functions: bool) {
     let table = scratch_table();
     let _owner = owner(url, &table);
     let store = PgStore::connect_with(
         url,
-        PgOptions::new()
-            .table(&table)
-            .session_functions(path.0)
-            .one_statement(path.1),
+        PgOptions::new().table(&table).session_functions(functions),
     )
     .unwrap();
     // Every connection of the handle set up (functions created, statements prepared).
@@ -122,7 +119,7 @@ fn put_waits_then_decides_on_the_others_commit(url: &str, other: &Other, path: (
         if done.try_recv().is_ok() {
             let (_, r) = putter.join().unwrap();
             panic!(
-                "{} (path {path:?}): the put did not wait for the other writer's locks and finished before its commit: {r:?}",
+                "{} (session functions {functions}): the put did not wait for the other writer's locks and finished before its commit: {r:?}",
                 other.what
             );
         }
@@ -140,19 +137,24 @@ fn put_waits_then_decides_on_the_others_commit(url: &str, other: &Other, path: (
             assert_eq!(
                 (key.as_slice(), reason),
                 (other.writes, ConflictReason::Present),
-                "{} (path {path:?})",
+                "{} (session functions {functions})",
                 other.what
             );
         }
         r => panic!(
-            "{} (path {path:?}): the put must fail on the other writer's commit, got {r:?}",
+            "{} (session functions {functions}): the put must fail on the other writer's commit, got {r:?}",
             other.what
         ),
     }
     // Nothing written past the other writer's commit.
     let doc = store.get(DOC).unwrap();
     let expected: Option<&[u8]> = (other.writes == DOC).then_some(b"other");
-    assert_eq!(doc.as_deref(), expected, "{} (path {path:?})", other.what);
+    assert_eq!(
+        doc.as_deref(),
+        expected,
+        "{} (session functions {functions})",
+        other.what
+    );
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The strata engine on a PostgreSQL store (`strata_postgres`): validation and a legacy
-//! migration ([`engine`]), many writers of one document ([`contention`]), sealed collections ([`sealed`]), write hints ([`hints`]), one
-//! statement per get ([`get_wire`]), one round trip per write ([`one_trip`]), write sets ([`write_set`], across processes in
+//! migration ([`engine`]), many writers of one document ([`contention`]), sealed collections ([`sealed`]), write hints ([`hints`]),
+//! guards and waits on both write paths ([`guards`]), one statement per get ([`get_wire`]), one round trip per write ([`one_trip`]), write sets ([`write_set`], across processes in
 //! [`write_set_processes`]) and a deploy window across processes ([`window`]).
 //!
 //! Tests that need a server use `STRATA_PG_URL`; built without it (see strata's
@@ -14,8 +14,8 @@
 mod contention;
 mod engine;
 mod get_wire;
+mod guards;
 mod hints;
-mod one_statement;
 mod one_trip;
 mod sealed;
 mod window;
