@@ -108,10 +108,17 @@ fn check_explicit(path: &Path, want: Detected, create: bool, flag: &str) -> Resu
             reason: format!("{what}, so it is not a strata store; it was left untouched (point {flag} at a store, or say which with redb:PATH / sled:PATH)"),
         })
     };
+    // A store of the other backend is a store: say so, and how to name it.
+    let other_backend = |what: &str, scheme: &str| {
+        Err(StoreError::CannotOpen {
+            path: path.to_path_buf(),
+            reason: format!("{what}; it was left untouched (name it {scheme}:PATH, or give {flag} the plain path, which is auto-detected)"),
+        })
+    };
     match want {
         Detected::Redb if meta.is_dir() => {
             if strata_sled::is_sled_dir(path) {
-                refuse("it is a sled datastore directory, not a redb file (use sled:PATH)")
+                other_backend("it is a sled datastore directory, not a redb file", "sled")
             } else {
                 refuse("it is a directory, not a redb file")
             }
@@ -125,7 +132,7 @@ fn check_explicit(path: &Path, want: Detected, create: bool, flag: &str) -> Resu
         }
         Detected::Sled if meta.is_file() => {
             if strata_redb::is_redb_file(path) {
-                refuse("it is a redb file, not a sled datastore directory (use redb:PATH)")
+                other_backend("it is a redb file, not a sled datastore directory", "redb")
             } else {
                 refuse("it is a file, not a sled datastore directory")
             }

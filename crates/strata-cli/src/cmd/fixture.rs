@@ -69,6 +69,15 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 out.display()
             )));
         }
+        // Checked before the store is read: a capture is not run to be thrown away.
+        let dir = out_dir(out);
+        if !dir.is_dir() {
+            return Err(Failure::error(format!(
+                "the directory `{}` of `--out {}` does not exist or is not a directory; create it or choose another path (nothing was written)",
+                dir.display(),
+                out.display()
+            )));
+        }
     }
     let store = db::open_for_reading(db_path)?;
     let sealer = args.key.unlock(&store)?;
@@ -83,14 +92,14 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         Some(path) => {
             // Written beside the target and renamed into place: a failed capture leaves no
             // half file.
-            let dir = match path.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-                _ => PathBuf::from("."),
-            };
+            let dir = out_dir(path);
             let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| {
+                // The error's kind only: its text names the temporary file, not the
+                // user's.
                 Failure::error(format!(
-                    "cannot create the fixture in `{}`: {e}",
-                    dir.display()
+                    "cannot create the fixture in `{}`: {}; check that the directory is writable (nothing was written)",
+                    dir.display(),
+                    e.kind()
                 ))
             })?;
             fixture
@@ -130,4 +139,12 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         }
     }
     Ok(OK)
+}
+
+/// The directory `--out` writes into (the temporary file is created there and renamed).
+fn out_dir(out: &Path) -> PathBuf {
+    match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
 }

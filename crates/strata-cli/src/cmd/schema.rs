@@ -6,6 +6,7 @@ use crate::db;
 use crate::exit::{CmdResult, Failure, NON_ADDITIVE, OK};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use strata::layout::catalog::FIRST_COLLECTION_ID;
 use strata::policy::Baseline;
 
 /// Arguments of `strata schema`.
@@ -155,10 +156,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         SchemaCommand::Show { collection, json } => {
             let store = db::open_for_reading(db_path)?;
             let Some(b) = Baseline::load(&store, &collection)? else {
-                return Err(Failure::error(format!(
-                    "no persisted schema for collection `{collection}` in `{}`; a collection persists its schema when opened with persist_json_schema(true)",
-                    db::describe(db_path)
-                )));
+                return Err(no_baseline(&store, db_path, &collection));
             };
             let mut out = std::io::stdout().lock();
             if json {
@@ -210,11 +208,45 @@ fn stored_versions(db_arg: &str, collection: &str) -> Result<Vec<Earlier>, Failu
             label: format!("`{collection}` baseline"),
             schema: b.schema,
         }]),
-        None => Err(Failure::error(format!(
-            "no persisted schema for collection `{collection}` in `{}`; a collection persists its schema when opened with schema options",
-            db::describe(db_path)
-        ))),
+        None => Err(no_baseline(&store, db_path, collection)),
     }
+}
+
+/// The error for a `collection` of `db_path` without a persisted schema: it says whether
+/// the name is a collection at all (listing the known ones when it is not), a Numax sync
+/// table (which has no JSON Schema), or a collection opened without a schema.
+fn no_baseline(store: &strata_store::Store, db_path: &Path, collection: &str) -> Failure {
+    let db = db::describe(db_path);
+    let catalog = match db::catalog(store) {
+        Ok(c) => c,
+        Err(e) => {
+            return Failure::error(format!(
+                "no persisted schema for collection `{collection}` in `{db}` (its catalog cannot be read: {e})"
+            ))
+        }
+    };
+    let known: Vec<&str> = catalog
+        .tables()
+        .iter()
+        .filter(|t| t.id() >= FIRST_COLLECTION_ID)
+        .map(|t| t.name())
+        .collect();
+    let detail = match catalog.get(collection) {
+        None if known.is_empty() => {
+            "no collection of that name is recorded (the store holds none); check the name and the store".to_string()
+        }
+        None => format!(
+            "no collection of that name is recorded (known: {}); check the name",
+            known.join(", ")
+        ),
+        Some(t) if t.id() < FIRST_COLLECTION_ID => {
+            "it is a Numax sync table, which has no JSON Schema; name a collection".to_string()
+        }
+        Some(_) => "the collection was never opened with a schema; an application persists one by opening it with `CollectionOptions::schema(SchemaOptions::of::<T>())`".to_string(),
+    };
+    Failure::error(format!(
+        "no persisted schema for collection `{collection}` in `{db}`: {detail}"
+    ))
 }
 
 fn diff(
@@ -344,12 +376,7 @@ fn log(db_path: &Path, collection: &str, json: bool) -> CmdResult {
         // A store written before the history existed: the baseline is version 1.
         match Baseline::load(&store, collection)? {
             Some(b) => versions.push((1, b)),
-            None => {
-                return Err(Failure::error(format!(
-                    "no persisted schema for collection `{collection}` in `{}`; a collection persists its schema when opened with schema options",
-                    db::describe(db_path)
-                )))
-            }
+            None => return Err(no_baseline(&store, db_path, collection)),
         }
     }
     let mut rows = Vec::new();

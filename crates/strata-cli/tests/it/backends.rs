@@ -114,14 +114,28 @@ fn a_redb_file_and_a_sled_directory_are_detected() {
     let out = strata(&["--db", &format!("sled:{}", sled.display()), "status"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let before = snapshot(dir.path());
-    assert_refused(
+    // A store of the other backend is named as what it is, with the way to open it
+    // (never called "not a strata store").
+    let err = assert_refused(
         &strata(&["--db", &format!("redb:{}", sled.display()), "status"]),
         "redb: on sled",
     );
-    assert_refused(
+    assert!(
+        err.contains("it is a sled datastore directory, not a redb file"),
+        "{err}"
+    );
+    assert!(err.contains("name it sled:PATH"), "{err}");
+    assert!(!err.contains("not a strata store"), "{err}");
+    let err = assert_refused(
         &strata(&["--db", &format!("sled:{}", redb.display()), "status"]),
         "sled: on redb",
     );
+    assert!(
+        err.contains("it is a redb file, not a sled datastore directory"),
+        "{err}"
+    );
+    assert!(err.contains("name it redb:PATH"), "{err}");
+    assert!(!err.contains("not a strata store"), "{err}");
     assert_eq!(snapshot(dir.path()), before);
 }
 

@@ -137,3 +137,47 @@ fn rows_below_a_retirement_are_reported_by_collections_status_and_verify() {
     assert_eq!(doc["verdict"], "failed");
     assert_eq!(doc["retired_rows"][0]["first"], "restored");
 }
+
+/// `fixture capture --out` into a directory that does not exist (or a path under a file)
+/// is refused before the store is read, in one line naming the directory and what to do
+/// (not the temporary file's name), and writes nothing.
+#[test]
+fn a_capture_into_a_missing_directory_names_it_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.redb");
+    seed(&db, 1, 1);
+    let note = dir.path().join("note.txt");
+    std::fs::write(&note, b"mine").unwrap();
+    let before = bytes_and_mtime(&db);
+    for parent in [dir.path().join("missing"), note.clone()] {
+        let out_file = parent.join("c.jsonl");
+        let out = strata_db(
+            &db,
+            &[
+                "fixture",
+                "capture",
+                "--collection",
+                "c",
+                "--out",
+                out_file.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!(
+                "the directory `{}` of `--out {}` does not exist or is not a directory; create it or choose another path",
+                parent.display(),
+                out_file.display()
+            )),
+            "{err}"
+        );
+        // Not tempfile's own text, which names its temporary file in the directory.
+        assert!(!err.contains("at path"), "{err}");
+        assert!(!parent.join("c.jsonl").exists());
+    }
+    assert_eq!(std::fs::read(&note).unwrap(), b"mine");
+    assert!(!dir.path().join("missing").exists());
+    assert_eq!(bytes_and_mtime(&db), before);
+}

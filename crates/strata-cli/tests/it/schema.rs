@@ -352,6 +352,57 @@ fn show_of_an_unknown_collection_is_a_clear_error() {
     assert_eq!(format!("strata: {message}\n"), err);
 }
 
+/// `schema show`, `schema log` and `schema diff --against` on a name without a persisted
+/// schema say which case it is: an unknown name (listing the known collections), or a
+/// collection opened without a schema (with the Rust call that persists one; no option of
+/// another language's API). The store is left as it was.
+#[test]
+fn a_missing_baseline_says_whether_the_collection_exists_and_what_to_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    store_with_invoices(&db);
+    {
+        let store = strata_sled::SledStore::open_store(&db).unwrap();
+        let plain = Database::builder(store.clone()).open().unwrap();
+        plain
+            .collection::<Invoice>("notes", CollectionOptions::new())
+            .unwrap();
+        store.flush().unwrap();
+    }
+    let new = write(tmp.path(), "new.json", &base());
+    let runs: [Vec<&str>; 3] = [
+        vec!["--db", s(&db), "schema", "show"],
+        vec!["--db", s(&db), "schema", "log"],
+        vec!["schema", "diff", s(&new), "--against", s(&db)],
+    ];
+    for run in runs {
+        let unknown = [run.clone(), vec!["payments"]].concat();
+        let out = strata(&unknown);
+        assert_eq!(out.status.code(), Some(1), "{unknown:?}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("no persisted schema for collection `payments`"),
+            "{err}"
+        );
+        assert!(
+            err.contains("no collection of that name is recorded (known: invoices, notes)"),
+            "{err}"
+        );
+
+        let plain = [run, vec!["notes"]].concat();
+        let out = strata(&plain);
+        assert_eq!(out.status.code(), Some(1), "{plain:?}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("no persisted schema for collection `notes`"),
+            "{err}"
+        );
+        assert!(err.contains("never opened with a schema"), "{err}");
+        assert!(err.contains("CollectionOptions::schema("), "{err}");
+        assert!(!err.contains("persist_json_schema"), "{err}");
+    }
+}
+
 #[test]
 fn show_on_a_missing_store_is_an_error_and_creates_nothing() {
     let tmp = tempfile::tempdir().unwrap();
