@@ -152,6 +152,45 @@ VARIANTS = {
     "session_function_nolocks": session_function_with("", decl=""),
 }
 
+# Session 25: timed on one core (server CPU per put from schedstat), how much of the
+# function's cost is the PL/pgSQL call itself, and a leaner body (the checks as InitPlans
+# of a plain upsert, no CTE, no RETURN QUERY). PLAIN_CHECKS_LOCKS takes its locks inside
+# the statement whose snapshot precedes them: NOT sound, pricing only.
+PL_CALL_ONLY = """CREATE FUNCTION pg_temp.strata_p_acc(bytea, bytea) RETURNS int8 LANGUAGE plpgsql VOLATILE AS $strata$
+BEGIN
+INSERT INTO "acc" (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v;
+RETURN 0;
+END $strata$
+-- statement
+SELECT pg_temp.strata_p_acc($1::bytea, $2::bytea) WHERE $3::bool IS NOT NULL"""
+GUARD_INITPLANS = """WHERE (SELECT g.v FROM "acc" g WHERE g.k = {k}[1]) IS NOT DISTINCT FROM {w}[1]
+  AND (SELECT g.v FROM "acc" g WHERE g.k = {k}[2]) IS NOT DISTINCT FROM {w}[2]"""
+PL_LEAN = ("""CREATE FUNCTION pg_temp.strata_q_acc(bytea[], bytea[], bytea, bytea, int8, int8, int4, int4[], bool[], bool, bytea) RETURNS int8 LANGUAGE plpgsql VOLATILE AS $strata$
+DECLARE strata_b bool; strata_r int8;
+BEGIN
+""" + ASSIGN_LOCKS + """INSERT INTO "acc" AS t (k, v) SELECT $3, $4
+""" + GUARD_INITPLANS.format(k="$1", w="$2") + """
+ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v WHERE NOT $10 OR t.v = $11;
+GET DIAGNOSTICS strata_r = ROW_COUNT;
+RETURN strata_r;
+END $strata$
+-- statement
+SELECT pg_temp.strata_q_acc($5::bytea[], $6::bytea[], $1::bytea, $2::bytea, $7, $8, $9, $10, $11, $3::bool, $4::bytea)""")
+PLAIN_CHECKS = ("""INSERT INTO "acc" AS t (k, v) SELECT $1::bytea, $2::bytea
+""" + GUARD_INITPLANS.format(k="($5::bytea[])", w="($6::bytea[])") + """
+ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v WHERE NOT $3::bool OR t.v = $4::bytea""")
+PLAIN_CHECKS_LOCKS = PLAIN_CHECKS.replace("WHERE (SELECT", """WHERE pg_advisory_xact_lock_shared($7::int8) IS NOT NULL AND pg_advisory_xact_lock_shared($8::int8) IS NOT NULL
+  AND pg_advisory_xact_lock($9::int4, ($10::int4[])[1]) IS NOT NULL
+  AND pg_advisory_xact_lock_shared($9::int4, ($10::int4[])[2]) IS NOT NULL
+  AND pg_advisory_xact_lock_shared($9::int4, ($10::int4[])[3]) IS NOT NULL
+  AND (SELECT""", 1)
+VARIANTS.update({
+    "pl_call_only": PL_CALL_ONLY,
+    "pl_lean": PL_LEAN,
+    "plain_checks": PLAIN_CHECKS,
+    "plain_checks_locks_unsound": PLAIN_CHECKS_LOCKS,
+})
+
 if __name__ == "__main__":
     out = sys.argv[1] if len(sys.argv) > 1 else "/tmp/pg_variants"
     os.makedirs(out, exist_ok=True)

@@ -105,6 +105,69 @@ fn both_paths_report_the_failed_precondition_by_key_and_reason() {
     }
 }
 
+/// A put with 0 to 6 preconditions — up to the put function's lean statement's slots
+/// (`sql::LEAN_PRECONDITIONS`, 4) and past them — on both paths: each precondition
+/// failing in turn (a changed value, a key present that must be absent, a key missing
+/// that must hold a value) is reported by its key and reason and writes nothing; all
+/// holding, the put is written.
+#[test]
+#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
+fn puts_with_any_number_of_preconditions_are_checked_and_reported() {
+    let url = require_pg!();
+    for functions in [true, false] {
+        let table = scratch_table();
+        let _owner = owner(&url, &table);
+        let store = handle(&url, &table, functions);
+        for n in 0..=6usize {
+            let key = |i: usize| format!("g{n}-{i}").into_bytes();
+            // Even positions are present with a value, odd ones absent.
+            for i in (0..n).step_by(2) {
+                store
+                    .apply(Batch::new().set(key(i), vec![i as u8]))
+                    .unwrap();
+            }
+            let doc = format!("doc{n}").into_bytes();
+            let holding = |failing: Option<usize>| {
+                let mut b = Batch::new();
+                for i in 0..n {
+                    b = match (i % 2 == 0, failing == Some(i)) {
+                        (true, false) => b.require_eq(key(i), vec![i as u8]),
+                        (true, true) => b.require_eq(key(i), vec![99]),
+                        (false, false) => b.require_absent(key(i)),
+                        // A missing key required to hold a value.
+                        (false, true) => b.require_eq(key(i), vec![1]),
+                    };
+                }
+                b.set(doc.clone(), b"x".to_vec())
+            };
+            for failing in 0..n {
+                let expected = match failing % 2 {
+                    0 => ConflictReason::Changed,
+                    _ => ConflictReason::Missing,
+                };
+                assert_eq!(
+                    conflict(store.apply(holding(Some(failing)))),
+                    (key(failing), expected),
+                    "functions {functions}, {n} preconditions, #{failing} failing"
+                );
+                assert_eq!(store.get(&doc).unwrap(), None, "nothing written");
+            }
+            if n > 0 {
+                // A key present that must be absent.
+                let b = holding(None).require_absent(key(0));
+                assert_eq!(
+                    conflict(store.apply(b)),
+                    (key(0), ConflictReason::Present),
+                    "functions {functions}, {n} preconditions"
+                );
+                assert_eq!(store.get(&doc).unwrap(), None, "nothing written");
+            }
+            store.apply(holding(None)).unwrap();
+            assert_eq!(store.get(&doc).unwrap(), Some(b"x".to_vec()), "{n}");
+        }
+    }
+}
+
 #[test]
 #[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
 fn claims_racing_across_the_two_paths_have_exactly_one_winner() {
