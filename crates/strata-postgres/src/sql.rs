@@ -411,51 +411,13 @@ pub(crate) fn create_sql(table: &str) -> String {
          {body_set}; \
          CREATE FUNCTION pg_temp.{write}(bytea[], bytea[], bytea[], bytea[], bytea[], int8, int8, int4, int4[], bool[]) \
          {body_write}",
-        body_set = body(5, &lean_set(table), &conditional_set(table)),
-        body_write = body(6, "", &conditional_write(table)),
-    )
-}
-
-/// The most preconditions the put's function checks in its lean statement
-/// ([`lean_set`]): a collection's put requires its document's expected value and two
-/// guards (the fence record, the manifest epoch), a sealed one the keyring too.
-pub(crate) const LEAN_PRECONDITIONS: usize = 4;
-
-/// The put's first try inside its function, after the locks: ONE plain upsert whose
-/// preconditions — at most [`LEAN_PRECONDITIONS`], `$1`/`$2` as in [`conditional_set`] —
-/// are uncorrelated subqueries (InitPlans: one index lookup each, a slot past the array's
-/// end reads nothing), and which writes only when every one holds; `FOUND` then ends the
-/// call with no row (written). Otherwise — a precondition failed, or the batch has more
-/// — the function goes on to [`conditional_set`], which checks them all again and
-/// reports the failed ones with their current values (or writes, had they all held:
-/// either way the answer is that statement's, made on a fresh snapshot under the same
-/// locks, which keep every key it reads as it was).
-///
-/// Why: no CTE, no `unnest`, no join and no result rows for the put that succeeds —
-/// measured on one core (BENCHMARKS.md, issue 24, session 25), the server spends
-/// ≈ 15–20% less CPU on such a put than on the CTE alone.
-pub(crate) fn lean_set(t: &str) -> String {
-    let slots: Vec<String> = (1..=LEAN_PRECONDITIONS)
-        .map(|i| {
-            format!(
-                r#"(cardinality($1) < {i} OR (SELECT g.v FROM "{t}" g WHERE g.k = $1[{i}]) IS NOT DISTINCT FROM $2[{i}])"#
-            )
-        })
-        .collect();
-    format!(
-        "IF coalesce(cardinality($1), 0) <= {LEAN_PRECONDITIONS} THEN\n\
-         INSERT INTO \"{t}\" (k, v) SELECT $3, $4\n\
-         WHERE {slots}\n\
-         ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v;\n\
-         IF FOUND THEN RETURN; END IF;\n\
-         END IF;\n",
-        slots = slots.join("\n  AND ")
+        body_set = body(5, &conditional_set(table)),
+        body_write = body(6, &conditional_write(table)),
     )
 }
 
 /// The rest of a `CREATE FUNCTION` whose lock parameters start at `$first` (lease id,
-/// table id, class, ids, modes), which runs `first_try` (PL/pgSQL statements that may
-/// end the call, or nothing) after the locks and then returns `write`'s result.
+/// table id, class, ids, modes) and whose result is `write`'s.
 ///
 /// The locks are taken one by one, in the protocol's order — the store lease (shared),
 /// the table (shared), then the key locks in array order (the ids sorted, exclusive for
@@ -469,7 +431,7 @@ pub(crate) fn lean_set(t: &str) -> String {
 /// other write path takes (`write.rs`, the lock protocol). The conditional write is a
 /// query that starts after the last lock was granted: its snapshot sees every commit of
 /// the locks' previous holders (see `crate::store::function`).
-fn body(first: usize, first_try: &str, write: &str) -> String {
+fn body(first: usize, write: &str) -> String {
     let (lease, table, class, ids, modes) = (first, first + 1, first + 2, first + 3, first + 4);
     format!(
         "RETURNS TABLE (strata_i int8, strata_cur bytea) LANGUAGE plpgsql VOLATILE AS $strata$\n\
@@ -483,7 +445,6 @@ fn body(first: usize, first_try: &str, write: &str) -> String {
          ELSE strata_b := pg_advisory_xact_lock_shared(${class}, ${ids}[strata_n]) IS NULL;\n\
          END IF;\n\
          END LOOP;\n\
-         {first_try}\
          RETURN QUERY {write};\n\
          END $strata$"
     )

@@ -177,21 +177,9 @@ mod tests {
             at("IF $9[strata_n] THEN strata_b := pg_advisory_xact_lock($7, $8[strata_n]) IS NULL;"),
             at("ELSE strata_b := pg_advisory_xact_lock_shared($7, $8[strata_n]) IS NULL;"),
             at("END LOOP;"),
-            at("IF coalesce(cardinality($1), 0) <= 4 THEN"),
-            at("IF FOUND THEN RETURN; END IF;"),
             at("RETURN QUERY"),
         ];
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}\n{sql}");
-        // The put's lean statement: a slot per precondition it may check, and only in
-        // the put's function (the general write goes straight to its statement).
-        assert!(sql.contains(&sql::lean_set("accounts")), "{sql}");
-        assert_eq!(
-            sql.matches(r#"(SELECT g.v FROM "accounts" g WHERE g.k = $1["#)
-                .count(),
-            sql::LEAN_PRECONDITIONS,
-            "{sql}"
-        );
-        assert_eq!(sql.matches("IF FOUND").count(), 1, "{sql}");
         // The general write's function: the locks' parameters from $6.
         let general = sql
             .split("CREATE FUNCTION")

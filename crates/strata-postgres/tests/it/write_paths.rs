@@ -105,9 +105,8 @@ fn both_paths_report_the_failed_precondition_by_key_and_reason() {
     }
 }
 
-/// A put with 0 to 6 preconditions — up to the put function's lean statement's slots
-/// (`sql::LEAN_PRECONDITIONS`, 4) and past them — on both paths: each precondition
-/// failing in turn (a changed value, a key present that must be absent, a key missing
+/// A put with 0 to 6 preconditions (a collection's put has three or four), on both
+/// paths: each precondition failing in turn (a changed value, a key present that must be absent, a key missing
 /// that must hold a value) is reported by its key and reason and writes nothing; all
 /// holding, the put is written.
 #[test]
