@@ -191,6 +191,34 @@ VARIANTS.update({
     "plain_checks_locks_unsound": PLAIN_CHECKS_LOCKS,
 })
 
+
+def _slots(n):
+    """The shipped function with the upsert tried first, its n preconditions as InitPlans,
+    and the CTE only after a failure (session 25; measured no better in the bench)."""
+    head, rest = VARIANTS["session_function_assign"].split("RETURN QUERY", 1)
+    stmt = rest.split("-- statement", 1)[1]
+    slots = "\n  AND ".join(
+        f'(cardinality($1) < {i} OR (SELECT g.v FROM "acc" g WHERE g.k = $1[{i}]) IS NOT DISTINCT FROM $2[{i}])'
+        for i in range(1, n + 1))
+    body = ('INSERT INTO "acc" (k, v) SELECT $3::bytea, $4::bytea\nWHERE ' + slots
+            + "\nON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v;\nIF FOUND THEN RETURN; END IF;\nRETURN QUERY"
+            + rest.split("-- statement", 1)[0])
+    return (head + body + "-- statement" + stmt).replace("strata_set_acc", f"strata_slots{n}_acc")
+
+
+def _scalar():
+    """The shipped function returning its failures as one scalar bytea[] (session 25)."""
+    s = VARIANTS["session_function_assign"].replace("strata_set_acc", "strata_sc_acc")
+    s = s.replace("RETURNS TABLE (strata_i int8, strata_cur bytea)", "RETURNS bytea[]")
+    s = s.replace("DECLARE strata_b bool;", "DECLARE strata_b bool; strata_r bytea[];")
+    s = s.replace("RETURN QUERY WITH pre AS", "WITH pre AS")
+    s = s.replace("SELECT i, cur FROM pre WHERE NOT ok;\nEND $strata$",
+                  "SELECT array_agg(cur) INTO strata_r FROM pre WHERE NOT ok;\nRETURN strata_r;\nEND $strata$")
+    return s.replace("SELECT strata_i, strata_cur FROM pg_temp.strata_sc_acc(", "SELECT pg_temp.strata_sc_acc(")
+
+
+VARIANTS.update({"pl_slots3": _slots(3), "pl_slots4": _slots(4), "session_function_scalar": _scalar()})
+
 if __name__ == "__main__":
     out = sys.argv[1] if len(sys.argv) > 1 else "/tmp/pg_variants"
     os.makedirs(out, exist_ok=True)
