@@ -211,8 +211,9 @@ fn claims_racing_across_the_two_paths_have_exactly_one_winner() {
 /// A writer whose batch waits for the store lease, while the holder then changes the key
 /// the batch requires, sees the holder's commit once it gets the lease: its conditional
 /// write takes its snapshot after the locks (a statement whose snapshot predated the wait
-/// would see the old value and fail the precondition).
-fn a_waiting_writer_sees_the_holders_commit(url: &str, functions: bool) {
+/// would see the old value). Requiring the holder's value, it writes; requiring the value
+/// from before, it is refused and writes nothing.
+fn a_waiting_writer_sees_the_holders_commit(url: &str, functions: bool, requires_new: bool) {
     let table = scratch_table();
     let _owner = owner(url, &table);
     let holder = Store::new(handle(url, &table, functions));
@@ -222,9 +223,10 @@ fn a_waiting_writer_sees_the_holders_commit(url: &str, functions: bool) {
         .unwrap();
     let session = ExclusiveSession::acquire(&holder, "holder", None).unwrap();
     let waiting = thread::spawn(move || {
+        let required: &[u8] = if requires_new { b"holders" } else { b"old" };
         writer.apply(
             Batch::new()
-                .require_eq(b"k".to_vec(), b"holders".to_vec())
+                .require_eq(b"k".to_vec(), required.to_vec())
                 .set(b"k".to_vec(), b"writers".to_vec()),
         )
     });
@@ -257,8 +259,14 @@ fn a_waiting_writer_sees_the_holders_commit(url: &str, functions: bool) {
         )
         .unwrap();
     drop(session);
-    waiting.join().unwrap().unwrap();
-    assert_eq!(holder.get(b"k").unwrap(), Some(b"writers".to_vec()));
+    let r = waiting.join().unwrap();
+    if requires_new {
+        r.unwrap();
+        assert_eq!(holder.get(b"k").unwrap(), Some(b"writers".to_vec()));
+    } else {
+        assert_eq!(conflict(r), (b"k".to_vec(), ConflictReason::Changed));
+        assert_eq!(holder.get(b"k").unwrap(), Some(b"holders".to_vec()));
+    }
 }
 
 #[test]
@@ -266,7 +274,9 @@ fn a_waiting_writer_sees_the_holders_commit(url: &str, functions: bool) {
 fn a_writer_waiting_for_the_lease_sees_the_holders_commit_on_both_paths() {
     let url = require_pg!();
     for functions in [true, false] {
-        a_waiting_writer_sees_the_holders_commit(&url, functions);
+        for requires_new in [true, false] {
+            a_waiting_writer_sees_the_holders_commit(&url, functions, requires_new);
+        }
     }
 }
 
@@ -358,7 +368,7 @@ fn without_the_temporary_privilege_connections_fall_back_to_one_message() {
             Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
             "{err:?}"
         );
-        a_waiting_writer_sees_the_holders_commit(&db.url, true);
+        a_waiting_writer_sees_the_holders_commit(&db.url, true, true);
     }
     drop(db);
 }

@@ -1,15 +1,12 @@
-//! Guards and waits on both ordinary write paths (the session function, one message):
-//! a guard another handle changed refuses a write and writes nothing; a writer that
-//! waited for the lease holder decides on what the holder committed; two processes
-//! incrementing the same keys lose no update. (Until session 25 these ran on the opt-in
-//! one-statement path, removed then; the scenarios stay, on the paths every writer takes.)
+//! Guards on both ordinary write paths (the session function, one message): a guard
+//! another handle changed refuses a write and writes nothing; two processes incrementing
+//! the same keys lose no update. (Until session 25 these ran on the opt-in one-statement
+//! path, removed then; the scenarios stay, on the paths every writer takes. A writer that
+//! waited for the lease holder: strata-postgres `write_paths`.)
 
 use super::{child_stdout, owner, require_pg, scratch_table, spawn_child};
-use std::sync::Arc;
-use std::thread;
-use std::time::{Duration, Instant};
 use strata_postgres::{PgOptions, PgStore};
-use strata_store::{Batch, ConflictReason, ExclusiveSession, KvRead, KvWrite, Store, StoreError};
+use strata_store::{Batch, ConflictReason, KvRead, KvWrite, StoreError};
 
 /// The ordinary write paths: with the session functions (the default) and without them
 /// (one message of three statements).
@@ -93,108 +90,6 @@ fn a_guard_changed_on(url: &str, functions: bool) {
         (b"window".to_vec(), ConflictReason::Present)
     );
     assert_eq!(ours.get(b"doc").unwrap(), Some(vec![2]), "nothing written");
-}
-
-/// Waits until a session whose query names `table` waits for an advisory lock.
-fn wait_until_blocked(url: &str, table: &str) {
-    let mut admin = postgres::Client::connect(url, postgres::NoTls).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let blocked: i64 = admin
-            .query_one(
-                "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
-                 WHERE l.locktype = 'advisory' AND NOT l.granted \
-                 AND strpos(a.query, $1) > 0",
-                &[&table],
-            )
-            .unwrap()
-            .get(0);
-        if blocked > 0 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the writer never waited");
-        thread::yield_now();
-    }
-}
-
-/// A writer that waits for the lease holder while the holder changes a guard (`g` from
-/// "old" to "new") must see the commit: its checks run after its locks are granted, so
-/// the batch is decided on the fresh state — refused on the changed guard; written when
-/// it requires the new value. Also when the waiting write is the connection's first.
-#[test]
-#[cfg_attr(not(strata_pg), ignore = "needs STRATA_PG_URL")]
-fn a_writer_that_waited_for_the_lease_decides_on_the_holders_commits() {
-    let url = require_pg!();
-    for functions in PATHS {
-        for (require, expect_written, first) in [
-            (b"old".to_vec(), false, false),
-            (b"new".to_vec(), true, false),
-            (b"old".to_vec(), false, true),
-        ] {
-            waited_for_the_lease(&url, functions, require, expect_written, first);
-        }
-    }
-}
-
-fn waited_for_the_lease(
-    url: &str,
-    functions: bool,
-    require: Vec<u8>,
-    expect_written: bool,
-    first: bool,
-) {
-    {
-        let table = scratch_table();
-        let _owner = owner(url, &table);
-        let holder = Store::new(handle(url, &table, functions));
-        holder
-            .apply(Batch::new().set(b"g".to_vec(), b"old".to_vec()))
-            .unwrap();
-        // One connection: `first` = its first write is the one that waits.
-        let writer = Arc::new(
-            PgStore::connect_with(
-                url,
-                PgOptions::new()
-                    .table(&table)
-                    .max_connections(1)
-                    .session_functions(functions),
-            )
-            .unwrap(),
-        );
-        if !first {
-            writer
-                .apply(Batch::new().set(b"other".to_vec(), b"x".to_vec()))
-                .unwrap();
-        }
-        let session = ExclusiveSession::acquire(&holder, "holder", None).unwrap();
-        let w = writer.clone();
-        let waiting = thread::spawn(move || {
-            w.read_modify_write(&[b"doc"], &mut |_| {
-                Some(
-                    Batch::new()
-                        .require_eq(b"g".to_vec(), require.clone())
-                        .set(b"doc".to_vec(), b"w".to_vec()),
-                )
-            })
-        });
-        wait_until_blocked(url, &table);
-        session
-            .apply(
-                Batch::new()
-                    .require_eq(b"g".to_vec(), b"old".to_vec())
-                    .set(b"g".to_vec(), b"new".to_vec()),
-            )
-            .unwrap();
-        drop(session);
-        let r = waiting.join().unwrap();
-        assert_eq!(
-            r.is_ok(),
-            expect_written,
-            "functions {functions}, first {first}: {r:?}"
-        );
-        let doc = holder.get(b"doc").unwrap();
-        assert_eq!(doc.is_some(), expect_written, "{doc:?}");
-    }
 }
 
 const CHILD: &str = "STRATA_PG_GUARDS_CHILD";
