@@ -257,9 +257,14 @@ pub fn message(error: &(dyn Error + 'static)) -> String {
 
 /// One error as the command line says it: a table that needs an explicit migration names
 /// the command that runs it, `strata migrate` (the library's message says "run the
-/// migrator", its API); any other error as it displays itself.
+/// migrator", its API), and a write fenced by a pending cutover names the application's
+/// `cutover` command and `strata fence abort` (the library's says `run_schema_cutover()`);
+/// any other error as it displays itself.
 pub fn render(error: &(dyn Error + 'static)) -> String {
     const REMEDY: &str = "an explicit migration is required: run `strata migrate`";
+    if let Some(text) = fenced(error) {
+        return text;
+    }
     match error.downcast_ref::<strata::validate::ValidationError>() {
         Some(strata::validate::ValidationError::Legacy { table }) => {
             format!("legacy unversioned data found in {table}; {REMEDY}")
@@ -272,6 +277,34 @@ pub fn render(error: &(dyn Error + 'static)) -> String {
             "schema for {table} is at version {found}, current version is {current}; {REMEDY}"
         ),
         _ => error.to_string(),
+    }
+}
+
+/// The command-line message of a write refused by a pending cutover's fence (a
+/// [`strata::CollectionError`] or a [`strata::policy::PolicyError`]); `None` for any other
+/// error.
+fn fenced(error: &(dyn Error + 'static)) -> Option<String> {
+    use strata::policy::{FenceState, PolicyError, Refusal};
+    let (collection, refusal) = match (
+        error.downcast_ref::<strata::CollectionError>(),
+        error.downcast_ref::<PolicyError>(),
+    ) {
+        (Some(strata::CollectionError::Refused { collection, reason }), _)
+        | (_, Some(PolicyError::Refused { collection, reason })) => (collection, reason),
+        _ => return None,
+    };
+    let c = collection;
+    match refusal {
+        Refusal::Fenced {
+            state: FenceState::Normal,
+            generation,
+        } => Some(format!(
+            "writes to `{c}` are fenced: a schema cutover is pending for this build's change of `{c}` and has not started (the stored fence is still normal, generation {generation}); run the application's `cutover` command, or write with a build of the stored schema"
+        )),
+        Refusal::Fenced { state, generation } => Some(format!(
+            "writes to `{c}` are fenced: a schema cutover is pending (fence {state}, generation {generation}); run the application's `cutover` command to finish it, or `strata fence abort` to abort it, then write again"
+        )),
+        _ => None,
     }
 }
 
