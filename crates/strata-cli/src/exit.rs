@@ -244,7 +244,14 @@ pub type CmdResult = Result<u8, Failure>;
 /// advice is not followed by that cause again).
 pub fn message(error: &(dyn Error + 'static)) -> String {
     let mut line = String::new();
-    for part in chain(error).map(render) {
+    for (i, err) in chain(error).enumerate() {
+        let part = match err.downcast_ref::<strata::numax::decode::DecodeError>() {
+            // Under an error that already says its reason and names the record, its table
+            // and what to do (a pass's invalid record), a Numax decode error adds nothing
+            // but a repeat ("invalid record `…` in `…`: <reason>"): it is said once.
+            Some(decode) if i > 0 && line.contains(&decode.reason()) => continue,
+            _ => render(err),
+        };
         if line.is_empty() {
             line = part;
         } else if !line.contains(&part) {
