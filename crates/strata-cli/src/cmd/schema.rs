@@ -217,6 +217,21 @@ fn stored_versions(db_arg: &str, collection: &str) -> Result<Vec<Earlier>, Failu
 /// table (which has no JSON Schema), or a collection opened without a schema.
 fn no_baseline(store: &strata_store::Store, db_path: &Path, collection: &str) -> Failure {
     let db = db::describe(db_path);
+    // An unfinished copy may not have brought the schema (or the collection) yet: that,
+    // not "never opened with a schema", is what the user needs to hear (exit 7).
+    match crate::cmd::unfinished::copy(store, &db) {
+        Ok(Some(u)) => {
+            return Failure::with_code(
+                crate::exit::UNFINISHED,
+                format!(
+                    "no persisted schema for collection `{collection}` in `{db}` yet: {}, which may not have reached it; {}",
+                    u.detail, u.next
+                ),
+            )
+        }
+        Ok(None) => {}
+        Err(f) => return f,
+    }
     let catalog = match db::catalog(store) {
         Ok(c) => c,
         Err(e) => {

@@ -165,3 +165,41 @@ fn a_killed_copy_is_unfinished_for_status_verify_collections_and_migrate_refuses
         "only {checked} copies were killed before they finished"
     );
 }
+
+/// `schema show` (and `schema log`) of a collection whose schema an unfinished copy has
+/// not brought yet says the store is an unfinished copy and how to resume it (exit 7),
+/// not that the collection was never opened with a schema.
+#[test]
+fn a_schema_an_unfinished_copy_has_not_brought_yet_is_reported_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().join("target.redb");
+    let store = strata_redb::RedbStore::create_store(&to).unwrap();
+    Database::builder(store.clone())
+        .open()
+        .unwrap()
+        .collection::<Value>("acc", CollectionOptions::new())
+        .unwrap();
+    let progress = json!({"from": "source.redb", "copied": 2});
+    store
+        .apply(Batch::new().set(
+            b"__nx/copy/progress".to_vec(),
+            serde_json::to_vec(&progress).unwrap(),
+        ))
+        .unwrap();
+    store.flush().unwrap();
+    drop(store);
+    for args in [&["schema", "show", "acc"][..], &["schema", "log", "acc"]] {
+        let out = strata_db(&to, args);
+        assert_eq!(out.status.code(), Some(7), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("target of a `strata copy` from `source.redb`"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains("rerun `strata copy --from source.redb")
+                && !err.contains("never opened with a schema"),
+            "{args:?}: {err}"
+        );
+    }
+}
