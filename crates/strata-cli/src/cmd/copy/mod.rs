@@ -356,6 +356,20 @@ fn precheck_target(target: &Target, from: &str, to: &str) -> Result<(), Failure>
         Target::Postgres(_) => true,
     };
     if !exists {
+        // A new redb file is created in an existing directory only: say which directory
+        // is missing (redb's own error reads as a file of a datastore gone missing).
+        if let Target::Redb(path) = target {
+            let dir = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            if !dir.is_dir() {
+                return Err(Failure::error(format!(
+                    "the directory `{}` of `--to {to}` does not exist or is not a directory; create it or choose another path (nothing was created)",
+                    dir.display()
+                )));
+            }
+        }
         return Ok(());
     }
     let store = match db::open_target_for_reading(target) {
