@@ -203,3 +203,60 @@ fn a_schema_an_unfinished_copy_has_not_brought_yet_is_reported_as_such() {
         );
     }
 }
+
+/// A killed copy resumes when its source is named another way than the first run named
+/// it: an absolute path, a `redb:` prefix, from another working directory (the progress
+/// record keeps the source's identity, not only its spelling); another source is still
+/// refused.
+#[test]
+fn a_killed_copy_resumes_with_its_source_named_another_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let from = dir.path().join("source.redb");
+    source(&from);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .current_dir(dir.path())
+        .args(["copy", "--from", "source.redb", "--to", "target.redb"])
+        .args(["--max-records", "250"])
+        .env("STRATA_PROGRESS", "batch")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    for line in BufReader::new(err).lines() {
+        if line.unwrap().ends_with("records copied") {
+            child.kill().unwrap();
+            break;
+        }
+    }
+    assert!(!child.wait().unwrap().success(), "the copy finished first");
+    let to = dir.path().join("target.redb");
+    let out = strata_db(&to, &["status"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    // Another source is refused, naming the one the copy started from.
+    let other = dir.path().join("other.redb");
+    source(&other);
+    let out = strata(&[
+        "copy",
+        "--from",
+        other.to_str().unwrap(),
+        "--to",
+        to.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("holds an unfinished copy from `source.redb`"));
+    // The same source, spelled as an absolute path with a `redb:` prefix, from this
+    // process's working directory: resumed.
+    let out = strata(&[
+        "copy",
+        "--from",
+        &format!("redb:{}", from.display()),
+        "--to",
+        to.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(json_of(&out)["resumed"], true, "{}", stdout(&out));
+    let out = strata_db(&to, &["verify"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
