@@ -264,13 +264,24 @@ pub fn message(error: &(dyn Error + 'static)) -> String {
 
 /// One error as the command line says it: a table that needs an explicit migration names
 /// the command that runs it, `strata migrate` (the library's message says "run the
-/// migrator", its API), and a write fenced by a pending cutover names the application's
-/// `cutover` command and `strata fence abort` (the library's says `run_schema_cutover()`);
-/// any other error as it displays itself.
+/// migrator", its API), a write fenced by a pending cutover names the application's
+/// `cutover` command and `strata fence abort` (the library's says `run_schema_cutover()`),
+/// an unreadable fence `strata fence abort --reset-corrupt N` (the library's says
+/// `Fence::dangerous_reset`); any other error as it displays itself.
 pub fn render(error: &(dyn Error + 'static)) -> String {
     const REMEDY: &str = "an explicit migration is required: run `strata migrate`";
     if let Some(text) = fenced(error) {
         return text;
+    }
+    // An unreadable fence: the command that resets it, not the library call.
+    if let Some(strata::policy::PolicyError::Corrupted { key, reason }) =
+        error.downcast_ref::<strata::policy::PolicyError>()
+    {
+        if key.as_slice() == strata::layout::keys::FENCE_KEY {
+            return format!(
+                "corrupted policy record `__nx/fence`: {reason}; restore it from a backup, or reset it to a normal fence at a chosen generation (`strata fence abort --reset-corrupt N`)"
+            );
+        }
     }
     match error.downcast_ref::<strata::validate::ValidationError>() {
         Some(strata::validate::ValidationError::Legacy { table }) => {
