@@ -244,7 +244,14 @@ pub type CmdResult = Result<u8, Failure>;
 /// advice is not followed by that cause again).
 pub fn message(error: &(dyn Error + 'static)) -> String {
     let mut line = String::new();
-    for part in chain(error).map(render) {
+    for (i, err) in chain(error).enumerate() {
+        let part = match err.downcast_ref::<strata::numax::decode::DecodeError>() {
+            // Under an error that already says its reason and names the record, its table
+            // and what to do (a pass's invalid record), a Numax decode error adds nothing
+            // but a repeat ("invalid record `…` in `…`: <reason>"): it is said once.
+            Some(decode) if i > 0 && line.contains(&decode.reason()) => continue,
+            _ => render(err),
+        };
         if line.is_empty() {
             line = part;
         } else if !line.contains(&part) {
@@ -257,9 +264,25 @@ pub fn message(error: &(dyn Error + 'static)) -> String {
 
 /// One error as the command line says it: a table that needs an explicit migration names
 /// the command that runs it, `strata migrate` (the library's message says "run the
-/// migrator", its API); any other error as it displays itself.
+/// migrator", its API), a write fenced by a pending cutover names the application's
+/// `cutover` command and `strata fence abort` (the library's says `run_schema_cutover()`),
+/// an unreadable fence `strata fence abort --reset-corrupt N` (the library's says
+/// `Fence::dangerous_reset`); any other error as it displays itself.
 pub fn render(error: &(dyn Error + 'static)) -> String {
     const REMEDY: &str = "an explicit migration is required: run `strata migrate`";
+    if let Some(text) = fenced(error) {
+        return text;
+    }
+    // An unreadable fence: the command that resets it, not the library call.
+    if let Some(strata::policy::PolicyError::Corrupted { key, reason }) =
+        error.downcast_ref::<strata::policy::PolicyError>()
+    {
+        if key.as_slice() == strata::layout::keys::FENCE_KEY {
+            return format!(
+                "corrupted policy record `__nx/fence`: {reason}; restore it from a backup, or reset it to a normal fence at a chosen generation (`strata fence abort --reset-corrupt N`)"
+            );
+        }
+    }
     match error.downcast_ref::<strata::validate::ValidationError>() {
         Some(strata::validate::ValidationError::Legacy { table }) => {
             format!("legacy unversioned data found in {table}; {REMEDY}")
@@ -272,6 +295,34 @@ pub fn render(error: &(dyn Error + 'static)) -> String {
             "schema for {table} is at version {found}, current version is {current}; {REMEDY}"
         ),
         _ => error.to_string(),
+    }
+}
+
+/// The command-line message of a write refused by a pending cutover's fence (a
+/// [`strata::CollectionError`] or a [`strata::policy::PolicyError`]); `None` for any other
+/// error.
+fn fenced(error: &(dyn Error + 'static)) -> Option<String> {
+    use strata::policy::{FenceState, PolicyError, Refusal};
+    let (collection, refusal) = match (
+        error.downcast_ref::<strata::CollectionError>(),
+        error.downcast_ref::<PolicyError>(),
+    ) {
+        (Some(strata::CollectionError::Refused { collection, reason }), _)
+        | (_, Some(PolicyError::Refused { collection, reason })) => (collection, reason),
+        _ => return None,
+    };
+    let c = collection;
+    match refusal {
+        Refusal::Fenced {
+            state: FenceState::Normal,
+            generation,
+        } => Some(format!(
+            "writes to `{c}` are fenced: a schema cutover is pending for this build's change of `{c}` and has not started (the stored fence is still normal, generation {generation}); run the application's `cutover` command, or write with a build of the stored schema"
+        )),
+        Refusal::Fenced { state, generation } => Some(format!(
+            "writes to `{c}` are fenced: a schema cutover is pending (fence {state}, generation {generation}); run the application's `cutover` command to finish it, or `strata fence abort` to abort it, then write again"
+        )),
+        _ => None,
     }
 }
 

@@ -49,6 +49,11 @@ impl Extension {
         }
         let database = super::open_database(&store, &args.key)?;
         let coll = (reg.open)(&database, &reg.name, reg.options.clone()).map_err(Failure::error)?;
+        // A write the policy refuses (a pending cutover's fence, a rejected schema change)
+        // is refused before the sweep is announced: the sweep would write nothing.
+        if let Some(policy) = database.policy() {
+            policy.check_write(&reg.name).map_err(Failure::error)?;
+        }
         let before = survey(&store, &table, None, Some(reg.current_version()))?;
         eprintln!(
             "sweeping `{}` to payload v{}: {} of {} rows behind (resumable: an interrupted sweep continues from its cursor)",

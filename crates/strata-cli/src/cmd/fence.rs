@@ -117,7 +117,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 .collect();
             writeln!(
                 out,
-                " ({}: writes stay fenced until run_schema_cutover() finishes them)",
+                " ({}: writes stay fenced until the application's `cutover` command finishes them)",
                 names.join(", ")
             )?;
         }

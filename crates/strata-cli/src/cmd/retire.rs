@@ -78,5 +78,16 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
 }
 
 fn refusal(e: RetireError) -> Failure {
-    Failure::error(e)
+    match &e {
+        // A Numax sync table's name is no collection's (collections are recorded under
+        // their own names, sync tables are fixed): say so rather than "not recorded".
+        RetireError::UnknownCollection { collection }
+            if strata::numax::catalog().get(collection).is_some() =>
+        {
+            Failure::error(format!(
+                "`{collection}` is a Numax sync table, not a collection: retire applies to the payload versions of a collection (`strata collections` lists them)"
+            ))
+        }
+        _ => Failure::error(e),
+    }
 }

@@ -217,6 +217,21 @@ fn stored_versions(db_arg: &str, collection: &str) -> Result<Vec<Earlier>, Failu
 /// table (which has no JSON Schema), or a collection opened without a schema.
 fn no_baseline(store: &strata_store::Store, db_path: &Path, collection: &str) -> Failure {
     let db = db::describe(db_path);
+    // An unfinished copy may not have brought the schema (or the collection) yet: that,
+    // not "never opened with a schema", is what the user needs to hear (exit 7).
+    match crate::cmd::unfinished::copy(store, &db) {
+        Ok(Some(u)) => {
+            return Failure::with_code(
+                crate::exit::UNFINISHED,
+                format!(
+                    "no persisted schema for collection `{collection}` in `{db}` yet: {}, which may not have reached it; {}",
+                    u.detail, u.next
+                ),
+            )
+        }
+        Ok(None) => {}
+        Err(f) => return f,
+    }
     let catalog = match db::catalog(store) {
         Ok(c) => c,
         Err(e) => {
@@ -301,10 +316,11 @@ fn diff(
     let new_schema = read_json(&new_path)?;
     let compare = |e: &Earlier| {
         strata_schema::diff(&title, &e.schema, &new_schema).map_err(|err| {
+            let new_label = format!("`{}`", new_path.display());
             Failure::error(format!(
-                "cannot compare {} (old) with `{}` (new): {err}",
+                "cannot compare {} (old) with {new_label} (new): {}",
                 e.label,
-                new_path.display()
+                unfit_schema(&err, &e.label, &new_label)
             ))
         })
     };
@@ -364,6 +380,42 @@ fn diff(
         )?;
     }
     Ok(if compatible { OK } else { NON_ADDITIVE })
+}
+
+/// Why two schemas cannot be compared, naming the schema at fault by its label (a file,
+/// or a stored version of a collection) rather than by the title of the diff (which, for
+/// two files, is the new file's name, not a collection).
+fn unfit_schema(err: &strata_schema::SchemaError, old: &str, new: &str) -> String {
+    use strata_schema::{SchemaError, Side};
+    let label = |side: &Side| match side {
+        Side::Old => old,
+        Side::New => new,
+    };
+    match err {
+        SchemaError::NotObjectSchema { side, path, .. } => format!(
+            "the {side} schema {} is not an object schema at `{path}`; derive it from a struct (the root needs `\"type\": \"object\"` or `properties`)",
+            label(side)
+        ),
+        SchemaError::DanglingRef {
+            side,
+            path,
+            reference,
+            ..
+        } => format!(
+            "dangling $ref `{reference}` at `{path}` in the {side} schema {}; add the definition under `$defs` or fix the reference",
+            label(side)
+        ),
+        SchemaError::UnsupportedRef {
+            side,
+            path,
+            reference,
+            ..
+        } => format!(
+            "unsupported $ref `{reference}` at `{path}` in the {side} schema {}; only local references (`#/$defs/...`) are supported, inline the referenced schema",
+            label(side)
+        ),
+        other => other.to_string(),
+    }
 }
 
 fn log(db_path: &Path, collection: &str, json: bool) -> CmdResult {

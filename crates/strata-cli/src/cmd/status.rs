@@ -117,13 +117,11 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     // Only part of a copy's source: its tables' states say nothing of the store (the
     // copy beats every other verdict); other unfinished work replaces 0 and 3.
     (code, word) = crate::cmd::unfinished::combine(code, word, &unfinished);
-    // A database keyring that does not decode: no sealed record can be opened, so the
-    // store is unsupported here as in `verify` (and `repair` lists it).
-    let mut problems = Vec::new();
-    if let Err(e @ strata::seal::SealError::CorruptedKeyring { .. }) =
-        strata::seal::Keyring::database().read(&store)
-    {
-        problems.push(e.to_string());
+    // Unreadable metadata, as in `verify` (and `repair` lists it): a database keyring that
+    // does not decode (no sealed record can be opened), an unreadable fence (every write
+    // under the policy is refused), baseline or sweep marker: the store is unsupported.
+    let problems = crate::cmd::verify::policy_problems(&store, &catalog)?;
+    if !problems.is_empty() {
         (code, word) = (UNSUPPORTED, "unsupported");
     }
     // Stale rows are a report, not an error: count them for readable collections.

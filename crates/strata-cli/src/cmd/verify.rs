@@ -345,12 +345,12 @@ pub fn check_scopes(store: &Store) -> Result<Vec<ScopeCheck>, strata_store::Stor
     Ok(out)
 }
 
-/// Unreadable policy and sweep metadata: the fence record, each collection's persisted
-/// baseline and sweep marker.
-fn policy_problems(store: &Store, catalog: &Catalog) -> Result<Vec<String>, Failure> {
+/// Unreadable policy and sweep metadata: the fence record, the database keyring, each
+/// collection's persisted baseline and sweep marker (`verify` and `status` exit 4 on any).
+pub(crate) fn policy_problems(store: &Store, catalog: &Catalog) -> Result<Vec<String>, Failure> {
     let mut problems = Vec::new();
     if let Err(e @ strata::policy::PolicyError::Corrupted { .. }) = Fence::read(store) {
-        problems.push(e.to_string());
+        problems.push(crate::exit::render(&e));
     }
     // The database keyring decodes without the key; without it no sealed record opens.
     if let Err(e @ strata::seal::SealError::CorruptedKeyring { .. }) =

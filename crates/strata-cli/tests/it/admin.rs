@@ -116,6 +116,41 @@ fn a_row_the_chain_cannot_read_is_named_by_the_dry_run_and_fails_the_sweep() {
     assert_eq!(versions(&db, "accounts"), json!({"1": 1, "3": 3}));
 }
 
+/// `sweep` of a collection whose writes a pending cutover fences is refused before it
+/// announces a sweep, with the admin's `cutover` command as the advice (not the library
+/// call), and writes nothing.
+#[test]
+fn sweep_of_a_fenced_collection_is_refused_first_naming_the_cutover_command() {
+    let (_dir, db) = seeded(&[]);
+    let rows = |db: &Path| {
+        json_of(&run(db, &["inspect", "invoices", "--raw", "--json"]))["records"].clone()
+    };
+    let before = rows(&db);
+    let out = run(&db, &["sweep", "invoices"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("sweeping"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("writes to `invoices` are fenced")
+            && stderr.contains("`cutover` command")
+            && !stderr.contains("run_schema_cutover()"),
+        "{stderr}"
+    );
+    assert_eq!(rows(&db), before);
+    // The same refusal with `--json`: one document on stdout.
+    let out = run(&db, &["sweep", "invoices", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let message = json_of(&out)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("`cutover` command") && !message.contains("run_schema_cutover()"),
+        "{message}"
+    );
+}
+
 #[test]
 fn cutover_runs_the_applications_transform_and_exits_0() {
     let (_dir, db) = seeded(&[]);

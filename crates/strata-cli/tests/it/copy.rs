@@ -183,6 +183,40 @@ fn copy_refuses_a_non_empty_target_and_the_same_store() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("both name"));
 }
 
+/// A new redb target in a missing directory (or under a file) is refused naming that
+/// directory, and nothing is created.
+#[test]
+fn copy_into_a_missing_directory_names_it_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let from = dir.path().join("numax");
+    seed_sled(&from, 3, 10);
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, b"x").unwrap();
+    for parent in [dir.path().join("missing"), file.clone()] {
+        let to = parent.join("copy.redb");
+        let out = strata(&[
+            "copy",
+            "--from",
+            from.to_str().unwrap(),
+            "--to",
+            to.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "the directory `{}` of `--to {}` does not exist or is not a directory",
+                parent.display(),
+                to.display()
+            )) && err.contains("nothing was created"),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    assert!(!dir.path().join("missing").exists());
+    assert_eq!(std::fs::read(&file).unwrap(), b"x");
+}
+
 #[test]
 fn copy_round_trips_redb_to_sled() {
     let dir = tempfile::tempdir().unwrap();

@@ -262,7 +262,7 @@ fn abort_resets_a_draining_fence_without_bumping_the_generation() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(
         stdout(&out),
-        "fence reset: state normal, generation 0, 1 cutover(s) still pending (invoices: writes stay fenced until run_schema_cutover() finishes them)\n"
+        "fence reset: state normal, generation 0, 1 cutover(s) still pending (invoices: writes stay fenced until the application's `cutover` command finishes them)\n"
     );
 
     let v = ok_json(&strata_db(&db, &["fence", "--json"]));

@@ -204,6 +204,14 @@ fn invalid_record_fails_naming_table_and_key_and_moves_nothing() {
         last.contains("seen-ops") && last.contains("__nx/crdt/seen-op/broken"),
         "{err}"
     );
+    // The reason is said once, with the checkpoint and the advice.
+    assert_eq!(last.matches("invalid record").count(), 1, "{err}");
+    assert_eq!(last.matches("seen-op/broken").count(), 1, "{err}");
+    assert!(
+        last.contains("nothing of its batch was written (checkpoint")
+            && last.contains("repair or remove the record and rerun"),
+        "{err}"
+    );
     let after = all(&db);
     assert!(!after.contains_key(&header_key("seen-ops")));
     assert!(!after.contains_key(&checkpoint_key("seen-ops")));

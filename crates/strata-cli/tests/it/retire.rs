@@ -181,3 +181,28 @@ fn a_capture_into_a_missing_directory_names_it_and_writes_nothing() {
     assert!(!dir.path().join("missing").exists());
     assert_eq!(bytes_and_mtime(&db), before);
 }
+
+/// `retire` of a Numax sync table names it as a sync table (not as an unrecorded
+/// collection) and changes nothing.
+#[test]
+fn retire_of_a_sync_table_says_it_is_a_sync_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.redb");
+    seed(&db, 0, 1);
+    let before = bytes_and_mtime(&db);
+    for flags in [&["--below", "2"][..], &["--below", "2", "--dry-run"][..]] {
+        let mut args = vec!["retire", "op-log"];
+        args.extend_from_slice(flags);
+        let out = strata_db(&db, &args);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("`op-log` is a Numax sync table")
+                && err.contains("retire applies to")
+                && !err.contains("not recorded"),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    assert!(bytes_and_mtime(&db) == before, "retire changed the store");
+}

@@ -248,7 +248,26 @@ fn json_that_is_not_an_object_schema_is_an_error_naming_both_files() {
         "{err}"
     );
     assert!(err.contains("not an object schema"), "{err}");
+    // The file at fault is named as a file, not as a collection.
+    assert!(
+        err.contains(&format!(
+            "the new schema `{}` is not an object schema",
+            s(&arr)
+        )) && !err.contains("collection"),
+        "{err}"
+    );
     assert!(out.stdout.is_empty());
+    // The old side at fault is named too (not the new file, the title of the diff).
+    let out = strata(&["schema", "diff", s(&arr), s(&old)]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "the old schema `{}` is not an object schema",
+            s(&arr)
+        )) && !err.contains("collection"),
+        "{err}"
+    );
 }
 
 #[test]

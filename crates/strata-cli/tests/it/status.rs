@@ -362,3 +362,58 @@ fn verify_fails_with_4_on_an_unreadable_fence_or_sweep_marker() {
     });
     assert_eq!(verify(&db, false).status.code(), Some(4));
 }
+
+/// `status` agrees with `verify` on unreadable policy metadata (the fence, a sweep
+/// marker): exit 4 naming the record, not "every table is current or empty".
+#[test]
+fn status_fails_with_4_on_an_unreadable_fence_or_sweep_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    with_store(&db, |s| {
+        let database = strata::Database::builder(s.clone()).open().unwrap();
+        database
+            .collection::<serde_json::Value>("users", strata::CollectionOptions::new())
+            .unwrap();
+    });
+    assert_eq!(status(&db, false).status.code(), Some(0));
+    for (key, named) in [
+        (&b"__nx/fence"[..], "__nx/fence"),
+        (&b"__nx/sweep/users"[..], "__nx/sweep/users"),
+    ] {
+        with_store(&db, |s| put(s, key, b"{not json"));
+        let out = status(&db, false);
+        assert_eq!(out.status.code(), Some(4), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(named) && !text.contains("every table is current"),
+            "{text}"
+        );
+        let out = status(&db, true);
+        assert_eq!(out.status.code(), Some(4), "{out:?}");
+        let doc = json_of(&out);
+        assert_eq!(doc["verdict"], "unsupported", "{doc}");
+        let problem = doc["problems"][0].as_str().unwrap();
+        assert!(problem.contains(named), "{doc}");
+        // The remedy of an unreadable fence is the command, not the library call.
+        if named == "__nx/fence" {
+            assert!(
+                problem.contains("`strata fence abort --reset-corrupt N`")
+                    && !problem.contains("Fence::dangerous_reset"),
+                "{problem}"
+            );
+            for args in [&["fence"][..], &["verify"], &["repair"]] {
+                let out = crate::support::strata_db(&db, args);
+                let text = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert!(
+                    text.contains("--reset-corrupt") && !text.contains("Fence::dangerous_reset"),
+                    "{args:?}: {text}"
+                );
+            }
+        }
+        with_store(&db, |s| s.apply(Batch::new().delete(key.to_vec())).unwrap());
+    }
+}

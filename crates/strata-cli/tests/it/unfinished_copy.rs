@@ -165,3 +165,98 @@ fn a_killed_copy_is_unfinished_for_status_verify_collections_and_migrate_refuses
         "only {checked} copies were killed before they finished"
     );
 }
+
+/// `schema show` (and `schema log`) of a collection whose schema an unfinished copy has
+/// not brought yet says the store is an unfinished copy and how to resume it (exit 7),
+/// not that the collection was never opened with a schema.
+#[test]
+fn a_schema_an_unfinished_copy_has_not_brought_yet_is_reported_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().join("target.redb");
+    let store = strata_redb::RedbStore::create_store(&to).unwrap();
+    Database::builder(store.clone())
+        .open()
+        .unwrap()
+        .collection::<Value>("acc", CollectionOptions::new())
+        .unwrap();
+    let progress = json!({"from": "source.redb", "copied": 2});
+    store
+        .apply(Batch::new().set(
+            b"__nx/copy/progress".to_vec(),
+            serde_json::to_vec(&progress).unwrap(),
+        ))
+        .unwrap();
+    store.flush().unwrap();
+    drop(store);
+    for args in [&["schema", "show", "acc"][..], &["schema", "log", "acc"]] {
+        let out = strata_db(&to, args);
+        assert_eq!(out.status.code(), Some(7), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("target of a `strata copy` from `source.redb`"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains("rerun `strata copy --from source.redb")
+                && !err.contains("never opened with a schema"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// A killed copy resumes when its source is named another way than the first run named
+/// it: an absolute path, a `redb:` prefix, from another working directory (the progress
+/// record keeps the source's identity, not only its spelling); another source is still
+/// refused.
+#[test]
+fn a_killed_copy_resumes_with_its_source_named_another_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let from = dir.path().join("source.redb");
+    source(&from);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .current_dir(dir.path())
+        .args(["copy", "--from", "source.redb", "--to", "target.redb"])
+        .args(["--max-records", "250"])
+        .env("STRATA_PROGRESS", "batch")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    for line in BufReader::new(err).lines() {
+        if line.unwrap().ends_with("records copied") {
+            child.kill().unwrap();
+            break;
+        }
+    }
+    assert!(!child.wait().unwrap().success(), "the copy finished first");
+    let to = dir.path().join("target.redb");
+    let out = strata_db(&to, &["status"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    // Another source is refused, naming the one the copy started from.
+    let other = dir.path().join("other.redb");
+    source(&other);
+    let out = strata(&[
+        "copy",
+        "--from",
+        other.to_str().unwrap(),
+        "--to",
+        to.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("holds an unfinished copy from `source.redb`"));
+    // The same source, spelled as an absolute path with a `redb:` prefix, from this
+    // process's working directory: resumed.
+    let out = strata(&[
+        "copy",
+        "--from",
+        &format!("redb:{}", from.display()),
+        "--to",
+        to.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(json_of(&out)["resumed"], true, "{}", stdout(&out));
+    let out = strata_db(&to, &["verify"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}

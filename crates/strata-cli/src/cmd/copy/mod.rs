@@ -202,6 +202,40 @@ struct Progress {
     /// so the progress record of a store with a 3 MiB key exceeded a 4 MiB budget).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     cursor_in_record: bool,
+    /// The source's identity ([`SourceName::id`]): its backend and absolute path (or its
+    /// URL without the password), so a resume that names the same source another way
+    /// (`./a.redb`, `redb:a.redb`, an absolute path, another working directory) is
+    /// recognised. Absent in records of older builds (then `from` must match as typed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
+}
+
+/// The source of a copy: as shown to the user (and recorded as `from`), and its identity.
+struct SourceName {
+    shown: String,
+    id: String,
+}
+
+impl SourceName {
+    fn new(shown: String, target: &Target) -> Self {
+        let canon = |p: &Path| {
+            std::fs::canonicalize(p)
+                .unwrap_or_else(|_| p.to_path_buf())
+                .display()
+                .to_string()
+        };
+        let id = match target {
+            Target::Redb(p) => format!("redb:{}", canon(p)),
+            Target::Sled(p) => format!("sled:{}", canon(p)),
+            Target::Postgres(url) => format!("postgres:{}", db::describe(Path::new(url))),
+        };
+        SourceName { shown, id }
+    }
+
+    /// True when a progress record was written by a copy from this source.
+    fn started(&self, p: &Progress) -> bool {
+        p.from == self.shown || p.source.as_deref() == Some(self.id.as_str())
+    }
 }
 
 /// The bulk-operation manifest (JSON, format 1): what a finished bulk operation saw and
@@ -300,9 +334,10 @@ pub fn run(args: Args) -> CmdResult {
     // A refusal writes nothing: an existing target is first read read-only (a redb file
     // opened for writing rewrites its header), and only a target this copy may write
     // (empty, or its own unfinished copy) is opened for writing.
-    precheck_target(&to_target, &from_shown, &to_shown)?;
+    let from_name = SourceName::new(from_shown.clone(), &from_target);
+    precheck_target(&to_target, &from_name, &to_shown)?;
     let target = db::open_target(&to_target, true)?;
-    let outcome = match copy(&source, &target, limits, &from_shown, &to_shown) {
+    let outcome = match copy(&source, &target, limits, &from_name, &to_shown) {
         Ok(outcome) => outcome,
         Err(e) => {
             close_within(target, CLOSE_DEADLINE, &to_shown);
@@ -349,13 +384,27 @@ pub fn run(args: Args) -> CmdResult {
 /// existing target: [`CopyError::TargetNotEmpty`], [`CopyError::OtherSource`] and
 /// [`CopyError::BadProgress`] refuse it without changing one byte. A missing target (or
 /// an empty file or directory a new store may be created in) needs no check.
-fn precheck_target(target: &Target, from: &str, to: &str) -> Result<(), Failure> {
+fn precheck_target(target: &Target, from: &SourceName, to: &str) -> Result<(), Failure> {
     let exists = match target {
         Target::Redb(path) => std::fs::metadata(path).is_ok_and(|m| m.len() > 0),
         Target::Sled(path) => strata_sled::is_sled_dir(path),
         Target::Postgres(_) => true,
     };
     if !exists {
+        // A new redb file is created in an existing directory only: say which directory
+        // is missing (redb's own error reads as a file of a datastore gone missing).
+        if let Target::Redb(path) = target {
+            let dir = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            if !dir.is_dir() {
+                return Err(Failure::error(format!(
+                    "the directory `{}` of `--to {to}` does not exist or is not a directory; create it or choose another path (nothing was created)",
+                    dir.display()
+                )));
+            }
+        }
         return Ok(());
     }
     let store = match db::open_target_for_reading(target) {
@@ -372,7 +421,7 @@ fn precheck_target(target: &Target, from: &str, to: &str) -> Result<(), Failure>
 /// record of this same copy (raw and decoded), which it resumes.
 fn start_point(
     target: &Store,
-    from: &str,
+    from: &SourceName,
     to: &str,
 ) -> Result<Option<(Vec<u8>, Progress)>, CopyError> {
     let Some(bytes) = target.get(PROGRESS_KEY)? else {
@@ -385,11 +434,11 @@ fn start_point(
         to: to.to_string(),
         detail: e.to_string(),
     })?;
-    if p.from != from {
+    if !from.started(&p) {
         return Err(CopyError::OtherSource {
             to: to.to_string(),
             started_from: p.from,
-            from: from.to_string(),
+            from: from.shown.clone(),
         });
     }
     Ok(Some((bytes, p)))
@@ -449,6 +498,8 @@ impl Reporter {
 /// replaced by the manifest once both stores verified equal).
 struct CopyCheckpoint {
     from: String,
+    /// The source's identity ([`SourceName::id`]).
+    source: String,
     /// Records copied before this run.
     base: u64,
     /// Records this run committed (the pass's progress).
@@ -465,6 +516,7 @@ impl CopyCheckpoint {
             cursor: String::new(),
             copied: self.base + self.run.get() + batch.rewritten,
             cursor_in_record: true,
+            source: Some(self.source.clone()),
         };
         serde_json::to_vec(&progress).unwrap_or_default()
     }
@@ -510,7 +562,7 @@ fn copy(
     source: &Store,
     target: &Store,
     limits: ScanLimits,
-    from: &str,
+    from: &SourceName,
     to: &str,
 ) -> Result<Outcome, CopyError> {
     let bad = |detail: String| CopyError::BadProgress {
@@ -536,7 +588,8 @@ fn copy(
         None => (0, None),
     };
     let checkpoint = CopyCheckpoint {
-        from: from.to_string(),
+        from: from.shown.clone(),
+        source: from.id.clone(),
         base,
         run: std::cell::Cell::new(0),
         resume,
@@ -605,7 +658,7 @@ fn copy(
     let manifest = Manifest {
         format: 1,
         operation: "copy".into(),
-        from: from.to_string(),
+        from: from.shown.clone(),
         records: to_records,
         digest: to_digest.clone(),
     };

@@ -34,7 +34,7 @@ fn copies_everything_and_refuses_a_non_empty_target() {
     }
     source.apply(batch).unwrap();
     let target = Store::new(MemoryStore::new());
-    let outcome = copy(&source, &target, limits(), "a", "b").unwrap();
+    let outcome = copy(&source, &target, limits(), &src("a"), "b").unwrap();
     assert_eq!(outcome.records, 10);
     assert_eq!(digest(&source, limits()).unwrap().2, outcome.digest);
     assert_eq!(target.get(PROGRESS_KEY).unwrap(), None);
@@ -42,7 +42,9 @@ fn copies_everything_and_refuses_a_non_empty_target() {
         serde_json::from_slice(&target.get(MANIFEST_KEY).unwrap().unwrap()).unwrap();
     assert_eq!(manifest.records, 10);
     assert_eq!(manifest.digest, outcome.digest);
-    let err = copy(&source, &target, limits(), "a", "b").err().unwrap();
+    let err = copy(&source, &target, limits(), &src("a"), "b")
+        .err()
+        .unwrap();
     assert!(matches!(err, CopyError::TargetNotEmpty { .. }), "{err}");
 }
 
@@ -62,6 +64,7 @@ fn resumes_from_the_progress_record_and_refuses_another_source() {
         cursor: to_hex(&[b'k', 2]),
         copied: 3,
         cursor_in_record: false,
+        source: None,
     };
     let mut batch = Batch::new().set(
         PROGRESS_KEY.to_vec(),
@@ -71,11 +74,11 @@ fn resumes_from_the_progress_record_and_refuses_another_source() {
         batch = batch.set(vec![b'k', i], vec![i]);
     }
     target.apply(batch).unwrap();
-    let err = copy(&source, &target, limits(), "other", "b")
+    let err = copy(&source, &target, limits(), &src("other"), "b")
         .err()
         .unwrap();
     assert!(matches!(err, CopyError::OtherSource { .. }), "{err}");
-    let outcome = copy(&source, &target, limits(), "a", "b").unwrap();
+    let outcome = copy(&source, &target, limits(), &src("a"), "b").unwrap();
     assert!(outcome.resumed);
     assert_eq!(outcome.records, 10);
 }
@@ -94,6 +97,7 @@ fn a_difference_fails_verification() {
         cursor: to_hex(b"k1"),
         copied: 1,
         cursor_in_record: false,
+        source: None,
     };
     target
         .apply(
@@ -106,7 +110,9 @@ fn a_difference_fails_verification() {
                 .set(b"k2".to_vec(), b"stray".to_vec()),
         )
         .unwrap();
-    let err = copy(&source, &target, limits(), "a", "b").err().unwrap();
+    let err = copy(&source, &target, limits(), &src("a"), "b")
+        .err()
+        .unwrap();
     assert!(matches!(err, CopyError::Mismatch { .. }), "{err}");
     assert!(target.get(PROGRESS_KEY).unwrap().is_some());
     assert_eq!(target.get(MANIFEST_KEY).unwrap(), None);
@@ -145,6 +151,7 @@ fn a_3_mib_key_inside_a_4_mib_budget_copies_and_verifies() {
         cursor: String::new(),
         copied: 2,
         cursor_in_record: true,
+        source: None,
     };
     let mut batch = Batch::new().set(CURSOR_KEY.to_vec(), last).set(
         PROGRESS_KEY.to_vec(),
@@ -157,7 +164,7 @@ fn a_3_mib_key_inside_a_4_mib_budget_copies_and_verifies() {
     for page in Pages::new(&target, b"", budget) {
         page.unwrap();
     }
-    let outcome = copy(&source, &target, budget, "a", "b").unwrap();
+    let outcome = copy(&source, &target, budget, &src("a"), "b").unwrap();
     assert!(outcome.resumed);
     assert_eq!(outcome.records, 3);
     assert_eq!(target.get(CURSOR_KEY).unwrap(), None);
@@ -165,8 +172,16 @@ fn a_3_mib_key_inside_a_4_mib_budget_copies_and_verifies() {
     assert_eq!(target.get(&big).unwrap(), Some(b"v".to_vec()));
     // From scratch too, and the manifest check (what `strata verify` runs) agrees.
     let fresh = Store::new(MemoryStore::new());
-    let outcome = copy(&source, &fresh, budget, "a", "b").unwrap();
+    let outcome = copy(&source, &fresh, budget, &src("a"), "b").unwrap();
     assert_eq!(outcome.records, 3);
     let check = check_manifest(&fresh, budget).unwrap().unwrap();
     assert!(check.matches, "{check:?}");
+}
+
+/// A source named `shown` (its identity derived from the name alone).
+fn src(shown: &str) -> SourceName {
+    SourceName {
+        shown: shown.to_string(),
+        id: format!("test:{shown}"),
+    }
 }

@@ -76,7 +76,7 @@ pub(super) fn policy_findings(
                     names.join(", ")
                 )
             };
-            let mut f = Finding::new(FENCE_KEY, "fence", Some(bytes), e.to_string()).rewrite(
+            let mut f = Finding::new(FENCE_KEY, "fence", Some(bytes), crate::exit::render(&e)).rewrite(
                 doc.encode(),
                 format!(
                     "rewrite it as a normal fence at generation {generation}, the highest any client recorded ({kept}; `strata fence abort --reset-corrupt N` picks another generation)"
