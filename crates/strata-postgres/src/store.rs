@@ -189,7 +189,12 @@ impl PgStore {
                     .conninfo()
                     .parse()
                     .map_err(|e: tokio_postgres::Error| PgError::InvalidUrl {
-                        reason: e.to_string(),
+                        // The driver's own words ("invalid connection string") name
+                        // nothing; its source says which option or value is wrong.
+                        reason: match std::error::Error::source(&e) {
+                            Some(cause) => format!("{e}: {cause}"),
+                            None => e.to_string(),
+                        },
                     })?;
             if let Some(password) = &parsed.password {
                 config.password(password);

@@ -63,6 +63,14 @@ fn invalid_options_and_urls_are_refused() {
         .to_string()
         .contains("postgres://USER@HOST:PORT/DATABASE"));
 
+    // An option the driver does not know is named, with its value's key.
+    let err = PgStore::connect("postgres://u@127.0.0.1:1/db?foo=bar").unwrap_err();
+    assert!(
+        matches!(pg_error(&err), PgError::InvalidUrl { .. }),
+        "{err:?}"
+    );
+    assert!(pg_error(&err).to_string().contains("foo"), "{err}");
+
     let err =
         PgStore::connect("postgres://u@127.0.0.1:1/db?strata_table=a&strata_table=b").unwrap_err();
     assert!(
