@@ -196,6 +196,14 @@ impl PgStore {
                             None => e.to_string(),
                         },
                     })?;
+            if config.get_hosts().is_empty() && config.get_hostaddrs().is_empty() {
+                // The driver would say "both host and hostaddr are missing" at connect
+                // time, under a target it shows as localhost; say it here, plainly.
+                return Err(PgError::InvalidUrl {
+                    reason: "it names no server host".into(),
+                }
+                .into());
+            }
             if let Some(password) = &parsed.password {
                 config.password(password);
             }

@@ -63,6 +63,19 @@ fn invalid_options_and_urls_are_refused() {
         .to_string()
         .contains("postgres://USER@HOST:PORT/DATABASE"));
 
+    // No host at all: refused before any connection, saying so.
+    for url in ["postgres://", "postgresql:///db", "dbname=db user=u"] {
+        let err = PgStore::connect(url).unwrap_err();
+        assert!(
+            matches!(pg_error(&err), PgError::InvalidUrl { .. }),
+            "{url}: {err:?}"
+        );
+        assert!(
+            pg_error(&err).to_string().contains("names no server host"),
+            "{url}: {err}"
+        );
+    }
+
     // An option the driver does not know is named, with its value's key.
     let err = PgStore::connect("postgres://u@127.0.0.1:1/db?foo=bar").unwrap_err();
     assert!(
