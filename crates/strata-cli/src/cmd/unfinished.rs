@@ -175,7 +175,7 @@ pub fn refuse_partial_copy(store: &Store, shown: &str, command: &str) -> Result<
         Some(u) => Err(Failure::with_code(
             UNFINISHED,
             format!(
-                "`{command}` refused: {} ({}); nothing was written",
+                "`{command}` refused, nothing was written: {}; {}",
                 u.detail, u.next
             ),
         )),

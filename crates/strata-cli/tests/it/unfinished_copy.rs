@@ -144,10 +144,21 @@ fn a_killed_copy_is_unfinished_for_status_verify_collections_and_migrate_refuses
                 stderr(&out)
             );
             let err = stderr(&out);
+            // One sentence without nested parentheses: what was refused, that nothing was
+            // written, why (the copy, its source and progress record) and the way forward.
+            let expected = format!(
+                "`strata migrate` refused, nothing was written: this store is the target of a `strata copy` from `{from_s}` that stopped after "
+            );
+            assert!(err.contains(&expected), "{what}: {err}");
             assert!(
-                err.contains("refused") && err.contains("resume"),
+                err.contains(
+                    "records (its progress record `__nx/copy/progress` is here), so it holds only part of its source; "
+                ) && err.contains(&format!(
+                    "; resume it (rerun `strata copy --from {from_s} --to {to_s}`) or delete this store; no command certifies or migrates it until then"
+                )),
                 "{what}: {err}"
             );
+            assert!(!err.contains("(resume it (rerun"), "{what}: {err}");
         }
         assert_eq!(
             bytes_and_mtime(&to),
