@@ -20,8 +20,9 @@ pub const RECORD_LIMIT: u8 = 5;
 /// `schema diff` found a non-additive change.
 pub const NON_ADDITIVE: u8 = 6;
 /// The store is the target of an unfinished `strata copy` (it holds only part of its
-/// source): reported by `status`, `verify` and `collections`; `migrate` refuses it. Resume
-/// the copy or delete the store.
+/// source): reported by `status`, `verify` and `collections`, flagged after what they show
+/// by `inspect`, `fence` and `keys status`; `migrate` refuses it. Resume the copy or
+/// delete the store.
 pub const UNFINISHED: u8 = 7;
 /// A migration of the store was interrupted (a resumable checkpoint): `strata migrate`
 /// resumes it. Reported by `status`, `verify` and `collections` (verdict

@@ -1,5 +1,8 @@
 //! `strata fence [--json]` (the fence: state, generation, pending cutovers, coordinator,
-//! clients with their last heartbeat and acknowledgement) and `strata fence abort`.
+//! clients with their last heartbeat and acknowledgement) and `strata fence abort`. On a
+//! store that is the target of an unfinished `strata copy`, `strata fence` shows what is
+//! there, then flags it as part of its source (exit 7, `"verdict": "unfinished_copy"` in
+//! `--json`).
 
 use crate::db;
 use crate::exit::{CmdResult, Failure, OK};
@@ -124,6 +127,9 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         return Ok(OK);
     }
     let store = db::open_for_reading(db_path)?;
+    // Only part of a copy's source (its fence and clients may not have been copied yet):
+    // what is shown is flagged (exit 7).
+    let copy = crate::cmd::unfinished::copy(&store, &db::describe(db_path))?;
     let fence = Fence::read(&store)?;
     let clients = list_clients(&store)?;
     let now = SystemClock.now_ms();
@@ -147,8 +153,8 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         windows.push(serde_json::json!({"collection": collection, "operational": operational, "builds": builds}));
     }
     if args.json {
-        let doc = serde_json::json!({
-                "db": db::describe(db_path),
+        let mut doc = serde_json::json!({
+            "db": db::describe(db_path),
             "state": fence.state,
             "generation": fence.generation,
             "coordinator": fence.coordinator,
@@ -158,8 +164,9 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             "windows": windows,
             "now_ms": now,
         });
+        let code = crate::cmd::unfinished::flag_partial_copy_json(&mut doc, copy.as_ref())?;
         crate::json::emit(&mut out, &doc)?;
-        return Ok(OK);
+        return Ok(code);
     }
     writeln!(out, "state        {}", fence.state)?;
     writeln!(out, "generation   {}", fence.generation)?;
@@ -222,5 +229,8 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
                 .map_or("-".to_string(), |g| format!("gen {g}"))
         )?;
     }
-    Ok(OK)
+    Ok(crate::cmd::unfinished::flag_partial_copy(
+        &mut out,
+        copy.as_ref(),
+    )?)
 }

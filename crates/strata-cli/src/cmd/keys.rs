@@ -239,6 +239,7 @@ pub struct Args {
 enum KeysCommand {
     /// Show the database keyring: active data key, a rotation in progress, the wrapping
     /// entries (labels, kinds, Argon2id parameters; never key material). No key needed.
+    /// On the target of an unfinished `strata copy`, flagged as part of its source (exit 7).
     Status {
         /// Print one JSON document.
         #[arg(long)]
@@ -388,28 +389,45 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
         KeysCommand::Add { .. } | KeysCommand::Rewrap { .. } | KeysCommand::Remove { .. } => Ok(0),
         KeysCommand::Status { json } => {
             let ring = Keyring::database();
+            // Only part of a copy's source (its keyring may not have been copied yet):
+            // what is shown is flagged (exit 7).
+            let copy = crate::cmd::unfinished::copy(&store, &db::describe(db_path))?;
             let Some((_, rec)) = ring.read(&store)? else {
                 // "Nothing is sealed" only when no record is: sealed records without their
-                // keyring cannot be opened (exit 4, as corrupt metadata).
+                // keyring cannot be opened (exit 4, as corrupt metadata; exit 7 when an
+                // unfinished copy may not have brought the keyring yet).
                 if let Some(record) = strata::seal::first_sealed_document(&store, None)? {
-                    return Err(Failure::with_code(
-                        crate::exit::UNSUPPORTED,
-                        SealError::KeyringMissing {
-                            keyring: ring.store_key().to_vec(),
-                            record,
-                        },
-                    ));
+                    let missing = SealError::KeyringMissing {
+                        keyring: ring.store_key().to_vec(),
+                        record,
+                    };
+                    return Err(match &copy {
+                        Some(u) => Failure::with_code(
+                            crate::exit::UNFINISHED,
+                            format!(
+                                "{missing}; {}, which may not have reached the keyring; {}",
+                                u.detail, u.next
+                            ),
+                        ),
+                        None => Failure::with_code(crate::exit::UNSUPPORTED, missing),
+                    });
                 }
                 if json {
-                    crate::json::emit(&mut out, &serde_json::json!({"keyring": null}))?;
-                } else {
-                    writeln!(
-                        out,
-                        "no database keyring: nothing in `{}` is sealed",
-                        db::describe(db_path)
-                    )?;
+                    let mut doc = serde_json::json!({"keyring": null});
+                    let code =
+                        crate::cmd::unfinished::flag_partial_copy_json(&mut doc, copy.as_ref())?;
+                    crate::json::emit(&mut out, &doc)?;
+                    return Ok(code);
                 }
-                return Ok(0);
+                writeln!(
+                    out,
+                    "no database keyring: nothing in `{}` is sealed",
+                    db::describe(db_path)
+                )?;
+                return Ok(crate::cmd::unfinished::flag_partial_copy(
+                    &mut out,
+                    copy.as_ref(),
+                )?);
             };
             let catalog = db::catalog(&store).map_err(Failure::error)?;
             let mut rotating = Vec::new();
@@ -442,7 +460,7 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
                         })
                     })
                     .collect();
-                let doc = serde_json::json!({
+                let mut doc = serde_json::json!({
                     "keyring": {
                         "active_key_id": rec.active_key_id(),
                         "retiring_key_id": rec.retiring_key_id(),
@@ -451,7 +469,9 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
                     },
                     "sealed": {"every_collection": every, "collections": sealed},
                 });
+                let code = crate::cmd::unfinished::flag_partial_copy_json(&mut doc, copy.as_ref())?;
                 crate::json::emit(&mut out, &doc)?;
+                return Ok(code);
             } else {
                 writeln!(out, "active data key   {}", rec.active_key_id())?;
                 match rec.retiring_key_id() {
@@ -489,7 +509,10 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
                 };
                 writeln!(out, "sealed            {which}")?;
             }
-            Ok(0)
+            Ok(crate::cmd::unfinished::flag_partial_copy(
+                &mut out,
+                copy.as_ref(),
+            )?)
         }
         KeysCommand::Rotate {
             key,

@@ -16,6 +16,11 @@
 //! * `unfinished_migration` 8, `unfinished_cutover` 9, `unfinished_rotation` 10,
 //!   `unfinished_sweep` 11 (in that order when several are found): in place of `ok` (0) or
 //!   `migration_required` (3); damage (4) and failures (1) are reported before them.
+//!
+//! The commands that show what a store holds without judging it (`inspect`, `fence`,
+//! `keys status`) flag an unfinished copy the same way after what they show (exit 7,
+//! [`flag_partial_copy`]); `schema show`, `schema log` and `inspect` say so when what they
+//! were asked for is missing (the copy may not have reached it).
 
 use crate::exit::{
     Failure, MIGRATION_REQUIRED, OK, UNFINISHED, UNFINISHED_CUTOVER, UNFINISHED_MIGRATION,
@@ -125,13 +130,52 @@ pub fn copy(store: &Store, shown: &str) -> Result<Option<Unfinished>, Failure> {
     }))
 }
 
+/// For the read-only commands that show what a store holds without judging it
+/// (`inspect`, `fence`, `keys status`): when `copy` is the store's unfinished copy, prints
+/// its line and the summary of exit 7 to `out` (after what the command showed, as
+/// `collections` does) and returns 7; else returns 0.
+pub fn flag_partial_copy(
+    out: &mut impl std::io::Write,
+    copy: Option<&Unfinished>,
+) -> std::io::Result<u8> {
+    let Some(u) = copy else {
+        return Ok(OK);
+    };
+    writeln!(out, "\n{}", u.line())?;
+    if let Some(summary) = summary(UNFINISHED) {
+        writeln!(out, "{summary}")?;
+    }
+    Ok(UNFINISHED)
+}
+
+/// The `--json` counterpart of [`flag_partial_copy`]: when `copy` is the store's
+/// unfinished copy, adds `"verdict": "unfinished_copy"` and `"unfinished": [the copy]` to
+/// `doc` (as `status`, `verify` and `collections` report it) and returns 7; else leaves
+/// `doc` as it is and returns 0.
+pub fn flag_partial_copy_json(
+    doc: &mut serde_json::Value,
+    copy: Option<&Unfinished>,
+) -> Result<u8, Failure> {
+    let Some(u) = copy else {
+        return Ok(OK);
+    };
+    if let Some(map) = doc.as_object_mut() {
+        map.insert("verdict".into(), "unfinished_copy".into());
+        map.insert(
+            "unfinished".into(),
+            serde_json::to_value([u]).map_err(Failure::error)?,
+        );
+    }
+    Ok(UNFINISHED)
+}
+
 /// Refuses (exit 7) to certify or migrate a store that is an unfinished copy.
 pub fn refuse_partial_copy(store: &Store, shown: &str, command: &str) -> Result<(), Failure> {
     match copy(store, shown)? {
         Some(u) => Err(Failure::with_code(
             UNFINISHED,
             format!(
-                "`{command}` refused: {} ({}); nothing was written",
+                "`{command}` refused, nothing was written: {}; {}",
                 u.detail, u.next
             ),
         )),

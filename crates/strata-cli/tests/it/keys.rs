@@ -152,6 +152,48 @@ fn deleted_keyring(name: &str) {
     assert!(!String::from_utf8_lossy(&out.stdout).contains("nothing"));
 }
 
+/// Sealed records without their keyring on the target of an unfinished copy: the copy
+/// (which brings `__nx/doc/…` before `__nx/keys/database`) may not have reached the
+/// keyring yet, so `keys status` says so (exit 7, how to resume it), not corrupt
+/// metadata (4).
+#[test]
+fn sealed_records_an_unfinished_copy_has_not_brought_the_keyring_of_yet() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bank.redb");
+    seed(&path);
+    set_keyring(&path, None);
+    {
+        let store = open(&path, false);
+        store
+            .apply(Batch::new().set(
+                b"__nx/copy/progress".to_vec(),
+                br#"{"format":1,"from":"source.redb","cursor":"","copied":4}"#.to_vec(),
+            ))
+            .unwrap();
+        store.flush().unwrap();
+    }
+    expect(
+        &path,
+        &[
+            (
+                &["keys", "status"],
+                7,
+                "no keyring at `__nx/keys/database`, but record `__nx/doc/accounts/a1` is sealed",
+            ),
+            (
+                &["keys", "status"],
+                7,
+                "target of a `strata copy` from `source.redb`",
+            ),
+            (
+                &["keys", "status"],
+                7,
+                "which may not have reached the keyring; resume it (rerun `strata copy --from source.redb",
+            ),
+        ],
+    );
+}
+
 #[test]
 fn a_store_without_sealed_records_has_no_keyring_and_says_so() {
     let dir = tempfile::tempdir().unwrap();

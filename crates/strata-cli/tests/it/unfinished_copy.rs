@@ -1,6 +1,7 @@
 //! Unfinished work is visible everywhere (#23 item 3): a `strata copy` killed part-way
 //! (a real child process, SIGKILL after a random number of batches) leaves a target that
-//! `status`, `verify` and `collections` report as `unfinished_copy` with exit 7, and that
+//! `status`, `verify` and `collections` report as `unfinished_copy` with exit 7 (and that
+//! `inspect`, `fence` and `keys status` flag the same way after what they show), and that
 //! `migrate` refuses (exit 7, not one byte written) — before #23, status said it needed
 //! `strata migrate`, migrate certified the partial collection and verify then vouched for
 //! it. Resuming the copy makes it a whole, healthy store.
@@ -96,7 +97,14 @@ fn a_killed_copy_is_unfinished_for_status_verify_collections_and_migrate_refuses
         let out = strata_db(&to, &["status"]);
         assert_eq!(out.status.code(), Some(7), "{what}: {}", stderr(&out));
         let before = bytes_and_mtime(&to);
-        for args in [&["status"][..], &["verify"], &["collections"]] {
+        for args in [
+            &["status"][..],
+            &["verify"],
+            &["collections"],
+            &["inspect", "acc"],
+            &["fence"],
+            &["keys", "status"],
+        ] {
             let out = strata_db(&to, args);
             assert_eq!(
                 out.status.code(),
@@ -136,10 +144,21 @@ fn a_killed_copy_is_unfinished_for_status_verify_collections_and_migrate_refuses
                 stderr(&out)
             );
             let err = stderr(&out);
+            // One sentence without nested parentheses: what was refused, that nothing was
+            // written, why (the copy, its source and progress record) and the way forward.
+            let expected = format!(
+                "`strata migrate` refused, nothing was written: this store is the target of a `strata copy` from `{from_s}` that stopped after "
+            );
+            assert!(err.contains(&expected), "{what}: {err}");
             assert!(
-                err.contains("refused") && err.contains("resume"),
+                err.contains(
+                    "records (its progress record `__nx/copy/progress` is here), so it holds only part of its source; "
+                ) && err.contains(&format!(
+                    "; resume it (rerun `strata copy --from {from_s} --to {to_s}`) or delete this store; no command certifies or migrates it until then"
+                )),
                 "{what}: {err}"
             );
+            assert!(!err.contains("(resume it (rerun"), "{what}: {err}");
         }
         assert_eq!(
             bytes_and_mtime(&to),
@@ -150,7 +169,14 @@ fn a_killed_copy_is_unfinished_for_status_verify_collections_and_migrate_refuses
         let out = strata(&["copy", "--from", from_s, "--to", to_s, "--json"]);
         assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr(&out));
         assert!(json_of(&out)["records"].as_u64().unwrap() > u64::from(DOCS));
-        for args in [&["status"][..], &["verify"], &["collections"]] {
+        for args in [
+            &["status"][..],
+            &["verify"],
+            &["collections"],
+            &["inspect", "acc"],
+            &["fence"],
+            &["keys", "status"],
+        ] {
             let out = strata_db(&to, args);
             assert_eq!(
                 out.status.code(),
@@ -259,4 +285,76 @@ fn a_killed_copy_resumes_with_its_source_named_another_way() {
     assert_eq!(json_of(&out)["resumed"], true, "{}", stdout(&out));
     let out = strata_db(&to, &["verify"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// A sled store whose copy stopped before the documents of `accounts` arrived:
+/// `inspect accounts` printed nothing with exit 0, and `fence` and `keys status` showed
+/// the store as whole. Each now shows what is there, then flags the store as an unfinished
+/// copy with the way to resume it (exit 7, `unfinished_copy` in `--json`); a collection
+/// the copy has not brought yet is not reported as unknown.
+#[test]
+fn inspect_fence_and_keys_status_flag_an_unfinished_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().join("target");
+    {
+        let store = strata_sled::SledStore::open_store(&to).unwrap();
+        Database::builder(store.clone())
+            .open()
+            .unwrap()
+            .collection::<Value>("accounts", CollectionOptions::new())
+            .unwrap();
+        let progress = json!({"from": "source.redb", "copied": 2});
+        store
+            .apply(Batch::new().set(
+                b"__nx/copy/progress".to_vec(),
+                serde_json::to_vec(&progress).unwrap(),
+            ))
+            .unwrap();
+        store.flush().unwrap();
+    }
+    for args in [
+        &["inspect", "accounts"][..],
+        &["fence"],
+        &["keys", "status"],
+    ] {
+        let out = strata_db(&to, args);
+        assert_eq!(out.status.code(), Some(7), "{args:?}: {}", stderr(&out));
+        let text = stdout(&out);
+        assert!(
+            text.contains("unfinished copy")
+                && text.contains("target of a `strata copy` from `source.redb`")
+                && text.contains("resume it")
+                && text.contains("rerun `strata copy --from source.redb"),
+            "{args:?}: {text}"
+        );
+        let mut json_args = args.to_vec();
+        json_args.push("--json");
+        let out = strata_db(&to, &json_args);
+        assert_eq!(
+            out.status.code(),
+            Some(7),
+            "{json_args:?}: {}",
+            stderr(&out)
+        );
+        let doc = json_of(&out);
+        assert_eq!(doc["verdict"], "unfinished_copy", "{json_args:?}: {doc}");
+        assert_eq!(doc["unfinished"][0]["operation"], "copy", "{doc}");
+        assert!(
+            doc["unfinished"][0]["next"]
+                .as_str()
+                .is_some_and(|n| n.contains("rerun `strata copy --from source.redb")),
+            "{doc}"
+        );
+    }
+    // A collection the copy has not brought yet: the copy is named, not "unknown" alone.
+    let out = strata_db(&to, &["inspect", "orders"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("no managed table or collection `orders`")
+            && err.contains("target of a `strata copy` from `source.redb`")
+            && err.contains("which may not have reached it")
+            && err.contains("rerun `strata copy --from source.redb"),
+        "{err}"
+    );
 }

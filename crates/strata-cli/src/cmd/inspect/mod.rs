@@ -3,7 +3,9 @@
 //! the JSON, pretty-printed (`--raw` keeps the stored bytes as hex). A value cut to
 //! `--max-chars` ends with `…`. A sealed document always shows its clear header; its body
 //! only with the key (`--passphrase-env VAR` / `--key-file PATH`). Records of the Numax
-//! sync tables are decoded too (module [`numax`]): ops, counters, CRDT states.
+//! sync tables are decoded too (module [`numax`]): ops, counters, CRDT states. On a store
+//! that is the target of an unfinished `strata copy` the records are shown, then flagged as
+//! part of their source (exit 7, `"verdict": "unfinished_copy"` in `--json`).
 
 mod numax;
 
@@ -68,6 +70,9 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     // Stale-tolerant: a read replica the URL names answers (nothing here decides a write).
     let (store, hosts) = db::open_reading(db_path, db::Reads::StaleTolerant)?;
     let catalog = db::catalog(&store).map_err(Failure::error)?;
+    // Only part of a copy's source: what is shown is flagged (exit 7), and a table the
+    // copy has not brought yet is not "unknown".
+    let copy = crate::cmd::unfinished::copy(&store, &db::describe(db_path))?;
     let Some(table) = catalog.get(&args.table) else {
         let names: Vec<&str> = catalog.tables().iter().map(|t| t.name()).collect();
         let known = if names.is_empty() {
@@ -75,11 +80,21 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         } else {
             names.join(", ")
         };
-        return Err(Failure::error(format!(
+        let missing = format!(
             "no managed table or collection `{}` in `{}`; known: {known}",
             args.table,
             db::describe(db_path),
-        )));
+        );
+        return Err(match copy {
+            Some(u) => Failure::with_code(
+                crate::exit::UNFINISHED,
+                format!(
+                    "{missing}; {}, which may not have reached it; {}",
+                    u.detail, u.next
+                ),
+            ),
+            None => Failure::error(missing),
+        });
     };
     let decode_docs = table.id() >= FIRST_COLLECTION_ID && !args.raw;
     let decode_sync = !args.raw && strata::numax::decode::decoder_for_id(table.id()).is_some();
@@ -134,11 +149,15 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         if let Some(h) = &hosts {
             doc["hosts"] = serde_json::to_value(h).map_err(Failure::error)?;
         }
+        let code = crate::cmd::unfinished::flag_partial_copy_json(&mut doc, copy.as_ref())?;
         crate::json::emit(&mut out, &doc)?;
-    } else if let Some(h) = &hosts {
+        return Ok(code);
+    }
+    let code = crate::cmd::unfinished::flag_partial_copy(&mut out, copy.as_ref())?;
+    if let Some(h) = &hosts {
         writeln!(out, "{}", h.line())?;
     }
-    Ok(0)
+    Ok(code)
 }
 
 fn raw_json(key: &str, value: &[u8]) -> serde_json::Value {
