@@ -68,6 +68,24 @@ fn killed_copy(from: &str, to: &str, batches: usize) -> bool {
     !child.wait().unwrap().success()
 }
 
+/// Makes `store` look like the target of a copy that stopped after two records: one
+/// empty collection `collection` and the copy's progress record (then closes it).
+fn stopped_copy_target(store: strata_store::Store, collection: &str) {
+    Database::builder(store.clone())
+        .open()
+        .unwrap()
+        .collection::<Value>(collection, CollectionOptions::new())
+        .unwrap();
+    let progress = json!({"from": "source.redb", "copied": 2});
+    store
+        .apply(Batch::new().set(
+            b"__nx/copy/progress".to_vec(),
+            serde_json::to_vec(&progress).unwrap(),
+        ))
+        .unwrap();
+    store.flush().unwrap();
+}
+
 fn bytes_and_mtime(p: &Path) -> (Vec<u8>, std::time::SystemTime) {
     (
         std::fs::read(p).unwrap(),
@@ -199,21 +217,7 @@ fn a_killed_copy_is_unfinished_for_status_verify_collections_and_migrate_refuses
 fn a_schema_an_unfinished_copy_has_not_brought_yet_is_reported_as_such() {
     let dir = tempfile::tempdir().unwrap();
     let to = dir.path().join("target.redb");
-    let store = strata_redb::RedbStore::create_store(&to).unwrap();
-    Database::builder(store.clone())
-        .open()
-        .unwrap()
-        .collection::<Value>("acc", CollectionOptions::new())
-        .unwrap();
-    let progress = json!({"from": "source.redb", "copied": 2});
-    store
-        .apply(Batch::new().set(
-            b"__nx/copy/progress".to_vec(),
-            serde_json::to_vec(&progress).unwrap(),
-        ))
-        .unwrap();
-    store.flush().unwrap();
-    drop(store);
+    stopped_copy_target(strata_redb::RedbStore::create_store(&to).unwrap(), "acc");
     for args in [&["schema", "show", "acc"][..], &["schema", "log", "acc"]] {
         let out = strata_db(&to, args);
         assert_eq!(out.status.code(), Some(7), "{args:?}: {}", stderr(&out));
@@ -296,22 +300,7 @@ fn a_killed_copy_resumes_with_its_source_named_another_way() {
 fn inspect_fence_and_keys_status_flag_an_unfinished_copy() {
     let dir = tempfile::tempdir().unwrap();
     let to = dir.path().join("target");
-    {
-        let store = strata_sled::SledStore::open_store(&to).unwrap();
-        Database::builder(store.clone())
-            .open()
-            .unwrap()
-            .collection::<Value>("accounts", CollectionOptions::new())
-            .unwrap();
-        let progress = json!({"from": "source.redb", "copied": 2});
-        store
-            .apply(Batch::new().set(
-                b"__nx/copy/progress".to_vec(),
-                serde_json::to_vec(&progress).unwrap(),
-            ))
-            .unwrap();
-        store.flush().unwrap();
-    }
+    stopped_copy_target(strata_sled::SledStore::open_store(&to).unwrap(), "accounts");
     for args in [
         &["inspect", "accounts"][..],
         &["fence"],
