@@ -120,7 +120,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     // Unreadable metadata, as in `verify` (and `repair` lists it): a database keyring that
     // does not decode (no sealed record can be opened), an unreadable fence (every write
     // under the policy is refused), baseline or sweep marker: the store is unsupported.
-    let problems = crate::cmd::verify::policy_problems(&store, &catalog)?;
+    let problems = policy_problems(&store, &catalog)?;
     if !problems.is_empty() {
         (code, word) = (UNSUPPORTED, "unsupported");
     }
@@ -248,4 +248,41 @@ pub(crate) fn write_table(
         writeln!(out, "{}", line.trim_end())?;
     }
     Ok(())
+}
+
+/// Unreadable policy and sweep metadata: the fence record, the database keyring, each
+/// collection's persisted baseline and sweep marker (`verify` and `status` exit 4 on any).
+pub(crate) fn policy_problems(
+    store: &strata_store::Store,
+    catalog: &strata::Catalog,
+) -> Result<Vec<String>, crate::exit::Failure> {
+    let mut problems = Vec::new();
+    if let Err(e @ strata::policy::PolicyError::Corrupted { .. }) =
+        strata::policy::Fence::read(store)
+    {
+        problems.push(crate::exit::render(&e));
+    }
+    // The database keyring decodes without the key; without it no sealed record opens.
+    if let Err(e @ strata::seal::SealError::CorruptedKeyring { .. }) =
+        strata::seal::Keyring::database().read(store)
+    {
+        problems.push(e.to_string());
+    }
+    for t in catalog
+        .tables()
+        .iter()
+        .filter(|t| t.id() >= strata::layout::catalog::FIRST_COLLECTION_ID)
+    {
+        if let Some((Err(e), _)) = strata::policy::Baseline::read(store, t.name())? {
+            problems.push(e.to_string());
+        }
+        if let Some(bytes) =
+            strata_store::KvRead::get(store, &strata::layout::keys::sweep_key(t.name()))?
+        {
+            if let Err(e) = strata::ops::sweep::SweepMarker::decode(t.name(), &bytes) {
+                problems.push(e.to_string());
+            }
+        }
+    }
+    Ok(problems)
 }

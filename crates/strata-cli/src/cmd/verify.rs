@@ -20,13 +20,10 @@ use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
 use strata::layout::catalog::FIRST_COLLECTION_ID;
-use strata::layout::keys::sweep_key;
 use strata::migrate::{verify, StoreVerification};
-use strata::ops::sweep::SweepMarker;
 use strata::pass::PassLimits;
-use strata::policy::{Baseline, Fence};
 use strata::Catalog;
-use strata_store::{manifest, KvRead, Store};
+use strata_store::{manifest, Store};
 
 /// Arguments of `strata verify`.
 #[derive(Debug, clap::Args)]
@@ -345,36 +342,6 @@ pub fn check_scopes(store: &Store) -> Result<Vec<ScopeCheck>, strata_store::Stor
     Ok(out)
 }
 
-/// Unreadable policy and sweep metadata: the fence record, the database keyring, each
-/// collection's persisted baseline and sweep marker (`verify` and `status` exit 4 on any).
-pub(crate) fn policy_problems(store: &Store, catalog: &Catalog) -> Result<Vec<String>, Failure> {
-    let mut problems = Vec::new();
-    if let Err(e @ strata::policy::PolicyError::Corrupted { .. }) = Fence::read(store) {
-        problems.push(crate::exit::render(&e));
-    }
-    // The database keyring decodes without the key; without it no sealed record opens.
-    if let Err(e @ strata::seal::SealError::CorruptedKeyring { .. }) =
-        strata::seal::Keyring::database().read(store)
-    {
-        problems.push(e.to_string());
-    }
-    for t in catalog
-        .tables()
-        .iter()
-        .filter(|t| t.id() >= FIRST_COLLECTION_ID)
-    {
-        if let Some((Err(e), _)) = Baseline::read(store, t.name())? {
-            problems.push(e.to_string());
-        }
-        if let Some(bytes) = store.get(&sweep_key(t.name()))? {
-            if let Err(e) = SweepMarker::decode(t.name(), &bytes) {
-                problems.push(e.to_string());
-            }
-        }
-    }
-    Ok(problems)
-}
-
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
     // Stale-tolerant: a read replica the URL names answers (nothing here decides a write).
@@ -392,7 +359,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     // What `strata status` checks, with its exit codes.
     let (tables, mut problems) = inspect_tables(&store, &catalog)?;
     let (mut code, mut word) = verdict(&tables);
-    let policy = policy_problems(&store, &catalog)?;
+    let policy = crate::cmd::status::policy_problems(&store, &catalog)?;
     if !policy.is_empty() {
         (code, word) = (UNSUPPORTED, "unsupported");
         problems.extend(policy);
