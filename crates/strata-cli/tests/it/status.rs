@@ -337,16 +337,21 @@ fn verify_and_status_fail_with_4_on_a_corrupt_collection_header_or_catalog_recor
     }
 }
 
-#[test]
-fn verify_fails_with_4_on_an_unreadable_fence_or_sweep_marker() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("db");
-    with_store(&db, |s| {
+/// A store at `db` with one empty collection, `users`.
+fn with_users(db: &std::path::Path) {
+    with_store(db, |s| {
         let database = strata::Database::builder(s.clone()).open().unwrap();
         database
             .collection::<serde_json::Value>("users", strata::CollectionOptions::new())
             .unwrap();
     });
+}
+
+#[test]
+fn verify_fails_with_4_on_an_unreadable_fence_or_sweep_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    with_users(&db);
     assert_eq!(verify(&db, false).status.code(), Some(0));
     with_store(&db, |s| put(s, b"__nx/sweep/users", b"{not json"));
     let out = verify(&db, true);
@@ -369,12 +374,7 @@ fn verify_fails_with_4_on_an_unreadable_fence_or_sweep_marker() {
 fn status_fails_with_4_on_an_unreadable_fence_or_sweep_marker() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
-    with_store(&db, |s| {
-        let database = strata::Database::builder(s.clone()).open().unwrap();
-        database
-            .collection::<serde_json::Value>("users", strata::CollectionOptions::new())
-            .unwrap();
-    });
+    with_users(&db);
     assert_eq!(status(&db, false).status.code(), Some(0));
     for (key, named) in [
         (&b"__nx/fence"[..], "__nx/fence"),
