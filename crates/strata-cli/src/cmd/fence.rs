@@ -67,6 +67,13 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         // Decided on a read-only open: a normal fence needs no write, and the store is
         // opened for writing (which a redb file or a sled directory shows) only to reset.
         let reading = db::open_for_reading(db_path)?;
+        // Only part of a copy's source (the fence may be a stale copy of the source's):
+        // never reset.
+        crate::cmd::unfinished::refuse_partial_copy(
+            &reading,
+            &db::describe(db_path),
+            "strata fence abort",
+        )?;
         let normal = match Fence::read(&reading) {
             Ok(f) if f.state == FenceState::Normal && f.coordinator.is_none() => Some(f),
             Ok(_) => None,

@@ -138,6 +138,12 @@ fn open_for_keyring_change(
     }
     let creds = key.credentials()?;
     let reading = db::open_for_reading(db_path)?;
+    // Only part of a copy's source (its keyring may not have come yet): never changed.
+    crate::cmd::unfinished::refuse_partial_copy(
+        &reading,
+        &db::describe(db_path),
+        &format!("strata keys {command}"),
+    )?;
     let ring = Keyring::database();
     let mut opened = None;
     let mut last = None;
@@ -364,6 +370,11 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
             // Every credential must open the keyring: checked on a read-only open, so a
             // wrong key leaves the datastore's files as they were (bytes and mtime).
             let reading = db::open_for_reading(db_path)?;
+            crate::cmd::unfinished::refuse_partial_copy(
+                &reading,
+                &db::describe(db_path),
+                "strata keys rotate",
+            )?;
             let ring = Keyring::database();
             let creds = key.credentials()?;
             for c in &creds {

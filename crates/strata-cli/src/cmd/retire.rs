@@ -26,12 +26,14 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
+    // Refusals are decided read-only first: a store that cannot be retired is never
+    // opened for writing. Only part of a copy's source proves nothing about the rows
+    // below a version (the rest may not have come yet): refused, dry run or not.
+    let reading = db::open_for_reading(db_path)?;
+    crate::cmd::unfinished::refuse_partial_copy(&reading, &db::describe(db_path), "strata retire")?;
     let store = if args.dry_run {
-        db::open_for_reading(db_path)?
+        reading
     } else {
-        // Refusals are decided read-only first: a store that cannot be retired is never
-        // opened for writing.
-        let reading = db::open_for_reading(db_path)?;
         retire(&reading, &args.collection, args.below, true).map_err(refusal)?;
         drop(reading);
         db::open_existing(db_path)?

@@ -11,8 +11,9 @@
 //!
 //! * `unfinished_copy`, exit 7 ([`crate::exit::UNFINISHED`]): the store holds only part
 //!   of its source, so the commands say so instead of judging the part (it beats every
-//!   other verdict of the tables), and no command certifies or migrates it — the only ways
-//!   forward are resuming the copy or deleting the target;
+//!   other verdict of the tables), and no command certifies, migrates or changes it
+//!   ([`refuse_partial_copy`]) — the only ways forward are resuming the copy or deleting
+//!   the target;
 //! * `unfinished_migration` 8, `unfinished_cutover` 9, `unfinished_rotation` 10,
 //!   `unfinished_sweep` 11 (in that order when several are found): in place of `ok` (0) or
 //!   `migration_required` (3); damage (4) and failures (1) are reported before them.
@@ -96,7 +97,7 @@ pub fn combine(code: u8, word: &'static str, unfinished: &[Unfinished]) -> (u8, 
 /// The summary line of a verdict of unfinished work (`None` for another code).
 pub fn summary(code: u8) -> Option<&'static str> {
     Some(match code {
-        UNFINISHED => "this store is an unfinished copy: resume the copy or delete the store (no command certifies or migrates it until then)",
+        UNFINISHED => "this store is an unfinished copy: resume the copy or delete the store (no command certifies, migrates or changes it until then)",
         UNFINISHED_MIGRATION => "a migration was interrupted: run `strata migrate` to resume it (it continues after its checkpoint)",
         UNFINISHED_CUTOVER => "a coordinated cutover is pending or was interrupted: writes to its collections are fenced until the application's `cutover` finishes it (or `strata fence abort`)",
         UNFINISHED_ROTATION => "a data-key rotation was interrupted: run `strata keys rotate` with the key to finish it (both keys open every record meanwhile)",
@@ -125,7 +126,7 @@ pub fn copy(store: &Store, shown: &str) -> Result<Option<Unfinished>, Failure> {
             "this store is the target of a `strata copy` from `{from}` that stopped after {copied} records (its progress record `__nx/copy/progress` is here), so it holds only part of its source"
         ),
         next: format!(
-            "resume it (rerun `strata copy --from {from} --to {shown}`) or delete this store; no command certifies or migrates it until then"
+            "resume it (rerun `strata copy --from {from} --to {shown}`) or delete this store; no command certifies, migrates or changes it until then"
         ),
     }))
 }
@@ -169,7 +170,10 @@ pub fn flag_partial_copy_json(
     Ok(UNFINISHED)
 }
 
-/// Refuses (exit 7) to certify or migrate a store that is an unfinished copy.
+/// Refuses (exit 7) to certify, migrate or change a store that is an unfinished copy:
+/// every command that writes (`migrate`, `retire`, `repair --apply`, `fence abort`, the
+/// `keys` changes, the admin's operations) calls it on its read-only open, before it
+/// opens the store for writing; only resuming the copy writes to such a store.
 pub fn refuse_partial_copy(store: &Store, shown: &str, command: &str) -> Result<(), Failure> {
     match copy(store, shown)? {
         Some(u) => Err(Failure::with_code(

@@ -172,7 +172,7 @@ fn a_killed_copy_is_unfinished_for_status_verify_collections_and_migrate_refuses
                 err.contains(
                     "records (its progress record `__nx/copy/progress` is here), so it holds only part of its source; "
                 ) && err.contains(&format!(
-                    "; resume it (rerun `strata copy --from {from_s} --to {to_s}`) or delete this store; no command certifies or migrates it until then"
+                    "; resume it (rerun `strata copy --from {from_s} --to {to_s}`) or delete this store; no command certifies, migrates or changes it until then"
                 )),
                 "{what}: {err}"
             );
@@ -346,4 +346,100 @@ fn inspect_fence_and_keys_status_flag_an_unfinished_copy() {
             && err.contains("rerun `strata copy --from source.redb"),
         "{err}"
     );
+}
+
+/// Every command that writes refuses the target of an unfinished copy before it opens it
+/// for writing (exit 7, not one byte or the mtime changed), naming itself, the copy and the
+/// way forward: before, `retire` recorded a proof about rows the copy had not brought yet,
+/// `repair --apply` deleted what only looked orphaned, `fence abort` reset a fence copied
+/// from the source, and the `keys` changes reported a missing keyring (exit 4) — the copy
+/// may not have brought it yet. `inspect` with a key says the same instead of "no keyring".
+#[test]
+fn every_command_that_writes_refuses_an_unfinished_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().join("target.redb");
+    let store = strata_redb::RedbStore::create_store(&to).unwrap();
+    // An orphaned sweep marker: a change `repair --apply` would make on a whole store.
+    store
+        .apply(Batch::new().set(b"__nx/sweep/ghost".to_vec(), b"x".to_vec()))
+        .unwrap();
+    stopped_copy_target(store, "accounts");
+    let before = bytes_and_mtime(&to);
+    let env = [("P_OLD", "old secret"), ("P_NEW", "new secret")];
+    for (command, args) in [
+        ("strata retire", &["retire", "accounts", "--below", "2"][..]),
+        (
+            "strata retire",
+            &["retire", "accounts", "--below", "2", "--dry-run"],
+        ),
+        ("strata repair --apply", &["repair", "--apply"]),
+        ("strata fence abort", &["fence", "abort"]),
+        (
+            "strata keys add",
+            &[
+                "keys",
+                "add",
+                "laptop",
+                "--new-passphrase-env",
+                "P_NEW",
+                "--passphrase-env",
+                "P_OLD",
+            ],
+        ),
+        (
+            "strata keys rewrap",
+            &[
+                "keys",
+                "rewrap",
+                "--new-passphrase-env",
+                "P_NEW",
+                "--passphrase-env",
+                "P_OLD",
+            ],
+        ),
+        (
+            "strata keys remove",
+            &["keys", "remove", "laptop", "--passphrase-env", "P_OLD"],
+        ),
+        (
+            "strata keys rotate",
+            &["keys", "rotate", "--passphrase-env", "P_OLD"],
+        ),
+    ] {
+        let out = crate::support::strata_db_env(&to, args, &env);
+        let err = stderr(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(7),
+            "{args:?}: {}{err}",
+            stdout(&out)
+        );
+        assert!(
+            err.contains(&format!("`{command}` refused, nothing was written: this store is the target of a `strata copy` from `source.redb`"))
+                && err.contains("rerun `strata copy --from source.redb"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(bytes_and_mtime(&to), before, "{args:?} wrote the target");
+    }
+    // Listing what repair would do writes nothing and names the copy.
+    let out = strata_db(&to, &["repair"]);
+    assert!(
+        stdout(&out).contains("unfinished copy from `source.redb`"),
+        "{}",
+        stdout(&out)
+    );
+    // Reading with a key: the keyring may not have been copied yet.
+    let out = crate::support::strata_db_env(
+        &to,
+        &["inspect", "accounts", "--passphrase-env", "P_OLD"],
+        &env,
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(7), "{err}");
+    assert!(
+        err.contains("which may not have reached the keyring")
+            && err.contains("rerun `strata copy --from source.redb"),
+        "{err}"
+    );
+    assert_eq!(bytes_and_mtime(&to), before, "a read wrote the target");
 }

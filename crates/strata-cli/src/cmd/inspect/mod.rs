@@ -105,8 +105,22 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     } else {
         RAW_MAX_CHARS
     });
-    // A wrong key fails here, before any record is read.
-    let sealer = args.key.unlock(&store)?;
+    // A wrong key fails here, before any record is read. Without a keyring on only part
+    // of a copy's source, the keyring may be what the copy has not brought yet.
+    let sealer = match (args.key.unlock(&store), &copy) {
+        (Err(e), Some(u)) if strata::seal::Keyring::database().read(&store)?.is_none() => {
+            return Err(Failure::with_code(
+                crate::exit::UNFINISHED,
+                format!(
+                    "{}; {}, which may not have reached the keyring; {}",
+                    crate::exit::message(e.error.as_ref()),
+                    u.detail,
+                    u.next
+                ),
+            ))
+        }
+        (r, _) => r?,
+    };
     let mut out = std::io::stdout().lock();
     let mut records: Vec<serde_json::Value> = Vec::new();
     // Bounded pages (the store's rule for a record over `--max-bytes`: one clear error),

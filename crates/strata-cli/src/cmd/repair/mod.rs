@@ -311,6 +311,14 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let mut findings = plan(&reading, SystemClock.now_ms())?;
     let mut applied = false;
     if args.apply && findings.iter().any(Finding::is_change) {
+        // Only part of a copy's source: what looks stuck may be what the copy has not
+        // brought yet, so nothing is changed (the listing above is still shown without
+        // `--apply`).
+        crate::cmd::unfinished::refuse_partial_copy(
+            &reading,
+            &db::describe(db_path),
+            "strata repair --apply",
+        )?;
         drop(reading);
         let store = db::open_existing(db_path)?;
         findings = plan(&store, SystemClock.now_ms())?;
