@@ -145,6 +145,7 @@ fn open_for_keyring_change(
         &format!("strata keys {command}"),
     )?;
     let ring = Keyring::database();
+    refuse_without_keyring(&ring, &reading, db_path, command)?;
     let mut opened = None;
     let mut last = None;
     for c in creds {
@@ -168,6 +169,36 @@ fn open_for_keyring_change(
     }
     drop(reading);
     Ok((db::open_existing(db_path)?, cred))
+}
+
+/// Refuses `strata keys <command>` on a store without a database keyring: corrupt
+/// metadata (exit 4) when a record is sealed, else nothing in it is sealed, and the
+/// keyring is created by an application, not by the CLI (the library's own message names
+/// that call, `Keyring::create`).
+fn refuse_without_keyring(
+    ring: &Keyring,
+    reading: &Store,
+    db_path: &Path,
+    command: &str,
+) -> Result<(), Failure> {
+    if ring.read(reading)?.is_some() {
+        return Ok(());
+    }
+    // Sealed records without their keyring: corrupt metadata (exit 4), as `keys status`.
+    if let Some(record) = strata::seal::first_sealed_document(reading, None)? {
+        return Err(Failure::with_code(
+            crate::exit::UNSUPPORTED,
+            SealError::KeyringMissing {
+                keyring: ring.store_key().to_vec(),
+                record,
+            },
+        ));
+    }
+    Err(Failure::error(format!(
+        "`strata keys {command}` refused, nothing was written: `{}` has no database keyring `{}`, so nothing in it is sealed; an application seals a database by opening it with a key (`Database::builder(store).key(credential)`), and `strata keys` then manages that keyring",
+        db::describe(db_path),
+        strata_store::escape_key(ring.store_key()),
+    )))
 }
 
 /// The most bytes a key file may hold: 64 hex digits with whitespace around them fit
@@ -376,6 +407,7 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
                 "strata keys rotate",
             )?;
             let ring = Keyring::database();
+            refuse_without_keyring(&ring, &reading, db_path, "rotate")?;
             let creds = key.credentials()?;
             for c in &creds {
                 ring.unlock(&reading, c)?;

@@ -218,6 +218,58 @@ fn a_store_without_sealed_records_has_no_keyring_and_says_so() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("no database keyring"));
     let out = strata(&["--db", path.to_str().unwrap(), "verify"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The keyring changes have nothing to change: said in the CLI's terms (how a database
+    // gets sealed), not as the library's `Keyring::create`, and nothing is written.
+    let before = files(&path);
+    let env = [KEY_ENV, ("STRATA_NEW_KEY", "another secret")];
+    for (command, args) in [
+        (
+            "add",
+            &[
+                "keys",
+                "add",
+                "laptop",
+                "--new-passphrase-env",
+                "STRATA_NEW_KEY",
+                "--passphrase-env",
+                KEY_ENV.0,
+            ][..],
+        ),
+        (
+            "rewrap",
+            &[
+                "keys",
+                "rewrap",
+                "--new-passphrase-env",
+                "STRATA_NEW_KEY",
+                "--passphrase-env",
+                KEY_ENV.0,
+            ],
+        ),
+        (
+            "remove",
+            &["keys", "remove", "laptop", "--passphrase-env", KEY_ENV.0],
+        ),
+        ("rotate", &["keys", "rotate", "--passphrase-env", KEY_ENV.0]),
+    ] {
+        let out = run_env(&path, args, &env);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "`strata keys {command}` refused, nothing was written: "
+            )) && err.contains(
+                "has no database keyring `__nx/keys/database`, so nothing in it is sealed"
+            ) && err.contains("Database::builder(store).key(credential)")
+                && !err.contains("Keyring::create"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(
+        files(&path),
+        before,
+        "a refused keys command wrote the store"
+    );
 }
 
 #[test]
