@@ -176,7 +176,7 @@ fn usage_error(e: clap::Error, json: bool) -> ! {
 }
 
 /// clap's rendered error as one line: its first paragraph (the error, and the arguments
-/// it names on the lines below it, as "required arguments were not provided: <TABLE>"),
+/// it names on the lines below it, as "required arguments were not provided: `<TABLE>`"),
 /// without the `error: ` prefix, the usage line and the help hint.
 fn usage_message(rendered: &str) -> String {
     let paragraph: Vec<&str> = rendered

@@ -1,6 +1,6 @@
 //! The one emitter of the `--json` documents. Every document the command line prints under
 //! `--json` — each command's result and the error document — is written by [`emit`] (or
-//! one line, by [`line`]), which puts the document format first: `{"format": 1, …}`. No
+//! one line, by [`line()`]), which puts the document format first: `{"format": 1, …}`. No
 //! document type carries the field itself, so no command can forget or change it.
 
 use serde::Serialize;

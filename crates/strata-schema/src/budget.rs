@@ -1,4 +1,4 @@
-//! The hard work budget of one [`crate::diff`] call: the last guard against schemas whose
+//! The hard work budget of one [`crate::diff()`] call: the last guard against schemas whose
 //! comparison would otherwise take exponential time (memoization keeps ordinary and
 //! shared-definition schemas far below it).
 //!

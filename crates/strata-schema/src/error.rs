@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// Which of the two schemas handed to [`crate::diff`] an error or a finding refers to.
+/// Which of the two schemas handed to [`crate::diff()`] an error or a finding refers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Side {

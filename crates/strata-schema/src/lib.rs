@@ -3,7 +3,7 @@
 //!
 //! This crate touches no store. A collection persists its schema (derived from the record
 //! type, e.g. with `schemars::schema_for!`) as a [`PersistedSchema`] (canonical bytes plus
-//! a SHA-256 [`schema_hash`]); on the next open it calls [`diff`] with the persisted and the
+//! a SHA-256 [`schema_hash`]); on the next open it calls [`diff()`] with the persisted and the
 //! freshly derived schema and hands the [`SchemaDelta`] to its strategies.
 //!
 //! # What a delta contains

@@ -164,7 +164,7 @@ pub(crate) fn deref<'v>(root: &'v Value, value: &'v Value, refs: &mut Vec<String
     Resolved::Map(current)
 }
 
-/// [`deref`] for a value that may be owned by the caller.
+/// [`deref()`] for a value that may be owned by the caller.
 fn deref_cow<'v>(root: &'v Value, value: Cow<'v, Value>, refs: &mut Vec<String>) -> Resolved<'v> {
     match value {
         Cow::Borrowed(v) => deref(root, v, refs),

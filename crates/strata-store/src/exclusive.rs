@@ -7,7 +7,7 @@
 //! * sled, redb and memory are opened by one process at a time (a file lock, or no file at
 //!   all), so the in-process lease already excludes every other writer;
 //! * a shared server (PostgreSQL) is written by many processes and machines: its backend
-//!   offers a [`CrossProcessLease`] through [`Capabilities::cross_process_lease`](crate::Capabilities::cross_process_lease), which keeps
+//!   offers a [`CrossProcessLease`](crate::CrossProcessLease) through [`Capabilities::cross_process_lease`](crate::Capabilities::cross_process_lease), which keeps
 //!   the writers of every other process waiting (bounded) while it is held and gives each
 //!   acquisition a growing fencing token that the holder's batches are checked against.
 //!

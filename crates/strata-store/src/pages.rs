@@ -2,7 +2,7 @@
 //! [`Records`]) instead of re-implementing the cursor bookkeeping.
 //!
 //! One rule for oversize records, the store's: a record larger than the byte budget on
-//! its own is [`StoreError::RecordTooLarge`](crate::StoreError::RecordTooLarge), yielded
+//! its own is [`StoreError::RecordTooLarge`], yielded
 //! as an `Err` item that ends the iteration (a scan never skips it silently, and never
 //! returns an empty page that would stall the cursor). A caller that must see every
 //! record whatever its size (a manifest's tally) says so with
@@ -32,7 +32,7 @@ use std::collections::VecDeque;
 /// What a scan does with a record larger than the page budget on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Oversize {
-    /// [`StoreError::RecordTooLarge`](crate::StoreError::RecordTooLarge) ends the scan
+    /// [`StoreError::RecordTooLarge`] ends the scan
     /// (the default).
     #[default]
     Fail,

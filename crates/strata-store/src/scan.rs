@@ -83,7 +83,7 @@ impl ScanPage {
 
     /// Hands the page's records to `visit` in order, as
     /// [`KvRead::scan_visit`](crate::KvRead::scan_visit) would have: a
-    /// [`Visit::Stop`](Visit::Stop) ends it (the record just seen counts as taken,
+    /// [`Visit::Stop`] ends it (the record just seen counts as taken,
     /// and `more` is true).
     pub fn visit(&self, visit: &mut dyn FnMut(&[u8], &[u8]) -> crate::Visit) -> VisitEnd {
         for (i, r) in self.records.iter().enumerate() {
@@ -243,7 +243,7 @@ impl VisitBudget {
     }
 
     /// The end of a page cut short: at a limit, or by the visitor's
-    /// [`Visit::Stop`](Visit::Stop).
+    /// [`Visit::Stop`].
     pub fn more(&self) -> VisitEnd {
         VisitEnd {
             records: self.records,

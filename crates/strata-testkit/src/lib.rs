@@ -10,7 +10,7 @@
 //!   [--sample N] [--redact PATH]…`, see [`strata::ops::fixture`]): the rows of one
 //!   collection with their payload versions, its schema history, sweep marker and container
 //!   header, with secrets redacted;
-//! * **replay** of a fixture against this build's chain ([`replay`], [`Replay`]): every
+//! * **replay** of a fixture against this build's chain ([`replay()`], [`Replay`]): every
 //!   row read into the build's type from the version it is stored at, the eager sweep
 //!   uninterrupted and killed (SIGKILL, in a child process) at every batch boundary with
 //!   each row rewritten exactly once, and `schema check` against the fixture's history —

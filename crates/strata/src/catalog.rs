@@ -7,7 +7,7 @@ use std::sync::Arc;
 use strata_store::escape_key;
 
 /// Validates one record of a table: `(key suffix after the table prefix, value)`. Returns
-/// why the record is invalid ([`RecordError`](crate::pass::RecordError): a reason, and
+/// why the record is invalid ([`RecordError`]: a reason, and
 /// the decode error behind it as its cause). Must never rewrite anything.
 pub type RecordDecoder = Arc<dyn Fn(&[u8], &[u8]) -> Result<(), RecordError> + Send + Sync>;
 

@@ -21,7 +21,7 @@
 //! for required ones), one PL/pgSQL assignment of a plain expression each, in statement
 //! order and a loop over the ids in array order (no query per lock: see `sql::body`
 //! for what that saves), then `RETURN QUERY` the conditional write
-//! ([`sql::conditional_set`] / [`sql::conditional_write`], the same SQL text: the
+//! ([`crate::sql::conditional_set`] / [`crate::sql::conditional_write`], the same SQL text: the
 //! functions' first parameters are the statement's) — and a batch is ONE prepared
 //! extended-protocol statement `SELECT … FROM pg_temp.strata_set_<table>($1, …)` with
 //! binary parameters: one message, no hex, one statement cycle, like the raw contender.

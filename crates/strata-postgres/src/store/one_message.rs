@@ -14,7 +14,7 @@
 //! Here the same three statements — the store lease and table locks (shared), the key
 //! locks, the conditional write (for a batch of one set, as a put is, a leaner form of
 //! it: [`crate::sql::conditional_set`]) — are sent as ONE simple-protocol query string of
-//! `EXECUTE`s of statements the session prepared once ([`PREPARE_SQL`]): one message, one
+//! `EXECUTE`s of statements the session prepared once ([`crate::sql::prepare_sql`]): one message, one
 //! answer, and an implicit transaction around the three (PostgreSQL runs a multi-statement
 //! query string as one transaction, committed at its end, rolled back whole at the first
 //! error). The guarantees are exactly the pipelined transaction's:

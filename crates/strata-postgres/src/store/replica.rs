@@ -5,7 +5,7 @@
 //! [`StaleReads`] — and only it — reads there: it implements [`KvRead`] and nothing else,
 //! so no write of the store, no precondition, no lease and no fence check ever decides on
 //! what a replica said. Every read of the [`PgStore`] itself (including the reads inside
-//! [`KvWrite::read_modify_write`](strata_store::KvWrite::read_modify_write)) goes to the
+//! [`KvWrite::read_modify_write`]) goes to the
 //! primary.
 //!
 //! **Staleness rule.** A replica replays the primary's commits in commit order, so a read

@@ -80,7 +80,7 @@ use tokio_postgres::types::ToSql;
 impl PgStore {
     /// One attempt at a batch: one round trip. `BEGIN`, the locks, the lease holder's
     /// fence check, the conditional write (preconditions checked in the same statement,
-    /// see [`sql::Statements::write`]) and `COMMIT` are pipelined: sent together, answered
+    /// see [`crate::sql::Statements::write`]) and `COMMIT` are pipelined: sent together, answered
     /// in order. A statement that fails aborts the transaction, so the later ones write
     /// nothing and the `COMMIT` rolls it back.
     ///

@@ -190,7 +190,7 @@ impl Database {
     /// sealing, lock version, ahead guard), all or nothing: the first document that
     /// refuses refuses the set with a [`WriteSetError::Document`] naming it. Nothing is
     /// written when `f` returns an error. Returns `f`'s value and what each document
-    /// returned, in the order added. See [`WriteSet`](crate::WriteSet) for the limits
+    /// returned, in the order added. See [`WriteSet`] for the limits
     /// per backend.
     ///
     /// This replaces hand-encoded raw batches on [`Database::store`], which bypass every

@@ -368,7 +368,7 @@ impl SchemaUpdateStrategy for CoordinatedCutover {
 /// version `N + 1`; rows already at `N + 1` are never transformed again. Afterwards a row
 /// written at `N` (by an older build, a sync peer, an import) is upcast by the transform
 /// when read, and a build that knows only `N` is told to upgrade (the ahead guard on rows,
-/// [`Refusal::BuildBehind`](super::Refusal::BuildBehind) on its schema declaration).
+/// [`Refusal::BuildBehind`] on its schema declaration).
 /// Keep the strategy declared as you keep upcast steps; when a later release changes the
 /// shape again, declare this transform as an upcast step at its version
 /// (`CollectionOptions::step(Transform::new(f).into_step(N))`) and put the new cutover
