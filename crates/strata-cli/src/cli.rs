@@ -19,7 +19,17 @@ use std::process::ExitCode;
 
 /// strata — safe, resumable evolution of data in a key-value store.
 #[derive(Debug, Parser)]
-#[command(name = "strata", version, about, long_about = None)]
+#[command(
+    name = "strata",
+    version,
+    about = "strata — inspect, migrate, verify, copy and repair a strata datastore (redb, sled or PostgreSQL)",
+    long_about = None,
+    after_help = "Exit codes: 0 success (current or empty), 1 error, 2 usage, 3 migration required, \
+4 future or corrupt metadata, 5 a record over the format's limit, 6 incompatible schema change, \
+7 an unfinished copy, 8 an interrupted migration, 9 a pending or interrupted cutover, \
+10 an interrupted key rotation, 11 a sweep running or interrupted.\n\
+Under --json every result is one JSON document on stdout, errors too."
+)]
 pub struct Cli {
     /// The datastore: a path (auto-detected: a redb file or a sled directory), or
     /// `redb:PATH`, `sled:PATH`, `postgres://user@host/db[?strata_table=NAME]` (not read by

@@ -185,3 +185,28 @@ fn a_refusal_names_the_option_that_named_the_path() {
         "something was changed or created"
     );
 }
+
+/// `strata --help` lists every exit code the command can end with, each once, so a user
+/// scripting it does not have to find the README.
+#[test]
+fn help_lists_every_exit_code() {
+    let out = crate::support::strata(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    let codes = help
+        .split_once("Exit codes: ")
+        .map(|(_, rest)| rest.to_string())
+        .unwrap_or_else(|| panic!("no exit codes in the help:\n{help}"));
+    // 0 to 11: the codes of DESIGN.md §5 and `strata_cli::exit`.
+    for code in 0u8..=11 {
+        let listed = codes
+            .split(|c: char| c == ',' || c == ':')
+            .filter(|part| part.trim().split(' ').next() == Some(&code.to_string()))
+            .count();
+        assert_eq!(listed, 1, "exit code {code} in: {codes}");
+    }
+    assert!(
+        help.starts_with("strata — inspect, migrate, verify"),
+        "{help}"
+    );
+}
