@@ -200,7 +200,7 @@ fn help_lists_every_exit_code() {
     // 0 to 11: the codes of DESIGN.md §5 and `strata_cli::exit`.
     for code in 0u8..=11 {
         let listed = codes
-            .split(|c: char| c == ',' || c == ':')
+            .split([',', ':'])
             .filter(|part| part.trim().split(' ').next() == Some(&code.to_string()))
             .count();
         assert_eq!(listed, 1, "exit code {code} in: {codes}");
