@@ -400,6 +400,7 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
             }
             // Every credential must open the keyring: checked on a read-only open, so a
             // wrong key leaves the datastore's files as they were (bytes and mtime).
+            let creds = key.credentials()?;
             let reading = db::open_for_reading(db_path)?;
             crate::cmd::unfinished::refuse_partial_copy(
                 &reading,
@@ -408,7 +409,6 @@ fn status_or_rotate(db_path: &Path, command: KeysCommand) -> CmdResult {
             )?;
             let ring = Keyring::database();
             refuse_without_keyring(&ring, &reading, db_path, "rotate")?;
-            let creds = key.credentials()?;
             for c in &creds {
                 ring.unlock(&reading, c)?;
             }
