@@ -31,6 +31,7 @@ mod manifest;
 mod migrate;
 mod not_found;
 mod nothing_to_do;
+mod other_writer;
 mod pg_async_loss;
 mod pg_coordination;
 mod pg_failover_ops;
