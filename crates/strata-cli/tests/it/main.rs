@@ -27,6 +27,7 @@ mod inspect_numax;
 mod json_documents;
 mod keyring_verdicts;
 mod keys;
+mod kill_verdicts;
 mod manifest;
 mod migrate;
 mod not_found;
