@@ -513,3 +513,167 @@ fn a_killed_key_rotation_on_redb_is_unfinished_and_resumes_with_every_record() {
 fn a_killed_key_rotation_on_sled_is_unfinished_and_resumes_with_every_record() {
     rotate_kill(Backend::Sled);
 }
+
+/// The bulk load's child: `STRATA_KILL_LOAD_DB` (`redb:PATH` or `sled:PATH`) gets
+/// [`LOAD_CHUNKS`] `put_many` calls of [`LOAD_CHUNK`] documents each; it prints `chunk N`
+/// after each call returns. Nothing without the variable.
+#[test]
+#[ignore = "the child process of the bulk-load kill test"]
+fn load_child() {
+    let Ok(db) = std::env::var("STRATA_KILL_LOAD_DB") else {
+        return;
+    };
+    let store = match db.split_once(':') {
+        Some(("redb", p)) => strata_redb::RedbStore::create_store(p).unwrap(),
+        Some(("sled", p)) => strata_sled::SledStore::open_store(p).unwrap(),
+        _ => panic!("bad STRATA_KILL_LOAD_DB {db}"),
+    };
+    let d = Database::builder(store).open().unwrap();
+    let c = d
+        .collection::<Value>("bulk", CollectionOptions::new())
+        .unwrap();
+    println!("role=loader ready");
+    for chunk in 0..LOAD_CHUNKS {
+        let docs: Vec<(String, Value)> = (chunk * LOAD_CHUNK..(chunk + 1) * LOAD_CHUNK)
+            .map(|i| (load_id(i), load_doc(i)))
+            .collect();
+        c.put_many(docs.iter().map(|(k, v)| (k.as_str(), v)))
+            .unwrap();
+        println!("chunk {chunk}");
+    }
+    println!("done");
+}
+
+const LOAD_CHUNKS: usize = 8;
+const LOAD_CHUNK: usize = 2_500;
+
+fn load_id(i: usize) -> String {
+    format!("d{i:06}")
+}
+
+fn load_doc(i: usize) -> Value {
+    json!({"i": i, "body": format!("{:x}", i.wrapping_mul(2_654_435_761))})
+}
+
+/// Runs the loader on `db` and SIGKILLs it right after its `chunks`-th `chunk` line
+/// (`None`: runs it to its end). True when it was killed.
+fn run_loader(db: &str, chunks: Option<usize>) -> bool {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "kill_verdicts::load_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("STRATA_KILL_LOAD_DB", db)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| l.find("role=").map(|at| l[at..].to_string()));
+    assert_eq!(ready.as_deref(), Some("role=loader ready"), "wrong child");
+    let mut seen = 0;
+    for line in lines.map_while(Result::ok) {
+        if line.starts_with("chunk ") {
+            seen += 1;
+            if Some(seen) == chunks {
+                child.kill().unwrap(); // SIGKILL, while it loads the next chunk
+                child.wait().unwrap();
+                return true;
+            }
+        }
+    }
+    assert!(child.wait().unwrap().success(), "the loader failed");
+    false
+}
+
+/// The documents of `bulk`, by id, decoded from their envelopes.
+fn loaded(backend: Backend, path: &Path) -> BTreeMap<String, Value> {
+    let prefix = strata::layout::keys::doc_prefix("bulk");
+    crate::support::scan_prefix(&backend.read(path), &prefix)
+        .into_iter()
+        .map(|(k, v)| {
+            let (env, json) = strata::layout::envelope::decode(&v).unwrap();
+            assert_eq!(env.payload_version, 1);
+            (
+                String::from_utf8(k[prefix.len()..].to_vec()).unwrap(),
+                serde_json::from_slice(json).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn load_kill(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = backend.path(dir.path(), "bulk");
+    let db = match backend {
+        Backend::Redb => format!("redb:{}", path.display()),
+        Backend::Sled => format!("sled:{}", path.display()),
+    };
+    // `put_many` commits sets of `PUT_MANY_DOCUMENTS` in the order given: a kill may
+    // leave only whole sets, so the documents present are a prefix ending on a set.
+    let set = strata::PUT_MANY_DOCUMENTS;
+    let boundaries: Vec<usize> = (0..LOAD_CHUNKS)
+        .flat_map(|c| (0..LOAD_CHUNK.div_ceil(set)).map(move |s| c * LOAD_CHUNK + s * set))
+        .chain([LOAD_CHUNKS * LOAD_CHUNK])
+        .collect();
+    for (round, chunks) in [1usize, 3, 6].into_iter().enumerate() {
+        let what = format!("{backend:?} round {round} (killed after {chunks} chunks)");
+        if !run_loader(&db, Some(chunks)) {
+            println!("{what}: the load finished before the kill");
+        }
+        let docs = loaded(backend, &path);
+        let n = docs.len();
+        println!("{what}: {n} documents");
+        assert!(
+            boundaries.contains(&n),
+            "{what}: {n} documents is not a whole number of sets"
+        );
+        for (i, (id, doc)) in docs.iter().enumerate() {
+            assert_eq!((id, doc), (&load_id(i), &load_doc(i)), "{what}");
+        }
+        // A partly loaded collection is a collection with that many rows: nothing is
+        // unfinished, nothing damaged.
+        for cmd in ["status", "verify", "collections"] {
+            let out = strata_db(&db, &[cmd, "--json"]);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{what}: {cmd}: {}",
+                stdout(&out)
+            );
+            let doc = json_of(&out);
+            assert_eq!(doc["verdict"], "ok", "{what}: {cmd}: {doc}");
+            if cmd == "collections" {
+                let rows = doc["collections"]
+                    .as_array()
+                    .and_then(|a| a.iter().find(|c| c["collection"] == "bulk"))
+                    .map_or(0, |c| c["rows"].as_u64().unwrap_or(0));
+                assert_eq!(rows as usize, n, "{what}: {doc}");
+            }
+        }
+    }
+    // Loading again completes it (documents present are written once more, same content).
+    assert!(!run_loader(&db, None));
+    let docs = loaded(backend, &path);
+    assert_eq!(docs.len(), LOAD_CHUNKS * LOAD_CHUNK);
+    for (i, (id, doc)) in docs.iter().enumerate() {
+        assert_eq!((id, doc), (&load_id(i), &load_doc(i)));
+    }
+}
+
+#[test]
+fn a_killed_bulk_load_on_redb_leaves_whole_sets_and_a_true_verdict() {
+    load_kill(Backend::Redb);
+}
+
+#[test]
+fn a_killed_bulk_load_on_sled_leaves_whole_sets_and_a_true_verdict() {
+    load_kill(Backend::Sled);
+}
