@@ -1,9 +1,9 @@
 //! Unfinished work, as every read-only command reports it (#23 item 3): an unfinished
 //! `strata copy` into this store (its progress record `__nx/copy/progress`), a sweep
 //! running or interrupted (its marker's `in_progress`), a cutover pending or interrupted
-//! (the fence), a data-key rotation interrupted (its checkpoint, or the keyring's retiring key), a migration interrupted
-//! (a resumable checkpoint), a revert interrupted (its record `__nx/revert/<collection>`;
-//! reported as a sweep: it is the downcast sweep).
+//! (the fence), a data-key rotation interrupted (its checkpoint, or the keyring's
+//! retiring key), a migration interrupted (a resumable checkpoint), a revert interrupted
+//! (its record `__nx/revert/<collection>`; reported as a sweep: it is the downcast sweep).
 //!
 //! Each kind is its own verdict with its own exit code ([`verdict`]), reported by `status`,
 //! `verify` and `collections` (and listed, `unfinished` in `--json`, with what was found

@@ -73,8 +73,10 @@ fn kill_after(mut cmd: Command, marker: &str, n: usize) -> bool {
     let err = child.stderr.take().unwrap();
     let mut seen = 0;
     let mut killed = false;
+    let mut said = Vec::new();
     for line in BufReader::new(err).lines() {
         let Ok(line) = line else { break };
+        said.push(line.clone());
         if line.contains(marker) {
             seen += 1;
             if seen == n {
@@ -85,7 +87,11 @@ fn kill_after(mut cmd: Command, marker: &str, n: usize) -> bool {
         }
     }
     let status = child.wait().unwrap();
-    assert!(killed || status.success(), "the child failed: {status:?}");
+    assert!(
+        killed || status.success(),
+        "the child failed: {status:?}: {}",
+        said.join("\n")
+    );
     killed
 }
 
@@ -807,4 +813,126 @@ fn a_killed_sweep_on_redb_is_unfinished_and_resumes_with_every_row_upcast_once()
 #[test]
 fn a_killed_sweep_on_sled_is_unfinished_and_resumes_with_every_row_upcast_once() {
     sweep_kill(Backend::Sled);
+}
+
+const INVOICES: usize = 4_000;
+
+/// Every invoice, checked: the old flat `total` or the cutover's `amount.gross`, with
+/// the same value, never anything else. Returns how many were transformed.
+fn invoices_checked(backend: Backend, path: &Path, what: &str) -> usize {
+    let prefix = strata::layout::keys::doc_prefix("invoices");
+    let rows = crate::support::scan_prefix(&backend.read(path), &prefix);
+    assert_eq!(rows.len(), INVOICES, "{what}: invoices lost or added");
+    let mut moved = 0;
+    for (i, (_, v)) in rows.iter().enumerate() {
+        let (_, json) = strata::layout::envelope::decode(v).unwrap();
+        let doc: Value = serde_json::from_slice(json).unwrap();
+        let id = format!("inv{i:05}");
+        let total = i as f64 + 0.5;
+        if doc.get("amount").is_some() {
+            moved += 1;
+            assert_eq!(doc, json!({"id": id, "amount": {"gross": total}}), "{what}");
+        } else {
+            assert_eq!(doc, json!({"id": id, "total": total}), "{what}");
+        }
+    }
+    moved
+}
+
+fn cutover_kill(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = backend.path(dir.path(), "bank");
+    {
+        // The old build: flat invoices under a persisted schema (as `bank_admin seed`).
+        let store = backend.create(&path);
+        let d = Database::builder(store.clone()).open().unwrap();
+        let old = json!({
+            "type": "object",
+            "properties": { "id": {"type": "string"}, "total": {"type": "number"} },
+            "required": ["id", "total"]
+        });
+        let invoices = d
+            .collection::<Value>(
+                "invoices",
+                CollectionOptions::new().schema(
+                    strata::policy::SchemaOptions::json(old)
+                        .strategy(strata::policy::additive_only()),
+                ),
+            )
+            .unwrap();
+        let docs: Vec<(String, Value)> = (0..INVOICES)
+            .map(|i| {
+                let id = format!("inv{i:05}");
+                let doc = json!({"id": id, "total": i as f64 + 0.5});
+                (id, doc)
+            })
+            .collect();
+        invoices
+            .put_many(docs.iter().map(|(k, v)| (k.as_str(), v)))
+            .unwrap();
+        drop(d);
+        store.flush().unwrap();
+    }
+    let named = match backend {
+        Backend::Redb => format!("redb:{}", path.display()),
+        Backend::Sled => format!("sled:{}", path.display()),
+    };
+    let cutover = || {
+        let mut cmd = Command::new(bank_admin());
+        cmd.arg("--db").arg(&named).arg("cutover");
+        cmd
+    };
+    let mut interrupted = 0;
+    for (round, batches) in [1usize, 3, 5].into_iter().enumerate() {
+        let what = format!("{backend:?} round {round} ({batches} batches)");
+        if !kill_after(cutover(), "records rewritten", batches) {
+            println!("{what}: the cutover finished before the kill");
+            break;
+        }
+        let moved = invoices_checked(backend, &path, &what);
+        let store = backend.read(&path);
+        let fence = strata::policy::Fence::read(&store).unwrap();
+        drop(store);
+        println!(
+            "{what}: {moved} of {INVOICES} transformed, fence {:?}",
+            fence.state
+        );
+        if fence.state.as_str() != "normal" || !fence.pending.is_empty() {
+            interrupted += 1;
+            assert_verdict(&path, 9, "unfinished_cutover", "cutover", &[], &[], &what);
+        } else {
+            assert_eq!(moved, 0, "{what}: transformed without a cutover");
+        }
+    }
+    assert!(
+        interrupted > 0,
+        "{backend:?}: no kill left a cutover pending"
+    );
+    let out = cutover().output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the rerun: {}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_eq!(
+        invoices_checked(backend, &path, "after the rerun"),
+        INVOICES
+    );
+    for cmd in ["status", "verify", "collections"] {
+        let out = strata_db(&path, &[cmd, "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{cmd}: {}", stdout(&out));
+        assert_eq!(json_of(&out)["verdict"], "ok", "{cmd}");
+    }
+}
+
+#[test]
+fn a_killed_cutover_on_redb_is_unfinished_and_resumes_with_every_invoice_moved_once() {
+    cutover_kill(Backend::Redb);
+}
+
+#[test]
+fn a_killed_cutover_on_sled_is_unfinished_and_resumes_with_every_invoice_moved_once() {
+    cutover_kill(Backend::Sled);
 }

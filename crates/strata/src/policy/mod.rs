@@ -59,6 +59,13 @@ pub use presence::{
     PresenceConfig, CLIENT_FORMAT, DEFAULT_HEARTBEAT_MS, DEFAULT_STALE_AFTER_MS,
 };
 pub use state::FenceState;
+
+/// True while a policy handle of this process is the client `client` (see
+/// `presence::OpenHere`): on a store one process opens at a time, a recorded coordinator
+/// that is not is gone.
+pub(crate) fn coordinator_open_here(client: &str) -> bool {
+    presence::OpenHere::contains(client)
+}
 pub use strategy::{
     additive_only, blind_update, coordinated_cutover, covered_by_upcasts, evaluate_strategies,
     lock_schema, lock_schema_fields, DeltaKind, Evaluation, FieldChange, Rejection, SchemaDelta,
@@ -144,6 +151,8 @@ impl PolicyConfig {
 pub struct Policy {
     gate: SchemaGate,
     heartbeat: Option<Heartbeat>,
+    /// This client, registered as open in this process while the handle lives.
+    _open_here: presence::OpenHere,
 }
 
 impl Policy {
@@ -159,7 +168,12 @@ impl Policy {
             Some(interval) => Some(Heartbeat::start(gate.presence(), interval)?),
             None => None,
         };
-        Ok(Policy { gate, heartbeat })
+        let open_here = presence::OpenHere::enter(gate.client_id());
+        Ok(Policy {
+            gate,
+            heartbeat,
+            _open_here: open_here,
+        })
     }
 
     /// The write gate (cloneable; implements the collections' `WriteGuard`).
