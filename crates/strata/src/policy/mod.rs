@@ -59,13 +59,6 @@ pub use presence::{
     PresenceConfig, CLIENT_FORMAT, DEFAULT_HEARTBEAT_MS, DEFAULT_STALE_AFTER_MS,
 };
 pub use state::FenceState;
-
-/// True while a policy handle of this process is the client `client` (see
-/// `presence::OpenHere`): on a store one process opens at a time, a recorded coordinator
-/// that is not is gone.
-pub(crate) fn coordinator_open_here(client: &str) -> bool {
-    presence::OpenHere::contains(client)
-}
 pub use strategy::{
     additive_only, blind_update, coordinated_cutover, covered_by_upcasts, evaluate_strategies,
     lock_schema, lock_schema_fields, DeltaKind, Evaluation, FieldChange, Rejection, SchemaDelta,
@@ -75,6 +68,13 @@ pub use strategy::{
 use crate::clock::{SharedClock, SystemClock};
 use std::time::Duration;
 use strata_store::Store;
+
+/// True while a policy handle of this process is the client `client` (see
+/// `presence::OpenHere`): on a store one process opens at a time, a recorded coordinator
+/// that is not is gone.
+pub(crate) fn coordinator_open_here(client: &str) -> bool {
+    presence::OpenHere::contains(client)
+}
 
 /// Default cutover lease: a coordinator silent for longer can be taken over.
 pub const DEFAULT_LEASE_MS: u64 = 30_000;
