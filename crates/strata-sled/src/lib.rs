@@ -141,6 +141,10 @@ struct Sealer {
     db: sled::Db,
     path: PathBuf,
     copy: Option<private_copy::PrivateCopy>,
+    /// The store's write epoch, and its value when the datastore was opened: unchanged at
+    /// the close, strata wrote nothing in this session (recorded in the seal).
+    epoch: Arc<EpochClock>,
+    opened: strata_store::epoch::WriteEpoch,
 }
 
 impl Drop for Sealer {
@@ -153,6 +157,7 @@ impl Drop for Sealer {
             Ok(bounds) => safety::write_seal(
                 &self.path,
                 bounds.as_ref().map(|(f, l)| (f.as_ref(), l.as_ref())),
+                self.epoch.unchanged_since(self.opened),
             ),
             Err(e) => {
                 tracing::warn!(path = %self.path.display(), error = %e, "flushing sled on close failed; not sealed")

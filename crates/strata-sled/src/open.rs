@@ -7,7 +7,7 @@ use crate::{backend_error, log, safety, Sealer, SledStore};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use strata_store::{Result, StoreError};
+use strata_store::{epoch::EpochClock, Result, StoreError};
 
 /// How to open a sled datastore.
 ///
@@ -241,18 +241,21 @@ impl SledOptions {
 
     /// The store of `db`, the datastore at `path` (or, `copy`, a private copy of it).
     fn store(&self, path: &Path, db: sled::Db, copy: Option<PrivateCopy>) -> SledStore {
+        let epoch: Arc<EpochClock> = Arc::default();
         SledStore {
             read_only: copy.is_some(),
             _seal: Arc::new(Sealer {
                 db: db.clone(),
                 path: path.to_path_buf(),
                 copy,
+                opened: epoch.observe(),
+                epoch: epoch.clone(),
             }),
             db,
             path: path.to_path_buf(),
             writers: Arc::default(),
             guards: Arc::default(),
-            epoch: Arc::default(),
+            epoch,
             checks: Arc::default(),
             values: Arc::new(ValueCache::new(
                 self.write_cache_entries,

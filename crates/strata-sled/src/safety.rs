@@ -164,12 +164,37 @@ pub(crate) struct Seal {
     /// The smallest and largest key then (`Some(None)`: the datastore was empty; `None`:
     /// a seal written before the bounds were recorded, nothing to compare).
     pub(crate) bounds: Option<Option<(Vec<u8>, Vec<u8>)>>,
+    /// The newest complete snapshot `snap.<LSN>` at the close (`Some(None)`: none yet;
+    /// `None`: a seal written before snapshots were recorded, nothing to compare).
+    pub(crate) snapshot: Option<Option<i64>>,
+    /// True when strata wrote nothing between the open before and this close (`None`:
+    /// not recorded).
+    pub(crate) idle: Option<bool>,
     /// The seal file's text, to put back when the open fails (see [`restore_seal`]).
     text: String,
 }
 
-/// The seal of `dir`, when a clean close recorded one.
+/// The seal of `dir`, when a clean close recorded one and it still describes the
+/// datastore: a seal is stale once another program opened the datastore with sled after
+/// the close (strata removes its seal whenever it opens a datastore, and every sled open
+/// that finds more log than its newest snapshot writes a newer `snap.<LSN>`). Numax, or
+/// any program linking sled, keeps writing a store strata closed; its writes are
+/// legitimate, so a stale seal is not compared (the datastore is checked as any unsealed
+/// one is).
 fn read_seal(dir: &Path) -> Option<Seal> {
+    let seal = parse_seal(dir)?;
+    if let Some(then) = seal.snapshot {
+        let now = crate::log::recovered_lsn(dir).ok().flatten();
+        if now > then {
+            tracing::debug!(dir = %dir.display(), ?then, ?now, "the seal is stale: another program opened the datastore with sled after strata's last clean close");
+            return None;
+        }
+    }
+    Some(seal)
+}
+
+/// The seal file of `dir` as written, stale or not.
+fn parse_seal(dir: &Path) -> Option<Seal> {
     let text = fs::read_to_string(dir.join(SEAL)).ok()?;
     let mut lines = text.lines();
     if lines.next() != Some(SEAL_HEADER) {
@@ -190,26 +215,57 @@ fn read_seal(dir: &Path) -> Option<Seal> {
         }),
         None => None,
     };
+    let snapshot = match lines.next() {
+        Some("snap: none") => Some(None),
+        Some(line) => line
+            .strip_prefix("snap: ")
+            .and_then(|hex| i64::from_str_radix(hex.trim(), 16).ok())
+            .map(Some),
+        None => None,
+    };
+    let idle = match lines.next() {
+        Some("writes: none") => Some(true),
+        Some("writes: some") => Some(false),
+        _ => None,
+    };
     Some(Seal {
         db_len,
         bounds,
+        snapshot,
+        idle,
         text,
     })
 }
 
-/// Records `db`'s current length and the datastore's smallest and largest key (`bounds`)
-/// in the seal (called after the final flush of a clean close). Failures are logged: the
-/// seal only adds a check.
-pub(crate) fn write_seal(dir: &Path, bounds: Option<(&[u8], &[u8])>) {
+/// The seal's text: `db`'s length `db_len`, the key `bounds`, the newest snapshot and
+/// whether strata wrote since its open (`idle`: it did not).
+fn seal_text(
+    db_len: u64,
+    bounds: Option<(&[u8], &[u8])>,
+    snapshot: Option<i64>,
+    idle: bool,
+) -> String {
     let keys = match bounds {
         Some((first, last)) => format!("keys: {} {}", hex::encode(first), hex::encode(last)),
         None => "keys: none".to_string(),
     };
+    let snap = match snapshot {
+        Some(lsn) => format!("snap: {lsn:016X}"),
+        None => "snap: none".to_string(),
+    };
+    let writes = if idle { "none" } else { "some" };
+    format!("{SEAL_HEADER}\ndb_len: {db_len}\n{keys}\n{snap}\nwrites: {writes}\n")
+}
+
+/// Records `db`'s current length and the datastore's smallest and largest key (`bounds`)
+/// in the seal, with the newest snapshot and whether strata wrote nothing since it opened
+/// the datastore (`idle`), which tell a later open whether another program opened it in
+/// between (called after the final flush of a clean close). Failures are logged: the seal
+/// only adds a check.
+pub(crate) fn write_seal(dir: &Path, bounds: Option<(&[u8], &[u8])>, idle: bool) {
     let result = fs::metadata(dir.join("db")).and_then(|m| {
-        put_seal(
-            dir,
-            &format!("{SEAL_HEADER}\ndb_len: {}\n{keys}\n", m.len()),
-        )
+        let snapshot = crate::log::recovered_lsn(dir)?;
+        put_seal(dir, &seal_text(m.len(), bounds, snapshot, idle))
     });
     if let Err(e) = result {
         tracing::warn!(dir = %dir.display(), error = %e, "could not write the sled seal");
@@ -225,8 +281,18 @@ fn put_seal(dir: &Path, text: &str) -> std::io::Result<()> {
 /// Puts a consumed seal back after an open that failed, so that every later open makes
 /// the same checks against the last clean close (a damaged log stays reported as damaged
 /// instead of opening, the second time, as whatever sled cut it down to).
+///
+/// The failed open was strata's own: a snapshot sled wrote during it (of the log it cut
+/// down) is recorded in the restored seal, so that it does not make the seal look stale.
 pub(crate) fn restore_seal(dir: &Path, seal: &Seal) {
-    if let Err(e) = put_seal(dir, &seal.text) {
+    let text = match (seal.snapshot, crate::log::recovered_lsn(dir), &seal.bounds) {
+        (Some(then), Ok(now), Some(bounds)) if now > then => {
+            let bounds = bounds.as_ref().map(|(f, l)| (f.as_slice(), l.as_slice()));
+            seal_text(seal.db_len, bounds, now, seal.idle.unwrap_or(false))
+        }
+        _ => seal.text.clone(),
+    };
+    if let Err(e) = put_seal(dir, &text) {
         tracing::warn!(dir = %dir.display(), error = %e, "could not restore the sled seal");
     }
 }
@@ -235,10 +301,23 @@ pub(crate) fn restore_seal(dir: &Path, seal: &Seal) {
 /// the last clean close. sled treats a damaged log entry as the torn end of the log and
 /// recovers what precedes it, so a log overwritten in place opens with records missing —
 /// often none at all. [`StoreError::Damaged`] when the bounds differ.
+///
+/// Unless the log grew after the close: when strata wrote nothing in the session it
+/// closed, a snapshot sled has just written past the one of the close proves log appended
+/// after it — another program opened the datastore with sled (without writing a newer
+/// snapshot: it found no log past it) and wrote. (When strata did write, another
+/// program's open wrote a newer snapshot, and [`read_seal`] found the seal stale.)
 pub(crate) fn check_recovered(dir: &Path, seal: &Seal, now: Option<(&[u8], &[u8])>) -> Result<()> {
     let Some(then) = &seal.bounds else {
         return Ok(());
     };
+    if let (Some(true), Some(closed)) = (seal.idle, seal.snapshot) {
+        let recovered = crate::log::recovered_lsn(dir).ok().flatten();
+        if recovered > closed {
+            tracing::debug!(dir = %dir.display(), ?closed, ?recovered, "the log grew after strata's last clean close (another program wrote it): the seal's keys are not compared");
+            return Ok(());
+        }
+    }
     let then = then.as_ref().map(|(f, l)| (f.as_slice(), l.as_slice()));
     if then == now {
         return Ok(());
@@ -371,11 +450,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(read_seal(dir.path()), None);
         fs::write(dir.path().join("db"), vec![0u8; 1234]).unwrap();
-        write_seal(dir.path(), Some((b"a\x00", b"zz")));
+        write_seal(dir.path(), Some((b"a\x00", b"zz")), false);
         let seal = read_seal(dir.path()).unwrap();
         assert_eq!(seal.db_len, 1234);
         assert_eq!(seal.bounds, Some(Some((b"a\x00".to_vec(), b"zz".to_vec()))));
-        write_seal(dir.path(), None);
+        write_seal(dir.path(), None, false);
         assert_eq!(read_seal(dir.path()).unwrap().bounds, Some(None));
         // A seal of an earlier build (length only) has no bounds to compare.
         fs::write(dir.path().join(SEAL), format!("{SEAL_HEADER}\ndb_len: 7\n")).unwrap();
@@ -385,10 +464,55 @@ mod tests {
     }
 
     #[test]
+    fn a_seal_is_stale_once_another_sled_open_wrote_a_newer_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("db"), vec![0u8; 10]).unwrap();
+        fs::write(dir.path().join("snap.0000000000000100"), b"x").unwrap();
+        write_seal(dir.path(), Some((b"a", b"m")), false);
+        let seal = read_seal(dir.path()).unwrap();
+        assert_eq!((seal.snapshot, seal.idle), (Some(Some(0x100)), Some(false)));
+        // sled's own leftover of an unfinished snapshot is not a newer snapshot.
+        fs::write(dir.path().join("snap.0000000000000200.generating"), b"x").unwrap();
+        assert!(read_seal(dir.path()).is_some());
+        // Another program's sled open found log past the snapshot and wrote a newer one.
+        fs::write(dir.path().join("snap.0000000000000200"), b"x").unwrap();
+        assert_eq!(read_seal(dir.path()), None);
+        assert!(parse_seal(dir.path()).is_some());
+        // A seal of an earlier build (no snapshot recorded) is never stale.
+        fs::write(
+            dir.path().join(SEAL),
+            format!("{SEAL_HEADER}\ndb_len: 7\nkeys: none\n"),
+        )
+        .unwrap();
+        let old = read_seal(dir.path()).unwrap();
+        assert_eq!((old.snapshot, old.idle), (None, None));
+    }
+
+    #[test]
+    fn after_an_idle_session_log_past_the_sealed_snapshot_is_another_writers() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("db"), vec![0u8; 10]).unwrap();
+        fs::write(dir.path().join("snap.0000000000000100"), b"x").unwrap();
+        write_seal(dir.path(), Some((b"a", b"m")), true);
+        let seal = read_seal(dir.path()).unwrap();
+        let other = Some((&b"a"[..], &b"z"[..]));
+        // No log past the close: the keys must match.
+        assert!(check_recovered(dir.path(), &seal, other).is_err());
+        // sled recovered log past the close: another program wrote after it.
+        fs::write(dir.path().join("snap.0000000000000180"), b"x").unwrap();
+        assert!(check_recovered(dir.path(), &seal, other).is_ok());
+        // A session that wrote: log past its first snapshot is its own, keys compared.
+        write_seal(dir.path(), Some((b"a", b"m")), false);
+        let busy = parse_seal(dir.path()).unwrap();
+        fs::write(dir.path().join("snap.0000000000000200"), b"x").unwrap();
+        assert!(check_recovered(dir.path(), &busy, other).is_err());
+    }
+
+    #[test]
     fn recovered_bounds_must_match_the_seal() {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("db"), vec![0u8; 10]).unwrap();
-        write_seal(dir.path(), Some((b"a", b"m")));
+        write_seal(dir.path(), Some((b"a", b"m")), false);
         let seal = read_seal(dir.path()).unwrap();
         assert!(check_recovered(dir.path(), &seal, Some((b"a", b"m"))).is_ok());
         for now in [

@@ -1,9 +1,9 @@
 //! Unfinished work, as every read-only command reports it (#23 item 3): an unfinished
 //! `strata copy` into this store (its progress record `__nx/copy/progress`), a sweep
 //! running or interrupted (its marker's `in_progress`), a cutover pending or interrupted
-//! (the fence), a data-key rotation interrupted (its checkpoint), a migration interrupted
-//! (a resumable checkpoint), a revert interrupted (its record `__nx/revert/<collection>`;
-//! reported as a sweep: it is the downcast sweep).
+//! (the fence), a data-key rotation interrupted (its checkpoint, or the keyring's
+//! retiring key), a migration interrupted (a resumable checkpoint), a revert interrupted
+//! (its record `__nx/revert/<collection>`; reported as a sweep: it is the downcast sweep).
 //!
 //! Each kind is its own verdict with its own exit code ([`verdict`]), reported by `status`,
 //! `verify` and `collections` (and listed, `unfinished` in `--json`, with what was found
@@ -238,6 +238,22 @@ pub fn find(store: &Store, catalog: &Catalog, shown: &str) -> Result<Vec<Unfinis
                 detail: "a data-key rotation was interrupted while re-sealing this collection (its checkpoint is here)".into(),
                 next: "run `strata keys rotate` with the key: it resumes".into(),
             });
+        }
+    }
+    // The keyring is the rotation's own record (`keys status` reads it): begun, it keeps
+    // the retiring key until the rotation finishes, also when no collection's checkpoint
+    // was committed yet (a rotation killed before its first batch, or whose batches a
+    // crash took from a sled datastore's unflushed log).
+    if !out.iter().any(|u| u.operation == "rotation") {
+        if let Ok(Some((_, rec))) = strata::seal::Keyring::database().read(store) {
+            if let Some(old) = rec.retiring_key_id() {
+                out.push(Unfinished {
+                    operation: "rotation",
+                    scope: None,
+                    detail: format!("a data-key rotation was begun and not finished: the keyring keeps retiring key {old} (both keys open every record)"),
+                    next: "run `strata keys rotate` with the key: it resumes".into(),
+                });
+            }
         }
     }
     if let Ok(fence) = Fence::read(store) {

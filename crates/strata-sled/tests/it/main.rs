@@ -4,6 +4,7 @@
 
 mod conformance;
 mod epoch;
+mod other_writer;
 mod read_only;
 mod safety;
 mod writers;

@@ -69,6 +69,13 @@ use crate::clock::{SharedClock, SystemClock};
 use std::time::Duration;
 use strata_store::Store;
 
+/// True while a policy handle of this process is the client `client` (see
+/// `presence::OpenHere`): on a store one process opens at a time, a recorded coordinator
+/// that is not is gone.
+pub(crate) fn coordinator_open_here(client: &str) -> bool {
+    presence::OpenHere::contains(client)
+}
+
 /// Default cutover lease: a coordinator silent for longer can be taken over.
 pub const DEFAULT_LEASE_MS: u64 = 30_000;
 
@@ -144,6 +151,8 @@ impl PolicyConfig {
 pub struct Policy {
     gate: SchemaGate,
     heartbeat: Option<Heartbeat>,
+    /// This client, registered as open in this process while the handle lives.
+    _open_here: presence::OpenHere,
 }
 
 impl Policy {
@@ -159,7 +168,12 @@ impl Policy {
             Some(interval) => Some(Heartbeat::start(gate.presence(), interval)?),
             None => None,
         };
-        Ok(Policy { gate, heartbeat })
+        let open_here = presence::OpenHere::enter(gate.client_id());
+        Ok(Policy {
+            gate,
+            heartbeat,
+            _open_here: open_here,
+        })
     }
 
     /// The write gate (cloneable; implements the collections' `WriteGuard`).

@@ -27,6 +27,12 @@
 //! lease to expire. The fence record's format is fixed, so the holder's batches are fenced
 //! by the fence bytes they compare-and-swap (the coordinator's client id, unique per
 //! handle, changes on every takeover) rather than by a numeric token.
+//!
+//! On a store one process opens at a time (redb and sled lock their files; a memory
+//! store lives in one process) there is no named lease: a recorded coordinator that is no
+//! policy handle open in this process ended without finishing (it was killed), so the next
+//! run takes over at once instead of waiting for the fence's lease to expire; a handle of
+//! this process that is still open keeps its lease.
 
 mod checkpoint;
 mod rewrite;
@@ -371,6 +377,9 @@ impl SchemaGate {
             Duration::ZERO,
         )
         .map_err(|e| PolicyError::store(FENCE_KEY, e))?;
+        // A store one process at a time opens: a coordinator that is no handle of this
+        // process ended without finishing (killed), whatever its lease says.
+        let local = matches!(cross, NamedLease::Local);
         let cross_held = match &cross {
             NamedLease::Busy { holder } => {
                 let cur = Fence::read(self.store())?;
@@ -418,8 +427,17 @@ impl SchemaGate {
                 _ => {
                     let mine = self.owns(cur);
                     // Holding the cross-process lease proves the recorded coordinator's
-                    // process gone (every coordinator takes it first).
-                    let free = cur.coordinator.is_none() || cur.lease_until_ms < now || cross_held;
+                    // process gone (every coordinator takes it first); on a store one
+                    // process opens at a time, so does a coordinator open nowhere here.
+                    let ended = local
+                        && cur
+                            .coordinator
+                            .as_deref()
+                            .is_some_and(|c| !crate::policy::coordinator_open_here(c));
+                    let free = cur.coordinator.is_none()
+                        || cur.lease_until_ms < now
+                        || cross_held
+                        || ended;
                     if !mine && !free {
                         return Err(PolicyError::CutoverInProgress {
                             coordinator: cur.coordinator.clone().unwrap_or_default(),
