@@ -447,7 +447,7 @@ impl CollectionInner {
         if operational >= current {
             return Ok(current);
         }
-        if operational < self.upcaster.chain().lowest_writable() {
+        if operational < self.upcaster.lowest_writable() {
             self.warn_window(operational);
             return Ok(current);
         }

@@ -352,7 +352,7 @@ impl Database {
             }
         }
         let window_key = (governed
-            || upcaster.chain().lowest_writable() < upcaster.chain().current_version())
+            || upcaster.lowest_writable() < upcaster.chain().current_version())
         .then(|| crate::payload::window::window_key(name));
         if seal.mark {
             let marked = crate::seal::mark::mark_collection(&self.inner.store, name);
@@ -626,7 +626,7 @@ fn enter_window(
     upcaster: &Upcaster,
 ) -> Result<Option<i32>, CollectionError> {
     let current = upcaster.chain().current_version();
-    let lowest = upcaster.chain().lowest_writable();
+    let lowest = upcaster.lowest_writable();
     if lowest >= current {
         return Ok(None);
     }

@@ -484,6 +484,17 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
                 "this build declares downcasts only down to v{lowest}; declare `CollectionOptions::downcast(..)` for every version from v{current} down to v{to}"
             )));
         }
+        // The store's retirement, read now (it may have been recorded after this handle
+        // opened): a row taken below it would be refused by every reader, and the window
+        // at `to` would make every write of this build fail.
+        if let Some(below) = crate::collection::layout::retired_below(store, &name)? {
+            if to < below {
+                return Err(refuse(format!(
+                    "the versions below v{below} are retired in this store (`{}`), so no reader accepts a row at v{to}; revert to v{below} or above (nothing was changed)",
+                    strata_store::escape_key(&crate::payload::retired::retired_key(&name))
+                )));
+            }
+        }
         let key = revert_key(&name);
         let record = store.get(&key).map_err(st)?;
         let resumed = match &record {
@@ -660,7 +671,11 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             to,
             reason: reason.into(),
         };
+        // The retirement the preflight checked must still be the store's when it commits.
+        let retired = crate::payload::retired::retired_key(name);
+        let retired_bytes = store.get(&retired).map_err(st)?;
         let mut batch = Batch::new()
+            .require(retired, retired_bytes)
             .require_absent(revert_key(name))
             .set(revert_key(name), encode_record(to, &[]));
         let wkey = window_key(name);

@@ -102,6 +102,14 @@ impl Upcaster {
         )
     }
 
+    /// The lowest version this build can write a row at: the chain's downcasts' reach
+    /// ([`UpcastChain::lowest_writable`]), never below the store's retirement (a row
+    /// written below it would be refused by every reader, this build included).
+    pub fn lowest_writable(&self) -> i32 {
+        let reach = self.chain.lowest_writable();
+        self.retired_below.map_or(reach, |below| reach.max(below))
+    }
+
     /// The chain.
     pub fn chain(&self) -> &UpcastChain {
         &self.chain
