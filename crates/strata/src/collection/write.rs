@@ -471,12 +471,7 @@ impl CollectionInner {
         let kept = self.upcaster.downcast(&mut obj, write_at).map_err(|f| {
             CollectionError::upcast_failure(&self.name, key, self.current_version(), f)
         })?;
-        if !kept.is_empty() {
-            obj.insert(
-                crate::payload::KEPT_FIELD.to_string(),
-                serde_json::Value::Object(kept),
-            );
-        }
+        self.upcaster.keep(&mut obj, kept);
         let mut out = Vec::with_capacity(buf.len() + 16);
         out.resize(ENVELOPE_HEADER_LEN, 0);
         serde_json::to_writer(&mut out, &obj).map_err(|e| self.encode_error(key, e.to_string()))?;

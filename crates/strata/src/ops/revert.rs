@@ -16,7 +16,7 @@
 //! 2. **The downcast sweep.** On the [bulk pass](crate::pass), like the eager sweep:
 //!    every row above N and not above this build's version is upcast to this build's
 //!    version (merging back fields an earlier downcast kept) and downcast to N; what N
-//!    cannot express is kept under [`KEPT_FIELD`] (build N
+//!    cannot express is kept under [`KEPT_FIELD`](crate::payload::KEPT_FIELD) (build N
 //!    carries it over on its writes, build N+1 gets it back on read) unless the options
 //!    say to drop it. Lock versions are kept (the same document in an older shape); each
 //!    row is written under a compare-and-swap on the bytes read, so a concurrent write
@@ -47,7 +47,7 @@ use crate::pass::{
 };
 use crate::payload::envelope::{self, Envelope};
 use crate::payload::window::{encode_window, window_key};
-use crate::payload::{JsonObject, KEPT_FIELD};
+use crate::payload::JsonObject;
 use crate::policy::{read_history, Baseline};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -174,7 +174,7 @@ impl RevertOptions {
     }
 
     /// Drops the content the downcast cannot express instead of keeping it with the row
-    /// under [`KEPT_FIELD`]: the rows become exactly what the older build wrote, and the
+    /// under [`KEPT_FIELD`](crate::payload::KEPT_FIELD): the rows become exactly what the older build wrote, and the
     /// newer fields are gone for good (completing the window again cannot bring them
     /// back).
     pub fn drop_newer_fields(mut self, yes: bool) -> Self {
@@ -356,8 +356,8 @@ impl<T: Serialize + DeserializeOwned> RevertProcessor<'_, T> {
             CollectionError::upcast_failure(name, id, self.coll.current_version(), f)
         })?;
         let newer = (!kept.is_empty()).then(|| leaf_paths(&kept).join(", "));
-        if !kept.is_empty() && !self.drop_newer {
-            obj.insert(KEPT_FIELD.to_string(), serde_json::Value::Object(kept));
+        if !self.drop_newer {
+            upcaster.keep(&mut obj, kept);
         }
         if self.dry_run {
             return Ok(RowStep::Revert(None, newer));
