@@ -267,7 +267,8 @@ impl<T: Serialize + DeserializeOwned + 'static> Replay<T> {
     ///    simulated in-process by stopping the sweep at the boundary (said in the notes);
     /// 4. **`schema check`** of the embedded admin against the fixture's schema history.
     ///
-    /// Downcast steps are not replayed: strata declares none yet.
+    /// Downcast steps ([`CollectionOptions::downcast`]) are not replayed: check them
+    /// with [`assert_downcasts`](crate::assert_downcasts).
     pub fn run(self) -> ReplayReport {
         let run_index = RUNS.with(|r| {
             let n = r.get();
