@@ -326,6 +326,7 @@ impl Database {
         }
         // Rows of newer builds whose change the schema history proves additive: this
         // build writes them keeping what it does not know.
+        let keep_newer = parts.keep_newer && declaration.is_some();
         let newer_fields = match (&declaration, parts.keep_newer) {
             (Some(decl), true) => newer_additive(
                 &self.inner.store,
@@ -393,7 +394,8 @@ impl Database {
             sealed_without_key,
             window_key,
             declaration,
-            newer_fields: Arc::new(newer_fields),
+            newer_fields: std::sync::RwLock::new(Arc::new(newer_fields)),
+            keep_newer,
         }))
     }
 
@@ -577,7 +579,7 @@ pub fn read_catalog(store: &impl KvRead) -> Result<Catalog, CollectionError> {
 /// properties it added to `schema` (this build's) when every schema recorded at that
 /// version is an additive change of it (new optional top-level properties only); versions
 /// without that proof are absent. Empty when the baseline is not above `build`.
-fn newer_additive(
+pub(crate) fn newer_additive(
     store: &Store,
     collection: &str,
     schema: &serde_json::Value,
