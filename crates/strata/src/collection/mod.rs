@@ -130,7 +130,7 @@ impl CollectionInner {
         let Some(decl) = self.declaration.as_ref().filter(|_| self.keep_newer) else {
             return Ok(false);
         };
-        let map = crate::database::newer_additive(
+        let map = newer_additive(
             &self.store,
             &self.name,
             decl.schema_value(),
@@ -702,4 +702,51 @@ impl Guards {
                 .zip(others)
                 .all(|(p, v)| p.check(*v).is_ok())
     }
+}
+
+/// For each payload version above `build` that the store's schema history records, the
+/// properties it added to `schema` (this build's) when every schema recorded at that
+/// version is an additive change of it (new optional top-level properties only); versions
+/// without that proof are absent. Empty when the baseline is not above `build`.
+pub(crate) fn newer_additive(
+    store: &strata_store::Store,
+    collection: &str,
+    schema: &serde_json::Value,
+    build: i32,
+) -> Result<std::collections::BTreeMap<i32, Vec<String>>, CollectionError> {
+    use std::collections::BTreeMap;
+    let policy = |e| CollectionError::policy(collection, e);
+    let above = crate::policy::Baseline::load(store, collection)
+        .ok()
+        .flatten()
+        .and_then(|b| b.payload_version)
+        .is_some_and(|v| v > build);
+    if !above {
+        return Ok(BTreeMap::new());
+    }
+    let mut proven: BTreeMap<i32, Option<Vec<String>>> = BTreeMap::new();
+    for entry in crate::policy::read_history(store, collection).map_err(policy)? {
+        let Some(v) = entry.baseline.payload_version.filter(|v| *v > build) else {
+            continue;
+        };
+        let added = strata_schema::diff(collection, schema, &entry.baseline.schema)
+            .ok()
+            .filter(|d| d.kind == strata_schema::DeltaKind::Additive)
+            .map(|d| d.added);
+        let slot = proven.entry(v).or_insert_with(|| Some(Vec::new()));
+        match (slot.as_mut(), added) {
+            (Some(names), Some(more)) => {
+                for n in more {
+                    if !names.contains(&n) {
+                        names.push(n);
+                    }
+                }
+            }
+            _ => *slot = None,
+        }
+    }
+    Ok(proven
+        .into_iter()
+        .filter_map(|(v, names)| names.map(|n| (v, n)))
+        .collect())
 }

@@ -318,4 +318,24 @@ fn retirement_is_refused_while_a_window_holds_the_collection_below_it() {
     assert_eq!(c.get("a").unwrap(), Some(json!({"n": 1, "k": 2})));
     // At or below the window's version a retirement is fine.
     assert!(retire(&store, "c", 2, true).is_ok());
+    // And once retired, no window opens below it.
+    let (store, db) = mem_db();
+    let c = db.collection::<Value>("c", v3_reversible()).unwrap();
+    c.put("a", &json!({"n": 1, "k": 2})).unwrap();
+    retire(&store, "c", 3, false).unwrap();
+    let err = strata::ops::window::open(&store, "c", 2).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CollectionError::WindowBelowRetired {
+                operational: 2,
+                below: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("__nx/retired/c"), "{err}");
+    assert_eq!(strata::ops::window::operational(&store, "c").unwrap(), None);
+    strata::ops::window::open(&store, "c", 3).unwrap();
 }
