@@ -114,9 +114,7 @@ pub fn assert_downcasts(
         "the downcast to v{target} produced this (left), not what was expected (right)"
     );
     let mut back = obj;
-    if !kept.is_empty() {
-        back.insert(strata::KEPT_FIELD.to_string(), Value::Object(kept.clone()));
-    }
+    up.keep(&mut back, kept.clone());
     if let Err(f) = up.upcast(&mut back, target) {
         panic!("the upcast back from v{target} failed: {}", describe(f));
     }

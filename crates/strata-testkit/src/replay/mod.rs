@@ -178,6 +178,8 @@ pub struct Replay<T> {
     max_kills: usize,
     sweeper: Option<Sweeper<T>>,
     schema_check: bool,
+    /// The options declared the collection sealed (replayed unsealed).
+    sealed: bool,
 }
 
 /// Replays `fixture` against a build whose collection type is `T`, opened with `options`,
@@ -204,10 +206,15 @@ thread_local! {
 impl<T: Serialize + DeserializeOwned + 'static> Replay<T> {
     /// A replay with every check on, batches of about an eighth of the rows, at most 64
     /// kill runs.
+    ///
+    /// Options that declare the collection [sealed](CollectionOptions::sealed) are
+    /// replayed [unsealed](CollectionOptions::unsealed): a fixture holds the bodies
+    /// decrypted, and the scratch store has no key (the report notes it).
     pub fn new(fixture: &Fixture, options: CollectionOptions) -> Self {
         Replay {
             fixture: fixture.clone(),
-            options,
+            sealed: options.is_sealed(),
+            options: options.unsealed(),
             batch_rows: None,
             kills: true,
             max_kills: 64,
@@ -267,7 +274,8 @@ impl<T: Serialize + DeserializeOwned + 'static> Replay<T> {
     ///    simulated in-process by stopping the sweep at the boundary (said in the notes);
     /// 4. **`schema check`** of the embedded admin against the fixture's schema history.
     ///
-    /// Downcast steps are not replayed: strata declares none yet.
+    /// Downcast steps ([`CollectionOptions::downcast`]) are not replayed: check them
+    /// with [`assert_downcasts`](crate::assert_downcasts).
     pub fn run(self) -> ReplayReport {
         let run_index = RUNS.with(|r| {
             let n = r.get();
@@ -288,6 +296,9 @@ impl<T: Serialize + DeserializeOwned + 'static> Replay<T> {
         };
         for r in &self.fixture.rows {
             *report.versions.entry(r.payload_version).or_insert(0) += 1;
+        }
+        if self.sealed {
+            report.notes.push("the options declare the collection sealed: the fixture's bodies are decrypted, so it is replayed unsealed (the sealed read and rewrite paths are not replayed)".into());
         }
         if let Err(e) = self.run_checks(run_index, &mut report) {
             report.problems.push(e);

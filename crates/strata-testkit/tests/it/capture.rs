@@ -191,3 +191,58 @@ fn a_sealed_collection_is_captured_only_with_its_key_decrypted_and_redacted() {
         .iter()
         .all(|r| !r.key.starts_with("__nx/sealed/") && !r.key.starts_with("__nx/keys/")));
 }
+
+/// The fixture of a sealed collection holds its bodies decrypted: replaying it with the
+/// options the application opens the collection with (`.sealed()`, as the README's
+/// `replay::<Account>(&fixture, accounts())` does) reads every row. (The scratch store
+/// has no key: the collection did not open, and every replay of a sealed collection
+/// failed.)
+#[test]
+fn a_sealed_collections_fixture_replays_with_the_applications_options() {
+    use strata::seal::Credential;
+    let dir = tempfile::tempdir().unwrap();
+    let db_path = dir.path().join("sealed.redb");
+    let key = [7u8; 32];
+    {
+        let store = strata_redb::RedbStore::create_store(&db_path).unwrap();
+        let db = strata::Database::builder(store)
+            .key(Credential::raw_key(&key).unwrap())
+            .open()
+            .unwrap();
+        let c = db
+            .collection::<Account>("accounts", options().sealed())
+            .unwrap();
+        for i in 0..3 {
+            let a = Account {
+                id: format!("a{i}"),
+                balance_cents: i,
+                tier: "gold".into(),
+                email: format!("secret{i}@example.com"),
+                steps: 0,
+            };
+            c.put(&a.id, &a).unwrap();
+        }
+    }
+    let store = strata_redb::RedbStore::open_read_only(&db_path)
+        .unwrap()
+        .into_store();
+    let sealer = strata::seal::Keyring::database()
+        .unlock(&store, &Credential::raw_key(&key).unwrap())
+        .unwrap();
+    let fixture = capture(
+        &store,
+        "accounts",
+        &CaptureOptions::new().sealer(Some(sealer)),
+    )
+    .unwrap();
+    assert!(fixture.header.sealed);
+    let report = strata_testkit::Replay::<Account>::new(&fixture, options().sealed())
+        .kills(false)
+        .run();
+    report.assert_ok();
+    assert_eq!(report.rows, 3);
+    assert!(
+        report.notes.iter().any(|n| n.contains("sealed")),
+        "{report}"
+    );
+}

@@ -121,6 +121,17 @@ pub enum CollectionError {
         /// This build's version.
         build: i32,
     },
+    /// A deploy window asked below the store's retirement
+    /// ([`crate::ops::window::open`]): every reader refuses rows written there.
+    #[error("a deploy window of `{collection}` cannot hold it at payload v{operational}: the versions below v{below} are retired in this store (`__nx/retired/{collection}`), so every reader would refuse the rows written there; open it at v{below} or above (nothing was changed)")]
+    WindowBelowRetired {
+        /// The collection.
+        collection: String,
+        /// The operational version asked for.
+        operational: i32,
+        /// Versions below this one are retired.
+        below: i32,
+    },
     /// `complete_window` timed out: clients of older builds are still live.
     #[error("the deploy window of `{collection}` (v{operational} → v{build}) cannot complete: after {waited_ms} ms these clients of older builds are still live: {}; stop or upgrade them, then complete again (nothing was changed)", .holdouts.join(", "))]
     WindowHoldouts {

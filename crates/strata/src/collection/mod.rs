@@ -90,8 +90,59 @@ pub(crate) struct CollectionInner {
     pub(crate) declaration: Option<crate::policy::SchemaDeclaration>,
     /// Payload versions above this build's whose rows it may write, with the properties
     /// the newer build added (kept as stored on such a write): the schema history proves
-    /// the change additive (see [`CollectionOptions::keep_newer_fields`]).
-    pub(crate) newer_fields: Arc<std::collections::BTreeMap<i32, Vec<String>>>,
+    /// the change additive (see [`CollectionOptions::keep_newer_fields`]). Read from the
+    /// store at open, and again when a write meets a row of a newer version it does not
+    /// list (a newer build deployed while this handle was open: the rolling deploy).
+    pub(crate) newer_fields: std::sync::RwLock<Arc<NewerFields>>,
+    /// [`CollectionOptions::keep_newer_fields`], for a collection with a declaration.
+    pub(crate) keep_newer: bool,
+}
+
+/// Payload versions above a build's, with the properties the newer build added.
+pub(crate) type NewerFields = std::collections::BTreeMap<i32, Vec<String>>;
+
+impl CollectionInner {
+    /// The newer versions this handle knows it may write (see
+    /// [`CollectionInner::newer_fields`]).
+    pub(crate) fn newer_fields(&self) -> Arc<NewerFields> {
+        Arc::clone(
+            &self
+                .newer_fields
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// A stored row at payload version `stored`, ahead of this build and not (yet) known
+    /// to be writable: `Some(stored)` when the store's schema history should be read
+    /// again ([`CollectionInner::learn_newer`]) before the write is refused.
+    pub(crate) fn unknown_newer(&self, stored: i32) -> Option<i32> {
+        (self.keep_newer
+            && self.upcaster.is_ahead(stored)
+            && !self.newer_fields().contains_key(&stored))
+        .then_some(stored)
+    }
+
+    /// Reads the schema history again: true when it now proves the change of the build
+    /// at `stored` additive (this handle then writes such rows keeping the newer
+    /// properties).
+    pub(crate) fn learn_newer(&self, stored: i32) -> Result<bool, CollectionError> {
+        let Some(decl) = self.declaration.as_ref().filter(|_| self.keep_newer) else {
+            return Ok(false);
+        };
+        let map = newer_additive(
+            &self.store,
+            &self.name,
+            decl.schema_value(),
+            self.upcaster.chain().current_version(),
+        )?;
+        let known = map.contains_key(&stored);
+        *self
+            .newer_fields
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(map);
+        Ok(known)
+    }
 }
 
 // The errors of the read and write paths, built out of their line and shared by every
@@ -651,4 +702,51 @@ impl Guards {
                 .zip(others)
                 .all(|(p, v)| p.check(*v).is_ok())
     }
+}
+
+/// For each payload version above `build` that the store's schema history records, the
+/// properties it added to `schema` (this build's) when every schema recorded at that
+/// version is an additive change of it (new optional top-level properties only); versions
+/// without that proof are absent. Empty when the baseline is not above `build`.
+pub(crate) fn newer_additive(
+    store: &strata_store::Store,
+    collection: &str,
+    schema: &serde_json::Value,
+    build: i32,
+) -> Result<std::collections::BTreeMap<i32, Vec<String>>, CollectionError> {
+    use std::collections::BTreeMap;
+    let policy = |e| CollectionError::policy(collection, e);
+    let above = crate::policy::Baseline::load(store, collection)
+        .ok()
+        .flatten()
+        .and_then(|b| b.payload_version)
+        .is_some_and(|v| v > build);
+    if !above {
+        return Ok(BTreeMap::new());
+    }
+    let mut proven: BTreeMap<i32, Option<Vec<String>>> = BTreeMap::new();
+    for entry in crate::policy::read_history(store, collection).map_err(policy)? {
+        let Some(v) = entry.baseline.payload_version.filter(|v| *v > build) else {
+            continue;
+        };
+        let added = strata_schema::diff(collection, schema, &entry.baseline.schema)
+            .ok()
+            .filter(|d| d.kind == strata_schema::DeltaKind::Additive)
+            .map(|d| d.added);
+        let slot = proven.entry(v).or_insert_with(|| Some(Vec::new()));
+        match (slot.as_mut(), added) {
+            (Some(names), Some(more)) => {
+                for n in more {
+                    if !names.contains(&n) {
+                        names.push(n);
+                    }
+                }
+            }
+            _ => *slot = None,
+        }
+    }
+    Ok(proven
+        .into_iter()
+        .filter_map(|(v, names)| names.map(|n| (v, n)))
+        .collect())
 }

@@ -254,6 +254,19 @@ impl CollectionOptions {
         self
     }
 
+    /// True when these options declare the collection [sealed](CollectionOptions::sealed).
+    pub fn is_sealed(&self) -> bool {
+        self.sealed
+    }
+
+    /// These options without [`CollectionOptions::sealed`]: the same collection over
+    /// documents in clear (how `strata-testkit` replays a sealed collection's fixture,
+    /// whose bodies are stored decrypted).
+    pub fn unsealed(mut self) -> Self {
+        self.sealed = false;
+        self
+    }
+
     /// Whether this build may write rows a newer build wrote when the store's schema
     /// history proves the newer build's change **additive** — new optional top-level
     /// properties only, the schema `diff` classification `additive` — (on by default:

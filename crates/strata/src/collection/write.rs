@@ -106,6 +106,10 @@ pub(crate) enum Refusal {
     /// owns (a write set's JSON, moved, not copied, on a backend that says it decides
     /// once): the write cannot be decided again.
     DecideAgain,
+    /// The stored document was written by a newer build at this version, which this
+    /// handle does not know to be additive: read the schema history again
+    /// ([`CollectionInner::learn_newer`]) and decide again, or refuse the write as ahead.
+    LearnNewer(i32),
 }
 
 impl From<CollectionError> for Refusal {
@@ -260,6 +264,11 @@ impl CollectionInner {
                     }
                     // (Only a write set decides so.)
                     Err(Refusal::DecideAgain) => {}
+                    Err(Refusal::LearnNewer(v)) => {
+                        if !self.learn_newer(v)? {
+                            return Err(self.ahead(key, v));
+                        }
+                    }
                 },
                 Err(e) if e.is_conflict() => {
                     // The fence or the keyring (a rotation began or finished) may be
@@ -331,10 +340,19 @@ impl CollectionInner {
         };
         // A row a newer build wrote, whose change the schema history proves additive:
         // written at its version, keeping the properties this build does not know.
-        let newer = old_env
+        let ahead = old_env
             .map(|e| e.payload_version)
-            .filter(|v| self.upcaster.is_ahead(*v))
-            .and_then(|v| self.newer_fields.get(&v).map(|names| (v, names)));
+            .filter(|v| self.upcaster.is_ahead(*v));
+        if let Some(v) = ahead.and_then(|v| self.unknown_newer(v)) {
+            return Err(Refusal::LearnNewer(v));
+        }
+        let newer_map = ahead.map(|_| self.newer_fields());
+        let newer = ahead.and_then(|v| {
+            newer_map
+                .as_deref()
+                .and_then(|m| m.get(&v))
+                .map(|names| (v, names.as_slice()))
+        });
         if let Some((v, _)) = newer {
             write_at = v;
         }
@@ -447,7 +465,7 @@ impl CollectionInner {
         if operational >= current {
             return Ok(current);
         }
-        if operational < self.upcaster.chain().lowest_writable() {
+        if operational < self.upcaster.lowest_writable() {
             self.warn_window(operational);
             return Ok(current);
         }
@@ -471,12 +489,7 @@ impl CollectionInner {
         let kept = self.upcaster.downcast(&mut obj, write_at).map_err(|f| {
             CollectionError::upcast_failure(&self.name, key, self.current_version(), f)
         })?;
-        if !kept.is_empty() {
-            obj.insert(
-                crate::payload::KEPT_FIELD.to_string(),
-                serde_json::Value::Object(kept),
-            );
-        }
+        self.upcaster.keep(&mut obj, kept);
         let mut out = Vec::with_capacity(buf.len() + 16);
         out.resize(ENVELOPE_HEADER_LEN, 0);
         serde_json::to_writer(&mut out, &obj).map_err(|e| self.encode_error(key, e.to_string()))?;
@@ -605,7 +618,7 @@ impl CollectionInner {
 
     #[cold]
     #[inline(never)]
-    fn ahead(&self, key: &str, stored: i32) -> CollectionError {
+    pub(crate) fn ahead(&self, key: &str, stored: i32) -> CollectionError {
         self.warn_ahead(key, stored);
         CollectionError::AheadOfBuild {
             collection: self.name.clone(),

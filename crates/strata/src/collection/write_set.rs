@@ -379,6 +379,20 @@ impl WriteSet {
                     }
                     current = rest;
                 }
+                // Also before any JSON is taken: a set over a row a newer build wrote, at a
+                // version this handle does not know to be additive, reads the schema
+                // history again and comes round (or refuses).
+                for (i, d) in docs.iter().enumerate() {
+                    let inner = &collections[d.of];
+                    let stored = values[i]
+                        .filter(|_| jsons[i].is_some())
+                        .and_then(crate::seal::peek)
+                        .map(|(env, _)| env.payload_version);
+                    if let Some(v) = stored.and_then(|v| inner.unknown_newer(v)) {
+                        outcome = Err((i, Refusal::LearnNewer(v)));
+                        return None;
+                    }
+                }
                 let mut results = Vec::with_capacity(docs.len());
                 for (i, d) in docs.iter().enumerate() {
                     let inner = &collections[d.of];
@@ -432,6 +446,12 @@ impl WriteSet {
                         collections[docs[i].of]
                             .refresh_sealer()
                             .map_err(|e| document(i, e))?;
+                    }
+                    Err((i, Refusal::LearnNewer(v))) => {
+                        let inner = &collections[docs[i].of];
+                        if !inner.learn_newer(v).map_err(|e| document(i, e))? {
+                            return Err(document(i, inner.ahead(key_of(i), v)));
+                        }
                     }
                     // A second decision after the first took the JSON.
                     Err((_, Refusal::DecideAgain)) => {

@@ -326,8 +326,9 @@ impl Database {
         }
         // Rows of newer builds whose change the schema history proves additive: this
         // build writes them keeping what it does not know.
+        let keep_newer = parts.keep_newer && declaration.is_some();
         let newer_fields = match (&declaration, parts.keep_newer) {
-            (Some(decl), true) => newer_additive(
+            (Some(decl), true) => crate::collection::newer_additive(
                 &self.inner.store,
                 name,
                 decl.schema_value(),
@@ -352,7 +353,7 @@ impl Database {
             }
         }
         let window_key = (governed
-            || upcaster.chain().lowest_writable() < upcaster.chain().current_version())
+            || upcaster.lowest_writable() < upcaster.chain().current_version())
         .then(|| crate::payload::window::window_key(name));
         if seal.mark {
             let marked = crate::seal::mark::mark_collection(&self.inner.store, name);
@@ -393,7 +394,8 @@ impl Database {
             sealed_without_key,
             window_key,
             declaration,
-            newer_fields: Arc::new(newer_fields),
+            newer_fields: std::sync::RwLock::new(Arc::new(newer_fields)),
+            keep_newer,
         }))
     }
 
@@ -573,60 +575,13 @@ pub fn read_catalog(store: &impl KvRead) -> Result<Catalog, CollectionError> {
 /// build writes at when it takes part in a deploy window (opening one when the stored
 /// baseline records an older payload version its downcasts reach, see
 /// [`crate::ops::window`]), `None` when it writes at its own version.
-/// For each payload version above `build` that the store's schema history records, the
-/// properties it added to `schema` (this build's) when every schema recorded at that
-/// version is an additive change of it (new optional top-level properties only); versions
-/// without that proof are absent. Empty when the baseline is not above `build`.
-fn newer_additive(
-    store: &Store,
-    collection: &str,
-    schema: &serde_json::Value,
-    build: i32,
-) -> Result<std::collections::BTreeMap<i32, Vec<String>>, CollectionError> {
-    use std::collections::BTreeMap;
-    let policy = |e| CollectionError::policy(collection, e);
-    let above = crate::policy::Baseline::load(store, collection)
-        .ok()
-        .flatten()
-        .and_then(|b| b.payload_version)
-        .is_some_and(|v| v > build);
-    if !above {
-        return Ok(BTreeMap::new());
-    }
-    let mut proven: BTreeMap<i32, Option<Vec<String>>> = BTreeMap::new();
-    for entry in crate::policy::read_history(store, collection).map_err(policy)? {
-        let Some(v) = entry.baseline.payload_version.filter(|v| *v > build) else {
-            continue;
-        };
-        let added = strata_schema::diff(collection, schema, &entry.baseline.schema)
-            .ok()
-            .filter(|d| d.kind == strata_schema::DeltaKind::Additive)
-            .map(|d| d.added);
-        let slot = proven.entry(v).or_insert_with(|| Some(Vec::new()));
-        match (slot.as_mut(), added) {
-            (Some(names), Some(more)) => {
-                for n in more {
-                    if !names.contains(&n) {
-                        names.push(n);
-                    }
-                }
-            }
-            _ => *slot = None,
-        }
-    }
-    Ok(proven
-        .into_iter()
-        .filter_map(|(v, names)| names.map(|n| (v, n)))
-        .collect())
-}
-
 fn enter_window(
     store: &Store,
     collection: &str,
     upcaster: &Upcaster,
 ) -> Result<Option<i32>, CollectionError> {
     let current = upcaster.chain().current_version();
-    let lowest = upcaster.chain().lowest_writable();
+    let lowest = upcaster.lowest_writable();
     if lowest >= current {
         return Ok(None);
     }

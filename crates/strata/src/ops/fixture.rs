@@ -156,6 +156,16 @@ pub enum FixtureError {
         /// Why.
         reason: String,
     },
+    /// A fixture file that is not one, naming the file ([`Fixture::read`]).
+    #[error("fixture file `{}`, line {line}: {reason}", path.display())]
+    File {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The line (1-based).
+        line: usize,
+        /// Why, and what to do.
+        reason: String,
+    },
     /// Reading or writing the file.
     #[error("fixture file: {0}")]
     Io(#[from] std::io::Error),
@@ -515,14 +525,38 @@ impl Fixture {
                 })?,
             );
         }
+        // A file cut at a line boundary parses: the header's count tells.
+        if rows.len() as u64 != header.rows {
+            return Err(FixtureError::Parse {
+                line: rows.len() + 2,
+                reason: format!(
+                    "the header counts {} row(s) of `{}` but the file holds {}: it was cut short or edited; capture it again (`strata fixture capture --collection {}`)",
+                    header.rows,
+                    header.collection,
+                    rows.len(),
+                    header.collection
+                ),
+            });
+        }
         Ok(Fixture { header, rows })
     }
 
-    /// Reads a fixture file.
+    /// Reads a fixture file; an error names the file (and the line).
     pub fn read(path: &std::path::Path) -> Result<Self, FixtureError> {
         let file = std::fs::File::open(path)
             .map_err(|e| std::io::Error::new(e.kind(), format!("`{}`: {e}", path.display())))?;
-        Self::read_from(std::io::BufReader::new(file))
+        Self::read_from(std::io::BufReader::new(file)).map_err(|e| match e {
+            FixtureError::Parse { line, reason } => FixtureError::File {
+                path: path.to_path_buf(),
+                line,
+                reason,
+            },
+            FixtureError::Io(io) => FixtureError::Io(std::io::Error::new(
+                io.kind(),
+                format!("`{}`: {io}", path.display()),
+            )),
+            other => other,
+        })
     }
 
     /// Loads the fixture into `store` (meant for a new, empty scratch store): its metadata

@@ -7,13 +7,14 @@
 //!
 //! 1. the collection is recorded in the store's catalog;
 //! 2. no sweep of it is in progress (its sweep marker), no cutover of it is pending (the
-//!    fence) and no `strata copy` into the store is unfinished (`__nx/copy/progress`):
-//!    each could still hold or bring rows below K;
+//!    fence), no deploy window holds it below K (nor a revert takes it there) and no
+//!    `strata copy` into the store is unfinished (`__nx/copy/progress`): each could still
+//!    hold or bring rows below K;
 //! 3. every row's envelope header (clear, or the clear header of a sealed row: no key is
 //!    needed) is read: no row is stored below K, and none is unreadable;
 //! 4. the record `__nx/retired/<collection>` ([`crate::layout::retired`]) is written in one
 //!    atomic batch whose preconditions are the records step 2 read (sweep marker, fence,
-//!    copy progress): if any of them changed since, nothing is written.
+//!    window, copy progress): if any of them changed since, nothing is written.
 //!
 //! A row below K that appears later (restored from a backup, copied in, written by an old
 //! build) is refused by every reader with
@@ -110,6 +111,17 @@ pub enum RetireError {
         /// The collection.
         collection: String,
     },
+    /// A deploy window holds the collection below the version (or a revert takes it
+    /// there): its writes land below it.
+    #[error("cannot retire the versions of collection `{collection}` below v{below}: a deploy window holds it at v{operational} (or a revert is taking it there), so builds write its rows at v{operational}; complete the window (`window {collection} complete`) or finish the revert first, then retire")]
+    WindowBelow {
+        /// The collection.
+        collection: String,
+        /// The version asked for.
+        below: i32,
+        /// The window's operational version (or the unfinished revert's target).
+        operational: i32,
+    },
     /// The store already retires more.
     #[error("collection `{collection}` already retires the versions below v{recorded}; a retirement is never lowered (the steps below v{recorded} may already be gone from the application)")]
     WouldLower {
@@ -188,6 +200,7 @@ pub fn retire(
     batch = batch.require(crate::keys::sweep_key(collection), read.sweep);
     batch = batch.require(FENCE_KEY.to_vec(), read.fence);
     batch = batch.require(copy_progress_key(), None);
+    batch = batch.require(crate::payload::window::window_key(collection), read.window);
     match session.apply(batch) {
         Ok(()) => {}
         Err(e) if e.is_conflict() => {
@@ -216,6 +229,7 @@ struct Read {
     retired: Option<Vec<u8>>,
     sweep: Option<Vec<u8>>,
     fence: Option<Vec<u8>>,
+    window: Option<Vec<u8>>,
 }
 
 fn copy_progress_key() -> Vec<u8> {
@@ -268,6 +282,21 @@ fn prove<S: KvRead>(
                 collection: collection.to_string(),
             });
         }
+    }
+    let window = store
+        .get(&crate::payload::window::window_key(collection))
+        .map_err(st)?;
+    let reverting = crate::ops::revert::unfinished(store, collection)?;
+    let held = crate::collection::layout::window_operational(store, collection)?
+        .into_iter()
+        .chain(reverting)
+        .min();
+    if let Some(operational) = held.filter(|v| *v < below) {
+        return Err(RetireError::WindowBelow {
+            collection: collection.to_string(),
+            below,
+            operational,
+        });
     }
     if store.get(&copy_progress_key()).map_err(st)?.is_some() {
         return Err(RetireError::CopyUnfinished {
@@ -341,6 +370,7 @@ fn prove<S: KvRead>(
             retired: retired_bytes,
             sweep,
             fence,
+            window,
         },
     ))
 }

@@ -16,7 +16,7 @@
 //! 2. **The downcast sweep.** On the [bulk pass](crate::pass), like the eager sweep:
 //!    every row above N and not above this build's version is upcast to this build's
 //!    version (merging back fields an earlier downcast kept) and downcast to N; what N
-//!    cannot express is kept under [`KEPT_FIELD`] (build N
+//!    cannot express is kept under [`KEPT_FIELD`](crate::payload::KEPT_FIELD) (build N
 //!    carries it over on its writes, build N+1 gets it back on read) unless the options
 //!    say to drop it. Lock versions are kept (the same document in an older shape); each
 //!    row is written under a compare-and-swap on the bytes read, so a concurrent write
@@ -47,7 +47,7 @@ use crate::pass::{
 };
 use crate::payload::envelope::{self, Envelope};
 use crate::payload::window::{encode_window, window_key};
-use crate::payload::{JsonObject, KEPT_FIELD};
+use crate::payload::JsonObject;
 use crate::policy::{read_history, Baseline};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -174,7 +174,7 @@ impl RevertOptions {
     }
 
     /// Drops the content the downcast cannot express instead of keeping it with the row
-    /// under [`KEPT_FIELD`]: the rows become exactly what the older build wrote, and the
+    /// under [`KEPT_FIELD`](crate::payload::KEPT_FIELD): the rows become exactly what the older build wrote, and the
     /// newer fields are gone for good (completing the window again cannot bring them
     /// back).
     pub fn drop_newer_fields(mut self, yes: bool) -> Self {
@@ -356,8 +356,8 @@ impl<T: Serialize + DeserializeOwned> RevertProcessor<'_, T> {
             CollectionError::upcast_failure(name, id, self.coll.current_version(), f)
         })?;
         let newer = (!kept.is_empty()).then(|| leaf_paths(&kept).join(", "));
-        if !kept.is_empty() && !self.drop_newer {
-            obj.insert(KEPT_FIELD.to_string(), serde_json::Value::Object(kept));
+        if !self.drop_newer {
+            upcaster.keep(&mut obj, kept);
         }
         if self.dry_run {
             return Ok(RowStep::Revert(None, newer));
@@ -483,6 +483,17 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             return Err(refuse(format!(
                 "this build declares downcasts only down to v{lowest}; declare `CollectionOptions::downcast(..)` for every version from v{current} down to v{to}"
             )));
+        }
+        // The store's retirement, read now (it may have been recorded after this handle
+        // opened): a row taken below it would be refused by every reader, and the window
+        // at `to` would make every write of this build fail.
+        if let Some(below) = crate::collection::layout::retired_below(store, &name)? {
+            if to < below {
+                return Err(refuse(format!(
+                    "the versions below v{below} are retired in this store (`{}`), so no reader accepts a row at v{to}; revert to v{below} or above (nothing was changed)",
+                    strata_store::escape_key(&crate::payload::retired::retired_key(&name))
+                )));
+            }
         }
         let key = revert_key(&name);
         let record = store.get(&key).map_err(st)?;
@@ -660,7 +671,11 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             to,
             reason: reason.into(),
         };
+        // The retirement the preflight checked must still be the store's when it commits.
+        let retired = crate::payload::retired::retired_key(name);
+        let retired_bytes = store.get(&retired).map_err(st)?;
         let mut batch = Batch::new()
+            .require(retired, retired_bytes)
             .require_absent(revert_key(name))
             .set(revert_key(name), encode_record(to, &[]));
         let wkey = window_key(name);

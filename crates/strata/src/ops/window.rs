@@ -373,12 +373,22 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
 
 /// Opens a deploy window on `collection` at `operational` by hand (for a collection
 /// without a persisted schema, whose builds cannot tell the previous version from the
-/// stored baseline). Refused when a window is already open at another version.
+/// stored baseline). Refused when a window is already open at another version, and
+/// below the store's retirement ([`CollectionError::WindowBelowRetired`]).
 pub fn open<S: KvRead + KvWrite + ?Sized>(
     store: &S,
     collection: &str,
     operational: i32,
 ) -> Result<(), CollectionError> {
+    if let Some(below) = crate::collection::layout::retired_below(store, collection)? {
+        if operational < below {
+            return Err(CollectionError::WindowBelowRetired {
+                collection: collection.to_string(),
+                operational,
+                below,
+            });
+        }
+    }
     if let Some(op) = self::operational(store, collection)? {
         if op == operational {
             return Ok(());

@@ -174,10 +174,16 @@ impl DowncastStep {
 
 /// The reserved top-level property under which a row written through a downcast keeps
 /// the content the downcast cannot express (the leaves a round trip — downcast, then
-/// upcast — does not reproduce). Every build's write carries it over from the stored row
-/// when its own document has none, and the upcast to the version that wrote it merges it
-/// back leaf by leaf (the older build's changes to other members stay) and removes it.
+/// upcast — does not reproduce), with the payload version whose shape that content has
+/// (the writing build's, under `"__strata_at"`). Every build's write carries it over from
+/// the stored row when its own document has none, and the upcast merges it back leaf by
+/// leaf when it reaches that version (the older build's changes to other members stay;
+/// steps above it then run on the merged object) and removes it.
 pub const KEPT_FIELD: &str = "__strata_kept";
+
+/// The member of [`KEPT_FIELD`] naming the payload version whose shape the kept content
+/// has (a member without it, written before it existed, is merged after the last step).
+pub(crate) const KEPT_AT_FIELD: &str = "__strata_at";
 
 /// An invalid upcast chain declaration (see [`UpcastChain::new`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -4,7 +4,8 @@
 //! express ([`KEPT_FIELD`]).
 
 use super::chain::{
-    JsonObject, Mode, StepError, UpcastChain, UpcastStep, INITIAL_PAYLOAD_VERSION, KEPT_FIELD,
+    JsonObject, Mode, StepError, UpcastChain, UpcastStep, INITIAL_PAYLOAD_VERSION, KEPT_AT_FIELD,
+    KEPT_FIELD,
 };
 use serde_json::Value;
 use std::sync::Arc;
@@ -102,6 +103,14 @@ impl Upcaster {
         )
     }
 
+    /// The lowest version this build can write a row at: the chain's downcasts' reach
+    /// ([`UpcastChain::lowest_writable`]), never below the store's retirement (a row
+    /// written below it would be refused by every reader, this build included).
+    pub fn lowest_writable(&self) -> i32 {
+        let reach = self.chain.lowest_writable();
+        self.retired_below.map_or(reach, |below| reach.max(below))
+    }
+
     /// The chain.
     pub fn chain(&self) -> &UpcastChain {
         &self.chain
@@ -148,6 +157,9 @@ impl Upcaster {
         // back to it, so they hold the snapshot's values again before the next one. A field
         // the step left alone is not rewritten (no clone, no allocation).
         let snapshot = self.snapshot(obj);
+        // Content a downcast kept has the shape of the version that wrote it: merged back
+        // when the upcast reaches that version, so the steps above it see it.
+        let kept_at = kept_version(obj);
         let mut version = stored;
         while version < current {
             let Some(step) = self.chain.step_from(version) else {
@@ -160,12 +172,29 @@ impl Upcaster {
             })?;
             self.restore(obj, &snapshot);
             version = step.to();
+            if kept_at == Some(version) {
+                restore_kept(obj);
+            }
         }
         if version != stored {
             self.stamp(obj, version);
         }
         restore_kept(obj);
         Ok(version)
+    }
+
+    /// Puts `kept`, the content [`Upcaster::downcast`] returned, into the downcast `obj`
+    /// under [`KEPT_FIELD`], with this build's version (the shape of that content); an
+    /// empty `kept` adds nothing.
+    pub fn keep(&self, obj: &mut JsonObject, mut kept: JsonObject) {
+        if kept.is_empty() {
+            return;
+        }
+        kept.insert(
+            KEPT_AT_FIELD.to_string(),
+            Value::from(self.chain.current_version()),
+        );
+        obj.insert(KEPT_FIELD.to_string(), Value::Object(kept));
     }
 
     /// Runs the downcast steps on `obj`, at the current version, down to `target`; the
@@ -314,9 +343,17 @@ fn merge_kept(target: &mut JsonObject, kept: JsonObject) {
 /// produced for them (a value the older build could not express), every other member
 /// stays as the upcast made it (the older build's changes). Removes [`KEPT_FIELD`].
 fn restore_kept(obj: &mut JsonObject) {
-    if let Some(Value::Object(kept)) = obj.remove(KEPT_FIELD) {
+    if let Some(Value::Object(mut kept)) = obj.remove(KEPT_FIELD) {
+        kept.remove(KEPT_AT_FIELD);
         merge_kept(obj, kept);
     }
+}
+
+/// The version whose shape the content kept in `obj` has (`None`: nothing kept, or kept
+/// before the version was recorded).
+fn kept_version(obj: &JsonObject) -> Option<i32> {
+    let at = obj.get(KEPT_FIELD)?.get(KEPT_AT_FIELD)?.as_i64()?;
+    i32::try_from(at).ok()
 }
 
 /// The protected fields' values taken by [`Upcaster::snapshot`], in the order they are

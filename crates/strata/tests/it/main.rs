@@ -9,6 +9,7 @@ mod cutover_step;
 mod error_messages;
 mod faults;
 mod fence;
+mod fixture_file;
 mod format;
 mod fuzz;
 mod getting_started;

@@ -240,3 +240,62 @@ fn an_old_build_is_refused_on_rows_of_a_non_additive_newer_build() {
     assert!(matches!(err, CollectionError::AheadOfBuild { .. }), "{err}");
     assert_eq!(store.get(b"__nx/doc/accts/x").unwrap(), before);
 }
+
+/// The rolling deploy order: build-1 instances are running when build 2 (additive) is
+/// deployed and writes rows at v2. A running instance's updates of those rows — one at a
+/// time, and in a write set, on redb — keep build 2's properties. (They read the schema
+/// history only when they opened, and refused such rows as written by a newer build.)
+#[test]
+fn old_instances_running_before_the_newer_build_keep_its_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = strata_redb::RedbStore::create_store(dir.path().join("s.redb")).unwrap();
+    let clock = ManualClock::new(1_000);
+    let db1 = open(&store, &clock);
+    let c1 = db1.collection::<Acct>("accts", build1()).unwrap();
+    let db1w = open(&store, &clock);
+    let c1w = db1w.collection::<Acct>("accts", build1()).unwrap();
+    let db2 = open(&store, &clock);
+    let c2 = db2
+        .collection::<AcctV2>("accts", additive_build2())
+        .unwrap();
+    for id in ["x", "y"] {
+        c2.put(
+            id,
+            &AcctV2 {
+                id: id.into(),
+                owner: "xi".into(),
+                balance: 5,
+                nickname: Some(format!("nick-{id}")),
+                address: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(stored(&store, id).0.payload_version, 2);
+    }
+    let d = c1.get_document("x").unwrap().unwrap();
+    let bumped = Acct {
+        balance: 6,
+        ..d.value.clone()
+    };
+    c1.update("x", &bumped, d.lock_version).unwrap();
+    let (env, doc) = stored(&store, "x");
+    assert_eq!(env.payload_version, 2);
+    assert_eq!(doc["balance"], json!(6));
+    assert_eq!(doc["nickname"], json!("nick-x"), "{doc}");
+    // The other instance, through a write set.
+    let d = c1w.get_document("y").unwrap().unwrap();
+    let bumped = Acct {
+        balance: 7,
+        ..d.value.clone()
+    };
+    db1w.write(|w| c1w.update_in(w, "y", &bumped, d.lock_version))
+        .unwrap();
+    let (env, doc) = stored(&store, "y");
+    assert_eq!(env.payload_version, 2);
+    assert_eq!(doc["balance"], json!(7));
+    assert_eq!(doc["nickname"], json!("nick-y"), "{doc}");
+    assert_eq!(
+        c2.get("y").unwrap().unwrap().nickname.as_deref(),
+        Some("nick-y")
+    );
+}

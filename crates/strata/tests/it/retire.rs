@@ -227,3 +227,115 @@ fn a_chain_starting_above_v1_needs_the_stores_retirement() {
     ));
     let _ = layout::keys::doc_prefix("c");
 }
+
+/// [`v3`] with the downcasts back to v1.
+fn v3_reversible() -> CollectionOptions {
+    v3().downcast(2, |o| {
+        o.remove("m");
+        Ok(())
+    })
+    .downcast(3, |o| {
+        let k = o.remove("k").unwrap_or(json!(0));
+        o.insert("m".into(), k);
+        Ok(())
+    })
+}
+
+fn everything(store: &Store) -> Vec<(Vec<u8>, Vec<u8>)> {
+    strata_store::Pages::new(
+        store,
+        b"",
+        strata_store::ScanLimits::new(1000, 64 << 20).unwrap(),
+    )
+    .records()
+    .map(|r| {
+        let r = r.unwrap();
+        (r.key.to_vec(), r.value.to_vec())
+    })
+    .collect()
+}
+
+/// A revert below the store's retirement (recorded after the reverting handle opened,
+/// and before) is refused before it changes a byte, naming the retirement; the build
+/// still writes at its own version afterwards. (It used to open a deploy window at the
+/// retired version, fail every row, and leave every write of the build failing.)
+#[test]
+fn a_revert_below_the_retired_versions_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = strata_redb::RedbStore::create_store(dir.path().join("s.redb")).unwrap();
+    let db = Database::builder(store.clone()).open().unwrap();
+    let early = db.collection::<Value>("c", v3_reversible()).unwrap();
+    early.put("a", &json!({"n": 1, "k": 2})).unwrap();
+    retire(&store, "c", 3, false).unwrap();
+    let late = db.collection::<Value>("c", v3_reversible()).unwrap();
+    let before = everything(&store);
+    for c in [&early, &late] {
+        for dry in [false, true] {
+            let err = c
+                .revert(2, strata::ops::revert::RevertOptions::new().dry_run(dry))
+                .unwrap_err();
+            let text = err.to_string();
+            assert!(
+                matches!(err, CollectionError::Revert { to: 2, .. })
+                    && text.contains("below v3 are retired")
+                    && text.contains("__nx/retired/c")
+                    && text.contains("revert to v3 or above"),
+                "{text}"
+            );
+            assert!(c.check_revert(1).is_err());
+        }
+    }
+    assert!(everything(&store) == before, "a refused revert wrote");
+    assert_eq!(strata::ops::window::operational(&store, "c").unwrap(), None);
+    late.put("b", &json!({"n": 2, "k": 3})).unwrap();
+    assert_eq!(late.get("b").unwrap(), Some(json!({"n": 2, "k": 3})));
+    assert_eq!(late.get("a").unwrap(), Some(json!({"n": 1, "k": 2})));
+}
+
+/// A deploy window below the version (or an unfinished revert to below it) blocks a
+/// retirement: the builds in the window write rows there.
+#[test]
+fn retirement_is_refused_while_a_window_holds_the_collection_below_it() {
+    let (store, db) = mem_db();
+    let c = db.collection::<Value>("c", v3_reversible()).unwrap();
+    strata::ops::window::open(&store, "c", 2).unwrap();
+    // An empty collection: no row is below v3, but the window writes at v2.
+    let err = retire(&store, "c", 3, false).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RetireError::WindowBelow {
+                operational: 2,
+                below: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("window c complete"), "{err}");
+    assert_eq!(record(&store), None);
+    c.put("a", &json!({"n": 1, "k": 2})).unwrap();
+    assert_eq!(c.get("a").unwrap(), Some(json!({"n": 1, "k": 2})));
+    // At or below the window's version a retirement is fine.
+    assert!(retire(&store, "c", 2, true).is_ok());
+    // And once retired, no window opens below it.
+    let (store, db) = mem_db();
+    let c = db.collection::<Value>("c", v3_reversible()).unwrap();
+    c.put("a", &json!({"n": 1, "k": 2})).unwrap();
+    retire(&store, "c", 3, false).unwrap();
+    let err = strata::ops::window::open(&store, "c", 2).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CollectionError::WindowBelowRetired {
+                operational: 2,
+                below: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("__nx/retired/c"), "{err}");
+    assert_eq!(strata::ops::window::operational(&store, "c").unwrap(), None);
+    strata::ops::window::open(&store, "c", 3).unwrap();
+}

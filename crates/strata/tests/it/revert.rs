@@ -136,7 +136,7 @@ fn revert_after_complete_restores_every_row_as_build_one_wrote_it() {
         );
         if id == "a000" {
             let mut expected = doc.clone();
-            expected[KEPT_FIELD] = json!({"tags": ["new"]});
+            expected[KEPT_FIELD] = json!({"tags": ["new"], "__strata_at": 2});
             assert_eq!(&now, &expected, "{id}");
         } else {
             assert_eq!(&now, doc, "{id}: not what build 1 wrote before the sweep");

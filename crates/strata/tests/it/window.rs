@@ -64,7 +64,7 @@ fn two_builds_read_and_write_every_document_during_a_window() {
     let (env, doc) = stored(&store, "b1");
     assert_eq!(env.payload_version, 1);
     assert_eq!(doc["owner"], json!("bob"));
-    assert_eq!(doc[KEPT_FIELD], json!({"tags": ["vip"]}));
+    assert_eq!(doc[KEPT_FIELD], json!({"tags": ["vip"], "__strata_at": 2}));
     assert!(doc.get("owner_name").is_none() && doc.get("tags").is_none());
     // Build 1 reads it and updates it: no "newer build" refusal, the tags survive.
     let read = c1.get_document("b1").unwrap().unwrap();
@@ -76,7 +76,7 @@ fn two_builds_read_and_write_every_document_during_a_window() {
     assert_eq!(doc["balance"], json!(6));
     assert_eq!(
         doc[KEPT_FIELD],
-        json!({"tags": ["vip"]}),
+        json!({"tags": ["vip"], "__strata_at": 2}),
         "build 1 kept build 2's field"
     );
     // Build 2 sees build 1's change and its own tags.
@@ -324,4 +324,81 @@ fn a_sealed_collection_takes_part_in_a_window() {
         (back.balance, back.tags),
         (2, vec!["SECRET-TAG".to_string()])
     );
+}
+
+/// Build 2 with its step 1 → 2 lazy (the default mode): completing the window leaves the
+/// rows at v1, with what build 2 kept.
+fn build2_lazy() -> CollectionOptions {
+    CollectionOptions::new()
+        .identity_fields(["id"])
+        .upcast(1, Mode::Lazy, |o| {
+            let owner = o.remove("owner").unwrap_or_default();
+            o.insert("owner_name".into(), owner);
+            o.entry("tags").or_insert_with(|| json!([]));
+            Ok(())
+        })
+        .downcast(2, |o| {
+            let owner = o.remove("owner_name").unwrap_or_default();
+            o.insert("owner".into(), owner);
+            o.remove("tags");
+            Ok(())
+        })
+        .schema(
+            strata::policy::SchemaOptions::of::<AcctV2>()
+                .strategy(strata::policy::covered_by_upcasts()),
+        )
+}
+
+/// Content build 2 kept with a v1 row has build 2's shape: a later build whose step
+/// 2 → 3 renames `tags` to `labels` reads it as `labels`. (The kept content used to be
+/// merged after the last step: build 3 read `labels: []` and a stray `tags`.) On sled
+/// and redb, a window completed without an eager step.
+#[test]
+fn kept_content_is_merged_at_the_version_that_wrote_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let stores = [
+        strata_redb::RedbStore::create_store(dir.path().join("s.redb")).unwrap(),
+        strata_sled::SledStore::open_store(dir.path().join("sled")).unwrap(),
+    ];
+    for store in stores {
+        let clock = ManualClock::new(1_000);
+        let db1 = open(&store, &clock);
+        let c1 = db1.collection::<Acct>("accts", build1()).unwrap();
+        c1.put("a1", &acct("a1", "ann", 1)).unwrap();
+        let db2 = open(&store, &clock);
+        let c2 = db2.collection::<AcctV2>("accts", build2_lazy()).unwrap();
+        let vip = AcctV2 {
+            id: "b1".into(),
+            owner_name: "bob".into(),
+            balance: 5,
+            tags: vec!["vip".into()],
+        };
+        c2.put("b1", &vip).unwrap();
+        drop(c1);
+        drop(db1);
+        let report = c2.complete_window(WindowOptions::new()).unwrap();
+        assert_eq!(report.swept, 0, "a lazy step: rows stay at v1");
+        assert_eq!(stored(&store, "b1").0.payload_version, 1);
+        assert_eq!(c2.get("b1").unwrap().unwrap(), vip);
+        drop(c2);
+        drop(db2);
+        // Build 3: `tags` renamed `labels`.
+        let build3 = build2_lazy().upcast(2, Mode::Lazy, |o| {
+            let tags = o.remove("tags").unwrap_or(json!([]));
+            o.insert("labels".into(), tags);
+            Ok(())
+        });
+        let db3 = Database::builder(store.clone()).open().unwrap();
+        let c3 = db3
+            .collection::<serde_json::Value>("accts", build3)
+            .unwrap();
+        assert_eq!(
+            c3.get("b1").unwrap().unwrap(),
+            json!({"id": "b1", "owner_name": "bob", "balance": 5, "labels": ["vip"]})
+        );
+        assert_eq!(
+            c3.get("a1").unwrap().unwrap(),
+            json!({"id": "a1", "owner_name": "ann", "balance": 1, "labels": []})
+        );
+    }
 }
