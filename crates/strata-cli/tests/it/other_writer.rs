@@ -11,7 +11,22 @@ use strata_store::{KvRead, KvWrite};
 /// What Numax (a plain sled program, no strata) does to the datastore between strata's
 /// runs: opens it, writes records of its own tables and an application key, closes it.
 fn numax_writes(db: &Path, run: u32) {
-    let sled = sled::open(db).unwrap();
+    // sled releases its file lock when its last background thread of an earlier handle
+    // in this process ends, not when the handle is dropped: wait for it, as strata does.
+    let mut tries = 0;
+    let sled = loop {
+        match sled::open(db) {
+            Ok(sled) => break sled,
+            Err(e) if tries < 400 => {
+                tries += 1;
+                if tries == 1 {
+                    println!("waiting for sled's lock: {e}");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
+            Err(e) => panic!("sled::open: {e}"),
+        }
+    };
     let id = format!("op-zz-{run:04}");
     let op = wire::Op::new(
         id.clone(),

@@ -40,7 +40,22 @@ fn sealed(dir: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
 /// What a plain sled program (no strata) does to the datastore: opens it, applies
 /// `edit`, flushes and closes it cleanly.
 fn plain_sled(dir: &Path, edit: impl FnOnce(&sled::Db)) {
-    let db = sled::open(dir).unwrap();
+    // sled releases its file lock when the last background thread of an earlier handle
+    // in this process ends, not when the handle is dropped: wait for it, as strata does.
+    let mut tries = 0;
+    let db = loop {
+        match sled::open(dir) {
+            Ok(db) => break db,
+            Err(e) if tries < 400 => {
+                tries += 1;
+                if tries == 1 {
+                    println!("waiting for sled's lock: {e}");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
+            Err(e) => panic!("sled::open: {e}"),
+        }
+    };
     edit(&db);
     db.flush().unwrap();
 }
