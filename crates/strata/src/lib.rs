@@ -148,7 +148,7 @@
 //!
 //! | layer | modules | holds |
 //! |---|---|---|
-//! | 1 | `clock`, `keys`, `format`, `record_error` | the clock; every reserved key prefix and the key-layout functions; the one error of fixed-layout records; why one record is bad (`pass::RecordError`) |
+//! | 1 | `clock`, `alive`, `keys`, `format`, `record_error` | the clock; the lease holders alive in this process; every reserved key prefix and the key-layout functions; the one error of fixed-layout records; why one record is bad (`pass::RecordError`) |
 //! | 2 | `header` | the 8-byte schema header |
 //! | 3 | `catalog` | managed-table definitions |
 //! | 4 | `numax`, `validate` | the Numax tables; startup validation |
@@ -176,6 +176,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod alive;
 mod catalog;
 pub mod clock;
 mod collection;

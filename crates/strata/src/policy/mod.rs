@@ -70,10 +70,10 @@ use std::time::Duration;
 use strata_store::Store;
 
 /// True while a policy handle of this process is the client `client` (see
-/// `presence::OpenHere`): on a store one process opens at a time, a recorded coordinator
+/// [`crate::alive`]): on a store one process opens at a time, a recorded coordinator
 /// that is not is gone.
 pub(crate) fn coordinator_open_here(client: &str) -> bool {
-    presence::OpenHere::contains(client)
+    crate::alive::Alive::contains(crate::alive::Holder::PolicyClient, client)
 }
 
 /// Default cutover lease: a coordinator silent for longer can be taken over.
@@ -152,7 +152,7 @@ pub struct Policy {
     gate: SchemaGate,
     heartbeat: Option<Heartbeat>,
     /// This client, registered as open in this process while the handle lives.
-    _open_here: presence::OpenHere,
+    _open_here: crate::alive::Alive,
 }
 
 impl Policy {
@@ -168,7 +168,8 @@ impl Policy {
             Some(interval) => Some(Heartbeat::start(gate.presence(), interval)?),
             None => None,
         };
-        let open_here = presence::OpenHere::enter(gate.client_id());
+        let open_here =
+            crate::alive::Alive::enter(crate::alive::Holder::PolicyClient, gate.client_id());
         Ok(Policy {
             gate,
             heartbeat,

@@ -24,50 +24,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 
-/// The client ids of the policy handles open in this process (how many handles carry
-/// each). On a store only one process at a time opens (redb and sled lock their files; a
-/// memory store lives in one process: [`strata_store::NamedLease::Local`]), a client
-/// recorded in the store that is not open here belongs to a handle that ended without
-/// clearing what it recorded — a process killed mid-cutover — so its coordinator lease
-/// proves nothing and is taken over at once, as the sweep takes over its marker's lease.
-static OPEN_HERE: std::sync::LazyLock<Mutex<std::collections::HashMap<String, usize>>> =
-    std::sync::LazyLock::new(|| Mutex::new(std::collections::HashMap::new()));
-
-/// A client id registered in [`OPEN_HERE`] while its policy handle lives.
-#[derive(Debug)]
-pub(crate) struct OpenHere(String);
-
-impl OpenHere {
-    /// Registers `client` as open in this process until the guard is dropped.
-    pub(crate) fn enter(client: &str) -> Self {
-        *OPEN_HERE
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(client.to_string())
-            .or_default() += 1;
-        OpenHere(client.to_string())
-    }
-
-    /// True while a policy handle of this process is the client `client`.
-    pub(crate) fn contains(client: &str) -> bool {
-        OPEN_HERE
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains_key(client)
-    }
-}
-
-impl Drop for OpenHere {
-    fn drop(&mut self) {
-        let mut open = OPEN_HERE.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = open.get_mut(&self.0) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                open.remove(&self.0);
-            }
-        }
-    }
-}
 use std::thread::JoinHandle;
 use std::time::Duration;
 use strata_store::{Batch, KvRead, KvWrite, Pages, ScanLimits, Store};

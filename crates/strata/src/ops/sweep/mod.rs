@@ -256,49 +256,6 @@ impl CheckpointCodec for MarkerCodec<'_> {
     }
 }
 
-/// The runner ids of the sweeps running in this process (how many sweeps run under each).
-/// On a backend without a cross-process lease only one process at a time opens the store
-/// (redb and sled lock their files; a memory store lives in one process), so a marker
-/// lease held by a runner that is not running here belongs to a sweep that ended without
-/// releasing it (killed, or its release failed on a full disk): it is taken over at once
-/// rather than after the lease expires.
-static RUNNING_HERE: std::sync::LazyLock<Mutex<std::collections::HashMap<String, usize>>> =
-    std::sync::LazyLock::new(|| Mutex::new(std::collections::HashMap::new()));
-
-/// A runner id registered in [`RUNNING_HERE`] while it lives.
-struct RunningHere(String);
-
-impl RunningHere {
-    fn enter(runner: &str) -> Self {
-        *RUNNING_HERE
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(runner.to_string())
-            .or_default() += 1;
-        RunningHere(runner.to_string())
-    }
-
-    /// True while a sweep of this process runs under `runner`.
-    fn contains(runner: &str) -> bool {
-        RUNNING_HERE
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains_key(runner)
-    }
-}
-
-impl Drop for RunningHere {
-    fn drop(&mut self) {
-        let mut running = RUNNING_HERE.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = running.get_mut(&self.0) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                running.remove(&self.0);
-            }
-        }
-    }
-}
-
 /// Removes the collection from the in-process "sweeping" set when the sweep ends.
 struct SweepingGuard<'a> {
     set: &'a Mutex<std::collections::HashSet<String>>,
@@ -388,9 +345,12 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         let now = options.clock.now_ms();
         // Registered before the claim is written: a sweep of this process that sees the
         // claim finds its runner running.
-        let _running = RunningHere::enter(&options.runner_id);
+        let _running =
+            crate::alive::Alive::enter(crate::alive::Holder::SweepRunner, &options.runner_id);
         if marker.held_by_other(&options.runner_id, now) {
-            let running_here = marker.runner.as_deref().is_some_and(RunningHere::contains);
+            let running_here = marker.runner.as_deref().is_some_and(|r| {
+                crate::alive::Alive::contains(crate::alive::Holder::SweepRunner, r)
+            });
             if token.is_none() && running_here {
                 report.note = SweepNote::Contended;
                 report.holder = marker.runner.clone();
