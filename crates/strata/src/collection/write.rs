@@ -507,8 +507,10 @@ impl CollectionInner {
         buf: Vec<u8>,
     ) -> Result<Vec<u8>, CollectionError> {
         const NEEDLE: &[u8] = b"\"__strata_kept\"";
+        // The bytes are only a quick "no": the name may also be a value or a nested key.
         let has = |b: &[u8]| b.windows(NEEDLE.len()).any(|w| w == NEEDLE);
-        if has(&buf[ENVELOPE_HEADER_LEN..]) {
+        let mine = buf.get(ENVELOPE_HEADER_LEN..).unwrap_or_default();
+        if has(mine) && has_kept_member(mine) {
             return Ok(buf);
         }
         let clear = match crate::seal::unseal_row(sealer, false, full, self.table_id, old) {
@@ -636,4 +638,11 @@ impl CollectionInner {
             source: crate::seal::SealError::NeedsKey { key: full.to_vec() },
         }
     }
+}
+
+/// Whether the JSON object `json` has the kept member ([`crate::payload::KEPT_FIELD`])
+/// at its top level (the members' values are skipped, not built).
+fn has_kept_member(json: &[u8]) -> bool {
+    serde_json::from_slice::<std::collections::HashMap<String, serde::de::IgnoredAny>>(json)
+        .is_ok_and(|members| members.contains_key(crate::payload::KEPT_FIELD))
 }

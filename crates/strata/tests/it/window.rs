@@ -402,3 +402,36 @@ fn kept_content_is_merged_at_the_version_that_wrote_it() {
         );
     }
 }
+
+/// Build 1 updating a row one of whose values is the text `__strata_kept` (a value, not
+/// the kept member) still carries build 2's kept fields over: the check
+/// for a kept member already in build 1's JSON looked for the bytes anywhere, so such a
+/// document lost build 2's tags on every write of build 1.
+#[test]
+fn a_value_that_spells_the_kept_member_does_not_drop_the_kept_fields() {
+    let (store, _clock, _db1, c1, _db2, c2) = two_builds();
+    // A value equal to the member's name: its JSON is `"owner":"__strata_kept"`.
+    let owner = KEPT_FIELD;
+    c2.put(
+        "b1",
+        &AcctV2 {
+            id: "b1".into(),
+            owner_name: owner.into(),
+            balance: 5,
+            tags: vec!["vip".into()],
+        },
+    )
+    .unwrap();
+    let read = c1.get_document("b1").unwrap().unwrap();
+    assert_eq!(read.value.owner, owner);
+    c1.update("b1", &acct("b1", owner, 6), read.lock_version)
+        .unwrap();
+    let (_, doc) = stored(&store, "b1");
+    assert_eq!(doc["owner"], json!(owner));
+    assert_eq!(
+        doc[KEPT_FIELD],
+        json!({"tags": ["vip"], "__strata_at": 2}),
+        "build 1 dropped build 2's field"
+    );
+    assert_eq!(c2.get("b1").unwrap().unwrap().tags, vec!["vip".to_string()]);
+}
