@@ -585,7 +585,29 @@ fn copy(
             };
             (p.copied, cursor)
         }
-        None => (0, None),
+        None => {
+            // The progress record goes first, durably, before any record is copied: a
+            // copy stopped at any point after this (a kill before the first batch, or a
+            // first batch sled had not flushed yet) leaves a store every command reports
+            // as an unfinished copy, not an empty (or whole-looking) one.
+            let progress = Progress {
+                format: 1,
+                from: from.shown.clone(),
+                cursor: String::new(),
+                copied: 0,
+                cursor_in_record: false,
+                source: Some(from.id.clone()),
+            };
+            let value = serde_json::to_vec(&progress)
+                .map_err(|e| bad(format!("cannot encode it: {e}")))?;
+            target.apply(
+                strata_store::Batch::new()
+                    .require(PROGRESS_KEY.to_vec(), None)
+                    .set(PROGRESS_KEY.to_vec(), value),
+            )?;
+            target.flush()?;
+            (0, None)
+        }
     };
     let checkpoint = CopyCheckpoint {
         from: from.shown.clone(),

@@ -185,3 +185,35 @@ fn src(shown: &str) -> SourceName {
         id: format!("test:{shown}"),
     }
 }
+
+/// The progress record is written and flushed before the first record is copied: a copy
+/// whose first batch never became durable (a kill before it, or sled losing its unflushed
+/// tail) leaves a target that says it is an unfinished copy — it used to be an empty
+/// store, which every command reported as "empty", exit 0 — and that copy resumes it.
+#[test]
+fn the_progress_record_is_durable_before_the_first_batch() {
+    use strata_store::faults::{FaultKind, FaultyStore};
+    let source = Store::new(MemoryStore::new());
+    let mut batch = Batch::new();
+    for i in 0..10u8 {
+        batch = batch.set(vec![b'k', i], vec![i]);
+    }
+    source.apply(batch).unwrap();
+    // Learn the write sites: the progress record, its flush, then the batches.
+    let probe = FaultyStore::new(MemoryStore::new(), FaultKind::Write, 0);
+    copy(&source, &Store::new(probe.clone()), limits(), &src("a"), "b").unwrap();
+    assert!(probe.calls() > 3, "{}", probe.calls());
+    // The first batch fails: nothing of the source is there, the progress record is.
+    let faulty = FaultyStore::new(MemoryStore::new(), FaultKind::Write, 3);
+    let target = Store::new(faulty.clone());
+    assert!(copy(&source, &target, limits(), &src("a"), "b").is_err());
+    assert_eq!(target.get(&[b'k', 0]).unwrap(), None);
+    let progress: Progress =
+        serde_json::from_slice(&target.get(PROGRESS_KEY).unwrap().unwrap()).unwrap();
+    assert_eq!((progress.copied, progress.from.as_str()), (0, "a"));
+    // The next run resumes it (later writes succeed) and copies everything.
+    let outcome = copy(&source, &target, limits(), &src("a"), "b").unwrap();
+    assert_eq!(outcome.records, 10);
+    assert!(outcome.resumed);
+    assert_eq!(target.get(PROGRESS_KEY).unwrap(), None);
+}
