@@ -598,8 +598,8 @@ fn copy(
                 cursor_in_record: false,
                 source: Some(from.id.clone()),
             };
-            let value = serde_json::to_vec(&progress)
-                .map_err(|e| bad(format!("cannot encode it: {e}")))?;
+            let value =
+                serde_json::to_vec(&progress).map_err(|e| bad(format!("cannot encode it: {e}")))?;
             target.apply(
                 strata_store::Batch::new()
                     .require(PROGRESS_KEY.to_vec(), None)

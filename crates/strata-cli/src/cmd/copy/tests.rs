@@ -201,7 +201,14 @@ fn the_progress_record_is_durable_before_the_first_batch() {
     source.apply(batch).unwrap();
     // Learn the write sites: the progress record, its flush, then the batches.
     let probe = FaultyStore::new(MemoryStore::new(), FaultKind::Write, 0);
-    copy(&source, &Store::new(probe.clone()), limits(), &src("a"), "b").unwrap();
+    copy(
+        &source,
+        &Store::new(probe.clone()),
+        limits(),
+        &src("a"),
+        "b",
+    )
+    .unwrap();
     assert!(probe.calls() > 3, "{}", probe.calls());
     // The first batch fails: nothing of the source is there, the progress record is.
     let faulty = FaultyStore::new(MemoryStore::new(), FaultKind::Write, 3);
