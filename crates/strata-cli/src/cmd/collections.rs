@@ -368,7 +368,12 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
     let shown = db::describe(db_path);
     let catalog = db::catalog(&store).map_err(crate::exit::catalog_failure)?;
     let unfinished = crate::cmd::unfinished::find(&store, &catalog, &shown)?;
-    let (exit, verdict) = crate::cmd::unfinished::combine(OK, "ok", &unfinished);
+    // The store's verdict, as `status` gives it: a store that needs `strata migrate` (a
+    // Numax store's tables, or a collection table at an older header) or that this build
+    // cannot open is not reported healthy because its collections list well.
+    let (tables, _) = crate::cmd::status::inspect_tables(&store, &catalog)?;
+    let (code, word) = crate::cmd::status::verdict(&tables);
+    let (exit, verdict) = crate::cmd::unfinished::combine(code, word, &unfinished);
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = CollectionsDoc {
@@ -388,6 +393,9 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
         )?;
         for u in &unfinished {
             writeln!(out, "{}", u.line())?;
+        }
+        if exit != OK {
+            writeln!(out, "{}", crate::cmd::status::summary(exit))?;
         }
         if let Some(h) = &hosts {
             writeln!(out, "{}", h.line())?;
@@ -477,8 +485,8 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
     for u in &unfinished {
         writeln!(out, "{}", u.line())?;
     }
-    if let Some(summary) = crate::cmd::unfinished::summary(exit) {
-        writeln!(out, "{summary}")?;
+    if exit != OK {
+        writeln!(out, "{}", crate::cmd::status::summary(exit))?;
     }
     if let Some(h) = &hosts {
         writeln!(out, "{}", h.line())?;

@@ -76,6 +76,18 @@ pub fn verdict(tables: &[TableStatus]) -> (u8, &'static str) {
     }
 }
 
+/// The summary line of a store's verdict `code` (as [`verdict`] and unfinished work
+/// give it).
+pub(crate) fn summary(code: u8) -> &'static str {
+    crate::cmd::unfinished::summary(code).unwrap_or(match code {
+        OK => "every table is current or empty",
+        MIGRATION_REQUIRED => {
+            "a migration is required: run `strata migrate` (it is resumable and safe to interrupt)"
+        }
+        _ => "this build cannot open the store: future or corrupt schema metadata (`strata repair` lists what it can fix)",
+    })
+}
+
 /// Every table's state as [`inspect`] finds it from its header, with a table whose
 /// migration checkpoint would stop `strata migrate` (corrupt, outside or past the table,
 /// stale, another step) reported as corrupt — what `status` says, `migrate` does — and
@@ -166,14 +178,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
         for p in &problems {
             writeln!(out, "\n{p}")?;
         }
-        let summary = crate::cmd::unfinished::summary(code).unwrap_or(match code {
-            OK => "every table is current or empty",
-            MIGRATION_REQUIRED => {
-                "a migration is required: run `strata migrate` (it is resumable and safe to interrupt)"
-            }
-            _ => "this build cannot open the store: future or corrupt schema metadata (`strata repair` lists what it can fix)",
-        });
-        writeln!(out, "\n{summary}")?;
+        writeln!(out, "\n{}", summary(code))?;
         for u in &unfinished {
             writeln!(out, "{}", u.line())?;
         }

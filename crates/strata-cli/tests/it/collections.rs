@@ -365,3 +365,62 @@ fn inspect_refuses_a_value_over_its_byte_budget_and_max_bytes_raises_it() {
         .unwrap();
     assert_eq!(big_row["document"], big);
 }
+
+/// `collections` gives the store's verdict as `status` does: its collections list well,
+/// but a store whose Numax tables need `strata migrate` exits 3 and one with a table this
+/// build cannot open exits 4, each with `status`'s summary (before, both exited 0).
+#[test]
+fn collections_exits_with_the_stores_verdict_as_status_does() {
+    use strata::layout::header::{header_key, SchemaHeader};
+    let cases: [(&str, Option<Vec<u8>>, i32, &str, &str); 3] = [
+        ("current", None, 0, "ok", "users"),
+        (
+            "legacy",
+            Some(Vec::new()),
+            3,
+            "migration_required",
+            "a migration is required: run `strata migrate`",
+        ),
+        (
+            "future",
+            Some(SchemaHeader::new(2, 14).encode().to_vec()),
+            4,
+            "unsupported",
+            "this build cannot open the store",
+        ),
+    ];
+    for (what, header, code, word, says) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        mixed_store(&db);
+        if let Some(header) = &header {
+            with_store(&db, |s| {
+                // Numax's register table with a record and (unless legacy) a header.
+                let mut b = Batch::new().set(
+                    b"__nx/crdt/gcounter/visits".to_vec(),
+                    1u64.to_le_bytes().to_vec(),
+                );
+                if !header.is_empty() {
+                    b = b.set(header_key("op-log"), header.clone());
+                }
+                s.apply(b).unwrap();
+            });
+        }
+        let out = strata(&["--db", db.to_str().unwrap(), "collections"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(code), "{what}: {text}");
+        assert!(text.contains("users"), "{what}: {text}");
+        assert!(text.contains(says), "{what}: {text}");
+        let out = strata(&["--db", db.to_str().unwrap(), "collections", "--json"]);
+        assert_eq!(out.status.code(), Some(code), "{what} --json");
+        let doc = json_of(&out);
+        assert_eq!(doc["verdict"], word, "{what}: {doc}");
+        assert_eq!(
+            doc["collections"].as_array().unwrap().len(),
+            2,
+            "{what}: {doc}"
+        );
+        let status = strata(&["--db", db.to_str().unwrap(), "status"]);
+        assert_eq!(status.status.code(), Some(code), "{what}: status agrees");
+    }
+}
