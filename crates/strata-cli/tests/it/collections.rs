@@ -372,7 +372,15 @@ fn inspect_refuses_a_value_over_its_byte_budget_and_max_bytes_raises_it() {
 #[test]
 fn collections_exits_with_the_stores_verdict_as_status_does() {
     use strata::layout::header::{header_key, SchemaHeader};
-    let cases: [(&str, Option<Vec<u8>>, i32, &str, &str); 3] = [
+    // (case, Numax table header: none / absent (legacy) / stored, exit, verdict, says)
+    type Case = (
+        &'static str,
+        Option<Vec<u8>>,
+        i32,
+        &'static str,
+        &'static str,
+    );
+    let cases: [Case; 3] = [
         ("current", None, 0, "ok", "users"),
         (
             "legacy",
