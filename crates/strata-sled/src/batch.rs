@@ -364,6 +364,23 @@ impl SledStore {
 /// (`SledStore::apply_batch`).
 impl KvWrite for SledStore {
     fn read_modify_write(&self, reads: &[&[u8]], decide: &mut Decide<'_>) -> Result<bool> {
+        let written = self.decide_and_write(reads, decide)?;
+        if written && self.flush_each_write {
+            self.flush()?;
+        }
+        Ok(written)
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.db.flush().map(drop).map_err(|e| self.error(e))
+    }
+}
+
+impl SledStore {
+    /// [`KvWrite::read_modify_write`] without the flush of [`SledDurability::Immediate`].
+    ///
+    /// [`SledDurability::Immediate`]: crate::SledDurability::Immediate
+    fn decide_and_write(&self, reads: &[&[u8]], decide: &mut Decide<'_>) -> Result<bool> {
         self.writable()?;
         if reads.is_empty() {
             let Some(batch) = decide(&[]) else {
@@ -401,10 +418,6 @@ impl KvWrite for SledStore {
         let (mutations, preconditions) = batch.into_parts_to_check(&self.epoch);
         self.apply_conditional(&mut cache, mutations, preconditions)
             .map(|()| true)
-    }
-
-    fn flush(&self) -> Result<()> {
-        self.db.flush().map(drop).map_err(|e| self.error(e))
     }
 }
 

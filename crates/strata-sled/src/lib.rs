@@ -90,7 +90,7 @@ mod values;
 #[cfg(test)]
 mod values_tests;
 
-pub use open::SledOptions;
+pub use open::{SledDurability, SledOptions};
 pub use safety::{has_foreign_conf, is_sled_dir};
 
 use cache::GuardCache;
@@ -129,6 +129,8 @@ pub struct SledStore {
     values: Arc<ValueCache>,
     /// Opened with [`SledOptions::open_read_only`] (a private copy): writes are refused.
     read_only: bool,
+    /// [`SledDurability::Immediate`]: every write is flushed before it returns.
+    flush_each_write: bool,
     /// Flushes and seals the datastore when the last clone is dropped.
     _seal: Arc<Sealer>,
 }

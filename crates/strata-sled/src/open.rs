@@ -25,6 +25,24 @@ pub struct SledOptions {
     lock_wait: Duration,
     write_cache_entries: usize,
     write_cache_bytes: usize,
+    durability: SledDurability,
+}
+
+/// When a returned write reaches the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SledDurability {
+    /// sled's own: a write is atomic and in sled's log buffer when it returns, and sled
+    /// writes it out in the background (every 500 ms) or at [`KvWrite::flush`]; a crash or
+    /// power loss can lose the writes since the last flush (each one whole, never part
+    /// of it). How Numax runs sled, and the default.
+    ///
+    /// [`KvWrite::flush`]: strata_store::KvWrite::flush
+    #[default]
+    Background,
+    /// Every write is flushed (sled's `flush`, which syncs its log) before it returns: a
+    /// returned write survives a crash or power loss, as redb's default does, at the cost
+    /// of one sync per write.
+    Immediate,
 }
 
 impl Default for SledOptions {
@@ -34,6 +52,7 @@ impl Default for SledOptions {
             lock_wait: Self::DEFAULT_LOCK_WAIT,
             write_cache_entries: Self::DEFAULT_WRITE_CACHE_ENTRIES,
             write_cache_bytes: Self::DEFAULT_WRITE_CACHE_BYTES,
+            durability: SledDurability::default(),
         }
     }
 }
@@ -93,6 +112,18 @@ impl SledOptions {
         self.write_cache_entries = entries;
         self.write_cache_bytes = bytes;
         self
+    }
+
+    /// Sets when a returned write reaches the disk ([`SledDurability::Background`] by
+    /// default; [`SledDurability::Immediate`] flushes each write before it returns).
+    pub fn durability(mut self, durability: SledDurability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// The configured durability.
+    pub fn durability_mode(&self) -> SledDurability {
+        self.durability
     }
 
     /// The write cache's bounds: `(entries, bytes)`.
@@ -244,6 +275,7 @@ impl SledOptions {
         let epoch: Arc<EpochClock> = Arc::default();
         SledStore {
             read_only: copy.is_some(),
+            flush_each_write: self.durability == SledDurability::Immediate,
             _seal: Arc::new(Sealer {
                 db: db.clone(),
                 path: path.to_path_buf(),
