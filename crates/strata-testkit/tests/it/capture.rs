@@ -194,7 +194,7 @@ fn a_sealed_collection_is_captured_only_with_its_key_decrypted_and_redacted() {
 
 /// The fixture of a sealed collection holds its bodies decrypted: replaying it with the
 /// options the application opens the collection with (`.sealed()`, as the README's
-/// `replay::<Account>(&fixture, accounts())` does) reads every row. (The scratch store
+/// `replay::<Account>(&fixture, "accounts", accounts())` does) reads every row. (The scratch store
 /// has no key: the collection did not open, and every replay of a sealed collection
 /// failed.)
 #[test]
@@ -236,7 +236,7 @@ fn a_sealed_collections_fixture_replays_with_the_applications_options() {
     )
     .unwrap();
     assert!(fixture.header.sealed);
-    let report = strata_testkit::Replay::<Account>::new(&fixture, options().sealed())
+    let report = strata_testkit::Replay::<Account>::new(&fixture, "accounts", options().sealed())
         .kills(false)
         .run();
     report.assert_ok();
