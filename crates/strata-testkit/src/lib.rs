@@ -10,11 +10,13 @@
 //!   [--sample N] [--redact PATH]…`, see [`strata::ops::fixture`]): the rows of one
 //!   collection with their payload versions, its schema history, sweep marker and container
 //!   header, with secrets redacted;
-//! * **replay** of a fixture against this build's chain ([`replay()`], [`Replay`]): every
-//!   row read into the build's type from the version it is stored at, the eager sweep
-//!   uninterrupted and killed (SIGKILL, in a child process) at every batch boundary with
-//!   each row rewritten exactly once, and `schema check` against the fixture's history —
-//!   one [`ReplayReport`], with [`ReplayReport::assert_ok`] for `cargo test`.
+//! * **replay** of a fixture against this build's chain of the collection it was captured
+//!   from ([`replay()`], [`Replay`]; a fixture of another collection is refused before
+//!   anything runs, [`ReplayError`]): every row read into the build's type from the
+//!   version it is stored at, the eager sweep uninterrupted and killed (SIGKILL, in a
+//!   child process) at every batch boundary with each row rewritten exactly once, and
+//!   `schema check` against the fixture's history — one [`ReplayReport`], with
+//!   [`ReplayReport::assert_ok`] for `cargo test`.
 //!
 //! ```
 //! use serde_json::json;
@@ -48,7 +50,9 @@
 mod replay;
 mod steps;
 
-pub use replay::{replay, Replay, ReplayReport, RowFailure, SweepRun, Sweeper, CHILD_ENV};
+pub use replay::{
+    replay, Replay, ReplayError, ReplayReport, RowFailure, SweepRun, Sweeper, CHILD_ENV,
+};
 pub use steps::{
     assert_ahead_refused, assert_downcasts, assert_step, assert_upcast_fails, assert_upcasts,
     upcast,

@@ -9,15 +9,13 @@
 //! log lines, `STRATA_PROGRESS=batch` copy lines): the child is killed right after its
 //! N-th report, while it works on the next batch.
 
-use crate::support::{json_of, legacy_records, payload, snapshot, stderr, stdout, strata};
-use crate::support::{strata_db, strata_db_env};
+use crate::support::{acc_documents, json_of, legacy_records, payload, snapshot, stderr};
+use crate::support::{stdout, strata, strata_db, strata_db_env};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use strata::layout::envelope::{encode, Envelope};
-use strata::layout::keys::doc_key;
 use strata::seal::{Credential, KdfParams};
 use strata::{CollectionOptions, Database};
 use strata_store::{Batch, KvRead, KvWrite, Store};
@@ -34,6 +32,14 @@ impl Backend {
         match self {
             Backend::Redb => dir.join(format!("{name}.redb")),
             Backend::Sled => dir.join(name),
+        }
+    }
+
+    /// `path` as `--db` names it with the backend said: `redb:PATH` or `sled:PATH`.
+    fn named(self, path: &Path) -> String {
+        match self {
+            Backend::Redb => format!("redb:{}", path.display()),
+            Backend::Sled => format!("sled:{}", path.display()),
         }
     }
 
@@ -260,25 +266,7 @@ const PROGRESS_KEY: &[u8] = b"__nx/copy/progress";
 /// A store with the collection `acc` of [`DOCS`] documents (and a few other keys).
 fn copy_source(backend: Backend, path: &Path) {
     let store = backend.create(path);
-    Database::builder(store.clone())
-        .open()
-        .unwrap()
-        .collection::<Value>("acc", CollectionOptions::new())
-        .unwrap();
-    for chunk in 0..(DOCS / 500) {
-        let mut b = Batch::new();
-        for i in chunk * 500..(chunk + 1) * 500 {
-            let id = format!("a{i:05}");
-            b = b.set(
-                doc_key("acc", &id),
-                encode(
-                    Envelope::new(1, 1),
-                    &serde_json::to_vec(&json!({"id": id, "n": i})).unwrap(),
-                ),
-            );
-        }
-        store.apply(b).unwrap();
-    }
+    acc_documents(&store, DOCS, |i, id| json!({"id": id, "n": i}));
     store
         .apply(Batch::new().set(b"app/setting".to_vec(), b"kept".to_vec()))
         .unwrap();
@@ -631,10 +619,7 @@ fn loaded(backend: Backend, path: &Path) -> BTreeMap<String, Value> {
 fn load_kill(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let path = backend.path(dir.path(), "bulk");
-    let db = match backend {
-        Backend::Redb => format!("redb:{}", path.display()),
-        Backend::Sled => format!("sled:{}", path.display()),
-    };
+    let db = backend.named(&path);
     // `put_many` commits sets of `PUT_MANY_DOCUMENTS` in the order given: a kill may
     // leave only whole sets, so the documents present are a prefix ending on a set.
     let set = strata::PUT_MANY_DOCUMENTS;
@@ -706,6 +691,36 @@ fn bank_admin() -> PathBuf {
         .join(format!("bank_admin{}", std::env::consts::EXE_SUFFIX))
 }
 
+/// The end of a kill test of an application's command (`sweep`, `cutover`): some of the
+/// kill rounds (`interrupted`) left its work unfinished (`left`, as in "no kill left a
+/// sweep in progress"), `rerun` (the command again) succeeds, `checked` finds all `rows`
+/// done, and `status`, `verify` and `collections` say `ok` (exit 0).
+fn resumes_and_all_say_ok(
+    backend: Backend,
+    path: &Path,
+    interrupted: usize,
+    left: &str,
+    mut rerun: Command,
+    checked: fn(Backend, &Path, &str) -> usize,
+    rows: usize,
+) {
+    assert!(interrupted > 0, "{backend:?}: no kill left {left}");
+    let out = rerun.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the rerun: {}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_eq!(checked(backend, path, "after the rerun"), rows);
+    for cmd in ["status", "verify", "collections"] {
+        let out = strata_db(path, &[cmd, "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{cmd}: {}", stdout(&out));
+        assert_eq!(json_of(&out)["verdict"], "ok", "{cmd}");
+    }
+}
+
 const ACCOUNTS: usize = 3_000;
 
 /// Every account, checked: untouched at v1 (`balance`) or swept to v3 (`balance_cents`
@@ -757,10 +772,7 @@ fn sweep_kill(backend: Backend) {
         drop(d);
         store.flush().unwrap();
     }
-    let named = match backend {
-        Backend::Redb => format!("redb:{}", path.display()),
-        Backend::Sled => format!("sled:{}", path.display()),
-    };
+    let named = backend.named(&path);
     let sweep = || {
         let mut cmd = Command::new(bank_admin());
         cmd.arg("--db")
@@ -806,21 +818,15 @@ fn sweep_kill(backend: Backend) {
             }
         }
     }
-    assert!(
-        interrupted > 0,
-        "{backend:?}: no kill left a sweep in progress"
+    resumes_and_all_say_ok(
+        backend,
+        &path,
+        interrupted,
+        "a sweep in progress",
+        sweep(),
+        accounts_checked,
+        ACCOUNTS,
     );
-    let out = sweep().output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(
-        accounts_checked(backend, &path, "after the rerun"),
-        ACCOUNTS
-    );
-    for cmd in ["status", "verify", "collections"] {
-        let out = strata_db(&path, &[cmd, "--json"]);
-        assert_eq!(out.status.code(), Some(0), "{cmd}: {}", stdout(&out));
-        assert_eq!(json_of(&out)["verdict"], "ok", "{cmd}");
-    }
 }
 
 #[test]
@@ -891,10 +897,7 @@ fn cutover_kill(backend: Backend) {
         drop(d);
         store.flush().unwrap();
     }
-    let named = match backend {
-        Backend::Redb => format!("redb:{}", path.display()),
-        Backend::Sled => format!("sled:{}", path.display()),
-    };
+    let named = backend.named(&path);
     let cutover = || {
         let mut cmd = Command::new(bank_admin());
         cmd.arg("--db").arg(&named).arg("cutover");
@@ -926,27 +929,15 @@ fn cutover_kill(backend: Backend) {
             assert_eq!(moved, 0, "{what}: transformed without a cutover");
         }
     }
-    assert!(
-        interrupted > 0,
-        "{backend:?}: no kill left a cutover pending"
+    resumes_and_all_say_ok(
+        backend,
+        &path,
+        interrupted,
+        "a cutover pending",
+        cutover(),
+        invoices_checked,
+        INVOICES,
     );
-    let out = cutover().output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "the rerun: {}{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    assert_eq!(
-        invoices_checked(backend, &path, "after the rerun"),
-        INVOICES
-    );
-    for cmd in ["status", "verify", "collections"] {
-        let out = strata_db(&path, &[cmd, "--json"]);
-        assert_eq!(out.status.code(), Some(0), "{cmd}: {}", stdout(&out));
-        assert_eq!(json_of(&out)["verdict"], "ok", "{cmd}");
-    }
 }
 
 #[test]

@@ -118,6 +118,31 @@ pub fn legacy_records(store: &Store, n: usize) -> BTreeMap<Vec<u8>, Vec<u8>> {
     all
 }
 
+/// Writes the collection `acc` into `store` — registered by opening it, then `docs`
+/// documents `a00000`, `a00001`, … (document `i` is `body(i, id)`) at payload and lock
+/// version 1, in batches of 500 — the source of the copy tests. Not flushed.
+pub fn acc_documents(store: &Store, docs: u32, body: impl Fn(u32, &str) -> Value) {
+    strata::Database::builder(store.clone())
+        .open()
+        .unwrap()
+        .collection::<Value>("acc", strata::CollectionOptions::new())
+        .unwrap();
+    for chunk in (0..docs).collect::<Vec<_>>().chunks(500) {
+        let mut b = Batch::new();
+        for &i in chunk {
+            let id = format!("a{i:05}");
+            b = b.set(
+                strata::layout::keys::doc_key("acc", &id),
+                strata::layout::envelope::encode(
+                    strata::layout::envelope::Envelope::new(1, 1),
+                    &serde_json::to_vec(&body(i, &id)).unwrap(),
+                ),
+            );
+        }
+        store.apply(b).unwrap();
+    }
+}
+
 /// Every record of `store` under `prefix`, read in pages.
 pub fn scan_prefix(store: &Store, prefix: &[u8]) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let mut out = BTreeMap::new();

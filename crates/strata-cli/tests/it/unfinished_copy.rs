@@ -6,13 +6,11 @@
 //! `strata migrate`, migrate certified the partial collection and verify then vouched for
 //! it. Resuming the copy makes it a whole, healthy store.
 
-use crate::support::{json_of, stderr, stdout, strata, strata_db};
+use crate::support::{acc_documents, json_of, stderr, stdout, strata, strata_db};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use strata::layout::envelope::{encode, Envelope};
-use strata::layout::keys::doc_key;
 use strata::CollectionOptions;
 use strata::Database;
 use strata_store::{Batch, KvWrite};
@@ -22,25 +20,7 @@ const DOCS: u32 = 6_000;
 /// A redb store with the collection `acc` of 6,000 documents.
 fn source(path: &Path) {
     let store = strata_redb::RedbStore::create_store(path).unwrap();
-    Database::builder(store.clone())
-        .open()
-        .unwrap()
-        .collection::<Value>("acc", CollectionOptions::new())
-        .unwrap();
-    for chunk in 0..(DOCS / 1000) {
-        let mut b = Batch::new();
-        for i in chunk * 1000..(chunk + 1) * 1000 {
-            let id = format!("a{i:05}");
-            b = b.set(
-                doc_key("acc", &id),
-                encode(
-                    Envelope::new(1, 1),
-                    &serde_json::to_vec(&json!({"id": id})).unwrap(),
-                ),
-            );
-        }
-        store.apply(b).unwrap();
-    }
+    acc_documents(&store, DOCS, |_, id| json!({"id": id}));
     store.flush().unwrap();
 }
 
@@ -308,13 +288,10 @@ fn inspect_fence_and_keys_status_flag_an_unfinished_copy() {
     ] {
         let out = strata_db(&to, args);
         assert_eq!(out.status.code(), Some(7), "{args:?}: {}", stderr(&out));
-        let text = stdout(&out);
-        assert!(
-            text.contains("unfinished copy")
-                && text.contains("target of a `strata copy` from `source.redb`")
-                && text.contains("resume it")
-                && text.contains("rerun `strata copy --from source.redb"),
-            "{args:?}: {text}"
+        assert_names_the_copy(
+            &stdout(&out),
+            &["unfinished copy", "resume it"],
+            &format!("{args:?}"),
         );
         let mut json_args = args.to_vec();
         json_args.push("--json");
@@ -338,13 +315,24 @@ fn inspect_fence_and_keys_status_flag_an_unfinished_copy() {
     // A collection the copy has not brought yet: the copy is named, not "unknown" alone.
     let out = strata_db(&to, &["inspect", "orders"]);
     assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
-    let err = stderr(&out);
+    assert_names_the_copy(
+        &stderr(&out),
+        &[
+            "no managed table or collection `orders`",
+            "which may not have reached it",
+        ],
+        "inspect orders",
+    );
+}
+
+/// `text` names the unfinished copy from `source.redb` ([`stopped_copy_target`]) and the
+/// way to resume it, and holds each of `also`.
+fn assert_names_the_copy(text: &str, also: &[&str], what: &str) {
     assert!(
-        err.contains("no managed table or collection `orders`")
-            && err.contains("target of a `strata copy` from `source.redb`")
-            && err.contains("which may not have reached it")
-            && err.contains("rerun `strata copy --from source.redb"),
-        "{err}"
+        text.contains("target of a `strata copy` from `source.redb`")
+            && text.contains("rerun `strata copy --from source.redb")
+            && also.iter().all(|part| text.contains(part)),
+        "{what}: {text}"
     );
 }
 

@@ -71,11 +71,41 @@ pub struct RowFailure {
     pub reason: String,
 }
 
+/// Why a replay was refused before it ran anything.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplayError {
+    /// The fixture was captured from another collection than the one replayed: its rows
+    /// would only show as rows that do not read into the build's type.
+    #[error(
+        "{} was captured from collection `{fixture_collection}`, but this replay is of collection `{collection}`; replay it against `{fixture_collection}` (`replay::<T>(&fixture, \"{fixture_collection}\", options)` with that collection's type and options), or capture a fixture of `{collection}` (`strata fixture capture --collection {collection}`)",
+        fixture_label(.file.as_deref())
+    )]
+    CollectionMismatch {
+        /// The fixture's file, when it was read from one ([`Fixture::path`]).
+        file: Option<PathBuf>,
+        /// The collection the fixture was captured from (its header's `collection`).
+        fixture_collection: String,
+        /// The collection the replay was asked for.
+        collection: String,
+    },
+}
+
+/// How an error names a fixture: its file, or where it came from.
+fn fixture_label(file: Option<&Path>) -> String {
+    match file {
+        Some(path) => format!("fixture file `{}`", path.display()),
+        None => "the fixture (not read from a file)".to_string(),
+    }
+}
+
 /// What a replay found.
 #[derive(Debug, Clone, Default)]
 pub struct ReplayReport {
-    /// The collection.
+    /// The collection replayed.
     pub collection: String,
+    /// Why the replay was refused before it ran anything (nothing else is then filled in).
+    pub refused: Option<ReplayError>,
     /// Rows replayed.
     pub rows: usize,
     /// Rows per stored version.
@@ -104,9 +134,9 @@ pub struct ReplayReport {
 }
 
 impl ReplayReport {
-    /// True when no row failed and nothing else did.
+    /// True when the replay ran, no row failed and nothing else did.
     pub fn is_ok(&self) -> bool {
-        self.failures.is_empty() && self.problems.is_empty()
+        self.refused.is_none() && self.failures.is_empty() && self.problems.is_empty()
     }
 
     /// The failures of one check.
@@ -127,6 +157,9 @@ impl ReplayReport {
 
 impl fmt::Display for ReplayReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(e) = &self.refused {
+            return writeln!(f, "replay of `{}` refused: {e}", self.collection);
+        }
         let versions: Vec<String> = self
             .versions
             .iter()
@@ -172,6 +205,8 @@ impl fmt::Display for ReplayReport {
 /// A replay of a fixture (see [`replay`]).
 pub struct Replay<T> {
     fixture: Fixture,
+    /// The collection replayed (the fixture must have been captured from it).
+    collection: String,
     options: CollectionOptions,
     batch_rows: Option<usize>,
     kills: bool,
@@ -182,20 +217,25 @@ pub struct Replay<T> {
     sealed: bool,
 }
 
-/// Replays `fixture` against a build whose collection type is `T`, opened with `options`,
-/// with every check on: see [`Replay::run`].
+/// Replays `fixture` against a build whose collection `collection` has the type `T` and
+/// is opened with `options`, with every check on: see [`Replay::run`]. A fixture captured
+/// from another collection is refused before anything runs ([`ReplayError`]).
 ///
 /// ```no_run
 /// # #[derive(serde::Serialize, serde::Deserialize)] struct Account { id: String }
 /// # fn options() -> strata::CollectionOptions { strata::CollectionOptions::new() }
 /// let fixture = strata::ops::fixture::Fixture::read("tests/fixtures/accounts.jsonl".as_ref()).unwrap();
-/// strata_testkit::replay::<Account>(&fixture, options()).assert_ok();
+/// strata_testkit::replay::<Account>(&fixture, "accounts", options()).assert_ok();
 /// ```
-pub fn replay<T>(fixture: &Fixture, options: CollectionOptions) -> ReplayReport
+pub fn replay<T>(
+    fixture: &Fixture,
+    collection: impl Into<String>,
+    options: CollectionOptions,
+) -> ReplayReport
 where
     T: Serialize + DeserializeOwned + 'static,
 {
-    Replay::<T>::new(fixture, options).run()
+    Replay::<T>::new(fixture, collection, options).run()
 }
 
 thread_local! {
@@ -204,15 +244,25 @@ thread_local! {
 }
 
 impl<T: Serialize + DeserializeOwned + 'static> Replay<T> {
-    /// A replay with every check on, batches of about an eighth of the rows, at most 64
-    /// kill runs.
+    /// A replay of `collection` (its type `T`, opened with `options`, as the application
+    /// declares it) with every check on, batches of about an eighth of the rows, at most
+    /// 64 kill runs.
+    ///
+    /// The fixture must have been captured from `collection` (its header names it):
+    /// otherwise [`Replay::run`] refuses it before anything runs
+    /// ([`ReplayError::CollectionMismatch`]).
     ///
     /// Options that declare the collection [sealed](CollectionOptions::sealed) are
     /// replayed [unsealed](CollectionOptions::unsealed): a fixture holds the bodies
     /// decrypted, and the scratch store has no key (the report notes it).
-    pub fn new(fixture: &Fixture, options: CollectionOptions) -> Self {
+    pub fn new(
+        fixture: &Fixture,
+        collection: impl Into<String>,
+        options: CollectionOptions,
+    ) -> Self {
         Replay {
             fixture: fixture.clone(),
+            collection: collection.into(),
             sealed: options.is_sealed(),
             options: options.unsealed(),
             batch_rows: None,
@@ -258,7 +308,8 @@ impl<T: Serialize + DeserializeOwned + 'static> Replay<T> {
         self
     }
 
-    /// Runs the replay:
+    /// Runs the replay, once the fixture is known to be of the collection replayed (else
+    /// the report says why it was [refused](ReplayReport::refused) and nothing runs):
     ///
     /// 1. **lazy reads**: the fixture is loaded into a scratch redb store and every row is
     ///    read into `T` from the version it is stored at (a v1 row read by a v4 chain runs
@@ -282,6 +333,13 @@ impl<T: Serialize + DeserializeOwned + 'static> Replay<T> {
             r.set(n + 1);
             n
         });
+        if let Err(e) = self.check_collection() {
+            return ReplayReport {
+                collection: self.collection.clone(),
+                refused: Some(e),
+                ..ReplayReport::default()
+            };
+        }
         if let Ok(spec) = std::env::var(CHILD_ENV) {
             if let Some(child) = ChildSpec::parse(&spec) {
                 if child.run_index == run_index {
@@ -290,7 +348,7 @@ impl<T: Serialize + DeserializeOwned + 'static> Replay<T> {
             }
         }
         let mut report = ReplayReport {
-            collection: self.fixture.header.collection.clone(),
+            collection: self.collection.clone(),
             rows: self.fixture.rows.len(),
             ..ReplayReport::default()
         };
@@ -306,8 +364,20 @@ impl<T: Serialize + DeserializeOwned + 'static> Replay<T> {
         report
     }
 
+    /// The fixture must be of the collection replayed.
+    fn check_collection(&self) -> Result<(), ReplayError> {
+        if self.fixture.header.collection == self.collection {
+            return Ok(());
+        }
+        Err(ReplayError::CollectionMismatch {
+            file: self.fixture.path().map(Path::to_path_buf),
+            fixture_collection: self.fixture.header.collection.clone(),
+            collection: self.collection.clone(),
+        })
+    }
+
     fn name(&self) -> &str {
-        &self.fixture.header.collection
+        &self.collection
     }
 
     fn batch(&self) -> usize {

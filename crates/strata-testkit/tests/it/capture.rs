@@ -2,6 +2,7 @@
 
 use crate::support::{options, seeded_redb, Account};
 use std::process::ExitCode;
+use strata::seal::Credential;
 use strata_testkit::{capture, CaptureOptions, Fixture, RedactPath};
 
 fn admin(db: &std::path::Path, args: &[&str]) -> ExitCode {
@@ -136,16 +137,16 @@ fn retire_through_the_admin_is_refused_then_recorded() {
     );
 }
 
-#[test]
-fn a_sealed_collection_is_captured_only_with_its_key_decrypted_and_redacted() {
-    use strata::seal::Credential;
-    let dir = tempfile::tempdir().unwrap();
-    let db_path = dir.path().join("sealed.redb");
-    let key = [7u8; 32];
+/// The key of [`sealed_accounts`]' store.
+const KEY: [u8; 32] = [7u8; 32];
+
+/// A new redb store at `path` whose `accounts` collection is sealed with [`KEY`], holding
+/// three gold accounts with secret emails (`secret{i}@example.com`), reopened read-only.
+fn sealed_accounts(path: &std::path::Path) -> strata_store::Store {
     {
-        let store = strata_redb::RedbStore::create_store(&db_path).unwrap();
+        let store = strata_redb::RedbStore::create_store(path).unwrap();
         let db = strata::Database::builder(store)
-            .key(Credential::raw_key(&key).unwrap())
+            .key(Credential::raw_key(&KEY).unwrap())
             .open()
             .unwrap();
         let c = db
@@ -162,14 +163,25 @@ fn a_sealed_collection_is_captured_only_with_its_key_decrypted_and_redacted() {
             c.put(&a.id, &a).unwrap();
         }
     }
-    let store = strata_redb::RedbStore::open_read_only(&db_path)
+    strata_redb::RedbStore::open_read_only(path)
         .unwrap()
-        .into_store();
+        .into_store()
+}
+
+/// The sealer [`KEY`] unlocks from the keyring of `store`.
+fn unlock(store: &strata_store::Store) -> strata::seal::Sealer {
+    strata::seal::Keyring::database()
+        .unlock(store, &Credential::raw_key(&KEY).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn a_sealed_collection_is_captured_only_with_its_key_decrypted_and_redacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sealed_accounts(&dir.path().join("sealed.redb"));
     let no_key = capture(&store, "accounts", &CaptureOptions::new()).unwrap_err();
     assert!(no_key.to_string().contains("is sealed"), "{no_key}");
-    let sealer = strata::seal::Keyring::database()
-        .unlock(&store, &Credential::raw_key(&key).unwrap())
-        .unwrap();
+    let sealer = unlock(&store);
     let fixture = capture(
         &store,
         "accounts",
@@ -194,41 +206,14 @@ fn a_sealed_collection_is_captured_only_with_its_key_decrypted_and_redacted() {
 
 /// The fixture of a sealed collection holds its bodies decrypted: replaying it with the
 /// options the application opens the collection with (`.sealed()`, as the README's
-/// `replay::<Account>(&fixture, accounts())` does) reads every row. (The scratch store
-/// has no key: the collection did not open, and every replay of a sealed collection
-/// failed.)
+/// `replay::<Account>(&fixture, "accounts", accounts())` does) reads every row. (The
+/// scratch store has no key: the collection did not open, and every replay of a sealed
+/// collection failed.)
 #[test]
 fn a_sealed_collections_fixture_replays_with_the_applications_options() {
-    use strata::seal::Credential;
     let dir = tempfile::tempdir().unwrap();
-    let db_path = dir.path().join("sealed.redb");
-    let key = [7u8; 32];
-    {
-        let store = strata_redb::RedbStore::create_store(&db_path).unwrap();
-        let db = strata::Database::builder(store)
-            .key(Credential::raw_key(&key).unwrap())
-            .open()
-            .unwrap();
-        let c = db
-            .collection::<Account>("accounts", options().sealed())
-            .unwrap();
-        for i in 0..3 {
-            let a = Account {
-                id: format!("a{i}"),
-                balance_cents: i,
-                tier: "gold".into(),
-                email: format!("secret{i}@example.com"),
-                steps: 0,
-            };
-            c.put(&a.id, &a).unwrap();
-        }
-    }
-    let store = strata_redb::RedbStore::open_read_only(&db_path)
-        .unwrap()
-        .into_store();
-    let sealer = strata::seal::Keyring::database()
-        .unlock(&store, &Credential::raw_key(&key).unwrap())
-        .unwrap();
+    let store = sealed_accounts(&dir.path().join("sealed.redb"));
+    let sealer = unlock(&store);
     let fixture = capture(
         &store,
         "accounts",
@@ -236,7 +221,7 @@ fn a_sealed_collections_fixture_replays_with_the_applications_options() {
     )
     .unwrap();
     assert!(fixture.header.sealed);
-    let report = strata_testkit::Replay::<Account>::new(&fixture, options().sealed())
+    let report = strata_testkit::Replay::<Account>::new(&fixture, "accounts", options().sealed())
         .kills(false)
         .run();
     report.assert_ok();

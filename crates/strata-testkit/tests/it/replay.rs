@@ -4,7 +4,7 @@
 use crate::support::{options, seeded_redb, Account};
 use serde_json::json;
 use strata::{Collection, CollectionOptions, Mode, StepError};
-use strata_testkit::{capture, CaptureOptions, Fixture, Replay, SweepRun};
+use strata_testkit::{capture, CaptureOptions, Fixture, Replay, ReplayError, SweepRun};
 
 fn fixture(n: usize) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
@@ -15,12 +15,82 @@ fn fixture(n: usize) -> Fixture {
 #[test]
 fn a_correct_chain_passes_with_kills_in_child_processes() {
     let f = fixture(24);
-    let report = Replay::<Account>::new(&f, options()).batch_rows(4).run();
+    let report = Replay::<Account>::new(&f, "accounts", options())
+        .batch_rows(4)
+        .run();
     report.assert_ok();
     assert_eq!(report.rows, 24);
     assert!(report.boundaries >= 5, "{report}");
     assert_eq!(report.kills, report.boundaries);
     assert!(report.killed_children, "{report}");
+}
+
+/// A fixture of `accounts` replayed as `orders` (another collection's name, whatever its
+/// type and steps) is refused before anything runs, in one error naming the file and both
+/// collections. (It was replayed, and showed only as rows that do not read.)
+#[test]
+fn a_fixture_of_another_collection_is_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("accounts.jsonl");
+    let mut file = std::fs::File::create(&path).unwrap();
+    fixture(8).write_to(&mut file).unwrap();
+    drop(file);
+    let f = Fixture::read(&path).unwrap();
+    let report = strata_testkit::replay::<Account>(&f, "orders", options());
+    assert!(!report.is_ok());
+    assert_eq!(
+        report.refused,
+        Some(ReplayError::CollectionMismatch {
+            file: Some(path.clone()),
+            fixture_collection: "accounts".into(),
+            collection: "orders".into(),
+        }),
+        "{report}"
+    );
+    // Nothing ran: no row, no sweep, no kill, no per-row error.
+    assert_eq!((report.rows, report.boundaries, report.kills), (0, 0, 0));
+    assert!(
+        report.failures.is_empty() && report.problems.is_empty(),
+        "{report}"
+    );
+    let text = report.to_string();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    for part in [
+        path.display().to_string().as_str(),
+        "captured from collection `accounts`",
+        "this replay is of collection `orders`",
+        "strata fixture capture --collection orders",
+    ] {
+        assert!(text.contains(part), "{part:?} not in {text}");
+    }
+    // A fixture captured in this process has no file, and says so.
+    let in_memory = Replay::<Account>::new(&fixture(4), "orders", options()).run();
+    let text = in_memory.to_string();
+    assert!(
+        text.contains("the fixture (not read from a file) was captured from collection `accounts`"),
+        "{text}"
+    );
+}
+
+/// A fixture file written by an earlier build (format 1, frozen in
+/// `tests/fixtures/accounts-format1.jsonl`: 8 rows of `accounts`, v1..v4) still reads and
+/// replays against its collection.
+#[test]
+fn a_format_1_fixture_file_still_replays() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/accounts-format1.jsonl");
+    let f = Fixture::read(&path).unwrap();
+    assert_eq!(
+        (f.header.format, f.header.collection.as_str()),
+        (1, "accounts")
+    );
+    let report = Replay::<Account>::new(&f, "accounts", options())
+        .batch_rows(4)
+        .kills(false)
+        .run();
+    report.assert_ok();
+    assert_eq!(report.rows, 8);
+    assert_eq!(report.refused, None);
 }
 
 #[test]
@@ -34,7 +104,9 @@ fn a_broken_step_is_reported_for_exactly_its_rows() {
         o.insert("steps".into(), json!(1));
         Ok(())
     });
-    let report = Replay::<Account>::new(&f, broken).kills(false).run();
+    let report = Replay::<Account>::new(&f, "accounts", broken)
+        .kills(false)
+        .run();
     assert!(!report.is_ok());
     let keys: Vec<&str> = report
         .failures_of("read")
@@ -57,7 +129,9 @@ fn a_step_that_breaks_only_when_a_version_is_skipped_is_found() {
         o.insert("steps".into(), json!(1));
         Ok(())
     });
-    let report = Replay::<Account>::new(&f, fragile).kills(false).run();
+    let report = Replay::<Account>::new(&f, "accounts", fragile)
+        .kills(false)
+        .run();
     let failed: Vec<(&str, i32)> = report
         .failures_of("read")
         .iter()
@@ -93,7 +167,7 @@ fn a_kill_replay_finds_a_sweep_that_rewrites_rows_twice() {
         run.boundary();
         Ok(())
     };
-    let report = Replay::<Account>::new(&f, options())
+    let report = Replay::<Account>::new(&f, "accounts", options())
         .batch_rows(4)
         .sweep_with(double)
         .run();
@@ -144,12 +218,14 @@ fn schema_check_and_plan_run_against_the_fixtures_history() {
         .unwrap();
     let f = capture(&store, "accounts", &CaptureOptions::new()).unwrap();
     assert_eq!(f.header.schema_history.len(), 1);
-    let same = Replay::<Account>::new(&f, governed()).kills(false).run();
+    let same = Replay::<Account>::new(&f, "accounts", governed())
+        .kills(false)
+        .run();
     same.assert_ok();
     assert_eq!((same.schema_check, same.schema_plan), (Some(0), Some(0)));
     // A build that drops a field under `additive_only` is rejected by the check.
     let slim = options().schema(SchemaOptions::of::<Slim>().strategy(additive_only()));
-    let rejected = Replay::<Slim>::new(&f, slim).kills(false).run();
+    let rejected = Replay::<Slim>::new(&f, "accounts", slim).kills(false).run();
     assert_eq!(rejected.schema_check, Some(6), "{rejected}");
     assert!(!rejected.is_ok());
 }

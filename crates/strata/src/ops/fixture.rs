@@ -103,12 +103,23 @@ pub struct FixtureRow {
 }
 
 /// A fixture: header and rows.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Two fixtures are equal when their headers and rows are: the file one was read from
+/// ([`Fixture::path`]) is where it came from, not part of it.
+#[derive(Debug, Clone)]
 pub struct Fixture {
     /// The header.
     pub header: FixtureHeader,
     /// The rows, in key order.
     pub rows: Vec<FixtureRow>,
+    /// The file it was read from ([`Fixture::read`]), for errors that name it.
+    path: Option<std::path::PathBuf>,
+}
+
+impl PartialEq for Fixture {
+    fn eq(&self, other: &Self) -> bool {
+        self.header == other.header && self.rows == other.rows
+    }
 }
 
 /// Why a fixture could not be captured, read or loaded.
@@ -471,6 +482,7 @@ pub fn capture<S: KvRead>(
             records,
         },
         rows,
+        path: None,
     })
 }
 
@@ -538,14 +550,19 @@ impl Fixture {
                 ),
             });
         }
-        Ok(Fixture { header, rows })
+        Ok(Fixture {
+            header,
+            rows,
+            path: None,
+        })
     }
 
-    /// Reads a fixture file; an error names the file (and the line).
+    /// Reads a fixture file; an error names the file (and the line). The fixture remembers
+    /// the file ([`Fixture::path`]).
     pub fn read(path: &std::path::Path) -> Result<Self, FixtureError> {
         let file = std::fs::File::open(path)
             .map_err(|e| std::io::Error::new(e.kind(), format!("`{}`: {e}", path.display())))?;
-        Self::read_from(std::io::BufReader::new(file)).map_err(|e| match e {
+        let mut fixture = Self::read_from(std::io::BufReader::new(file)).map_err(|e| match e {
             FixtureError::Parse { line, reason } => FixtureError::File {
                 path: path.to_path_buf(),
                 line,
@@ -556,7 +573,15 @@ impl Fixture {
                 format!("`{}`: {io}", path.display()),
             )),
             other => other,
-        })
+        })?;
+        fixture.path = Some(path.to_path_buf());
+        Ok(fixture)
+    }
+
+    /// The file this fixture was read from by [`Fixture::read`]; `None` for a fixture
+    /// captured in this process ([`capture`]) or read by [`Fixture::read_from`].
+    pub fn path(&self) -> Option<&std::path::Path> {
+        self.path.as_deref()
     }
 
     /// Loads the fixture into `store` (meant for a new, empty scratch store): its metadata

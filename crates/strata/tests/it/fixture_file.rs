@@ -41,7 +41,15 @@ fn a_fixture_cut_short_is_refused_naming_the_file_and_the_counts() {
     let all = lines(dir.path());
     assert_eq!(all.len(), 6);
     let path = dir.path().join("accounts.jsonl");
-    assert_eq!(read(&path, &all).unwrap().rows.len(), 5);
+    let whole = read(&path, &all).unwrap();
+    assert_eq!(whole.rows.len(), 5);
+    assert_eq!(whole.path(), Some(path.as_path()), "it remembers its file");
+    assert_eq!(
+        Fixture::read_from((all.join("\n") + "\n").as_bytes())
+            .unwrap()
+            .path(),
+        None
+    );
     let err = read(&path, &all[..4]).unwrap_err();
     let text = err.to_string();
     assert!(
