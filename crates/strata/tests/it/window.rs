@@ -10,7 +10,7 @@ use strata::policy::Refusal;
 use strata::{Collection, Database};
 use strata::{CollectionError, CollectionOptions};
 use strata::{Mode, KEPT_FIELD};
-use strata_store::{KvRead, Store};
+use strata_store::{KvRead, KvWrite, Store};
 
 fn acct(id: &str, owner: &str, balance: i64) -> Acct {
     Acct {
@@ -435,3 +435,115 @@ fn a_value_that_spells_the_kept_member_does_not_drop_the_kept_fields() {
     );
     assert_eq!(c2.get("b1").unwrap().unwrap().tags, vec!["vip".to_string()]);
 }
+
+/// The payload version the stored schema baseline of `accts` records.
+fn baseline_version(store: &Store) -> Option<i32> {
+    strata::policy::Baseline::load(store, "accts")
+        .unwrap()
+        .and_then(|b| b.payload_version)
+}
+
+/// `complete_window` without an open window used to answer "already at v2" without
+/// looking: here the window record is gone (as `strata repair` removes a damaged one)
+/// while the store still records build 1's schema and every row is at v1. It must not
+/// claim v2: it refuses, naming the collection, the version the store records and what
+/// to do, and changes nothing.
+#[test]
+fn complete_without_a_window_does_not_claim_the_collection_is_at_this_build() {
+    let (store, _clock, db1, c1, _db2, c2) = two_builds();
+    drop(c1);
+    drop(db1);
+    store
+        .apply(strata_store::Batch::new().delete(b"__nx/window/accts".to_vec()))
+        .unwrap();
+    assert_eq!(baseline_version(&store), Some(1));
+    let err = c2.complete_window(WindowOptions::new()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CollectionError::NoWindow {
+                recorded: Some(1),
+                build: 2,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("`accts`") && msg.contains("v1") && msg.contains("nothing was changed"),
+        "{msg}"
+    );
+    assert_eq!(baseline_version(&store), Some(1), "nothing declared");
+    assert_eq!(operational(&store, "accts").unwrap(), None);
+    for id in ["a1", "a2"] {
+        assert_eq!(stored(&store, id).0.payload_version, 1, "{id}");
+    }
+}
+
+/// A second `complete` after the window completed reports what the store says: with an
+/// eager step the marker records the sweep to v2 (`AlreadyAt(2)`); with a lazy one no
+/// sweep exists and rows stay at v1 (`NoEagerStep`, never "already at v2").
+#[test]
+fn complete_again_reports_the_sweep_the_store_records() {
+    let (store, _clock, db1, c1, _db2, c2) = two_builds();
+    drop(c1);
+    drop(db1);
+    let first = c2.complete_window(WindowOptions::new()).unwrap();
+    assert_eq!(first.from, Some(1));
+    let again = c2.complete_window(WindowOptions::new()).unwrap();
+    assert_eq!(again.from, None);
+    assert_eq!(again.to, 2);
+    assert_eq!(again.swept, 0);
+    assert_eq!(again.sweep, strata::ops::sweep::SweepNote::AlreadyAt(2));
+
+    let store2 = mem();
+    let clock = ManualClock::new(1_000);
+    let db1 = open(&store2, &clock);
+    let c1 = db1.collection::<Acct>("accts", build1()).unwrap();
+    c1.put("a1", &acct("a1", "ann", 1)).unwrap();
+    let db2 = open(&store2, &clock);
+    let c2 = db2.collection::<AcctV2>("accts", build2_lazy()).unwrap();
+    drop(c1);
+    drop(db1);
+    c2.complete_window(WindowOptions::new()).unwrap();
+    let again = c2.complete_window(WindowOptions::new()).unwrap();
+    assert_eq!(again.from, None);
+    assert_eq!(
+        again.sweep,
+        strata::ops::sweep::SweepNote::NoEagerStep,
+        "no sweep ever ran: rows are at v1, not v2"
+    );
+    assert_eq!(stored(&store2, "a1").0.payload_version, 1);
+    drop(store);
+}
+
+/// After `complete` a rollback is no longer free: `rollback_window` used to return Ok
+/// with 0 rows. It refuses, naming the collection and pointing at `revert`.
+#[test]
+fn rollback_after_complete_is_refused_and_points_at_revert() {
+    let (store, _clock, db1, c1, _db2, c2) = two_builds();
+    drop(c1);
+    drop(db1);
+    c2.complete_window(WindowOptions::new()).unwrap();
+    let before = stored(&store, "a1");
+    let err = c2.rollback_window().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CollectionError::NoWindowToRollBack {
+                recorded: Some(2),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("`accts`") && msg.contains("revert") && msg.contains("--to"),
+        "{msg}"
+    );
+    assert_eq!(stored(&store, "a1"), before, "nothing changed");
+    assert_eq!(operational(&store, "accts").unwrap(), None);
+}
+
