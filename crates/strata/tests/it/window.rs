@@ -547,3 +547,118 @@ fn rollback_after_complete_is_refused_and_points_at_revert() {
     assert_eq!(operational(&store, "accts").unwrap(), None);
 }
 
+/// Build 2 of a three-build chain: v1 `{id, owner}`, v2 adds `dollars`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+struct Priced {
+    id: String,
+    owner: String,
+    #[serde(default)]
+    dollars: i64,
+}
+
+/// Build 3 of the chain: v3 stores `cents` instead of `dollars` (whole dollars at v2:
+/// the cents below a dollar are what v2 and v1 cannot express).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+struct PricedV3 {
+    id: String,
+    owner: String,
+    cents: i64,
+}
+
+fn chain_to_2() -> CollectionOptions {
+    CollectionOptions::new()
+        .identity_fields(["id"])
+        .upcast(1, Mode::Lazy, |o| {
+            o.entry("dollars").or_insert_with(|| json!(0));
+            Ok(())
+        })
+        .downcast(2, |o| {
+            o.remove("dollars");
+            Ok(())
+        })
+}
+
+fn chain_to_3() -> CollectionOptions {
+    chain_to_2()
+        .upcast(2, Mode::Lazy, |o| {
+            let dollars = o.remove("dollars").and_then(|d| d.as_i64()).unwrap_or(0);
+            o.insert("cents".into(), json!(dollars * 100));
+            Ok(())
+        })
+        .downcast(3, |o| {
+            let cents = o.remove("cents").and_then(|c| c.as_i64()).unwrap_or(0);
+            o.insert("dollars".into(), json!(cents / 100));
+            Ok(())
+        })
+}
+
+/// Content build 3 kept (at v3) with a v1 row, read and written by build 2 (older than
+/// build 3, newer than the row) inside a window at v1: build 3 must get back exactly the
+/// `cents` it kept. It used to be merged after build 2's last step (v3 content in a v2
+/// object), then dropped by build 2's typed write, or — when build 2 wrote the merged
+/// tree — relabelled v2 and merged at v2, where step 2 → 3 overwrote it with `dollars × 100`.
+#[test]
+fn a_newer_builds_kept_content_survives_an_older_builds_read_and_write() {
+    let store = mem();
+    strata::ops::window::open(&store, "prices", 1).unwrap();
+    let db3 = Database::builder(store.clone()).open().unwrap();
+    let c3 = db3.collection::<PricedV3>("prices", chain_to_3()).unwrap();
+    let db2 = Database::builder(store.clone()).open().unwrap();
+    let c2 = db2.collection::<Priced>("prices", chain_to_2()).unwrap();
+    let c2raw = db2
+        .collection::<serde_json::Value>("prices", chain_to_2())
+        .unwrap();
+    for id in ["p1", "p2"] {
+        c3.put(
+            id,
+            &PricedV3 {
+                id: id.into(),
+                owner: "ann".into(),
+                cents: 150,
+            },
+        )
+        .unwrap();
+        let raw = store
+            .get(format!("__nx/doc/prices/{id}").as_bytes())
+            .unwrap()
+            .unwrap();
+        let (env, json) = strata::layout::envelope::decode(&raw).unwrap();
+        assert_eq!(env.payload_version, 1);
+        let doc: serde_json::Value = serde_json::from_slice(json).unwrap();
+        assert_eq!(doc[KEPT_FIELD], json!({"cents": 150, "__strata_at": 3}));
+    }
+    // Build 2 (typed) reads p1 at v2 shape and updates it.
+    let d = c2.get_document("p1").unwrap().unwrap();
+    assert_eq!(d.value.dollars, 0, "v1 rows have no dollars");
+    c2.update(
+        "p1",
+        &Priced {
+            owner: "bob".into(),
+            ..d.value
+        },
+        d.lock_version,
+    )
+    .unwrap();
+    // Build 2 (untyped) writes back exactly the tree it read for p2.
+    let d = c2raw.get_document("p2").unwrap().unwrap();
+    assert!(
+        d.value.get("cents").is_none(),
+        "v3 content must not appear as a v2 member: {}",
+        d.value
+    );
+    let mut v = d.value.clone();
+    v["owner"] = json!("bob");
+    c2raw.update("p2", &v, d.lock_version).unwrap();
+    for id in ["p1", "p2"] {
+        assert_eq!(
+            c3.get(id).unwrap().unwrap(),
+            PricedV3 {
+                id: id.into(),
+                owner: "bob".into(),
+                cents: 150,
+            },
+            "{id}: build 3 gets back the cents it kept, with build 2's change"
+        );
+    }
+}
+
