@@ -36,7 +36,11 @@ impl Extension {
                     crate::json::emit(&mut out, &doc)?;
                 } else {
                     match r.from {
-                        None => writeln!(out, "{}: no deploy window is open; nothing to do", r.collection)?,
+                        None => writeln!(
+                            out,
+                            "{}: no deploy window is open; the store already records v{}; sweep: {} ({} rows upcast)",
+                            r.collection, r.to, r.sweep, r.swept
+                        )?,
                         Some(from) => writeln!(
                             out,
                             "{}: deploy window v{from} -> v{} complete; every build now writes at its own version; sweep: {} ({} rows upcast)",

@@ -41,6 +41,22 @@ impl fmt::Display for FoundLock {
     }
 }
 
+/// The message of [`CollectionError::NoWindow`]: what the store records and what to do.
+fn no_window_message(collection: &str, recorded: Option<i32>, build: i32) -> String {
+    let head = format!("cannot complete the deploy window of `{collection}`: no window is open");
+    match recorded {
+        Some(v) if v < build => format!(
+            "{head}, and the store records it at payload v{v} (its stored schema), not this build's v{build}: nothing was changed. Open the collection again with this build (a build that declares the downcasts down to v{v} opens a window at v{v}), or open one with `strata::ops::window::open`, then complete it"
+        ),
+        Some(v) => format!(
+            "{head}, and the store records it at payload v{v}, above this build's v{build}: nothing was changed; run `complete` from a build at v{v} or newer"
+        ),
+        None => format!(
+            "{head}, and the store records no payload version for it (no persisted schema), so nothing shows that it is at this build's v{build}: nothing was changed. Open a window with `strata::ops::window::open` first, or move the rows with `Collection::sweep`"
+        ),
+    }
+}
+
 /// "records no retirement" / "records only a retirement below vN".
 fn recorded_retirement(recorded: Option<i32>) -> String {
     match recorded {
@@ -169,6 +185,29 @@ pub enum CollectionError {
         /// Why the pass stopped.
         #[source]
         source: Box<crate::pass::PassError>,
+    },
+    /// `complete_window` found no deploy window open and the store does not record the
+    /// collection at the completing build's version: nothing can be completed (and
+    /// nothing was changed).
+    #[error("{}", no_window_message(.collection, *.recorded, *.build))]
+    NoWindow {
+        /// The collection.
+        collection: String,
+        /// The payload version the stored schema baseline records (`None`: no persisted
+        /// schema, or one without a payload version).
+        recorded: Option<i32>,
+        /// This build's version.
+        build: i32,
+    },
+    /// `rollback_window` found no deploy window open: a rollback is free only before
+    /// `complete`; afterwards a revert takes the rows back down (nothing was changed).
+    #[error("cannot roll back the deploy window of `{collection}`: no window is open{}; a rollback is free only while a window is open (before `complete`). To take the collection back to an older version after its window completed, revert it: `Collection::revert(N, ..)` (or the application's `revert {collection} --to N`) sweeps the rows down through this build's downcasts and reopens a window at vN (nothing was changed)", .recorded.map_or_else(String::new, |v| format!(" (the store records it at payload v{v})")))]
+    NoWindowToRollBack {
+        /// The collection.
+        collection: String,
+        /// The payload version the stored schema baseline records (`None`: no persisted
+        /// schema, or one without a payload version).
+        recorded: Option<i32>,
     },
     /// The window record changed while an operation on it ran.
     #[error("the deploy window of `{collection}` changed while this operation ran (another instance completed or opened it); look at `strata collections` and run it again")]

@@ -239,7 +239,10 @@ impl CollectionOptions {
 
     /// When true, a read that upcast a document writes the upcast form back with a
     /// compare-and-swap against the bytes it read (never resurrecting a deleted document
-    /// nor overwriting a concurrent write). Off by default.
+    /// nor overwriting a concurrent write). Off by default. Never while a deploy window
+    /// is open ([`crate::ops::window`]), whatever this build's version: see
+    /// [`Collection`](crate::Collection)'s read path (the repair would move rows above
+    /// the version the older build still running reads).
     pub fn read_repair(mut self, on: bool) -> Self {
         self.read_repair = on;
         self

@@ -182,6 +182,17 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
 
     /// Read-repair: compare-and-swap the upcast form over exactly the bytes that were
     /// read. Never fails the read.
+    ///
+    /// Never inside a deploy window (the batch requires the window record absent), even
+    /// for the build the window moves to: it is required, not a shortcut. The repair
+    /// writes the row at this build's version, and a window exists because a build at
+    /// its operational version N is still live: a row repaired to N+1 is ahead of that
+    /// build, which could then neither read it (its type does not bind N+1's shape) nor
+    /// write it (the ahead guard refuses), and a rollback would no longer be free. Rows
+    /// stay at N until `complete` (whose sweep, or the repairs after it, move them); the
+    /// window's writes go through the downcasts instead. A build *at* N could repair
+    /// rows below N up to N safely; it does not either (one rule, and `complete`'s sweep
+    /// or later repairs reach those rows anyway).
     fn repair(
         &self,
         key: &str,

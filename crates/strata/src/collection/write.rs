@@ -367,7 +367,8 @@ impl CollectionInner {
         if let (Some((_, names)), Some(o)) = (newer, old) {
             buf = self.carry_newer(key, doc.full, o, sealer, buf, names)?;
         } else if write_at < self.current_version() {
-            buf = self.downcast_json(key, buf, write_at)?;
+            let stored = old.map(|o| (doc.full, o, sealer));
+            buf = self.downcast_json(key, buf, write_at, stored)?;
         } else if let (Some(_), Some(stored), Some(o)) = (window, old_env, old) {
             if stored.payload_version == write_at {
                 buf = self.carry_kept(doc.full, o, sealer, buf)?;
@@ -475,6 +476,12 @@ impl CollectionInner {
     /// The JSON in `buf` (behind room for the envelope header) downcast from the current
     /// version to `write_at`, with the fields the downcast cannot express kept under
     /// [`KEPT_FIELD`](crate::payload::KEPT_FIELD).
+    ///
+    /// `stored` is the row it replaces (full key, stored bytes, the keys to open it):
+    /// what a build newer than this one kept there (a layer this build's document cannot
+    /// hold: its type knows nothing of it) is carried over with its own version, as a
+    /// build at the operational version carries every kept field
+    /// ([`Upcaster::keep`](crate::payload::Upcaster::keep)).
     #[cold]
     #[inline(never)]
     fn downcast_json(
@@ -482,10 +489,19 @@ impl CollectionInner {
         key: &str,
         buf: Vec<u8>,
         write_at: i32,
+        stored: Option<(&[u8], &[u8], Option<&crate::seal::Sealer>)>,
     ) -> Result<Vec<u8>, CollectionError> {
         let mut obj: crate::payload::JsonObject =
             serde_json::from_slice(&buf[ENVELOPE_HEADER_LEN..])
                 .map_err(|e| self.encode_error(key, e.to_string()))?;
+        if !obj.contains_key(crate::payload::KEPT_FIELD) {
+            let newer = stored
+                .and_then(|(full, old, sealer)| self.stored_kept(full, old, sealer))
+                .and_then(|kept| self.upcaster.foreign_layer(kept));
+            if let Some(newer) = newer {
+                obj.insert(crate::payload::KEPT_FIELD.to_string(), newer);
+            }
+        }
         let kept = self.upcaster.downcast(&mut obj, write_at).map_err(|f| {
             CollectionError::upcast_failure(&self.name, key, self.current_version(), f)
         })?;
@@ -513,20 +529,7 @@ impl CollectionInner {
         if has(mine) && has_kept_member(mine) {
             return Ok(buf);
         }
-        let clear = match crate::seal::unseal_row(sealer, false, full, self.table_id, old) {
-            Ok((clear, _)) => clear,
-            // A row this handle cannot open keeps nothing to carry (the write's own checks
-            // decide about it).
-            Err(_) => return Ok(buf),
-        };
-        let json = clear.get(ENVELOPE_HEADER_LEN..).unwrap_or_default();
-        if !has(json) {
-            return Ok(buf);
-        }
-        let Ok(mut stored) = serde_json::from_slice::<crate::payload::JsonObject>(json) else {
-            return Ok(buf);
-        };
-        let Some(kept) = stored.remove(crate::payload::KEPT_FIELD) else {
+        let Some(kept) = self.stored_kept(full, old, sealer) else {
             return Ok(buf);
         };
         let Ok(kept) = serde_json::to_vec(&kept) else {
@@ -549,6 +552,26 @@ impl CollectionInner {
         tail.extend_from_slice(&kept);
         out.splice(close..close, tail);
         Ok(out)
+    }
+
+    /// The kept member ([`crate::payload::KEPT_FIELD`]) of the stored row `old` (`None`:
+    /// it has none, or this handle cannot open it: the write's own checks decide about
+    /// such a row).
+    fn stored_kept(
+        &self,
+        full: &[u8],
+        old: &[u8],
+        sealer: Option<&crate::seal::Sealer>,
+    ) -> Option<serde_json::Value> {
+        const NEEDLE: &[u8] = b"\"__strata_kept\"";
+        let (clear, _) = crate::seal::unseal_row(sealer, false, full, self.table_id, old).ok()?;
+        let json = clear.get(ENVELOPE_HEADER_LEN..).unwrap_or_default();
+        // The bytes are only a quick "no": the name may also be a value or a nested key.
+        if !json.windows(NEEDLE.len()).any(|w| w == NEEDLE) {
+            return None;
+        }
+        let mut stored = serde_json::from_slice::<crate::payload::JsonObject>(json).ok()?;
+        stored.remove(crate::payload::KEPT_FIELD)
     }
 
     /// `buf` (this build's JSON behind room for the header) with the properties `names`

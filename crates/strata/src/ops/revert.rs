@@ -259,10 +259,19 @@ struct Named {
     newer_content: u64,
 }
 
-/// The dotted paths of the leaves in `kept`.
+/// The dotted paths of the leaves in `kept` (a newer build's layer nested in it, see
+/// [`crate::payload::Upcaster::keep`], contributes its leaves; versions are no leaves).
 fn leaf_paths(kept: &JsonObject) -> Vec<String> {
     fn walk(prefix: &str, obj: &JsonObject, out: &mut Vec<String>) {
         for (k, v) in obj {
+            match (k.as_str(), v) {
+                (crate::payload::chain::KEPT_AT_FIELD, _) => continue,
+                (crate::payload::KEPT_FIELD, serde_json::Value::Object(o)) => {
+                    walk(prefix, o, out);
+                    continue;
+                }
+                _ => {}
+            }
             let path = if prefix.is_empty() {
                 k.clone()
             } else {

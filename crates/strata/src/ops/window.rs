@@ -23,7 +23,9 @@
 //!    holdout makes it wait and then time out naming the holdout.
 //! 4. **Rollback** ([`Collection::rollback_window`]) before complete is free: every row is
 //!    still at N (rows build N+1 wrote are N rows plus kept fields), so build N can simply
-//!    be deployed again. It checks that and reports.
+//!    be deployed again. It checks that and reports. After complete there is no window
+//!    to roll back: it is refused, pointing at [`Collection::revert`]
+//!    ([`crate::ops::revert`]), which sweeps the rows down through the downcasts.
 //!
 //! A coordinated cutover (a non-additive change without downcasts) still fences, as it
 //! must; a sweep and read-repair never run inside a window (rows stay at N).
@@ -67,6 +69,17 @@ pub fn open_windows<S: KvRead + ?Sized>(store: &S) -> Result<Vec<(String, i32)>,
         out.push((name, op));
     }
     Ok(out)
+}
+
+/// The payload version `collection`'s stored schema baseline records (`None`: no
+/// persisted schema, or one without a payload version).
+fn recorded_version<S: KvRead + ?Sized>(
+    store: &S,
+    collection: &str,
+) -> Result<Option<i32>, CollectionError> {
+    let baseline = crate::policy::Baseline::load(store, collection)
+        .map_err(|e| CollectionError::policy(collection, e))?;
+    Ok(baseline.and_then(|b| b.payload_version))
 }
 
 /// Records this client's build (best effort: a read-only store keeps no record).
@@ -194,8 +207,8 @@ impl<'a> WindowOptions<'a> {
 pub struct WindowReport {
     /// The collection.
     pub collection: String,
-    /// The operational version the window held (`None`: no window was open; nothing
-    /// done).
+    /// The operational version the window held (`None`: no window was open, and the
+    /// store already recorded this build's schema: only the sweep ran, see `sweep`).
     pub from: Option<i32>,
     /// The version the collection is at now (this build's).
     pub to: i32,
@@ -210,7 +223,8 @@ pub struct WindowReport {
 pub struct RollbackReport {
     /// The collection.
     pub collection: String,
-    /// The operational version every row is at (`None`: no window open).
+    /// The operational version every row is at (always `Some`: without an open window
+    /// [`Collection::rollback_window`] is refused).
     pub operational: Option<i32>,
     /// Rows scanned.
     pub rows: u64,
@@ -226,8 +240,15 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
     /// until no live client of a build below this one's version is present (or fails
     /// with [`CollectionError::WindowHoldouts`] after the timeout, changing nothing),
     /// removes the window record (every build writes at its own version again), declares
-    /// this build's schema, and runs the eager sweep. Without an open window it does
-    /// nothing.
+    /// this build's schema, and runs the eager sweep.
+    ///
+    /// Without an open window it reports only what the store shows: when the stored
+    /// schema is already this build's version (the window completed, here or in another
+    /// instance) it runs the eager sweep (which reports "already at vN" only when its
+    /// marker records that sweep, and otherwise finishes a `complete` killed before its
+    /// sweep) and returns a report with `from: None`; otherwise it refuses with
+    /// [`CollectionError::NoWindow`] (the collection is not at this build's version),
+    /// changing nothing.
     pub fn complete_window(
         &self,
         mut options: WindowOptions<'_>,
@@ -237,13 +258,7 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         let to = self.current_version();
         let key = window_key(&name);
         let Some(raw) = store.get(&key).map_err(store_err(&name))? else {
-            return Ok(WindowReport {
-                collection: name,
-                from: None,
-                to,
-                swept: 0,
-                sweep: crate::ops::sweep::SweepNote::AlreadyAt(to),
-            });
+            return self.complete_without_window(name, to);
         };
         let from = decode_window(&name, &raw).map_err(|e| corrupted(&name, e))?;
         if let Some(target) = crate::ops::revert::unfinished(store, &name)? {
@@ -331,11 +346,45 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
         })
     }
 
+    /// `complete_window` with no window open: what the store records decides. Only when
+    /// its stored schema is this build's version (the window completed, here or in
+    /// another instance, or the collection never needed one) is there something true to
+    /// report: the eager sweep runs (a no-op that says so when the marker records it
+    /// done; the rest of a `complete` killed before its sweep otherwise), and its note
+    /// is the report's. Anything else is [`CollectionError::NoWindow`], nothing changed:
+    /// the collection is not at this build's version, and claiming it is would be false.
+    fn complete_without_window(
+        &self,
+        name: String,
+        to: i32,
+    ) -> Result<WindowReport, CollectionError> {
+        let recorded = recorded_version(self.store(), &name)?;
+        if recorded != Some(to) {
+            return Err(CollectionError::NoWindow {
+                collection: name,
+                recorded,
+                build: to,
+            });
+        }
+        let sweep = self.sweep(crate::ops::sweep::SweepOptions::new())?;
+        Ok(WindowReport {
+            collection: name,
+            from: None,
+            to,
+            swept: sweep.counters.rewritten,
+            sweep: sweep.note,
+        })
+    }
+
     /// Checks that the collection can go back to its operational version (see the
     /// [module docs](self)): every row is at or below it, so the older build reads the
     /// whole store. The window stays open (a newer build that is still running keeps
     /// writing at the operational version); deploy the older build, then stop the newer
     /// one. Rows above the operational version are counted and the first 100 named.
+    ///
+    /// Without an open window it is refused with [`CollectionError::NoWindowToRollBack`]
+    /// (nothing changed): after `complete` a rollback is no longer free, and
+    /// [`Collection::revert`] takes the rows back down through the downcasts.
     pub fn rollback_window(&self) -> Result<RollbackReport, CollectionError> {
         let name = self.name().to_string();
         let store = self.store();
@@ -348,7 +397,14 @@ impl<T: Serialize + DeserializeOwned> Collection<T> {
             above_keys: Vec::new(),
         };
         let Some(op) = operational else {
-            return Ok(report);
+            // No window: either it completed (rows may be above the older build's
+            // version: only a revert takes them down) or none was opened. Either way
+            // there is nothing a free rollback can do, and an empty report would read
+            // as "every row is fine".
+            return Err(CollectionError::NoWindowToRollBack {
+                collection: name.clone(),
+                recorded: recorded_version(store, &name)?,
+            });
         };
         let prefix = crate::collection::layout::doc_prefix(&name);
         let limits =

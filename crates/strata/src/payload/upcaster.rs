@@ -158,8 +158,9 @@ impl Upcaster {
         // the step left alone is not rewritten (no clone, no allocation).
         let snapshot = self.snapshot(obj);
         // Content a downcast kept has the shape of the version that wrote it: merged back
-        // when the upcast reaches that version, so the steps above it see it.
-        let kept_at = kept_version(obj);
+        // when the upcast reaches that version, so the steps above it see it. A layer
+        // kept by a build newer than this one (see [`Upcaster::keep`]) is never merged
+        // here: it stays in the object as it is, for that build.
         let mut version = stored;
         while version < current {
             let Some(step) = self.chain.step_from(version) else {
@@ -172,29 +173,62 @@ impl Upcaster {
             })?;
             self.restore(obj, &snapshot);
             version = step.to();
-            if kept_at == Some(version) {
-                restore_kept(obj);
-            }
+            merge_kept_while(obj, |at| at == Some(version));
         }
         if version != stored {
             self.stamp(obj, version);
         }
-        restore_kept(obj);
+        // What is left and due: layers written before the version was recorded (merged
+        // after the last step, as they always were) and any at or below this version.
+        merge_kept_while(obj, |at| at.is_none_or(|at| at <= version));
         Ok(version)
     }
 
     /// Puts `kept`, the content [`Upcaster::downcast`] returned, into the downcast `obj`
     /// under [`KEPT_FIELD`], with this build's version (the shape of that content); an
     /// empty `kept` adds nothing.
+    ///
+    /// Content kept by a build newer than this one (a *foreign layer*: its version is
+    /// above this build's, so this build can neither read nor rewrite it, and the upcast
+    /// leaves it in the object) arrives in `kept` as its own [`KEPT_FIELD`] member. It is
+    /// nested unchanged, with its own version, inside this build's layer (or stays the
+    /// whole kept member when this build keeps nothing): the upcast merges this build's
+    /// layer at this build's version, which exposes the newer one, merged in turn at its
+    /// version. So every build gets back exactly what it kept, in the shape it kept it.
     pub fn keep(&self, obj: &mut JsonObject, mut kept: JsonObject) {
+        let foreign = kept.remove(KEPT_FIELD);
         if kept.is_empty() {
+            if let Some(foreign) = foreign {
+                obj.insert(KEPT_FIELD.to_string(), foreign);
+            }
             return;
         }
         kept.insert(
             KEPT_AT_FIELD.to_string(),
             Value::from(self.chain.current_version()),
         );
+        if let Some(foreign) = foreign {
+            kept.insert(KEPT_FIELD.to_string(), foreign);
+        }
         obj.insert(KEPT_FIELD.to_string(), Value::Object(kept));
+    }
+
+    /// The layer of the kept content `kept` (a [`KEPT_FIELD`] value) that a build newer
+    /// than this one wrote, with the layers nested in it (`None`: none). Layers of this
+    /// build or older ones are looked through: this build's document already holds what
+    /// they kept.
+    pub(crate) fn foreign_layer(&self, mut kept: Value) -> Option<Value> {
+        let current = self.chain.current_version();
+        loop {
+            let at = kept.get(KEPT_AT_FIELD).and_then(Value::as_i64);
+            if at.is_some_and(|at| at > i64::from(current)) {
+                return Some(kept);
+            }
+            kept = match kept {
+                Value::Object(mut o) => o.remove(KEPT_FIELD)?,
+                _ => return None,
+            };
+        }
     }
 
     /// Runs the downcast steps on `obj`, at the current version, down to `target`; the
@@ -202,13 +236,16 @@ impl Upcaster {
     /// in [`Upcaster::upcast`]. Returns the content the downcast cannot express: the
     /// leaves of `obj` (members of objects, recursively; anything else as a whole) that a
     /// round trip — the downcast, then the upcast back — does not reproduce, which the
-    /// caller keeps under [`KEPT_FIELD`].
+    /// caller keeps under [`KEPT_FIELD`] ([`Upcaster::keep`]). A layer a newer build kept
+    /// in `obj` is returned with it, unchanged, as its [`KEPT_FIELD`] member.
     pub fn downcast(&self, obj: &mut JsonObject, target: i32) -> Result<JsonObject, UpcastFailure> {
         let current = self.chain.current_version();
         if target >= current {
             return Ok(JsonObject::new());
         }
-        obj.remove(KEPT_FIELD);
+        // A newer build's layer (see [`Upcaster::keep`]) is carried, not recomputed: this
+        // build cannot express it, and the round trip below knows nothing of it.
+        let foreign = obj.remove(KEPT_FIELD).and_then(|k| self.foreign_layer(k));
         let original = obj.clone();
         let snapshot = self.snapshot(obj);
         let mut version = current;
@@ -234,6 +271,9 @@ impl Upcaster {
         let mut kept = lost(&original, &back);
         if let Some(f) = self.version_field.as_deref() {
             kept.remove(f);
+        }
+        if let Some(foreign) = foreign {
+            kept.insert(KEPT_FIELD.to_string(), foreign);
         }
         Ok(kept)
     }
@@ -335,6 +375,15 @@ fn merge_kept(target: &mut JsonObject, kept: JsonObject) {
                 target.insert(k, v);
             }
         }
+    }
+}
+
+/// Merges kept layers into `obj` ([`restore_kept`], one layer at a time: merging one may
+/// expose a newer one nested in it) while `due` says the top layer's version
+/// (`None`: not recorded) is due.
+fn merge_kept_while(obj: &mut JsonObject, due: impl Fn(Option<i32>) -> bool) {
+    while obj.contains_key(KEPT_FIELD) && due(kept_version(obj)) {
+        restore_kept(obj);
     }
 }
 
@@ -500,6 +549,88 @@ mod tests {
                 assert_eq!(obj.get("other"), Some(&json!(1)));
             }
         }
+    }
+
+    /// v1 `{}`, v2 adds `dollars` (default 0), v3 stores `cents` instead (`dollars × 100`;
+    /// the cents below a dollar are what v2 cannot express).
+    fn priced(up_to: i32) -> Upcaster {
+        let mut steps = vec![UpcastStep::new(1, Mode::Lazy, |o| {
+            o.entry("dollars").or_insert(json!(0));
+            Ok(())
+        })];
+        let mut downs = vec![super::super::chain::DowncastStep::new(2, |o| {
+            o.remove("dollars");
+            Ok(())
+        })];
+        if up_to == 3 {
+            steps.push(UpcastStep::new(2, Mode::Lazy, |o| {
+                let d = o.remove("dollars").and_then(|d| d.as_i64()).unwrap_or(0);
+                o.insert("cents".into(), json!(d * 100));
+                Ok(())
+            }));
+            downs.push(super::super::chain::DowncastStep::new(3, |o| {
+                let c = o.remove("cents").and_then(|c| c.as_i64()).unwrap_or(0);
+                o.insert("dollars".into(), json!(c / 100));
+                Ok(())
+            }));
+        }
+        let chain = UpcastChain::new("c", steps)
+            .unwrap()
+            .with_downcasts("c", downs)
+            .unwrap();
+        Upcaster::new(chain, vec!["id".into()], None)
+    }
+
+    fn object(v: Value) -> JsonObject {
+        v.as_object().cloned().unwrap()
+    }
+
+    /// A layer kept by a newer build is neither merged by an older reader nor relabelled
+    /// by its downcast: it is nested in the older build's own layer, with its version,
+    /// and the newest build gets back exactly what it kept.
+    #[test]
+    fn a_newer_builds_layer_is_nested_not_merged_or_relabelled() {
+        let (v2, v3) = (priced(2), priced(3));
+        // Build 3 writes {cents: 150} at v1.
+        let mut row = object(json!({"id": "p", "cents": 150}));
+        let kept = v3.downcast(&mut row, 1).unwrap();
+        v3.keep(&mut row, kept);
+        assert_eq!(
+            Value::Object(row.clone()),
+            json!({"id": "p", KEPT_FIELD: {"cents": 150, "__strata_at": 3}})
+        );
+        // Build 2 reads it: v3 content stays a layer of its own.
+        let mut read = row.clone();
+        assert_eq!(v2.upcast(&mut read, 1).unwrap(), 2);
+        assert_eq!(read.get("cents"), None, "{read:?}");
+        assert_eq!(
+            read.get(KEPT_FIELD),
+            Some(&json!({"cents": 150, "__strata_at": 3}))
+        );
+        // Build 2 writes dollars 7 (which v1 cannot express) back at v1: its own layer,
+        // with build 3's nested in it unchanged.
+        read.insert("dollars".into(), json!(7));
+        let kept = v2.downcast(&mut read, 1).unwrap();
+        v2.keep(&mut read, kept);
+        assert_eq!(
+            Value::Object(read.clone()),
+            json!({"id": "p", KEPT_FIELD: {
+                "dollars": 7, "__strata_at": 2,
+                KEPT_FIELD: {"cents": 150, "__strata_at": 3}
+            }})
+        );
+        // Build 2 reads its own layer back; build 3 gets its cents (not 700).
+        let mut again = read.clone();
+        v2.upcast(&mut again, 1).unwrap();
+        assert_eq!(again.get("dollars"), Some(&json!(7)));
+        let mut newest = read.clone();
+        v3.upcast(&mut newest, 1).unwrap();
+        assert_eq!(Value::Object(newest), json!({"id": "p", "cents": 150}));
+        // A layer without a version (written before versions were recorded) is still
+        // merged after the last step.
+        let mut legacy = object(json!({"id": "p", KEPT_FIELD: {"dollars": 3}}));
+        v2.upcast(&mut legacy, 1).unwrap();
+        assert_eq!(Value::Object(legacy), json!({"id": "p", "dollars": 3}));
     }
 
     /// A step that changes a short id in place (same length, same buffer) is still seen.

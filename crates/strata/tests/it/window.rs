@@ -10,7 +10,7 @@ use strata::policy::Refusal;
 use strata::{Collection, Database};
 use strata::{CollectionError, CollectionOptions};
 use strata::{Mode, KEPT_FIELD};
-use strata_store::{KvRead, Store};
+use strata_store::{KvRead, KvWrite, Store};
 
 fn acct(id: &str, owner: &str, balance: i64) -> Acct {
     Acct {
@@ -434,4 +434,276 @@ fn a_value_that_spells_the_kept_member_does_not_drop_the_kept_fields() {
         "build 1 dropped build 2's field"
     );
     assert_eq!(c2.get("b1").unwrap().unwrap().tags, vec!["vip".to_string()]);
+}
+
+/// The payload version the stored schema baseline of `accts` records.
+fn baseline_version(store: &Store) -> Option<i32> {
+    strata::policy::Baseline::load(store, "accts")
+        .unwrap()
+        .and_then(|b| b.payload_version)
+}
+
+/// `complete_window` without an open window used to answer "already at v2" without
+/// looking: here the window record is gone (as `strata repair` removes a damaged one)
+/// while the store still records build 1's schema and every row is at v1. It must not
+/// claim v2: it refuses, naming the collection, the version the store records and what
+/// to do, and changes nothing.
+#[test]
+fn complete_without_a_window_does_not_claim_the_collection_is_at_this_build() {
+    let (store, _clock, db1, c1, _db2, c2) = two_builds();
+    drop(c1);
+    drop(db1);
+    store
+        .apply(strata_store::Batch::new().delete(b"__nx/window/accts".to_vec()))
+        .unwrap();
+    assert_eq!(baseline_version(&store), Some(1));
+    let err = c2.complete_window(WindowOptions::new()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CollectionError::NoWindow {
+                recorded: Some(1),
+                build: 2,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("`accts`") && msg.contains("v1") && msg.contains("nothing was changed"),
+        "{msg}"
+    );
+    assert_eq!(baseline_version(&store), Some(1), "nothing declared");
+    assert_eq!(operational(&store, "accts").unwrap(), None);
+    for id in ["a1", "a2"] {
+        assert_eq!(stored(&store, id).0.payload_version, 1, "{id}");
+    }
+}
+
+/// A second `complete` after the window completed reports what the store says: with an
+/// eager step the marker records the sweep to v2 (`AlreadyAt(2)`); with a lazy one no
+/// sweep exists and rows stay at v1 (`NoEagerStep`, never "already at v2").
+#[test]
+fn complete_again_reports_the_sweep_the_store_records() {
+    let (store, _clock, db1, c1, _db2, c2) = two_builds();
+    drop(c1);
+    drop(db1);
+    let first = c2.complete_window(WindowOptions::new()).unwrap();
+    assert_eq!(first.from, Some(1));
+    let again = c2.complete_window(WindowOptions::new()).unwrap();
+    assert_eq!(again.from, None);
+    assert_eq!(again.to, 2);
+    assert_eq!(again.swept, 0);
+    assert_eq!(again.sweep, strata::ops::sweep::SweepNote::AlreadyAt(2));
+
+    let store2 = mem();
+    let clock = ManualClock::new(1_000);
+    let db1 = open(&store2, &clock);
+    let c1 = db1.collection::<Acct>("accts", build1()).unwrap();
+    c1.put("a1", &acct("a1", "ann", 1)).unwrap();
+    let db2 = open(&store2, &clock);
+    let c2 = db2.collection::<AcctV2>("accts", build2_lazy()).unwrap();
+    drop(c1);
+    drop(db1);
+    c2.complete_window(WindowOptions::new()).unwrap();
+    let again = c2.complete_window(WindowOptions::new()).unwrap();
+    assert_eq!(again.from, None);
+    assert_eq!(
+        again.sweep,
+        strata::ops::sweep::SweepNote::NoEagerStep,
+        "no sweep ever ran: rows are at v1, not v2"
+    );
+    assert_eq!(stored(&store2, "a1").0.payload_version, 1);
+    drop(store);
+}
+
+/// After `complete` a rollback is no longer free: `rollback_window` used to return Ok
+/// with 0 rows. It refuses, naming the collection and pointing at `revert`.
+#[test]
+fn rollback_after_complete_is_refused_and_points_at_revert() {
+    let (store, _clock, db1, c1, _db2, c2) = two_builds();
+    drop(c1);
+    drop(db1);
+    c2.complete_window(WindowOptions::new()).unwrap();
+    let before = stored(&store, "a1");
+    let err = c2.rollback_window().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CollectionError::NoWindowToRollBack {
+                recorded: Some(2),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("`accts`") && msg.contains("revert") && msg.contains("--to"),
+        "{msg}"
+    );
+    assert_eq!(stored(&store, "a1"), before, "nothing changed");
+    assert_eq!(operational(&store, "accts").unwrap(), None);
+}
+
+/// Build 2 of a three-build chain: v1 `{id, owner}`, v2 adds `dollars`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+struct Priced {
+    id: String,
+    owner: String,
+    #[serde(default)]
+    dollars: i64,
+}
+
+/// Build 3 of the chain: v3 stores `cents` instead of `dollars` (whole dollars at v2:
+/// the cents below a dollar are what v2 and v1 cannot express).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+struct PricedV3 {
+    id: String,
+    owner: String,
+    cents: i64,
+}
+
+fn chain_to_2() -> CollectionOptions {
+    CollectionOptions::new()
+        .identity_fields(["id"])
+        .upcast(1, Mode::Lazy, |o| {
+            o.entry("dollars").or_insert_with(|| json!(0));
+            Ok(())
+        })
+        .downcast(2, |o| {
+            o.remove("dollars");
+            Ok(())
+        })
+}
+
+fn chain_to_3() -> CollectionOptions {
+    chain_to_2()
+        .upcast(2, Mode::Lazy, |o| {
+            let dollars = o.remove("dollars").and_then(|d| d.as_i64()).unwrap_or(0);
+            o.insert("cents".into(), json!(dollars * 100));
+            Ok(())
+        })
+        .downcast(3, |o| {
+            let cents = o.remove("cents").and_then(|c| c.as_i64()).unwrap_or(0);
+            o.insert("dollars".into(), json!(cents / 100));
+            Ok(())
+        })
+}
+
+/// Content build 3 kept (at v3) with a v1 row, read and written by build 2 (older than
+/// build 3, newer than the row) inside a window at v1: build 3 must get back exactly the
+/// `cents` it kept. It used to be merged after build 2's last step (v3 content in a v2
+/// object), then dropped by build 2's typed write, or — when build 2 wrote the merged
+/// tree — relabelled v2 and merged at v2, where step 2 → 3 overwrote it with `dollars × 100`.
+#[test]
+fn a_newer_builds_kept_content_survives_an_older_builds_read_and_write() {
+    let store = mem();
+    strata::ops::window::open(&store, "prices", 1).unwrap();
+    let db3 = Database::builder(store.clone()).open().unwrap();
+    let c3 = db3.collection::<PricedV3>("prices", chain_to_3()).unwrap();
+    let db2 = Database::builder(store.clone()).open().unwrap();
+    let c2 = db2.collection::<Priced>("prices", chain_to_2()).unwrap();
+    let c2raw = db2
+        .collection::<serde_json::Value>("prices", chain_to_2())
+        .unwrap();
+    for id in ["p1", "p2"] {
+        c3.put(
+            id,
+            &PricedV3 {
+                id: id.into(),
+                owner: "ann".into(),
+                cents: 150,
+            },
+        )
+        .unwrap();
+        let raw = store
+            .get(format!("__nx/doc/prices/{id}").as_bytes())
+            .unwrap()
+            .unwrap();
+        let (env, json) = strata::layout::envelope::decode(&raw).unwrap();
+        assert_eq!(env.payload_version, 1);
+        let doc: serde_json::Value = serde_json::from_slice(json).unwrap();
+        assert_eq!(doc[KEPT_FIELD], json!({"cents": 150, "__strata_at": 3}));
+    }
+    // Build 2 (typed) reads p1 at v2 shape and updates it.
+    let d = c2.get_document("p1").unwrap().unwrap();
+    assert_eq!(d.value.dollars, 0, "v1 rows have no dollars");
+    c2.update(
+        "p1",
+        &Priced {
+            owner: "bob".into(),
+            ..d.value
+        },
+        d.lock_version,
+    )
+    .unwrap();
+    // Build 2 (untyped) writes back exactly the tree it read for p2.
+    let d = c2raw.get_document("p2").unwrap().unwrap();
+    assert!(
+        d.value.get("cents").is_none(),
+        "v3 content must not appear as a v2 member: {}",
+        d.value
+    );
+    let mut v = d.value.clone();
+    v["owner"] = json!("bob");
+    c2raw.update("p2", &v, d.lock_version).unwrap();
+    for id in ["p1", "p2"] {
+        assert_eq!(
+            c3.get(id).unwrap().unwrap(),
+            PricedV3 {
+                id: id.into(),
+                owner: "bob".into(),
+                cents: 150,
+            },
+            "{id}: build 3 gets back the cents it kept, with build 2's change"
+        );
+    }
+}
+
+/// Read-repair stays off inside a window, for the newer build too (a decision, see
+/// `Collection` read-repair's docs): build 2 rewriting a v1 row at v2 would put it above
+/// the operational version, and build 1 — still live, and the reason the window exists —
+/// could no longer read it nor write it. So build 2's read leaves the row byte-identical
+/// and build 1 keeps reading and updating it; once the window completes, build 2's reads
+/// repair again.
+#[test]
+fn read_repair_waits_for_the_window_to_complete() {
+    let store = mem();
+    let clock = ManualClock::new(1_000);
+    let db1 = open(&store, &clock);
+    let c1 = db1.collection::<Acct>("accts", build1()).unwrap();
+    c1.put("a1", &acct("a1", "ann", 1)).unwrap();
+    let db2 = open(&store, &clock);
+    let c2 = db2
+        .collection::<AcctV2>("accts", build2_lazy().read_repair(true))
+        .unwrap();
+    assert_eq!(operational(&store, "accts").unwrap(), Some(1));
+    let before = store.get(b"__nx/doc/accts/a1").unwrap();
+    let d = c2.get_document("a1").unwrap().unwrap();
+    assert!(d.upcast);
+    assert_eq!(d.value.owner_name, "ann");
+    assert_eq!(
+        store.get(b"__nx/doc/accts/a1").unwrap(),
+        before,
+        "no read-repair inside the window"
+    );
+    // Build 1 still reads and writes the row.
+    let d1 = c1.get_document("a1").unwrap().unwrap();
+    assert_eq!(d1.value, acct("a1", "ann", 1));
+    c1.update("a1", &acct("a1", "ann", 2), d1.lock_version)
+        .unwrap();
+    drop(c1);
+    drop(db1);
+    let report = c2.complete_window(WindowOptions::new()).unwrap();
+    assert_eq!(report.swept, 0, "a lazy step: rows stay at v1");
+    assert_eq!(stored(&store, "a1").0.payload_version, 1);
+    assert_eq!(c2.get("a1").unwrap().unwrap().balance, 2);
+    let (env, doc) = stored(&store, "a1");
+    assert_eq!(
+        env.payload_version, 2,
+        "read-repaired after complete: {doc}"
+    );
+    assert_eq!(doc["owner_name"], json!("ann"));
 }
