@@ -18,7 +18,8 @@ use std::sync::{LazyLock, Mutex, PoisonError};
 pub(crate) enum Holder {
     /// A sweep's runner id (the runner recorded in the sweep marker).
     SweepRunner,
-    /// A policy client's id (the coordinator recorded in the fence).
+    /// A policy client's id (the coordinator recorded in the fence): registered by its
+    /// handle while it is open, and by a cutover it coordinates while that runs.
     PolicyClient,
 }
 

@@ -371,8 +371,8 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
     // The store's verdict, as `status` gives it: a store that needs `strata migrate` (a
     // Numax store's tables, or a collection table at an older header) or that this build
     // cannot open is not reported healthy because its collections list well.
-    let (tables, _) = crate::cmd::status::inspect_tables(&store, &catalog)?;
-    let (code, word) = crate::cmd::status::verdict(&tables);
+    let (tables, _) = crate::cmd::verdict::inspect_tables(&store, &catalog)?;
+    let (code, word) = crate::cmd::verdict::verdict(&tables);
     let (exit, verdict) = crate::cmd::unfinished::combine(code, word, &unfinished);
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -395,7 +395,7 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
             writeln!(out, "{}", u.line())?;
         }
         if exit != OK {
-            writeln!(out, "{}", crate::cmd::status::summary(exit))?;
+            writeln!(out, "{}", crate::cmd::verdict::summary(exit))?;
         }
         if let Some(h) = &hosts {
             writeln!(out, "{}", h.line())?;
@@ -486,7 +486,7 @@ pub(crate) fn run_with(db_path: &Path, args: Args, code: &CodeVersions) -> CmdRe
         writeln!(out, "{}", u.line())?;
     }
     if exit != OK {
-        writeln!(out, "{}", crate::cmd::status::summary(exit))?;
+        writeln!(out, "{}", crate::cmd::verdict::summary(exit))?;
     }
     if let Some(h) = &hosts {
         writeln!(out, "{}", h.line())?;

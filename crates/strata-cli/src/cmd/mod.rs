@@ -13,4 +13,5 @@ pub mod retire;
 pub mod schema;
 pub mod status;
 pub mod unfinished;
+pub mod verdict;
 pub mod verify;

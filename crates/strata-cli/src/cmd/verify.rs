@@ -13,7 +13,7 @@
 //! changed since are reported as such, never as an alarm.
 
 use crate::cmd::migrate::Reporter;
-use crate::cmd::status::{inspect_tables, verdict};
+use crate::cmd::verdict::{inspect_tables, verdict};
 use crate::db;
 use crate::exit::{catalog_failure, CmdResult, Failure, MIGRATION_REQUIRED, UNSUPPORTED};
 use serde::Serialize;

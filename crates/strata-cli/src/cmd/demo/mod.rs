@@ -136,7 +136,7 @@ pub fn run(args: Args) -> CmdResult {
         let store = crate::db::open_existing(&sync_path)?;
         let tables = strata::validate::inspect(&store, &strata::numax::catalog())?;
         status::write_table(&mut out, &tables, &[])?;
-        let (code, _) = status::verdict(&tables);
+        let (code, _) = crate::cmd::verdict::verdict(&tables);
         writeln!(out, "(`strata status` exits {code})")?;
         match SyncManager::open(store) {
             Err(e) => writeln!(out, "SyncManager::open refuses it: {e}")?,
@@ -169,7 +169,7 @@ pub fn run(args: Args) -> CmdResult {
             report.tables.len()
         )?;
         let tables = strata::validate::inspect(&store, &strata::numax::catalog())?;
-        let (code, word) = status::verdict(&tables);
+        let (code, word) = crate::cmd::verdict::verdict(&tables);
         writeln!(out, "`strata status` now says: {word} (exit {code})")?;
     }
 
