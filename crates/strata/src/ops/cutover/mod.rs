@@ -367,6 +367,9 @@ impl SchemaGate {
         mut options: CutoverOptions<'_>,
     ) -> Result<CutoverReport, PolicyError> {
         let me = self.client_id().to_string();
+        // This coordinator is alive in this process while it runs, whether or not the
+        // handle whose gate this is still lives (a clone of the gate outlives it).
+        let _alive = crate::alive::Alive::enter(crate::alive::Holder::PolicyClient, &me);
         // Across processes and machines: the store's named lease `cutover`, held until
         // this run returns. Another coordinator anywhere is refused naming its holder; a
         // coordinator whose process ended released it, so it is taken over at once.

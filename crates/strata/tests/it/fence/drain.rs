@@ -347,3 +347,52 @@ fn a_stale_handle_cannot_coordinate_a_cutover() {
     assert!(err.is_migration_required(), "{err}");
     assert_eq!(db.fence_state().unwrap().state, FenceState::Normal);
 }
+
+/// A cutover run through a clone of a handle's gate after the handle itself was dropped
+/// is still a live coordinator: another handle of the same process (a store one process
+/// opens at a time, where a recorded coordinator that is no live handle here is taken
+/// over at once) is refused while it runs, and the run completes.
+#[test]
+fn a_cutover_run_through_a_gate_clone_is_not_taken_over_while_it_runs() {
+    let store = mem();
+    let clock = ManualClock::new(0);
+    seed(&store, &clock, 3);
+    let a = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    a.collection::<InvNew>(
+        "invoices",
+        CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+    )
+    .unwrap();
+    let gate = a.policy().unwrap().gate().clone();
+    drop(a);
+    let b = Database::builder(store.clone())
+        .policy(config(&clock))
+        .open()
+        .unwrap();
+    b.collection::<InvNew>(
+        "invoices",
+        CollectionOptions::new().schema(cutover_opts::<InvNew>()),
+    )
+    .unwrap();
+    let attempt = std::cell::RefCell::new(None);
+    let report = gate
+        .run_schema_cutover(CutoverOptions::new().poll(|| {
+            if attempt.borrow().is_none() {
+                let r = b.run_schema_cutover(CutoverOptions::new());
+                *attempt.borrow_mut() = Some(r.map(|r| r.migrated));
+            }
+            // B acknowledges the drain, as its heartbeat would.
+            b.policy().unwrap().heartbeat().unwrap();
+            clock.advance(100);
+        }))
+        .unwrap();
+    assert_eq!((report.migrated, report.records), (1, 3));
+    let attempt = attempt.into_inner().expect("the drain polled");
+    assert!(
+        matches!(attempt, Err(PolicyError::CutoverInProgress { .. })),
+        "a second coordinator ran while the first was live: {attempt:?}"
+    );
+}
