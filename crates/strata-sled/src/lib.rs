@@ -140,8 +140,12 @@ pub struct SledStore {
 /// copy (a read-only open) is not sealed: it is removed once sled has closed it (`copy`
 /// is dropped after `db`).
 struct Sealer {
-    db: sled::Db,
+    /// The last handle of the datastore once every clone of the store is gone; closed
+    /// (taken) before the seal is written.
+    db: Option<sled::Db>,
     path: PathBuf,
+    /// How long the close waits for sled to release the datastore (see [`Drop`]).
+    lock_wait: std::time::Duration,
     copy: Option<private_copy::PrivateCopy>,
     /// The store's write epoch, and its value when the datastore was opened: unchanged at
     /// the close, strata wrote nothing in this session (recorded in the seal).
@@ -149,20 +153,45 @@ struct Sealer {
     opened: strata_store::epoch::WriteEpoch,
 }
 
+/// The seal records the datastore as sled leaves it when it is closed: sled may still
+/// write its log from a background thread after the final flush (it moves live pages out
+/// of fragmented segments, and it closes the datastore after its last handle is dropped),
+/// so the close drops the last handle, waits for sled's lock on `db` to be released (sled
+/// has closed the file: no more writes) and writes the seal holding that lock. A close
+/// that cannot get the lock in time (another process opened the datastore first) leaves
+/// it unsealed, which is checked as any unsealed datastore is.
 impl Drop for Sealer {
     fn drop(&mut self) {
+        let Some(db) = self.db.take() else {
+            return;
+        };
         if self.copy.is_some() {
             return;
         }
-        let bounds = self.db.flush().and_then(|_| open::key_bounds(&self.db));
-        match bounds {
-            Ok(bounds) => safety::write_seal(
+        let bounds = db.flush().and_then(|_| open::key_bounds(&db));
+        drop(db);
+        let bounds = match bounds {
+            Ok(bounds) => bounds,
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "flushing sled on close failed; not sealed");
+                return;
+            }
+        };
+        let closed = std::fs::File::open(self.path.join("db"))
+            .map_err(|e| e.to_string())
+            .and_then(|file| {
+                safety::lock(&file, &self.path, self.lock_wait).map_err(|e| e.to_string())?;
+                Ok(file)
+            });
+        match closed {
+            // Written while the lock is held: no sled open can write in between.
+            Ok(_locked) => safety::write_seal(
                 &self.path,
                 bounds.as_ref().map(|(f, l)| (f.as_ref(), l.as_ref())),
                 self.epoch.unchanged_since(self.opened),
             ),
             Err(e) => {
-                tracing::warn!(path = %self.path.display(), error = %e, "flushing sled on close failed; not sealed")
+                tracing::warn!(path = %self.path.display(), error = %e, "sled did not release the datastore in time after the close; not sealed")
             }
         }
     }

@@ -65,9 +65,10 @@ impl SledOptions {
     /// How long opening keeps retrying while the datastore's lock is taken: 1 second.
     ///
     /// sled 0.34 releases its file lock from a background thread shortly *after* the last
-    /// handle is dropped, so closing a datastore and reopening it at once (in this process
-    /// or another) can briefly find it locked; a short wait bridges that. A datastore that
-    /// stays locked for longer is [`StoreError::InUse`].
+    /// handle is dropped, so a datastore another program (or sled itself) just closed can
+    /// briefly be found locked; a short wait bridges that. (Dropping the last clone of a
+    /// [`SledStore`] returns only once sled released it.) A datastore that stays locked
+    /// for longer is [`StoreError::InUse`].
     pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(1);
 
     /// How many recently written values the write cache keeps at most: 8192 (see
@@ -277,8 +278,9 @@ impl SledOptions {
             read_only: copy.is_some(),
             flush_each_write: self.durability == SledDurability::Immediate,
             _seal: Arc::new(Sealer {
-                db: db.clone(),
+                db: Some(db.clone()),
                 path: path.to_path_buf(),
+                lock_wait: self.lock_wait.max(Self::DEFAULT_LOCK_WAIT),
                 copy,
                 opened: epoch.observe(),
                 epoch: epoch.clone(),
