@@ -68,6 +68,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod cut;
 mod error;
 mod guards;
 mod open_here;
@@ -244,7 +245,8 @@ impl RedbOptions {
                 reason: "it is not a redb database (no redb header)".into(),
             });
         }
-        Ok(())
+        // Before redb opens it: a recovery would rewrite the header of a cut file.
+        cut::refuse_cut(path)
     }
 }
 

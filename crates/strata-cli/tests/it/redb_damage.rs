@@ -1,0 +1,226 @@
+//! Damaged is damaged, healthy is healthy, for every command on a **redb** file that is not
+//! what strata last left (the redb counterpart of `sled_damage`):
+//!
+//! * a file cut short (an interrupted copy or restore), whether it was closed cleanly or
+//!   copied while its writer had it open (redb's header then asks for crash recovery,
+//!   which only a writable open runs): every command exits 4 naming the file and saying
+//!   to restore it from a complete copy, and no command changes one byte of it;
+//! * an empty file and a file of garbage under a `.redb` name: refused as not a store
+//!   (exit 1), nothing created or changed;
+//! * a file another program wrote its own tables into, beside strata's or alone: never an
+//!   alarm, and read-only commands leave it byte-identical;
+//! * a bit flipped inside a page of records: what `verify` detects, counted.
+
+use crate::support::{acc_documents, stderr, stdout, strata, strata_db};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use strata_store::Store;
+
+const DOCS: u32 = 3000;
+
+/// A redb store of `DOCS` documents in the collection `acc`, closed cleanly, and its bytes.
+fn clean_store(path: &Path) -> Vec<u8> {
+    {
+        let store = strata_redb::RedbStore::create_store(path).unwrap();
+        acc_documents(
+            &store,
+            DOCS,
+            |i, id| json!({"id": id, "n": i, "pad": "x".repeat(150)}),
+        );
+    }
+    std::fs::read(path).unwrap()
+}
+
+/// The bytes of a redb store of `DOCS` documents copied while its writer still has it
+/// open (every batch committed durably): redb's header asks for crash recovery.
+fn hot_copy(path: &Path) -> Vec<u8> {
+    let store: Store = strata_redb::RedbStore::create_store(path).unwrap();
+    acc_documents(
+        &store,
+        DOCS,
+        |i, id| json!({"id": id, "n": i, "pad": "x".repeat(150)}),
+    );
+    let bytes = std::fs::read(path).unwrap();
+    drop(store);
+    bytes
+}
+
+const COMMANDS: &[&[&str]] = &[
+    &["status"],
+    &["status", "--json"],
+    &["verify"],
+    &["verify", "--json"],
+    &["collections"],
+    &["collections", "--json"],
+    &["inspect", "acc"],
+    &["schema", "show", "acc"],
+    &["schema", "log", "acc"],
+    &["fence"],
+    &["keys", "status"],
+    &["repair"],
+    &["migrate", "--dry-run"],
+    &["migrate"],
+    &["repair", "--apply"],
+    &["fence", "abort"],
+];
+
+/// The names in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Runs every command (and `copy --from`) on the file at `path`, holding `bytes`: each
+/// must exit `code` with a stderr line that passes `says`, and none may change the file or
+/// the directory's listing. Returns what went otherwise, one line each.
+fn every_command(
+    path: &Path,
+    bytes: &[u8],
+    code: i32,
+    what: &str,
+    says: &dyn Fn(&str) -> bool,
+) -> Vec<String> {
+    let dir = path.parent().unwrap();
+    let before = listing(dir);
+    let target = dir.join("copy-target.redb");
+    let copy: &[&str] = &[
+        "copy",
+        "--from",
+        path.to_str().unwrap(),
+        "--to",
+        target.to_str().unwrap(),
+    ];
+    let mut wrong = Vec::new();
+    for args in COMMANDS.iter().copied().chain([copy]) {
+        let what = format!("{what} {args:?}");
+        let out = if args[0] == "copy" {
+            strata(args)
+        } else {
+            strata_db(path, args)
+        };
+        let err = stderr(&out);
+        if out.status.code() != Some(code) || !says(&err) {
+            wrong.push(format!(
+                "{what}: exit {:?}: {}{}",
+                out.status.code(),
+                stdout(&out).lines().next().unwrap_or(""),
+                err.trim_end()
+            ));
+        }
+        if args.contains(&"--json") {
+            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            if doc["error"]["exit_code"] != code {
+                wrong.push(format!("{what}: the JSON document says {doc}"));
+            }
+        }
+        if std::fs::read(path).unwrap() != bytes {
+            wrong.push(format!("{what}: the file was changed"));
+            std::fs::write(path, bytes).unwrap();
+        }
+        if listing(dir) != before {
+            wrong.push(format!(
+                "{what}: files created or removed: {:?}",
+                listing(dir)
+            ));
+            let _ = std::fs::remove_file(&target);
+        }
+    }
+    wrong
+}
+
+/// A cut says the file is damaged, names it, and says to restore a complete copy.
+fn says_cut(name: &str) -> impl Fn(&str) -> bool + '_ {
+    move |err: &str| {
+        err.contains("is damaged")
+            && err.contains(name)
+            && err.contains("cut short")
+            && err.contains("a complete copy")
+    }
+}
+
+/// Where each file is cut: inside redb's header, after its first page, at 10%, 50% and
+/// 90% of its length (page-aligned), one page and one byte short of its end.
+fn cuts(len: usize) -> Vec<(String, usize)> {
+    let page = 4096;
+    let aligned = |pct: usize| len * pct / 100 / page * page;
+    vec![
+        ("100 bytes".into(), 100),
+        ("one page".into(), page),
+        ("10%".into(), aligned(10)),
+        ("50%".into(), aligned(50)),
+        ("90%".into(), aligned(90)),
+        ("a page short".into(), len - page),
+        ("a byte short".into(), len - 1),
+    ]
+}
+
+fn cut_files_are_damaged(hot: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let original = dir.path().join("original.redb");
+    let full = if hot {
+        hot_copy(&original)
+    } else {
+        clean_store(&original)
+    };
+    let mut wrong = Vec::new();
+    for (what, at) in cuts(full.len()) {
+        let sub = dir.path().join(format!("cut-{at}"));
+        std::fs::create_dir(&sub).unwrap();
+        let path: PathBuf = sub.join("cut.redb");
+        let cut = full[..at].to_vec();
+        std::fs::write(&path, &cut).unwrap();
+        let name = path.display().to_string();
+        let what = format!("{what} ({at} of {})", full.len());
+        wrong.extend(every_command(&path, &cut, 4, &what, &says_cut(&name)));
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // Whole, the same file is healthy (a copy of an open file is what a crash leaves:
+    // redb's recovery, run by the first command, changes no record).
+    let whole = dir.path().join("whole.redb");
+    std::fs::write(&whole, &full).unwrap();
+    let out = strata_db(&whole, &["verify"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}
+
+/// A cut copy of an open file that redb itself already opened (another program, or a
+/// build before this check): redb's recovery rewrote its header for the shorter length,
+/// then failed reading the pages the cut removed. The header no longer shows the cut;
+/// the reads past the end of the file do: damaged (exit 4), not an I/O failure (exit 1).
+#[test]
+fn a_cut_file_whose_header_redb_rewrote_is_still_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = hot_copy(&dir.path().join("original.redb"));
+    let path = dir.path().join("cut").join("cut.redb");
+    std::fs::create_dir(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, &full[..full.len() / 2 / 4096 * 4096]).unwrap();
+    let e = redb::Database::open(&path)
+        .err()
+        .expect("redb opened a cut file");
+    println!("redb's own open: {e}");
+    let rewritten = std::fs::read(&path).unwrap();
+    let name = path.display().to_string();
+    let wrong = every_command(&path, &rewritten, 4, "rewritten", &|err: &str| {
+        err.contains("is damaged") && err.contains(&name) && err.contains("cut short")
+    });
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn a_cut_redb_file_closed_cleanly_is_damaged_for_every_command_and_left_unchanged() {
+    cut_files_are_damaged(false);
+}
+
+#[test]
+fn a_cut_copy_of_an_open_redb_file_is_damaged_for_every_command_and_left_unchanged() {
+    cut_files_are_damaged(true);
+}
