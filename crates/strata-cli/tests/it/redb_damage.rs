@@ -203,9 +203,9 @@ fn a_cut_file_whose_header_redb_rewrote_is_still_damaged() {
     let path = dir.path().join("cut").join("cut.redb");
     std::fs::create_dir(path.parent().unwrap()).unwrap();
     std::fs::write(&path, &full[..full.len() / 2 / 4096 * 4096]).unwrap();
-    let e = redb::Database::open(&path)
-        .err()
-        .expect("redb opened a cut file");
+    let Err(e) = redb::Database::open(&path) else {
+        panic!("redb opened a cut file");
+    };
     println!("redb's own open: {e}");
     let rewritten = std::fs::read(&path).unwrap();
     let name = path.display().to_string();
@@ -223,4 +223,56 @@ fn a_cut_redb_file_closed_cleanly_is_damaged_for_every_command_and_left_unchange
 #[test]
 fn a_cut_copy_of_an_open_redb_file_is_damaged_for_every_command_and_left_unchanged() {
     cut_files_are_damaged(true);
+}
+
+/// A `.redb` name proves nothing: an empty file, or one of other bytes, is not a strata
+/// store (nothing in it says it ever was one): exit 1 saying what is there, for the plain
+/// path and `redb:PATH` alike, nothing created or changed. Bytes that start with redb's
+/// magic number claim to be a redb file: damaged (exit 4) when the rest is not one.
+#[test]
+fn an_empty_or_garbage_redb_file_is_refused_and_left_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage: Vec<u8> = (0..64 * 1024u32).map(|i| (i * 7919 % 251) as u8).collect();
+    let mut magic_then_garbage = strata_redb::MAGIC.to_vec();
+    magic_then_garbage.extend_from_slice(&garbage);
+    let mut wrong = Vec::new();
+    for (what, bytes, code, says) in [
+        (
+            "empty",
+            Vec::new(),
+            1,
+            &["empty file", "not a strata store"][..],
+        ),
+        ("garbage", garbage, 1, &["not a strata store"][..]),
+        (
+            "magic then garbage",
+            magic_then_garbage,
+            4,
+            &["is damaged"][..],
+        ),
+    ] {
+        let sub = dir.path().join(what.replace(' ', "-"));
+        std::fs::create_dir(&sub).unwrap();
+        let path = sub.join("data.redb");
+        std::fs::write(&path, &bytes).unwrap();
+        let name = path.display().to_string();
+        let says = |err: &str| err.contains(&name) && says.iter().all(|s| err.contains(s));
+        wrong.extend(every_command(&path, &bytes, code, what, &says));
+        let explicit = format!("redb:{}", path.display());
+        for args in [&["status"][..], &["migrate"]] {
+            let out = strata_db(&explicit, args);
+            if out.status.code() != Some(code) || !says(&stderr(&out)) {
+                wrong.push(format!(
+                    "{what} redb: {args:?}: exit {:?}: {}",
+                    out.status.code(),
+                    stderr(&out).trim_end()
+                ));
+            }
+            assert!(
+                std::fs::read(&path).unwrap() == bytes,
+                "{what} redb: {args:?}"
+            );
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
