@@ -276,3 +276,138 @@ fn an_empty_or_garbage_redb_file_is_refused_and_left_as_it_is() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// The read-only commands that judge a whole store (`every_command` runs the writing ones
+/// and those naming a collection too).
+const READ_ONLY: &[&[&str]] = &[
+    &["status"],
+    &["status", "--json"],
+    &["verify"],
+    &["verify", "--json"],
+    &["collections"],
+    &["collections", "--json"],
+    &["fence"],
+    &["keys", "status"],
+    &["repair"],
+    &["migrate", "--dry-run"],
+];
+
+/// Adds another program's tables to the redb file at `path` (closed): a table of its own
+/// and a multimap, with records, through redb itself.
+fn foreign_tables(path: &Path) {
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut t = txn
+            .open_table(redb::TableDefinition::<&str, &[u8]>::new("other_app"))
+            .unwrap();
+        for i in 0..500u32 {
+            t.insert(format!("row-{i:05}").as_str(), vec![0xAB; 300].as_slice())
+                .unwrap();
+        }
+        let mut m = txn
+            .open_multimap_table(redb::MultimapTableDefinition::<u64, u64>::new(
+                "other_index",
+            ))
+            .unwrap();
+        m.insert(1, 2).unwrap();
+    }
+    txn.commit().unwrap();
+}
+
+/// Runs the read-only commands (and `more`) on `path`: each must exit `code` and leave the
+/// file byte-identical. Returns what went otherwise.
+fn read_only_commands(path: &Path, more: &[&[&str]], code: i32, what: &str) -> Vec<String> {
+    let bytes = std::fs::read(path).unwrap();
+    let mut wrong = Vec::new();
+    for args in READ_ONLY.iter().chain(more) {
+        let out = strata_db(path, args);
+        if out.status.code() != Some(code) {
+            wrong.push(format!(
+                "{what} {args:?}: exit {:?}: {}{}",
+                out.status.code(),
+                stdout(&out),
+                stderr(&out).trim_end()
+            ));
+        }
+        if std::fs::read(path).unwrap() != bytes {
+            wrong.push(format!("{what} {args:?}: the file was changed"));
+            std::fs::write(path, &bytes).unwrap();
+        }
+    }
+    wrong
+}
+
+/// Another program's tables beside strata's are not strata's to judge: every read-only
+/// command gives strata's verdict on strata's data (ok) and leaves the file as it is; the
+/// writing ones work and keep the other program's records.
+#[test]
+fn another_programs_tables_beside_strata_are_never_an_alarm() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.redb");
+    {
+        let store = strata_redb::RedbStore::create_store(&path).unwrap();
+        acc_documents(&store, 50, |i, id| json!({"id": id, "n": i}));
+    }
+    foreign_tables(&path);
+    let mut wrong = read_only_commands(&path, &[&["inspect", "acc"]], 0, "beside");
+    let out = strata_db(&path, &["collections", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = doc["collections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["collection"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["acc"], "{doc}");
+    for args in [
+        &["migrate"][..],
+        &["repair", "--apply"],
+        &["fence", "abort"],
+        &["verify"],
+    ] {
+        let out = strata_db(&path, args);
+        if out.status.code() != Some(0) {
+            wrong.push(format!("beside {args:?}: {}", stderr(&out).trim_end()));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let db = redb::ReadOnlyDatabase::open(&path).unwrap();
+    let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+    let t = txn
+        .open_table(redb::TableDefinition::<&str, &[u8]>::new("other_app"))
+        .unwrap();
+    assert_eq!(redb::ReadableTableMetadata::len(&t).unwrap(), 500);
+}
+
+/// A redb file strata never wrote (only another program's tables): no alarm — strata's
+/// verdict is about strata's data, and there is none (an empty store: exit 0, no
+/// collections) — and no read-only command changes it. (`migrate`, a writing command, opens
+/// it writable, which writes strata's empty tables and layout marker beside the other
+/// program's: its records are kept.)
+#[test]
+fn a_redb_file_of_another_program_only_is_no_alarm_and_left_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("theirs.redb");
+    drop(redb::Database::create(&path).unwrap());
+    foreign_tables(&path);
+    let mut wrong = read_only_commands(
+        &path,
+        &[&["repair", "--apply"], &["fence", "abort"]],
+        0,
+        "theirs",
+    );
+    let out = strata_db(&path, &["collections"]);
+    assert!(stdout(&out).contains("no collections"), "{}", stdout(&out));
+    let out = strata_db(&path, &["migrate"]);
+    if out.status.code() != Some(0) {
+        wrong.push(format!("theirs migrate: {}", stderr(&out).trim_end()));
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let db = redb::ReadOnlyDatabase::open(&path).unwrap();
+    let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+    let t = txn
+        .open_table(redb::TableDefinition::<&str, &[u8]>::new("other_app"))
+        .unwrap();
+    assert_eq!(redb::ReadableTableMetadata::len(&t).unwrap(), 500);
+}
