@@ -72,6 +72,7 @@ mod cut;
 mod error;
 mod guards;
 mod open_here;
+mod pages;
 mod postpone;
 mod reads;
 mod scan;
@@ -79,6 +80,7 @@ mod tables;
 
 use error::{io_error, map_error, open_error};
 
+pub use pages::{check_pages, PageCheck};
 pub use tables::{CURRENT_LAYOUT, DOCUMENT_PREFIX, LAYOUT_KEY};
 
 use redb::{Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable};
