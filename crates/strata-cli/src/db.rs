@@ -37,6 +37,10 @@ enum Detected {
     Missing,
 }
 
+/// What an empty file at a store's path may be, and what to do then: nothing in it says
+/// it ever held a store, so it is refused as no store (exit 1), not judged damaged.
+const EMPTY_FILE: &str = "if it should hold one, a copy or restore to it did not finish: restore it from a complete copy";
+
 /// Detects the kind of store at a plain path; refuses anything that is not a store.
 fn detect(path: &Path, flag: &str) -> Result<Detected, StoreError> {
     let Ok(meta) = std::fs::metadata(path) else {
@@ -53,6 +57,12 @@ fn detect(path: &Path, flag: &str) -> Result<Detected, StoreError> {
     if meta.is_file() {
         if strata_redb::is_redb_file(path) {
             return Ok(Detected::Redb);
+        }
+        if meta.len() == 0 {
+            return Err(StoreError::CannotOpen {
+                path: path.to_path_buf(),
+                reason: format!("it is an empty file, so it is not a strata store ({EMPTY_FILE}); it was left untouched (point {flag} at a store)"),
+            });
         }
         return Err(StoreError::CannotOpen {
             path: path.to_path_buf(),
@@ -126,7 +136,9 @@ fn check_explicit(path: &Path, want: Detected, create: bool, flag: &str) -> Resu
         Detected::Redb if meta.is_file() && !strata_redb::is_redb_file(path) => {
             match (meta.len(), create) {
                 (0, true) => Ok(()),
-                (0, false) => refuse("it is an empty file, not a redb file"),
+                (0, false) => refuse(&format!(
+                    "it is an empty file, not a redb file ({EMPTY_FILE})"
+                )),
                 _ => refuse("it is not a redb file (no redb header)"),
             }
         }

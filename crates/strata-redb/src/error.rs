@@ -26,6 +26,13 @@ pub(crate) fn map_error(path: &Path, e: redb::Error) -> StoreError {
             path: path.to_path_buf(),
             reason,
         },
+        // A page the tree refers to lies past the end of the file: the file was cut.
+        redb::Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            StoreError::Damaged {
+                path: path.to_path_buf(),
+                reason: format!("a page its tree refers to lies past the end of the file ({io}): the file was cut short (an interrupted copy or restore)"),
+            }
+        }
         redb::Error::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
             StoreError::Damaged {
                 path: path.to_path_buf(),

@@ -68,9 +68,11 @@
 //! ```
 #![deny(missing_docs)]
 
+mod cut;
 mod error;
 mod guards;
 mod open_here;
+mod pages;
 mod postpone;
 mod reads;
 mod scan;
@@ -78,6 +80,7 @@ mod tables;
 
 use error::{io_error, map_error, open_error};
 
+pub use pages::{check_pages, PageCheck};
 pub use tables::{CURRENT_LAYOUT, DOCUMENT_PREFIX, LAYOUT_KEY};
 
 use redb::{Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable};
@@ -244,7 +247,8 @@ impl RedbOptions {
                 reason: "it is not a redb database (no redb header)".into(),
             });
         }
-        Ok(())
+        // Before redb opens it: a recovery would rewrite the header of a cut file.
+        cut::refuse_cut(path)
     }
 }
 

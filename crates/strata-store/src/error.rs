@@ -67,7 +67,7 @@ pub enum StoreError {
     /// The datastore's files exist but cannot be read as a datastore (truncated, corrupted,
     /// or not a datastore of this backend). The reason says whether the files were left
     /// untouched.
-    #[error("datastore `{}` is damaged: {reason}; restore it from a backup or a copy", shown_path(.path))]
+    #[error("datastore `{}` is damaged: {reason}; restore it from a backup or a complete copy", shown_path(.path))]
     Damaged {
         /// The damaged file (or datastore directory).
         path: PathBuf,

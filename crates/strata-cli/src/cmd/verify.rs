@@ -346,6 +346,12 @@ pub fn check_scopes(store: &Store) -> Result<Vec<ScopeCheck>, strata_store::Stor
 pub fn run(db_path: &Path, args: Args) -> CmdResult {
     // Stale-tolerant: a read replica the URL names answers (nothing here decides a write).
     let (store, hosts) = db::open_reading(db_path, db::Reads::StaleTolerant)?;
+    // redb checks its pages' checksums only when asked: every page of the file, on a
+    // private copy, while the store is open here (no other process writes it meanwhile).
+    if let Ok(db::Target::Redb(path)) = db::target(db_path, false) {
+        let pages = strata_redb::check_pages(&path)?;
+        tracing::debug!(path = %path.display(), ?pages, "redb page checksums");
+    }
     // Checked on the primary (never a replica: the question is what the primary has).
     let receipt = match &args.receipt {
         Some(r) => Some(db::check_receipt(db_path, r)?),

@@ -41,6 +41,7 @@ mod pg_processes;
 mod pg_replica;
 mod pg_restart;
 mod read_only_bytes;
+mod redb_damage;
 mod repair;
 mod repair_cutover;
 mod retire;
