@@ -27,7 +27,7 @@ use std::path::Path;
 use strata_store::{Result, StoreError};
 
 /// A private copy of a redb file to check could not be made (a full or missing temporary
-/// directory): names the file and what to do; redb's I/O error is its source.
+/// directory): names the file and what to do; the I/O error is its source.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot make a private copy of redb store `{}` in the temporary directory to check its pages: set TMPDIR to a directory with room for a copy of it", .path.display())]
 struct CheckCopyError {
@@ -37,7 +37,7 @@ struct CheckCopyError {
 }
 
 /// What [`check_pages`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PageCheck {
     /// The file was closed cleanly and every page of its last commit matches its checksum.
     Verified,
@@ -45,6 +45,12 @@ pub enum PageCheck {
     /// commit redb's recovery keeps matches its checksum. Whether that is the file's last
     /// commit cannot be told: a commit torn by the crash is dropped like a damaged one.
     Recovered,
+    /// No private copy could be made (no room for one in the temporary directory, say):
+    /// the pages were not checked. `reason` says why and what to do.
+    NotChecked {
+        /// Why, naming the file and the temporary directory.
+        reason: String,
+    },
 }
 
 /// The bit of the header's flags byte (after the magic number) that asks for crash
@@ -66,7 +72,8 @@ fn asks_for_recovery(path: &Path) -> Result<bool> {
 /// A page that misses its checksum in a file closed cleanly, or in the commit redb's
 /// recovery falls back to, is [`StoreError::Damaged`] naming the file. Call it while the
 /// store is open in this process (no other process can write the file meanwhile); the copy
-/// needs the file's size free in the temporary directory.
+/// needs the file's size free in the temporary directory, and without it the answer is
+/// [`PageCheck::NotChecked`] (the pages are not judged either way).
 pub fn check_pages(path: &Path) -> Result<PageCheck> {
     if !crate::is_redb_file(path) {
         return Err(StoreError::Damaged {
@@ -77,20 +84,26 @@ pub fn check_pages(path: &Path) -> Result<PageCheck> {
     crate::cut::refuse_cut(path)?;
     let recovery = asks_for_recovery(path)?;
     let no_copy = |e: std::io::Error| {
-        StoreError::backend(
-            crate::NAME,
-            CheckCopyError {
-                path: path.to_path_buf(),
-                source: e,
-            },
-        )
+        let error = CheckCopyError {
+            path: path.to_path_buf(),
+            source: e,
+        };
+        tracing::warn!(error = %error, "redb page checksums not checked");
+        PageCheck::NotChecked {
+            reason: format!("{error} ({})", error.source),
+        }
     };
-    let scratch = tempfile::Builder::new()
+    let scratch = match tempfile::Builder::new()
         .prefix("strata-redb-check-")
         .tempdir()
-        .map_err(no_copy)?;
+    {
+        Ok(dir) => dir,
+        Err(e) => return Ok(no_copy(e)),
+    };
     let copy = scratch.path().join("copy.redb");
-    std::fs::copy(path, &copy).map_err(no_copy)?;
+    if let Err(e) = std::fs::copy(path, &copy) {
+        return Ok(no_copy(e));
+    }
     tracing::debug!(path = %path.display(), recovery, "checking every page of a private copy of the redb store");
     let damaged = |reason: String| StoreError::Damaged {
         path: path.to_path_buf(),

@@ -88,6 +88,10 @@ struct VerifyDoc<'a> {
     /// What `--receipt` found (`kept`, `may_be_lost`, `not_in_history`).
     #[serde(skip_serializing_if = "Option::is_none")]
     receipt: Option<db::ReceiptReport>,
+    /// redb: why its pages' checksums were not checked (no room for the private copy),
+    /// when they were not; absent when they were checked (or on another backend).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pages_not_checked: Option<String>,
 }
 
 impl<'a> VerifyDoc<'a> {
@@ -112,6 +116,7 @@ impl<'a> VerifyDoc<'a> {
             error: None,
             hosts: None,
             receipt: None,
+            pages_not_checked: None,
         }
     }
 }
@@ -348,10 +353,17 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
     let (store, hosts) = db::open_reading(db_path, db::Reads::StaleTolerant)?;
     // redb checks its pages' checksums only when asked: every page of the file, on a
     // private copy, while the store is open here (no other process writes it meanwhile).
-    if let Ok(db::Target::Redb(path)) = db::target(db_path, false) {
-        let pages = strata_redb::check_pages(&path)?;
-        tracing::debug!(path = %path.display(), ?pages, "redb page checksums");
-    }
+    // Without room for the copy the pages are not judged, and the output says so.
+    let pages_not_checked = match db::target(db_path, false) {
+        Ok(db::Target::Redb(path)) => match strata_redb::check_pages(&path)? {
+            strata_redb::PageCheck::NotChecked { reason } => Some(reason),
+            pages => {
+                tracing::debug!(path = %path.display(), ?pages, "redb page checksums");
+                None
+            }
+        },
+        _ => None,
+    };
     // Checked on the primary (never a replica: the question is what the primary has).
     let receipt = match &args.receipt {
         Some(r) => Some(db::check_receipt(db_path, r)?),
@@ -478,6 +490,7 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             error,
             hosts: hosts.clone(),
             receipt: receipt.clone(),
+            pages_not_checked: pages_not_checked.clone(),
         };
         crate::json::emit(&mut out, &doc)?;
     } else {
@@ -497,6 +510,12 @@ pub fn run(db_path: &Path, args: Args) -> CmdResult {
             writeln!(out, "{}", c.describe())?;
         }
         write_sealed(&mut out, &sealed)?;
+        if let Some(reason) = &pages_not_checked {
+            writeln!(
+                out,
+                "redb page checksums were not checked: {reason}; the records above decode, but a bit changed inside one would not be seen"
+            )?;
+        }
         for r in &retired {
             writeln!(
                 out,

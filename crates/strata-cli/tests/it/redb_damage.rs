@@ -561,3 +561,46 @@ fn a_bit_flipped_in_a_copy_of_an_open_file_is_damage_harmless_or_its_commit_drop
     println!("{detected} flips damage, {harmless} harmless, {dropped} dropped the last commit (as a crash would)");
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// Without room for the private copy the page check needs (here: a temporary directory
+/// that does not exist), `verify` still certifies the records and says, in text and in
+/// `--json`, that the pages' checksums were not checked — it neither fails nor claims
+/// them checked — and the file is left as it was.
+#[test]
+fn verify_says_when_it_could_not_check_the_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let bytes = clean_store(&path);
+    let missing = dir.path().join("no-such-tmp");
+    let run = |json: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_strata"));
+        cmd.args(["--db", path.to_str().unwrap(), "verify"]);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.env("TMPDIR", &missing).output().unwrap()
+    };
+    let out = run(false);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("redb page checksums were not checked")
+            && text.contains("TMPDIR")
+            && text.contains(&format!("{DOCS} records")),
+        "{text}"
+    );
+    let out = run(true);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["verdict"], "ok", "{doc}");
+    assert!(
+        doc["pages_not_checked"].as_str().unwrap().contains("s.redb"),
+        "{doc}"
+    );
+    // With room, the pages are checked and the document says nothing of it.
+    let out = strata_db(&path, &["verify", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc.get("pages_not_checked").is_none(), "{doc}");
+    assert!(std::fs::read(&path).unwrap() == bytes, "verify changed the file");
+}
