@@ -594,7 +594,10 @@ fn verify_says_when_it_could_not_check_the_pages() {
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["verdict"], "ok", "{doc}");
     assert!(
-        doc["pages_not_checked"].as_str().unwrap().contains("s.redb"),
+        doc["pages_not_checked"]
+            .as_str()
+            .unwrap()
+            .contains("s.redb"),
         "{doc}"
     );
     // With room, the pages are checked and the document says nothing of it.
@@ -602,5 +605,8 @@ fn verify_says_when_it_could_not_check_the_pages() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(doc.get("pages_not_checked").is_none(), "{doc}");
-    assert!(std::fs::read(&path).unwrap() == bytes, "verify changed the file");
+    assert!(
+        std::fs::read(&path).unwrap() == bytes,
+        "verify changed the file"
+    );
 }
