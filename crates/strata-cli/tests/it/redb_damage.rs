@@ -11,7 +11,7 @@
 //!   alarm, and read-only commands leave it byte-identical;
 //! * a bit flipped inside a page of records: what `verify` detects, counted.
 
-use crate::support::{acc_documents, stderr, stdout, strata, strata_db};
+use crate::support::{acc_documents, names_in, stderr, stdout, store_commands, strata, strata_db};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use strata_store::Store;
@@ -45,35 +45,6 @@ fn hot_copy(path: &Path) -> Vec<u8> {
     bytes
 }
 
-const COMMANDS: &[&[&str]] = &[
-    &["status"],
-    &["status", "--json"],
-    &["verify"],
-    &["verify", "--json"],
-    &["collections"],
-    &["collections", "--json"],
-    &["inspect", "acc"],
-    &["schema", "show", "acc"],
-    &["schema", "log", "acc"],
-    &["fence"],
-    &["keys", "status"],
-    &["repair"],
-    &["migrate", "--dry-run"],
-    &["migrate"],
-    &["repair", "--apply"],
-    &["fence", "abort"],
-];
-
-/// The names in `dir`, sorted.
-fn listing(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 /// Runs every command (and `copy --from`) on the file at `path`, holding `bytes`: each
 /// must exit `code` with a stderr line that passes `says`, and none may change the file or
 /// the directory's listing. Returns what went otherwise, one line each.
@@ -85,7 +56,7 @@ fn every_command(
     says: &dyn Fn(&str) -> bool,
 ) -> Vec<String> {
     let dir = path.parent().unwrap();
-    let before = listing(dir);
+    let before = names_in(dir);
     let target = dir.join("copy-target.redb");
     let copy: &[&str] = &[
         "copy",
@@ -95,7 +66,11 @@ fn every_command(
         target.to_str().unwrap(),
     ];
     let mut wrong = Vec::new();
-    for args in COMMANDS.iter().copied().chain([copy]) {
+    for args in store_commands("acc", "acc")
+        .iter()
+        .map(Vec::as_slice)
+        .chain([copy])
+    {
         let what = format!("{what} {args:?}");
         let out = if args[0] == "copy" {
             strata(args)
@@ -121,10 +96,10 @@ fn every_command(
             wrong.push(format!("{what}: the file was changed"));
             std::fs::write(path, bytes).unwrap();
         }
-        if listing(dir) != before {
+        if names_in(dir) != before {
             wrong.push(format!(
                 "{what}: files created or removed: {:?}",
-                listing(dir)
+                names_in(dir)
             ));
             let _ = std::fs::remove_file(&target);
         }

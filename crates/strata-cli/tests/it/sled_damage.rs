@@ -9,7 +9,7 @@
 //!   the last good snapshot: every command works (read-only ones leave it where it is),
 //!   also after a real SIGKILL of a child while sled wrote it.
 
-use crate::support::{stderr, stdout, strata_db};
+use crate::support::{names_in, stderr, stdout, store_commands, strata_db};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -96,25 +96,6 @@ fn damaged(dir: &Path, what: &str) -> bool {
     }
 }
 
-const COMMANDS: &[&[&str]] = &[
-    &["status"],
-    &["status", "--json"],
-    &["verify"],
-    &["verify", "--json"],
-    &["collections"],
-    &["collections", "--json"],
-    &["inspect", "lww-register-materialized"],
-    &["schema", "show", "accounts"],
-    &["schema", "log", "accounts"],
-    &["fence"],
-    &["keys", "status"],
-    &["repair"],
-    &["migrate", "--dry-run"],
-    &["migrate"],
-    &["repair", "--apply"],
-    &["fence", "abort"],
-];
-
 #[test]
 fn a_cut_never_sealed_datastore_is_damaged_for_every_command_and_left_unchanged() {
     let dir = tempfile::tempdir().unwrap();
@@ -136,16 +117,8 @@ fn a_cut_never_sealed_datastore_is_damaged_for_every_command_and_left_unchanged(
             continue;
         }
         checked += 1;
-        let listing = |d: &Path| {
-            let mut names: Vec<String> = std::fs::read_dir(d)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect();
-            names.sort();
-            names
-        };
-        let before = listing(&cut_dir);
-        for args in COMMANDS {
+        let before = names_in(&cut_dir);
+        for args in &store_commands("lww-register-materialized", "accounts") {
             let out = strata_db(&cut_dir, args);
             let what = format!("{pct}% {args:?}");
             assert_eq!(
@@ -168,7 +141,7 @@ fn a_cut_never_sealed_datastore_is_damaged_for_every_command_and_left_unchanged(
                 std::fs::read(cut_dir.join("db")).unwrap() == cut,
                 "{what}: the db file was changed"
             );
-            assert_eq!(listing(&cut_dir), before, "{what}: files changed");
+            assert_eq!(names_in(&cut_dir), before, "{what}: files changed");
         }
         // copy reads its source read-only: refused too, nothing created.
         let target = dir.path().join(format!("copy-{pct}.redb"));

@@ -225,3 +225,37 @@ pub mod pg {
         )
     }
 }
+
+/// Every command a user runs on one store, the read-only ones first, then the ones that
+/// write (`copy`, which names two stores, is not among them): `table` is the one
+/// `inspect` shows, `collection` the one `schema show|log` names.
+pub fn store_commands<'a>(table: &'a str, collection: &'a str) -> Vec<Vec<&'a str>> {
+    vec![
+        vec!["status"],
+        vec!["status", "--json"],
+        vec!["verify"],
+        vec!["verify", "--json"],
+        vec!["collections"],
+        vec!["collections", "--json"],
+        vec!["inspect", table],
+        vec!["schema", "show", collection],
+        vec!["schema", "log", collection],
+        vec!["fence"],
+        vec!["keys", "status"],
+        vec!["repair"],
+        vec!["migrate", "--dry-run"],
+        vec!["migrate"],
+        vec!["repair", "--apply"],
+        vec!["fence", "abort"],
+    ]
+}
+
+/// The names of the entries of `dir`, sorted.
+pub fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
